@@ -1,0 +1,34 @@
+"""Build the Cython kernels in cython_src/ as private modules of the torchfits package."""
+from pathlib import Path
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+HERE = Path(__file__).parent
+EXTRA_COMPILE_ARGS = ["-O3", "-fno-strict-aliasing"]
+
+extensions = [
+    Extension(
+        f"torchfits.{pyx.stem}",
+        [str(pyx.relative_to(HERE))],
+        include_dirs=[np.get_include(), str(HERE / "cython_src")],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=EXTRA_COMPILE_ARGS,
+    )
+    for pyx in sorted((HERE / "cython_src").glob("_*.pyx"))
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={
+            "language_level": 3,
+            "embedsignature": True,
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+        },
+    ),
+)

@@ -1,0 +1,56 @@
+"""The shared decode thread pool: kernels release the GIL, so threads give real parallelism.
+
+No OpenMP anywhere (torch ships its own runtime); parallel work goes through this pool.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Optional
+
+__all__ = ["default_threads", "get_pool", "run_parallel"]
+
+_pool: Optional[ThreadPoolExecutor] = None
+_pool_lock = threading.Lock()
+_in_worker = threading.local()
+
+
+def default_threads() -> int:
+    """Threads used when a call does not say: $TORCHFITS_THREADS, else every core."""
+    env = os.environ.get("TORCHFITS_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 1
+
+
+def get_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(2, default_threads()),
+                                       thread_name_prefix="torchfits")
+        return _pool
+
+
+def _run_marked(fn: Callable[[Any], Any], item: Any) -> Any:
+    _in_worker.active = True
+    try:
+        return fn(item)
+    finally:
+        _in_worker.active = False
+
+
+def run_parallel(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    """Apply ``fn`` to every item on the pool and return the results in order.
+
+    Called from inside a pool worker (nested parallelism), it runs serially instead, so a
+    saturated pool can never deadlock waiting on itself.
+    """
+    items = list(items)
+    if len(items) <= 1 or getattr(_in_worker, "active", False):
+        return [fn(item) for item in items]
+    pool = get_pool()
+    futures = [pool.submit(_run_marked, fn, item) for item in items[1:]]
+    first = fn(items[0])
+    return [first] + [f.result() for f in futures]

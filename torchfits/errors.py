@@ -1,0 +1,93 @@
+"""The torchfits error hierarchy.
+
+Every error derives from :class:`FitsError` and also from the builtin types that code written
+against torchfits 1.2.3 catches for the same situation, so existing ``except`` clauses keep working.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "FitsError",
+    "FitsFileNotFoundError",
+    "NotFitsError",
+    "CorruptHeaderError",
+    "TruncatedFileError",
+    "NaxisOverflowError",
+    "HDUNotFoundError",
+    "HDUTypeError",
+    "ColumnNotFoundError",
+    "KeywordNotFoundError",
+    "WhereSyntaxError",
+    "UnsupportedColumnError",
+    "FitsFileExistsError",
+    "UInt64WriteError",
+    "QuantizeError",
+    "HttpBlockedError",
+]
+
+
+class FitsError(Exception):
+    """Root of every error torchfits raises about a file, an HDU, a column or an argument."""
+
+    def __str__(self) -> str:
+        # KeyError would repr-quote the message; every subclass prints it as written.
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class FitsFileNotFoundError(FitsError, FileNotFoundError, RuntimeError):
+    """The file does not exist or cannot be opened."""
+
+
+class NotFitsError(FitsError, OSError, RuntimeError):
+    """The bytes are not a FITS file (no SIMPLE card, garbage where a header should be)."""
+
+
+class CorruptHeaderError(FitsError, OSError, RuntimeError, ValueError):
+    """A header is unreadable: it never ends, or a structural keyword is missing or invalid."""
+
+
+class TruncatedFileError(FitsError, OSError, RuntimeError):
+    """The file ends before the data an HDU declares."""
+
+
+class NaxisOverflowError(CorruptHeaderError):
+    """NAXISn values whose product overflows or exceeds the file."""
+
+
+class HDUNotFoundError(FitsError, KeyError, IndexError, ValueError, RuntimeError, OSError):
+    """No HDU with that index or EXTNAME."""
+
+
+class HDUTypeError(FitsError, RuntimeError, ValueError):
+    """The HDU is of the wrong kind for the call (an image API on a table, or the reverse)."""
+
+
+class KeywordNotFoundError(FitsError, KeyError, RuntimeError):
+    """A requested header keyword is absent."""
+
+
+class ColumnNotFoundError(FitsError, KeyError):
+    """A projection names a column the table does not have."""
+
+
+class WhereSyntaxError(FitsError, ValueError):
+    """A where-expression does not parse; the message points at the offending token."""
+
+
+class UnsupportedColumnError(FitsError, NotImplementedError):
+    """A column type that the requested output cannot represent."""
+
+
+class FitsFileExistsError(FitsError, FileExistsError, RuntimeError):
+    """A write would clobber an existing file and ``overwrite`` is false."""
+
+
+class UInt64WriteError(FitsError, ValueError):
+    """uint64 data cannot be written losslessly."""
+
+
+class QuantizeError(FitsError, ValueError):
+    """Quantisation asked of data that cannot be quantised."""
+
+
+class HttpBlockedError(FitsError, OSError):
+    """A URL that points at a blocked scheme or an internal/private network."""
