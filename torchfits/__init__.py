@@ -13,6 +13,8 @@ from ._version import __version__
 # name → module that defines it (relative to this package)
 _LAZY = {
     # native API
+    "scan": "scan",
+    "Scanner": "scan",
     "open_image": "image",
     "read_numpy": "image",
     "Image": "image",
@@ -51,7 +53,7 @@ _LAZY = {
 }
 _SUBMODULES = {"errors", "cache", "io", "hdu", "image", "meta", "header", "cli", "where"}
 
-__all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError"}) + ["__version__"]
+__all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner"}) + ["__version__"]
 
 _lock = threading.RLock()
 

@@ -1,0 +1,40 @@
+"""Type stub for the compiled image decode kernel (cython_src/_image.pyx)."""
+from typing import Any
+
+import numpy as np
+
+MODE_RAW: int
+MODE_FLIP: int
+MODE_SCALE: int
+
+def decode_region(
+    src: Any,
+    data_offset: int,
+    out: np.ndarray,
+    bitpix: int,
+    mode: int,
+    shape: tuple[int, ...],
+    start: tuple[int, ...],
+    step: tuple[int, ...],
+    count: tuple[int, ...],
+    bscale: float = ...,
+    bzero: float = ...,
+    has_blank: bool = ...,
+    blank: int = ...,
+) -> None: ...
+
+class CutoutReader:
+    def __init__(
+        self,
+        src: Any,
+        data_offset: int,
+        bitpix: int,
+        mode: int,
+        shape: tuple[int, ...],
+        dtype: Any,
+        bscale: float = ...,
+        bzero: float = ...,
+        has_blank: bool = ...,
+        blank: int = ...,
+    ) -> None: ...
+    def cutout(self, x1: int, y1: int, x2: int, y2: int) -> np.ndarray: ...

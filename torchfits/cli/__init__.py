@@ -1,0 +1,1 @@
+"""The ``torchfits`` command line."""

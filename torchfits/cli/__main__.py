@@ -1,0 +1,6 @@
+"""``python -m torchfits.cli``."""
+import sys
+
+from .main import main
+
+sys.exit(main())
