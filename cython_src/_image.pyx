@@ -22,7 +22,16 @@ MODE_FLIP = 1    # byte swap and flip the sign bit: unsigned (BZERO=2^(n-1)) and
 MODE_SCALE = 2   # physical = BZERO + BSCALE * stored, BLANK → NaN; float32 for 8/16/-32, else float64
 
 cdef enum:
-    MAX_NDIM = 999
+    MAX_NDIM = 32
+
+
+cdef extern from "_swap.h" nogil:
+    void tf_swap_copy16(const uint8_t* s, uint8_t* d, size_t n, uint16_t flip)
+    void tf_swap_copy32(const uint8_t* s, uint8_t* d, size_t n, uint32_t flip)
+    void tf_swap_copy64(const uint8_t* s, uint8_t* d, size_t n, uint64_t flip)
+    void tf_swap_inplace16(uint8_t* d, size_t n, uint16_t flip)
+    void tf_swap_inplace32(uint8_t* d, size_t n, uint32_t flip)
+    void tf_swap_inplace64(uint8_t* d, size_t n, uint64_t flip)
 
 
 cdef void _run_raw(const uint8_t* s, Py_ssize_t n, Py_ssize_t stride, uint8_t* d,
@@ -31,8 +40,6 @@ cdef void _run_raw(const uint8_t* s, Py_ssize_t n, Py_ssize_t stride, uint8_t* d
     cdef uint16_t v16
     cdef uint32_t v32
     cdef uint64_t v64
-    cdef uint16_t f16 = <uint16_t>flip
-    cdef uint32_t f32 = <uint32_t>flip
     cdef uint8_t f8 = <uint8_t>flip
     if size == 1:
         if stride == 1 and f8 == 0:
@@ -40,33 +47,38 @@ cdef void _run_raw(const uint8_t* s, Py_ssize_t n, Py_ssize_t stride, uint8_t* d
         else:
             for i in range(n):
                 d[i] = s[i * stride] ^ f8
+    elif stride == size:
+        if size == 2:
+            tf_swap_copy16(s, d, n, <uint16_t>flip)
+        elif size == 4:
+            tf_swap_copy32(s, d, n, <uint32_t>flip)
+        else:
+            tf_swap_copy64(s, d, n, flip)
     elif size == 2:
-        if stride == 2:  # contiguous: a constant stride lets the compiler vectorise
-            for i in range(n):
-                v16 = load_u16(s + 2 * i) ^ f16
-                memcpy(d + 2 * i, &v16, 2)
-        else:
-            for i in range(n):
-                v16 = load_u16(s + i * stride) ^ f16
-                memcpy(d + 2 * i, &v16, 2)
+        for i in range(n):
+            v16 = load_u16(s + i * stride) ^ <uint16_t>flip
+            memcpy(d + 2 * i, &v16, 2)
     elif size == 4:
-        if stride == 4:
-            for i in range(n):
-                v32 = load_u32(s + 4 * i) ^ f32
-                memcpy(d + 4 * i, &v32, 4)
-        else:
-            for i in range(n):
-                v32 = load_u32(s + i * stride) ^ f32
-                memcpy(d + 4 * i, &v32, 4)
+        for i in range(n):
+            v32 = load_u32(s + i * stride) ^ <uint32_t>flip
+            memcpy(d + 4 * i, &v32, 4)
     else:
-        if stride == 8:
+        for i in range(n):
+            v64 = load_u64(s + i * stride) ^ flip
+            memcpy(d + 8 * i, &v64, 8)
+
+
+cdef void _swap_inplace(uint8_t* d, Py_ssize_t n, int size, uint64_t flip) noexcept nogil:
+    if size == 1:
+        if <uint8_t>flip:
             for i in range(n):
-                v64 = load_u64(s + 8 * i) ^ flip
-                memcpy(d + 8 * i, &v64, 8)
-        else:
-            for i in range(n):
-                v64 = load_u64(s + i * stride) ^ flip
-                memcpy(d + 8 * i, &v64, 8)
+                d[i] ^= <uint8_t>flip
+    elif size == 2:
+        tf_swap_inplace16(d, n, <uint16_t>flip)
+    elif size == 4:
+        tf_swap_inplace32(d, n, <uint32_t>flip)
+    else:
+        tf_swap_inplace64(d, n, flip)
 
 
 cdef void _run_scale(const uint8_t* s, Py_ssize_t n, Py_ssize_t stride, uint8_t* d, int bitpix,
@@ -114,36 +126,6 @@ cdef inline int _out_size(int bitpix, int mode) noexcept nogil:
     if mode != 2:
         return abs(bitpix) // 8
     return 4 if (bitpix == 8 or bitpix == 16 or bitpix == -32) else 8
-
-
-cdef extern from *:
-    """
-    #define TF_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 0)
-    """
-    void TF_PREFETCH(const void*) nogil
-
-
-cdef void _prefetch_runs(const uint8_t* src, int ndim, int64_t* start, int64_t* step,
-                         int64_t* count, int64_t* stride_bytes, int64_t* idx, int64_t nruns,
-                         int64_t run_bytes) noexcept nogil:
-    cdef int64_t run, base, off
-    cdef int k
-    for run in range(nruns):
-        base = start[ndim - 1] * stride_bytes[ndim - 1]
-        for k in range(ndim - 1):
-            base += (start[k] + idx[k] * step[k]) * stride_bytes[k]
-        off = 0
-        while off < run_bytes:
-            TF_PREFETCH(src + base + off)
-            off += 64
-        TF_PREFETCH(src + base + run_bytes - 1)
-        k = ndim - 2
-        while k >= 0:
-            idx[k] += 1
-            if idx[k] < count[k]:
-                break
-            idx[k] = 0
-            k -= 1
 
 
 cdef int _decode_nd(const uint8_t* src, Py_ssize_t src_len, uint8_t* out, Py_ssize_t out_len,
@@ -196,10 +178,25 @@ cdef int _decode_nd(const uint8_t* src, Py_ssize_t src_len, uint8_t* out, Py_ssi
         idx[k] = 0
     inner_n = count[ndim - 1]
     inner_stride = step[ndim - 1] * size
-    if nruns > 1 and inner_stride == size and inner_n * size <= 4096 and nruns <= 8192:
-        # Short rows scattered over the file (cutouts) are latency-bound: ask for every row
-        # up front so the cache misses overlap instead of queueing one row at a time.
-        _prefetch_runs(src, ndim, start, step, count, stride_bytes, idx, nruns, inner_n * size)
+    if mode != 2 and nruns > 1 and inner_stride == size and inner_n * size <= 4096:
+        # Short rows scattered over the file (cutouts) are bound by memory latency: copy every
+        # row first (plain copies keep many cache misses in flight at once), then swap the
+        # whole output while it is hot in cache.
+        for run in range(nruns):
+            base = start[ndim - 1] * stride_bytes[ndim - 1]
+            for k in range(ndim - 1):
+                base += (start[k] + idx[k] * step[k]) * stride_bytes[k]
+            memcpy(d, src + base, inner_n * size)
+            d += inner_n * size
+            k = ndim - 2
+            while k >= 0:
+                idx[k] += 1
+                if idx[k] < count[k]:
+                    break
+                idx[k] = 0
+                k -= 1
+        _swap_inplace(out, total, size, (<uint64_t>1) << (8 * size - 1) if mode == 1 else 0)
+        return 0
     for run in range(nruns):
         base = start[ndim - 1] * stride_bytes[ndim - 1]
         for k in range(ndim - 1):

@@ -13,8 +13,8 @@ from ._version import __version__
 # name → module that defines it (relative to this package)
 _LAZY = {
     # native API
-    "scan": "scan",
-    "Scanner": "scan",
+    "scan": "_scan",
+    "Scanner": "_scan",
     "open_image": "image",
     "read_numpy": "image",
     "Image": "image",

@@ -13,6 +13,7 @@ from . import _header
 from ._source import LocalSource, stat_key
 from .errors import (
     CorruptHeaderError,
+    FitsError,
     HDUNotFoundError,
     NaxisOverflowError,
     NotFitsError,
@@ -196,6 +197,7 @@ class HduIndex:
         self.size = source.size
         self.entries: list[HduEntry] = []
         self.tail_error: Optional[str] = None
+        self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
         self._build()
 
@@ -233,7 +235,15 @@ class HduIndex:
             if end > size:
                 # END found but its block is cut short: the header itself is readable.
                 end = size
-            entry = _describe(buf, pos, end, len(self.entries), path, size)
+            try:
+                entry = _describe(buf, pos, end, len(self.entries), path, size)
+            except FitsError as exc:
+                if not self.entries:
+                    raise
+                # A corrupt later HDU must not take the readable ones before it down with it.
+                self.tail_error = str(exc)
+                self.tail_exception = type(exc)
+                break
             self.entries.append(entry)
             if entry.data_offset + entry.data_size > size:
                 break
@@ -255,7 +265,7 @@ class HduIndex:
                 if e.extname is not None and e.extname.upper() == wanted:
                     return e
             if self.tail_error:
-                raise TruncatedFileError(self.tail_error)
+                raise self.tail_exception(self.tail_error)
             raise HDUNotFoundError(f"{self.path}: HDU '{hdu}' not found")
         try:
             index = int(hdu.__index__())
@@ -265,7 +275,7 @@ class HduIndex:
             raise ValueError(f"hdu must be a non-negative integer, got {index}")
         if index >= len(self.entries):
             if self.tail_error:
-                raise TruncatedFileError(self.tail_error)
+                raise self.tail_exception(self.tail_error)
             raise HDUNotFoundError(
                 f"{self.path}: Could not move to HDU {index}: the file has {len(self.entries)} HDUs"
             )

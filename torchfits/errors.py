@@ -22,6 +22,7 @@ __all__ = [
     "UInt64WriteError",
     "QuantizeError",
     "HttpBlockedError",
+    "InvalidRowError",
 ]
 
 
@@ -91,3 +92,7 @@ class QuantizeError(FitsError, ValueError):
 
 class HttpBlockedError(FitsError, OSError):
     """A URL that points at a blocked scheme or an internal/private network."""
+
+
+class InvalidRowError(FitsError, RuntimeError):
+    """A 1-based row window that starts past the end of the table ("Invalid start row")."""

@@ -70,11 +70,13 @@ class Header(dict):
     def __init__(self, cards: Any = None) -> None:
         super().__init__()
         self._cards: list[Card] = []
+        self._folded: dict[str, str] = {}  # upper-cased keyword → keyword as stored
         if cards is None:
             return
         if isinstance(cards, Header):
-            for card in cards._cards:
-                self.append(card)
+            self._cards = list(cards._cards)
+            self._folded = dict(cards._folded)
+            dict.update(self, cards)
         elif isinstance(cards, dict):
             for key, value in cards.items():
                 if isinstance(value, tuple) and len(value) == 2:
@@ -99,22 +101,26 @@ class Header(dict):
         upper = key.upper()
         if upper.startswith("HIERARCH "):
             upper = upper[9:].strip()
-        if dict.__contains__(self, upper):
-            return upper
-        for existing in dict.keys(self):
-            if existing.upper() == upper:
-                return existing
+            key = key[9:].strip()
+        found = self._folded.get(upper)
+        if found is not None:
+            return found
         return upper if key == key.upper() or len(key) <= 8 else key
+
+    def _store(self, key: str, value: Any) -> None:
+        dict.__setitem__(self, key, value)
+        self._folded[key.upper()] = key
 
     def _refresh(self, key: str) -> None:
         """Recompute the mapping value of ``key`` from the card list."""
         matching = [c for c in self._cards if c.key == key]
         if not matching:
             dict.pop(self, key, None)
+            self._folded.pop(key.upper(), None)
         elif key in ("HISTORY", "COMMENT"):
-            dict.__setitem__(self, key, matching[-1].value)
+            self._store(key, matching[-1].value)
         else:
-            dict.__setitem__(self, key, matching[0].value)
+            self._store(key, matching[0].value)
 
     # -- mapping protocol -------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -189,6 +195,7 @@ class Header(dict):
     def clear(self) -> None:
         dict.clear(self)
         self._cards.clear()
+        self._folded.clear()
 
     def copy(self) -> "Header":
         return Header(self)
@@ -201,7 +208,7 @@ class Header(dict):
     __hash__ = None  # type: ignore[assignment]
 
     def __reduce__(self) -> Any:
-        return (Header, (list(self._cards),))
+        return (_rebuild, (list(self._cards),))
 
     # -- card API ---------------------------------------------------------------------------------
     @property
@@ -218,7 +225,9 @@ class Header(dict):
         key = self._canonical(card.key) if card.key else ""
         card = Card(key, _python_value(card.value), card.comment or "")
         self._cards.append(card)
-        self._refresh(key)
+        # Appending changes the mapping only for a new keyword or a commentary line (last wins).
+        if key in ("HISTORY", "COMMENT") or not dict.__contains__(self, key):
+            self._store(key, card.value)
 
     def insert(self, index: int, card: Any) -> None:
         """Insert a card before position ``index`` of the card list."""
@@ -296,6 +305,13 @@ class Header(dict):
         return header_from_parsed(cards)
 
 
+def _rebuild(cards: list) -> "Header":
+    h = Header()
+    for c in cards:
+        h.append(c)
+    return h
+
+
 def header_from_parsed(parsed: Iterable[tuple], *, raw_values: bool = False) -> Header:
     """Assemble a `Header` from ``_header.parse_cards`` output, joining CONTINUE long strings.
 
@@ -322,7 +338,7 @@ def header_from_parsed(parsed: Iterable[tuple], *, raw_values: bool = False) -> 
         cards.append(Card(key, value, comment))
     for card in cards:
         if card.key in ("HISTORY", "COMMENT") or not dict.__contains__(h, card.key):
-            dict.__setitem__(h, card.key, card.value)
+            h._store(card.key, card.value)
     return h
 
 

@@ -60,19 +60,55 @@ def _reraise(exc: FitsError, prefix: str) -> FitsError:
 
 
 def _half(fp16: bool, bf16: bool) -> Optional[str]:
-    return "fp16" if fp16 else ("bf16" if bf16 else None)
+    # torchfits 1.2.3 returns float16 for bf16=True as well; programs may rely on it.
+    return "fp16" if (fp16 or bf16) else None
 
 
 def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half: Optional[str],
-                  allow_auto: bool = False) -> tuple[Any, Image]:
+                  allow_auto: bool = False, out: Any = None) -> tuple[Any, Image]:
     index = get_index(fp.path)
     entry = index.resolve(fp.hdu if fp.hdu is not None and hdu in (0, None, "auto") else hdu,
                           allow_auto=allow_auto)
     img = Image(fp.path, entry.index, raw_scale=raw_scale, uint64_as_float=True, index=index)
+    if out is not None and half is None:
+        return _read_into(out, lambda buf: img.read(buf) if fp.section is None
+                          else img.read_region(*_section_region(img, fp.section), out=buf)), img
     arr = img.read() if fp.section is None else img[fp.section]
     if not arr.flags.writeable:
         arr = arr.copy()  # tensors are writable; the file map is not
-    return to_tensor(arr, device, half=half), img
+    tensor = to_tensor(arr, device, half=half)
+    if out is not None:
+        _check_out_tensor(out, tensor)
+        out.copy_(tensor)
+        return out, img
+    return tensor, img
+
+
+def _section_region(img: Image, key: Any) -> tuple[Any, tuple[int, ...]]:
+    from .image import region_from_key
+
+    return region_from_key(img.shape, key)
+
+
+def _check_out_tensor(out: Any, result: Any) -> None:
+    if tuple(out.shape) != tuple(result.shape) or out.dtype != result.dtype:
+        raise ValueError(f"out has shape {tuple(out.shape)} and dtype {out.dtype}; the read gives "
+                         f"{tuple(result.shape)} {result.dtype}")
+
+
+def _read_into(out: Any, fill: Callable[[np.ndarray], Any]) -> Any:
+    """Decode straight into a caller's tensor (CPU: its memory; elsewhere: via the host)."""
+    from ._torch_adapter import is_tensor, tensor_to_numpy
+
+    if not is_tensor(out):
+        raise TypeError("out must be a torch.Tensor")
+    if out.device.type == "cpu" and out.is_contiguous():
+        fill(out.numpy())
+        return out
+    host = np.empty(tuple(out.shape), tensor_to_numpy(out[:0] if out.dim() else out).dtype)
+    fill(host)
+    out.copy_(to_tensor(host, "cpu"))
+    return out
 
 
 def _validate_hdu_arg(hdu: Any) -> None:
@@ -92,9 +128,10 @@ def _name_error(exc: HDUNotFoundError, hdu: Any) -> HDUNotFoundError:
 
 def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, fp16: bool = False,
                 bf16: bool = False, raw_scale: bool = False, return_header: bool = False,
-                fallback_get_header: Optional[Callable] = None) -> Any:
+                fallback_get_header: Optional[Callable] = None, *, out: Any = None) -> Any:
     """Read an image HDU into a ``torch.Tensor`` (or ``(tensor, Header)``).
 
+    ``out`` is a preallocated tensor of the result shape and dtype to read into (returned).
     ``fallback_get_header`` is accepted for compatibility and ignored.
     """
     _validate_hdu_arg(hdu)
@@ -102,14 +139,16 @@ def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, 
     _check_mmap(mmap)
     fp = parse_path(path)
     try:
-        tensor, img = _image_tensor(fp, hdu, device=device, raw_scale=raw_scale, half=_half(fp16, bf16))
+        tensor, img = _image_tensor(fp, hdu, device=device, raw_scale=raw_scale, half=_half(fp16, bf16),
+                                    out=out)
     except HDUNotFoundError as exc:
         raise _name_error(exc, hdu) from None
     return (tensor, img.header) if return_header else tensor
 
 
 def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode: str = "auto",
-         options: Optional[dict] = None, return_header: bool = False, **kwargs: Any) -> Any:
+         options: Optional[dict] = None, return_header: bool = False, *, out: Any = None,
+         **kwargs: Any) -> Any:
     """Read an image or table HDU (torchfits 1.x ``read``).
 
     Images → ``torch.Tensor`` (dtype rules of API.md Part 2 §3); tables → ``dict`` of tensors.
@@ -161,7 +200,7 @@ def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode:
         if mode == "table":
             raise HDUTypeError(f"{fp.path}: HDU {entry.index} is an image: Failed to get table dimensions")
         tensor, img = _image_tensor(fp, entry.index, device=device, raw_scale=opts["raw_scale"],
-                                    half=_half(opts["fp16"], opts["bf16"]))
+                                    half=_half(opts["fp16"], opts["bf16"]), out=out)
     except HDUNotFoundError as exc:
         raise _reraise(_name_error(exc, hdu), prefix) from None
     except FitsError as exc:
@@ -184,6 +223,7 @@ def read_hdus(path: Any, hdus: Any, *, device: Any = "cpu", mmap: Any = True,
 
 def read_batch(file_paths: Any, hdu: Any = 0, device: Any = "cpu", *, strict: bool = False) -> list:
     """One tensor per path, in order; a failing path raises (never a shorter list)."""
+    validate_device(device)
     paths = list(file_paths)
     out = []
     for i, p in enumerate(paths):
@@ -250,10 +290,13 @@ class SubsetReader:
 
             self._from_numpy = require_torch().from_numpy
 
-    def read_subset(self, x1: int, y1: int, x2: int, y2: int) -> Any:
-        """The cutout ``[y1:y2, x1:x2]`` of the last two axes (all leading planes)."""
+    def read_subset(self, x1: int, y1: int, x2: int, y2: int, *, out: Any = None) -> Any:
+        """The cutout ``[y1:y2, x1:x2]`` of the last two axes (all leading planes); with
+        ``out``, decoded into that tensor and returned."""
         if self._closed:
             raise RuntimeError("SubsetReader is closed")
+        if out is not None:
+            return self._read_subset_into(out, x1, y1, x2, y2)
         if self._complete:
             out = self._cutouts.cutout(x1, y1, x2, y2)
         else:
@@ -261,6 +304,16 @@ class SubsetReader:
         if self._fast:
             return self._from_numpy(out)
         return to_tensor(out, self._device)
+
+    def _read_subset_into(self, out: Any, x1: int, y1: int, x2: int, y2: int) -> Any:
+        h, w = self.shape[-2:]
+        x1, x2, y1, y2 = _clamp(x1, w), _clamp(x2, w), _clamp(y1, h), _clamp(y2, h)
+        ny, nx = max(0, y2 - y1), max(0, x2 - x1)
+        shape = self._lead + (ny, nx)
+        if tuple(out.shape) != shape:
+            raise ValueError(f"out has shape {tuple(out.shape)}, the cutout is {shape}")
+        region = ((0,) * len(self._lead) + (y1, x1), (1,) * len(self.shape), shape)
+        return _read_into(out, lambda buf: self._image.read_region(region, shape, out=buf))
 
     def _truncated_cutout(self, x1: int, y1: int, x2: int, y2: int) -> np.ndarray:
         """Cutouts of a file cut short: the rows present read fine, the rest raise."""
@@ -292,10 +345,11 @@ def open_subset_reader(path: Any, hdu: Any = 0, device: Any = "cpu") -> SubsetRe
     return SubsetReader(path, hdu, device)
 
 
-def read_subset(path: Any, hdu: Any, x1: int, y1: int, x2: int, y2: int) -> Any:
-    """One cutout ``[y1:y2, x1:x2]`` (0-based, half-open, clamped) of the last two axes."""
+def read_subset(path: Any, hdu: Any, x1: int, y1: int, x2: int, y2: int, *, out: Any = None) -> Any:
+    """One cutout ``[y1:y2, x1:x2]`` (0-based, half-open, clamped) of the last two axes;
+    ``out`` is an optional tensor to decode into."""
     with SubsetReader(path, hdu) as reader:
-        return reader.read_subset(x1, y1, x2, y2)
+        return reader.read_subset(x1, y1, x2, y2, out=out)
 
 
 # -- 1.x cache subsystem names ------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""Shared fixtures: optional oracles behind importorskip, and an isolated cache directory."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+# The conformance helpers live next to the tests (tests/_oracles.py).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache_dir(tmp_path_factory, monkeypatch):
+    """Keep any disk cache (and ``clear_all_caches``) inside a temporary directory."""
+    root = tmp_path_factory.mktemp("torchfits-cache")
+    monkeypatch.setenv("TORCHFITS_CACHE_DIR", str(root))
+    monkeypatch.setenv("TORCHFITS_REMOTE_CACHE", str(root / "remote"))
+    monkeypatch.setenv("TORCHFITS_SAMPLE_CACHE", str(root / "samples"))
+
+
+@pytest.fixture
+def fits():
+    """astropy.io.fits (an oracle); skips the test when astropy is not installed."""
+    return pytest.importorskip("astropy.io.fits")
+
+
+@pytest.fixture
+def fitsio():
+    """fitsio (an oracle); skips the test when fitsio is not installed."""
+    return pytest.importorskip("fitsio")
+
+
+@pytest.fixture
+def torch():
+    """torch; skips the test when torch is not installed."""
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture
+def rng():
+    import numpy as np
+
+    return np.random.default_rng(20240611)
+
+
+def build_mixed_fits(path, fits):
+    """Empty primary, BINTABLE "TAB", ASCII TABLE "ASC", IMAGE "SCI", RICE_1 image "COMP"."""
+    import numpy as np
+
+    tab = fits.BinTableHDU.from_columns([
+        fits.Column(name="ID", format="J", array=np.arange(5)),
+        fits.Column(name="NAME", format="8A", array=np.array(["a", "bb", "c", "d", "e"])),
+        fits.Column(name="VLA", format="PE()",
+                    array=[np.arange(i + 1, dtype=np.float32) for i in range(5)]),
+        fits.Column(name="BITS", format="12X", array=np.zeros((5, 12), bool)),
+    ], name="TAB")
+    asc = fits.TableHDU.from_columns([
+        fits.Column(name="X", format="I6", array=np.arange(4)),
+        fits.Column(name="S", format="A5", array=np.array(["q", "w", "e", "r"])),
+    ], name="ASC")
+    sci = fits.ImageHDU(np.arange(12, dtype=np.float32).reshape(3, 4), name="SCI")
+    comp = fits.CompImageHDU(np.arange(24 * 25, dtype=np.int16).reshape(24, 25), name="COMP",
+                             compression_type="RICE_1")
+    fits.HDUList([fits.PrimaryHDU(), tab, asc, sci, comp]).writeto(path, overwrite=True)
+    return path
+
+
+@pytest.fixture
+def mixed_fits(tmp_path, fits):
+    """A file with every HDU kind (see :func:`build_mixed_fits`)."""
+    return build_mixed_fits(tmp_path / "mixed.fits", fits)
