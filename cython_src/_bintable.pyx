@@ -4,12 +4,12 @@
 The caller (torchfits._table_decode) plans a small "column program", allocates every output at
 its final size and checks every bound; these kernels run without the GIL and only write.
 """
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memmove
 from libc.stdlib cimport malloc, free
 
 from _bswap cimport load_u16, load_u32, load_u64, load_i16, load_i32, load_i64, load_f32, load_f64
-from _tablecommon cimport set_bit, stripped_length, high_bits, put_string
+from _tablecommon cimport set_bit, put_string
 
 # Operations of a column program (one row of the int64 program array per projected column).
 cdef enum:

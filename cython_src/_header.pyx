@@ -232,11 +232,29 @@ def parse_cards(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stop):
 
 
 # Structural keywords the HDU index needs; anything else is skipped without building objects.
-cdef tuple _STRUCTURAL = (
+cdef const char* _STRUCTURAL[18]
+_STRUCTURAL[:] = [
     b"SIMPLE  ", b"XTENSION", b"BITPIX  ", b"NAXIS   ", b"PCOUNT  ", b"GCOUNT  ", b"THEAP   ",
     b"EXTNAME ", b"EXTVER  ", b"ZIMAGE  ", b"ZCMPTYPE", b"TFIELDS ", b"ZBITPIX ", b"ZNAXIS  ",
     b"BSCALE  ", b"BZERO   ", b"BLANK   ", b"GROUPS  ",
-)
+]
+
+
+cdef inline bint _is_structural(const uint8_t* p) noexcept nogil:
+    cdef int i, k
+    if p[8] != b'=':
+        return False
+    # NAXISn / ZNAXISn: a prefix followed by digits (and blanks).
+    if memcmp(p, b"NAXIS", 5) == 0 or memcmp(p, b"ZNAXIS", 6) == 0:
+        k = 5 if p[0] == b'N' else 6
+        for i in range(k, 8):
+            if not (b'0' <= p[i] <= b'9' or p[i] == b' '):
+                return False
+        return True
+    for i in range(18):
+        if memcmp(p, _STRUCTURAL[i], 8) == 0:
+            return True
+    return False
 
 
 def scan_structural(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stop):
@@ -245,7 +263,6 @@ def scan_structural(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stop):
     cdef Py_ssize_t pos = start, ncards = 0
     cdef const uint8_t* p
     cdef dict found = {}
-    cdef bytes key8
     if stop > buf.shape[0]:
         stop = buf.shape[0]
     while pos + CARD <= stop:
@@ -253,15 +270,10 @@ def scan_structural(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stop):
         if _is_end_card(p):
             break
         ncards += 1
-        if p[8] == b'=' and (
-            (p[0] == b'N' and p[1] == b'A' and p[2] == b'X')
-            or (p[0] == b'Z' and p[1] == b'N' and p[2] == b'A')
-            or (<bytes>(<char*>p)[:8]) in _STRUCTURAL
-        ):
+        if _is_structural(p):
             keyword = _text(p, 0, _rstrip(p, 0, 8))
             if keyword not in found:
-                value, comment, raw = _parse_value_field(p, 10, CARD)
-                found[keyword] = value
+                found[keyword] = _parse_value_field(p, 10, CARD)[0]
         pos += CARD
     found["__ncards__"] = ncards
     return found

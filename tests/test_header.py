@@ -211,6 +211,10 @@ def standard_string_cards(path) -> bool:
         rest = stripped[j + 1:].strip(" ")
         if rest and not rest.startswith("/"):
             return False
+        if "'" in rest:
+            # astropy's card regex lets a quote in the comment extend the string value
+            # (`'' / '` reads as "' /"); the standard ends the string at the first lone quote.
+            return False
     return True
 
 

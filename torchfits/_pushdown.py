@@ -20,7 +20,7 @@ __all__ = ["KernelPlan", "plan_pushdown", "conjuncts"]
 _CMP = {"==": K.CMP_EQ, "!=": K.CMP_NE, "<": K.CMP_LT, "<=": K.CMP_LE, ">": K.CMP_GT, ">=": K.CMP_GE}
 _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # stored element: (kernel source code, bytes, lowest stored, highest stored)
-_STORED = {"B": (K.SRC_U8, 1, 0, 255), "I": (K.SRC_I16, 2, -(1 << 15), (1 << 15) - 1),
+_STORED: dict[str, tuple[int, int, Optional[int], Optional[int]]] = {"B": (K.SRC_U8, 1, 0, 255), "I": (K.SRC_I16, 2, -(1 << 15), (1 << 15) - 1),
            "J": (K.SRC_I32, 4, -(1 << 31), (1 << 31) - 1), "K": (K.SRC_I64, 8, -(1 << 63), (1 << 63) - 1),
            "E": (K.SRC_F32, 4, None, None), "D": (K.SRC_F64, 8, None, None), "L": (K.SRC_L, 1, None, None)}
 _BOOL_WORDS = {True: 1, False: 0, 1: 1, 0: 0, "true": 1, "false": 0}
@@ -114,7 +114,7 @@ class _Compiler:
             if not node.values or any(v is None for v in node.values):
                 raise _NotKernel
             terms = [_expr.Compare("==", node.operand, _expr.Literal(v)) for v in node.values]
-            tree = terms[0]
+            tree: Any = terms[0]
             for t in terms[1:]:
                 tree = _expr.Or(tree, t)
             self.compile(tree)
@@ -144,6 +144,8 @@ class _Compiler:
         spec, typ = self._column(left)
         lit = right.value
         src, _, lo, hi = _STORED[spec.code]
+        lo_i: int = lo if lo is not None else 0
+        hi_i: int = hi if hi is not None else 0
         base = {"OFFSET": spec.offset, "SRC": src, **self._null_fields(spec)}
         if pa.types.is_boolean(typ):
             key = lit.lower() if isinstance(lit, str) else lit
@@ -159,7 +161,7 @@ class _Compiler:
             if spec.tscal != 1.0 or spec.tzero != int(spec.tzero) or lo is None:
                 raise _NotKernel
             tz = int(spec.tzero)
-            plan = _expr.integer_compare_plan(op, lit, lo + tz, hi + tz)
+            plan = _expr.integer_compare_plan(op, lit, lo_i + tz, hi_i + tz)
             if plan[0] == "const":
                 self._const_or_unknown(plan[1], spec, typ, base)
                 return
@@ -193,7 +195,7 @@ class _Compiler:
             self._emit({"OP": K.OP_CMP_FLOAT, "CMP": K.CMP_NE, "BITS": bits, "SCALED": scaled, **base},
                        (float(spec.tscal), float(spec.tzero), float("nan")))
         else:
-            self._emit({"OP": K.OP_CMP_INT, "CMP": K.CMP_GE, "LIT": _STORED[spec.code][2], **base})
+            self._emit({"OP": K.OP_CMP_INT, "CMP": K.CMP_GE, "LIT": _STORED[spec.code][2] or 0, **base})
         if not value:
             self._emit({"OP": K.OP_NOT})
 

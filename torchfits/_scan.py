@@ -166,7 +166,7 @@ class Scanner:
         self._batch_size = int(batch_size)
         self._row_slice = _validate_row_slice(row_slice)
         self._rows = None if rows is None else [_validate_rows(rows, s.nrows) for s in self._sources]
-        self._options = dict(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
+        self._options: dict[str, Any] = dict(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
                              encoding=encoding, apply_nulls=apply_nulls, threads=threads,
                              metadata=field_metadata)
         self._schema_metadata = schema_metadata
@@ -244,7 +244,7 @@ class Scanner:
         return meta
 
     # -- execution --------------------------------------------------------------------------------
-    def _chunks(self, k: int, src: TableSource) -> Iterator[tuple[Optional[np.ndarray], Optional[tuple[int, int]]]]:
+    def _chunks(self, k: int, src: TableSource) -> Iterator[tuple[Any, Any]]:
         bs = self._batch_size
         if self._rows is not None:
             rows = self._rows[k]
@@ -257,7 +257,7 @@ class Scanner:
             yield None, (a, min(a + bs, stop))
 
     def _select(self, src: TableSource, rows: Optional[np.ndarray],
-                rng: Optional[tuple[int, int]]) -> tuple[np.ndarray, Any]:
+                rng: Any) -> tuple[Any, Any]:
         """Evaluate the predicate on one chunk → (selected absolute rows, a decoded batch of
         exactly those rows holding the residual's columns, or None)."""
         import pyarrow as pa

@@ -18,11 +18,11 @@ from .header import Header
 
 __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image"]
 
-_STORAGE = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
+_STORAGE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
             64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
-_UNSIGNED = {8: (-128.0, np.dtype(np.int8)), 16: (32768.0, np.dtype(np.uint16)),
+_UNSIGNED: dict[int, tuple[float, np.dtype]] = {8: (-128.0, np.dtype(np.int8)), 16: (32768.0, np.dtype(np.uint16)),
              32: (2147483648.0, np.dtype(np.uint32)), 64: (9223372036854775808.0, np.dtype(np.uint64))}
-_SCALED = {8: np.dtype(np.float32), 16: np.dtype(np.float32), -32: np.dtype(np.float32),
+_SCALED: dict[int, np.dtype] = {8: np.dtype(np.float32), 16: np.dtype(np.float32), -32: np.dtype(np.float32),
            32: np.dtype(np.float64), 64: np.dtype(np.float64), -64: np.dtype(np.float64)}
 _TOLERANCE = 1e-5
 _PARALLEL_BYTES = 4 << 20  # below this a thread hand-off costs more than it saves
@@ -153,7 +153,7 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
         shape, starts, steps, counts = (out.size,), (0,), (1,), (out.size,)
     blank = plan.blank if plan.blank is not None else 0
     args = (plan.bitpix, plan.mode)
-    tail = (plan.bscale, plan.bzero, plan.blank is not None, blank)
+    tail: tuple[Any, ...] = (plan.bscale, plan.bzero, plan.blank is not None, blank)
     nthreads = default_threads() if threads is None else max(1, int(threads))
     if nthreads == 1 or out.nbytes < _PARALLEL_BYTES or counts[0] < 2:
         _image.decode_region(buf, entry.data_offset, out_bytes, *args, shape, starts, steps,

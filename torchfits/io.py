@@ -31,7 +31,7 @@ __all__ = [
     "clear_cache_subsystem",
 ]
 
-_READ_OPTIONS = {
+_READ_OPTIONS: dict[str, Any] = {
     "fp16": False,
     "bf16": False,
     "raw_scale": False,
@@ -327,7 +327,7 @@ class SubsetReader:
 
     def close(self) -> None:
         self._closed = True
-        self._cutouts = None
+        self._cutouts = None  # type: ignore[assignment]
 
     def __enter__(self) -> "SubsetReader":
         return self
