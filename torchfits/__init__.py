@@ -41,17 +41,24 @@ _LAZY = {
     "read_subset": "io",
     "open_subset_reader": "io",
     "open": "hdu",
+    "write": "writer",
     "HDUList": "hdu",
     "TensorHDU": "hdu",
-    "TableHDU": "hdu",
-    "TableHDURef": "hdu",
+    "TableHDU": "_table_hdu",
+    "TableHDURef": "_table_hdu",
+    "open_table_reader": "open_table",
+    "to_arrow": "interop",
+    "to_pandas": "interop",
+    "to_polars": "interop",
+    "to_astropy": "interop",
     # caches
     "get_cache_performance": "cache",
     "clear_all_caches": "cache",
     "clear_file_cache": "cache",
     "FitsError": "errors",
 }
-_SUBMODULES = {"errors", "cache", "io", "hdu", "image", "meta", "header", "cli", "where"}
+_SUBMODULES = {"errors", "cache", "io", "hdu", "image", "meta", "header", "cli", "where", "table",
+               "interop"}
 
 __all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner"}) + ["__version__"]
 

@@ -6,6 +6,7 @@ columns are then decoded (late materialisation). Batches stream, so memory is bo
 """
 from __future__ import annotations
 
+import copy
 import glob as _glob
 import os
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from ._hdu_index import HduEntry, HduIndex, get_index
 from ._paths import fspath
 from ._pushdown import plan_pushdown
 from ._table_decode import arrow_schema, decode_table, select_columns
-from .errors import HDUTypeError
+from .errors import HDUTypeError, UnsupportedColumnError
 
 __all__ = ["scan", "Scanner", "TableSource", "resolve_sources"]
 
@@ -73,6 +74,13 @@ class TableSource:
         data, heap = self.buffers()
         return decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
                             columns=columns, rows=rows, row_range=row_range, **options)
+
+
+def _refuse_complex(tree: Any, complex_cols: set) -> None:
+    refused = [c for c in _expr.columns(tree) if c in complex_cols]
+    if refused:
+        raise UnsupportedColumnError(
+            f"complex columns {refused} cannot be filtered on Arrow paths; read them with read_torch")
 
 
 def _is_glob(text: str) -> bool:
@@ -170,6 +178,7 @@ class Scanner:
                              encoding=encoding, apply_nulls=apply_nulls, threads=threads,
                              metadata=field_metadata)
         self._schema_metadata = schema_metadata
+        self._predicate_options = {**self._options, "decode_bytes": True, "strip": True}
         self._pushdown = pushdown
         self._plan_predicate(where, filter)
 
@@ -186,24 +195,32 @@ class Scanner:
             where = filter if where is None else f"({where}) AND ({filter})"
             filter = None
         first = self._sources[0]
+        # Predicates see strings decoded and stripped whatever the output options (1.x §8.4);
+        # complex columns have no compat Arrow type and can only be refused if referenced.
+        complex_cols = {s.name for s in first.specs if s.code in "CM"} \
+            if self._options["mapping"] == "compat" else set()
+        typed = [s for s in first.specs if s.name not in complex_cols]
         names = [s.name for s in first.specs]
-        schema = arrow_schema(first.specs, mapping=self._options["mapping"],
-                              decode_bytes=self._options["decode_bytes"])
-        types = {n: schema.field(n).type for n in names}
-        tree = None
+        schema = arrow_schema(typed, mapping=self._options["mapping"], decode_bytes=True)
+        types = {s.name: schema.field(s.name).type for s in typed}
+        tree: Any = None
         if where is not None:
             if not isinstance(where, str) or not where.strip():
                 raise ValueError("where must be a non-empty string expression")
             tree = _expr.parse(where, columns=set(names))
+            _refuse_complex(tree, complex_cols)
             _expr.validate(tree, types)
         opaque = None  # a pyarrow filter our tree cannot represent
         if filter is not None:
-            parsed = _expr.from_pyarrow(filter)
+            # An already-translated tree (datasets translate once per scan) or a pyarrow
+            # Expression, decoded with the column types so NaN guards go on float columns only.
+            parsed = filter if isinstance(filter, _expr.Expr) else _expr.from_pyarrow(filter, types)
             if parsed is None:
                 opaque = filter
             else:
+                _refuse_complex(parsed, complex_cols)
                 _expr.validate(parsed, types)
-                tree = parsed if tree is None else _expr.And(tree, parsed)
+                tree = parsed if tree is None else _expr.And(tree, parsed)  # type: ignore[arg-type]
         residual_tree = tree
         if tree is not None and self._pushdown:
             self._kernel, residual_tree = plan_pushdown(
@@ -282,7 +299,7 @@ class Scanner:
         if candidates is not None and candidates.size == 0:
             return candidates, None
         batch = src.decode(columns=self._residual_columns, rows=candidates, row_range=rng,
-                           options=self._options)
+                           options=self._predicate_options)
         positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
         table = pa.Table.from_batches([batch]).append_column("__torchfits_row__", positions)
         kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
@@ -298,12 +315,27 @@ class Scanner:
                 selected, decoded = self._select(src, rows, rng)
                 if selected.size == 0:
                     continue
-                if decoded is not None and set(self._projection) <= set(self._residual_columns):
+                if (decoded is not None and set(self._projection) <= set(self._residual_columns)
+                        and self._predicate_options == self._options):
                     # Everything projected is already decoded: gather, don't decode again.
                     batch = decoded.select(self._projection)
                 else:
                     batch = src.decode(columns=self._projection, rows=selected, options=self._options)
             yield batch.replace_schema_metadata(meta) if meta is not None else batch
+
+    def selected_rows(self) -> list[np.ndarray]:
+        """For each file, the 0-based row numbers the scan yields, in order (no column is
+        decoded beyond what the predicate needs)."""
+        out = []
+        for k, src in enumerate(self._sources):
+            parts = []
+            for rows, rng in self._chunks(k, src):
+                if self._has_predicate:
+                    parts.append(self._select(src, rows, rng)[0])
+                else:
+                    parts.append(rows if rows is not None else np.arange(rng[0], rng[1], dtype=np.int64))
+            out.append(np.concatenate(parts) if parts else np.empty(0, np.int64))
+        return out
 
     def to_batches(self) -> Iterator[Any]:
         """Stream ``pyarrow.RecordBatch`` objects (empty batches are skipped)."""
@@ -367,12 +399,18 @@ class Scanner:
             yield numpy_to_torch(table_to_numpy(pa.Table.from_batches([batch])), device=device, dtype=dtype)
 
     def _with_batch_size(self, batch_size: int) -> "Scanner":
-        import copy
-
         if isinstance(batch_size, bool) or int(batch_size) <= 0:
             raise ValueError("batch_size must be > 0")
         clone = copy.copy(self)
         clone._batch_size = int(batch_size)
+        return clone
+
+    def with_row_slice(self, row_slice: Any) -> "Scanner":
+        """A copy limited to a 0-based half-open row range of every source, sharing this
+        scanner's plan (dataset fragments scan row chunks without planning again)."""
+        clone = copy.copy(self)
+        clone._row_slice = _validate_row_slice(row_slice)
+        clone._rows = None
         return clone
 
     def count_rows(self) -> int:

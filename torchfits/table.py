@@ -9,19 +9,31 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import importlib
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
-import pyarrow as pa
 
 from . import _expr
 from ._hdu_index import get_index
+from ._scan import Scanner, TableSource
 from ._table_decode import arrow_schema, decode_table_numpy, select_columns
 from ._torch_adapter import validate_device
 from .errors import HDUNotFoundError, InvalidRowError
-from ._scan import Scanner, TableSource
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+else:
+    class _Pyarrow:
+        """pyarrow, imported on first use: tensor reads without a where-filter (and ``open()``
+        on files with tables) never need it."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(importlib.import_module("pyarrow"), name)
+
+    pa = _Pyarrow()
 
 __all__ = [
     "TABLE_BACKENDS",
@@ -136,47 +148,6 @@ def _check_start_rows(start_row: Any, num_rows: Any) -> tuple[int, int]:
 # ============================================================================ the engine, compat
 
 
-def _fill_bool_nulls(arr: Any) -> Any:
-    """Replace nulls of boolean leaves by False (lists keep their shape)."""
-    t = arr.type
-    if pa.types.is_boolean(t):
-        return arr.fill_null(False) if arr.null_count else arr
-    if pa.types.is_fixed_size_list(t):
-        child = arr.flatten()
-        fixed = _fill_bool_nulls(child)
-        return arr if fixed is child else pa.FixedSizeListArray.from_arrays(fixed, t.list_size)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        child = arr.values
-        fixed = _fill_bool_nulls(child)
-        if fixed is child:
-            return arr
-        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
-        return cls.from_arrays(arr.offsets, fixed)
-    return arr
-
-
-def _logical_false(batch: Any, logical: frozenset) -> Any:
-    """A zero (undefined) ``L`` byte reads as False under the 1.2.3 mapping (§8.2).
-
-    Workaround: the decoder marks it null whenever ``apply_nulls`` is on, whatever the mapping.
-    """
-    if not logical:
-        return batch
-    arrays = list(batch.columns)
-    changed = False
-    for i, name in enumerate(batch.schema.names):
-        if name in logical:
-            fixed = _fill_bool_nulls(arrays[i])
-            if fixed is not arrays[i]:
-                arrays[i] = fixed
-                changed = True
-    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema) if changed else batch
-
-
-def _logical_columns(src: TableSource) -> frozenset:
-    return frozenset(s.name for s in src.specs if s.code == "L" and not s.is_ascii)
-
-
 def _open_source(path: Any, hdu: Any) -> TableSource:
     """Open one table HDU, with the 1.2.3 error wording of ``table.read`` (§8.5, §14)."""
     index = get_index(path)
@@ -232,7 +203,6 @@ class _CompatScan:
 
     scanner: Scanner
     schema: Any  # the schema callers see (compat schema metadata)
-    logical: frozenset  # L columns to read zero bytes of as False
     filtered: bool
 
     def batches(self) -> Iterator[Any]:
@@ -241,16 +211,14 @@ class _CompatScan:
         produced = False
         for batch in self.scanner.to_batches():
             produced = True
-            yield pa.RecordBatch.from_arrays(_logical_false(batch, self.logical).columns,
-                                             schema=self.schema)
+            yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
         if self.filtered and not produced:
             yield _empty_batch(self.schema)
 
     def table(self) -> Any:
+        # Same data, the schema (metadata) callers see; no copy.
         arrow = self.scanner.to_arrow()
-        batches = [_logical_false(b, self.logical) for b in arrow.to_batches()]
-        return pa.Table.from_batches([pa.RecordBatch.from_arrays(b.columns, schema=self.schema)
-                                      for b in batches], schema=self.schema)
+        return pa.Table.from_arrays(arrow.columns, schema=self.schema)
 
 
 def _compat_scan(path: Any, hdu: Any, *, func: str, columns: Any = None, row_slice: Any = None,
@@ -284,8 +252,7 @@ def _compat_scan(path: Any, hdu: Any, *, func: str, columns: Any = None, row_sli
     schema_ = sc.schema
     if metadata:
         schema_ = schema_.with_metadata({b"fits_hdu": str(src.entry.index).encode()})
-    logical = _logical_columns(src) if apply_fits_nulls else frozenset()
-    return _CompatScan(sc, schema_, logical & set(projection), tree is not None)
+    return _CompatScan(sc, schema_, tree is not None)
 
 
 def _empty_batch(schema_: Any) -> Any:
@@ -303,20 +270,9 @@ def _selected_rows(src: TableSource, tree: Any, *, row_range: Optional[tuple[int
     """
     cols = _check_where_columns(src, tree)
     view = _source_view(src, cols)
-    sc = Scanner([view], columns=cols, row_slice=row_range, batch_size=batch_size,
-                 mapping="compat", decode_bytes=True, strip=True, apply_nulls=True,
-                 field_metadata=False, schema_metadata=False)
-    predicate = _expr.to_pyarrow(tree, sc.schema)
-    logical = _logical_columns(src) & set(cols)
-    first = 0 if row_range is None else row_range[0]
-    parts = []
-    for batch in sc.to_batches():
-        batch = _logical_false(batch, logical)
-        positions = pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
-        first += batch.num_rows
-        table = pa.Table.from_batches([batch]).append_column(_ROW_COLUMN, positions)
-        parts.append(table.filter(predicate).column(_ROW_COLUMN).to_numpy())
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    sc = Scanner([view], columns=[], filter=tree, row_slice=row_range, batch_size=batch_size,
+                 mapping="compat", apply_nulls=True, field_metadata=False, schema_metadata=False)
+    return sc.selected_rows()[0]
 
 
 def _window(row_slice: Any, nrows: int) -> tuple[int, int]:
@@ -724,8 +680,6 @@ def clear_cache(*, disk: bool = False) -> None:
 
 
 def _require(module: str, package: str, what: str) -> Any:
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -760,7 +714,8 @@ def _as_table(data: Any, **kwargs: Any) -> Any:
         table = pa.Table.from_batches([data])
     elif isinstance(data, pa.RecordBatchReader):
         table = data.read_all()
-    elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, Iterable):
+    elif hasattr(data, "__arrow_c_stream__"):
+        # Anything exporting an Arrow stream: a native Scanner, Polars or pandas frames.
         table = pa.table(data)
     elif isinstance(data, Iterable):
         batches = list(data)
@@ -779,8 +734,8 @@ def _as_batches(data: Any, **kwargs: Any) -> tuple[Any, Iterator[Any]]:
         return plan.schema, plan.batches()
     if isinstance(data, pa.RecordBatchReader) and not kwargs:
         return data.schema, iter(data)
-    if isinstance(data, Iterable) and not isinstance(data, (pa.Table, pa.RecordBatch,
-                                                            pa.RecordBatchReader)) and not kwargs:
+    if isinstance(data, Iterable) and not hasattr(data, "__arrow_c_stream__") \
+            and not isinstance(data, (pa.Table, pa.RecordBatch)) and not kwargs:
         it = iter(data)
         try:
             first = next(it)
