@@ -63,8 +63,13 @@ def table_to_numpy(table: Any) -> dict[str, np.ndarray]:
     return {name: array_to_numpy(table.column(name)) for name in table.column_names}
 
 
-def numpy_to_torch(columns: dict[str, np.ndarray], device: Any = "cpu", dtype: Any = None) -> dict[str, Any]:
-    """Numeric/bool columns → tensors (zero-copy on CPU); others raise with the column named."""
+def numpy_to_torch(columns: dict[str, np.ndarray], device: Any = "cpu", dtype: Any = None, *,
+                   exclusive: bool = False) -> dict[str, Any]:
+    """Numeric/bool columns → tensors (zero-copy on CPU); others raise with the column named.
+
+    ``exclusive`` says the arrays view buffers nobody else holds (a table decoded just for this
+    call): their read-only flag only reflects Arrow's export, so they are wrapped, not copied.
+    """
     from ._torch_adapter import require_torch, to_tensor
 
     torch = require_torch()
@@ -76,7 +81,15 @@ def numpy_to_torch(columns: dict[str, np.ndarray], device: Any = "cpu", dtype: A
         if arr.dtype.kind not in "biufc":
             raise TypeError(f"column {name!r} ({arr.dtype}) has no tensor form: leave it out of "
                             "columns= or read it with to_numpy()")
-        t = to_tensor(np.ascontiguousarray(arr), device)
+        arr = np.ascontiguousarray(arr)
+        if exclusive and not arr.flags.writeable and device == "cpu":
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                t = torch.from_numpy(arr)
+        else:
+            t = to_tensor(arr, device)
         if dtype is not None and t.is_floating_point():
             t = t.to(dtype)
         out[name] = t

@@ -385,7 +385,7 @@ class Scanner:
         """``{column: torch.Tensor}`` for numeric and boolean columns (needs torch)."""
         from ._arrow_numpy import numpy_to_torch
 
-        return numpy_to_torch(self.to_numpy(), device=device, dtype=dtype)
+        return numpy_to_torch(self.to_numpy(), device=device, dtype=dtype, exclusive=True)
 
     def to_torch_batches(self, batch_size: Optional[int] = None, device: Any = "cpu",
                          dtype: Any = None) -> Iterator[dict[str, Any]]:
@@ -396,7 +396,8 @@ class Scanner:
 
         scanner = self if batch_size is None else self._with_batch_size(batch_size)
         for batch in scanner.to_batches():
-            yield numpy_to_torch(table_to_numpy(pa.Table.from_batches([batch])), device=device, dtype=dtype)
+            yield numpy_to_torch(table_to_numpy(pa.Table.from_batches([batch])), device=device,
+                                 dtype=dtype, exclusive=True)
 
     def _with_batch_size(self, batch_size: int) -> "Scanner":
         if isinstance(batch_size, bool) or int(batch_size) <= 0:
