@@ -22,7 +22,7 @@ MODE_FLIP = 1    # byte swap and flip the sign bit: unsigned (BZERO=2^(n-1)) and
 MODE_SCALE = 2   # physical = BZERO + BSCALE * stored, BLANK → NaN; float32 for 8/16/-32, else float64
 
 cdef enum:
-    MAX_NDIM = 32
+    MAX_NDIM = 999
 
 
 cdef extern from "_swap.h" nogil:
@@ -128,6 +128,27 @@ cdef inline int _out_size(int bitpix, int mode) noexcept nogil:
     return 4 if (bitpix == 8 or bitpix == 16 or bitpix == -32) else 8
 
 
+cdef inline int64_t _run_offset(int ndim, const int64_t* start, const int64_t* step,
+                                const int64_t* idx, const int64_t* stride_bytes) noexcept nogil:
+    """Byte offset of the inner run selected by the outer-axis counters ``idx``."""
+    cdef int k
+    cdef int64_t base = start[ndim - 1] * stride_bytes[ndim - 1]
+    for k in range(ndim - 1):
+        base += (start[k] + idx[k] * step[k]) * stride_bytes[k]
+    return base
+
+
+cdef inline void _advance(int ndim, int64_t* idx, const int64_t* count) noexcept nogil:
+    """Odometer step over the outer axes (all but the last)."""
+    cdef int k = ndim - 2
+    while k >= 0:
+        idx[k] += 1
+        if idx[k] < count[k]:
+            return
+        idx[k] = 0
+        k -= 1
+
+
 cdef int _decode_nd(const uint8_t* src, Py_ssize_t src_len, uint8_t* out, Py_ssize_t out_len,
                     int ndim, int64_t* shape, int64_t* start, int64_t* step, int64_t* count,
                     int bitpix, int mode, double bscale, double bzero, bint has_blank,
@@ -139,7 +160,7 @@ cdef int _decode_nd(const uint8_t* src, Py_ssize_t src_len, uint8_t* out, Py_ssi
     cdef int64_t stride_bytes[MAX_NDIM]
     cdef int64_t idx[MAX_NDIM]
     cdef int k, m = 0
-    cdef int64_t nruns = 1, run, base, total = 1, hi = 0, first, last
+    cdef int64_t nruns = 1, run, total = 1, hi = 0, first, last
     cdef Py_ssize_t inner_n, inner_stride
     cdef uint8_t* d = out
     if ndim <= 0:
@@ -183,35 +204,16 @@ cdef int _decode_nd(const uint8_t* src, Py_ssize_t src_len, uint8_t* out, Py_ssi
         # row first (plain copies keep many cache misses in flight at once), then swap the
         # whole output while it is hot in cache.
         for run in range(nruns):
-            base = start[ndim - 1] * stride_bytes[ndim - 1]
-            for k in range(ndim - 1):
-                base += (start[k] + idx[k] * step[k]) * stride_bytes[k]
-            memcpy(d, src + base, inner_n * size)
+            memcpy(d, src + _run_offset(ndim, start, step, idx, stride_bytes), inner_n * size)
             d += inner_n * size
-            k = ndim - 2
-            while k >= 0:
-                idx[k] += 1
-                if idx[k] < count[k]:
-                    break
-                idx[k] = 0
-                k -= 1
+            _advance(ndim, idx, count)
         _swap_inplace(out, total, size, (<uint64_t>1) << (8 * size - 1) if mode == 1 else 0)
         return 0
     for run in range(nruns):
-        base = start[ndim - 1] * stride_bytes[ndim - 1]
-        for k in range(ndim - 1):
-            base += (start[k] + idx[k] * step[k]) * stride_bytes[k]
-        _run(src + base, inner_n, inner_stride, d, bitpix, mode, size, bscale, bzero,
-             has_blank, blank)
+        _run(src + _run_offset(ndim, start, step, idx, stride_bytes), inner_n, inner_stride, d,
+             bitpix, mode, size, bscale, bzero, has_blank, blank)
         d += inner_n * out_size
-        # Odometer over the outer axes.
-        k = ndim - 2
-        while k >= 0:
-            idx[k] += 1
-            if idx[k] < count[k]:
-                break
-            idx[k] = 0
-            k -= 1
+        _advance(ndim, idx, count)
     return 0
 
 

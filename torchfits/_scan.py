@@ -110,7 +110,7 @@ def resolve_sources(source: Any) -> list[str]:
     return [path]
 
 
-def _validate_row_slice(row_slice: Any) -> Optional[tuple[int, Optional[int]]]:
+def validate_row_slice(row_slice: Any) -> Optional[tuple[int, Optional[int]]]:
     if row_slice is None:
         return None
     if isinstance(row_slice, slice):
@@ -172,7 +172,7 @@ class Scanner:
             if names != self._projection:
                 raise ValueError(f"{src.path}: columns differ from {first.path}")
         self._batch_size = int(batch_size)
-        self._row_slice = _validate_row_slice(row_slice)
+        self._row_slice = validate_row_slice(row_slice)
         self._rows = None if rows is None else [_validate_rows(rows, s.nrows) for s in self._sources]
         self._options: dict[str, Any] = dict(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
                              encoding=encoding, apply_nulls=apply_nulls, threads=threads,
@@ -410,7 +410,7 @@ class Scanner:
         """A copy limited to a 0-based half-open row range of every source, sharing this
         scanner's plan (dataset fragments scan row chunks without planning again)."""
         clone = copy.copy(self)
-        clone._row_slice = _validate_row_slice(row_slice)
+        clone._row_slice = validate_row_slice(row_slice)
         clone._rows = None
         return clone
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _expr
 from ._hdu_index import get_index
-from ._scan import Scanner, TableSource
+from ._scan import Scanner, TableSource, validate_row_slice
 from ._table_decode import arrow_schema, decode_table_numpy, select_columns
 from ._torch_adapter import validate_device
 from .errors import HDUNotFoundError, InvalidRowError
@@ -278,24 +278,11 @@ def _selected_rows(src: TableSource, tree: Any, *, row_range: Optional[tuple[int
 def _window(row_slice: Any, nrows: int) -> tuple[int, int]:
     """Check a 0-based half-open ``row_slice`` (§8.1) and clamp it to ``nrows``: ``(start, stop)``
     with ``start <= stop``."""
-    if row_slice is None:
+    checked = validate_row_slice(row_slice)
+    if checked is None:
         return 0, nrows
-    if isinstance(row_slice, slice):
-        if row_slice.step not in (None, 1):
-            raise ValueError("row_slice step must be 1 (contiguous rows only)")
-        start, stop = row_slice.start, row_slice.stop
-    elif isinstance(row_slice, tuple):
-        if len(row_slice) != 2:
-            raise ValueError("row_slice tuple must have 2 items: (start, stop)")
-        start, stop = row_slice
-    else:
-        raise ValueError("row_slice must be a slice, (start, stop), or None")
-    start = 0 if start is None else int(start)
-    if start < 0:
-        raise ValueError("row_slice start must be >= 0")
-    if stop is not None and int(stop) < 0:
-        raise ValueError("row_slice has a negative stop; use an explicit row count")
-    stop = nrows if stop is None else min(int(stop), nrows)
+    start, stop = checked
+    stop = nrows if stop is None else min(stop, nrows)
     start = min(start, nrows)
     return start, max(start, stop)
 
