@@ -6,62 +6,14 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import sys
 import traceback
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ..errors import FitsError
 
-EXIT_OK, EXIT_DIFF, EXIT_USAGE, EXIT_IO, EXIT_CHECKSUM, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
-
-
-class UsageError(Exception):
-    """Bad arguments: exit code 2."""
-
-
-# -- output ---------------------------------------------------------------------------------------
-def emit(records: list[dict], fmt: str, out: Any = None) -> None:
-    """Print records as ``key='value'`` lines (sorted keys), a JSON array, or JSON lines."""
-    out = out or sys.stdout
-    if fmt == "json":
-        out.write(json.dumps(records, indent=2, default=str) + "\n")
-    elif fmt == "jsonl":
-        for r in records:
-            out.write(json.dumps(r, default=str) + "\n")
-    else:
-        for r in records:
-            out.write(" ".join(f"{k}={str(r[k])!r}" for k in sorted(r)) + "\n")
-
-
-def _hdus(arg: Optional[str]) -> Optional[list[int]]:
-    if arg is None:
-        return None
-    try:
-        values = [int(x) for x in arg.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"-e/--hdu takes a comma-separated list of integers, not {arg!r}") from None
-    if any(v < 0 for v in values):
-        raise UsageError("-e/--hdu values must be non-negative")
-    return values
-
-
-def _paths(args: argparse.Namespace) -> list[str]:
-    paths = list(getattr(args, "paths", []) or [])
-    if getattr(args, "stdin", False) or (not paths and not sys.stdin.isatty()):
-        paths += [line.strip() for line in sys.stdin if line.strip()]
-    if not paths:
-        raise UsageError("no input files")
-    return paths
-
-
-def _selected(n: int, wanted: Optional[list[int]], path: str) -> list[int]:
-    if wanted is None:
-        return list(range(n))
-    for h in wanted:
-        if h >= n:
-            raise UsageError(f"{path}: HDU {h} out of range (file has {n} HDUs)")
-    return wanted
+from .common import (EXIT_INTERNAL, EXIT_IO, EXIT_OK, EXIT_USAGE, UsageError, common_options,
+                     emit, hdus, input_paths, selected)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -69,9 +21,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     from ..meta import info
 
     records = []
-    for path in _paths(args):
+    for path in input_paths(args):
         summaries = info(path)
-        for i in _selected(len(summaries), _hdus(args.hdu), path):
+        for i in selected(len(summaries), hdus(args.hdu), path):
             s = summaries[i]
             rec: dict[str, Any] = {"file": path, "hdu": s.index, "name": s.name}
             if s.kind in ("bintable", "table"):
@@ -100,9 +52,9 @@ def cmd_header(args: argparse.Namespace) -> int:
         raise UsageError("--keyword-table requires -k/--keyword")
     patterns = [k.upper() for k in args.keyword or []]
     records: list[dict] = []
-    for path in _paths(args):
+    for path in input_paths(args):
         index = get_index(path)
-        for i in _selected(len(index), _hdus(args.hdu), path):
+        for i in selected(len(index), hdus(args.hdu), path):
             entry = index.entries[i]
             raw = index.header(entry, raw_values=True)
             cards = [c for c in raw.cards if not patterns or any(fnmatch.fnmatchcase(c.key.upper(), p) for p in patterns)]
@@ -143,16 +95,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # -- parser ---------------------------------------------------------------------------------------
-def _common(p: argparse.ArgumentParser, *, stdin: bool = True) -> None:
-    p.add_argument("paths", nargs="*", help="FITS files")
-    if stdin:
-        p.add_argument("--stdin", action="store_true", help="read paths from stdin, one per line")
-    p.add_argument("-e", "--hdu", help="comma-separated HDU indices")
-    p.add_argument("-f", "--format", choices=("text", "json", "jsonl"), default="text")
-    p.add_argument("--json", dest="format", action="store_const", const="json")
-    p.add_argument("--jsonl", dest="format", action="store_const", const="jsonl")
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
@@ -161,11 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("info", help="one line per HDU: type, shape/rows, dtype")
-    _common(p)
+    common_options(p)
     COMMANDS["info"] = cmd_info
 
     p = sub.add_parser("header", help="print header cards")
-    _common(p)
+    common_options(p)
     p.add_argument("-k", "--keyword", action="append", help="keyword to show (wildcards *, ?); repeatable")
     p.add_argument("--keyword-table", action="store_true", help="one row per HDU, one column per -k")
     COMMANDS["header"] = cmd_header
@@ -174,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dir", help="where to write the sample files (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the sample files")
     COMMANDS["demo"] = cmd_demo
+
+    from . import inspect_commands
+
+    inspect_commands.add_parsers(sub, COMMANDS)
     return parser
 
 
