@@ -1,0 +1,193 @@
+"""The native scanner: projection, row selection, predicates, streaming and every output form."""
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pc = pytest.importorskip("pyarrow.compute")
+fits = pytest.importorskip("astropy.io.fits")
+
+import torchfits
+from torchfits.errors import ColumnNotFoundError, HDUTypeError, WhereSyntaxError
+
+N = 5000
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    rng = np.random.default_rng(11)
+    path = tmp_path_factory.mktemp("scan") / "cat.fits"
+    flux = rng.normal(10, 3, N).astype(np.float32)
+    flux[::97] = np.nan
+    counts = rng.integers(-100, 100, N).astype(np.int16)
+    cols = [
+        fits.Column("ID", "K", array=np.arange(N)),
+        fits.Column("RA", "D", array=rng.uniform(0, 360, N), unit="deg"),
+        fits.Column("FLUX", "E", array=flux),
+        fits.Column("CNT", "I", array=counts, null=-100),
+        fits.Column("NAME", "6A", array=np.array([f"s{i % 50}" for i in range(N)])),
+        fits.Column("VEC", "3E", array=rng.normal(size=(N, 3)).astype(np.float32)),
+    ]
+    hdu = fits.BinTableHDU.from_columns(cols, name="CAT")
+    hdu.header["ORIGIN"] = "test"
+    fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def full(catalog):
+    return torchfits.scan(catalog).to_arrow()
+
+
+def test_full_read_matches_astropy(catalog, full):
+    ref = fits.getdata(catalog, 1)
+    assert full.num_rows == N
+    np.testing.assert_array_equal(full.column("ID").to_numpy(), ref["ID"])
+    np.testing.assert_array_equal(full.column("RA").to_numpy(), ref["RA"])
+    got = full.column("FLUX").to_numpy(zero_copy_only=False)
+    np.testing.assert_array_equal(got.view(np.uint32), ref["FLUX"].astype(np.float32).view(np.uint32))
+    cnt = full.column("CNT")
+    assert cnt.null_count == int((ref["CNT"] == -100).sum())
+    assert full.column("NAME").to_pylist()[:3] == ["s0", "s1", "s2"]
+    assert full.schema.field("VEC").type == pa.list_(pa.float32(), 3)
+
+
+def test_projection_order_and_errors(catalog):
+    t = torchfits.scan(catalog, "CAT", columns=["NAME", "ID"]).to_arrow()
+    assert t.column_names == ["NAME", "ID"]
+    with pytest.raises(ColumnNotFoundError, match="NOPE"):
+        torchfits.scan(catalog, columns=["NOPE"])
+    with pytest.raises(HDUTypeError):
+        torchfits.scan(catalog, 0)
+
+
+def test_rows_and_row_slice(catalog, full):
+    t = torchfits.scan(catalog, columns=["ID"], rows=[7, 3, 3, 4999]).to_arrow()
+    assert t.column("ID").to_pylist() == [7, 3, 3, 4999]
+    t = torchfits.scan(catalog, columns=["ID"], row_slice=(10, 20)).to_arrow()
+    assert t.column("ID").to_pylist() == list(range(10, 20))
+    t = torchfits.scan(catalog, columns=["ID"], row_slice=slice(4990, None)).to_arrow()
+    assert t.num_rows == 10
+    with pytest.raises(IndexError):
+        torchfits.scan(catalog, rows=[N])
+    with pytest.raises(ValueError):
+        torchfits.scan(catalog, rows=[1], row_slice=(0, 2))
+
+
+@pytest.mark.parametrize("where", [
+    "FLUX > 12 AND CNT < 0",
+    "CNT IS NULL OR RA BETWEEN 10 AND 20",
+    "NAME == 's7' AND FLUX > 9",
+    "abs(CNT) < 10 AND FLUX - 10 > 1",
+    "NOT (FLUX <= 10) AND ID IN (1, 2, 3, 4, 5, 6, 7, 8, 9)",
+    "bit(ID, 2) AND RA > 100",
+])
+def test_where_equals_filter_of_full_table(catalog, full, where):
+    from torchfits import _expr
+
+    got = torchfits.scan(catalog, where=where, batch_size=777).to_arrow()
+    tree = _expr.parse(where, columns=set(full.column_names))
+    want = full.filter(_expr.to_pyarrow(tree, full.schema))
+    assert got.column("ID").to_pylist() == want.column("ID").to_pylist()
+    assert got.num_rows > 0
+
+
+def test_where_within_rows_keeps_order(catalog, full):
+    rows = [4000, 10, 3000, 10, 20]
+    got = torchfits.scan(catalog, columns=["ID"], rows=rows, where="ID >= 20").to_arrow()
+    assert got.column("ID").to_pylist() == [4000, 3000, 20]
+
+
+def test_filter_expression_and_where_combine(catalog, full):
+    expr = (pc.field("FLUX") > 8) & (pc.field("NAME") != "s1")
+    got = torchfits.scan(catalog, columns=["ID"], filter=expr, where="RA < 180").to_arrow()
+    want = full.filter(expr & (pc.field("RA") < 180))
+    assert got.column("ID").to_pylist() == want.column("ID").to_pylist()
+
+
+def test_where_errors_point_at_the_token(catalog):
+    with pytest.raises(WhereSyntaxError) as ei:
+        torchfits.scan(catalog, where="FLUX > > 3")
+    assert "position" in str(ei.value)
+    with pytest.raises(ValueError, match="unknown column 'NOPE'"):
+        torchfits.scan(catalog, where="NOPE > 3")
+
+
+def test_batches_are_bounded(catalog):
+    sizes = [b.num_rows for b in torchfits.scan(catalog, columns=["ID"], batch_size=1000).to_batches()]
+    assert sizes == [1000] * 5
+    sizes = [b.num_rows for b in torchfits.scan(catalog, where="FLUX > 10", batch_size=1000).to_batches()]
+    assert all(0 < s <= 1000 for s in sizes)
+    with pytest.raises(ValueError, match="batch_size"):
+        torchfits.scan(catalog, batch_size=0)
+
+
+def test_counts_and_head(catalog, full):
+    assert torchfits.scan(catalog).count_rows() == N
+    s = torchfits.scan(catalog, where="CNT > 50")
+    assert s.count_rows() == s.to_arrow().num_rows
+    head = torchfits.scan(catalog, columns=["ID"], where="ID > 100").head(3)
+    assert head.column("ID").to_pylist() == [101, 102, 103]
+
+
+def test_schema_carries_fits_metadata(catalog, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    s = torchfits.scan(catalog, columns=["RA", "CNT"])
+    meta = s.schema.metadata
+    assert meta[b"fits_extname"] == b"CAT" and meta[b"fits_hdu"] == b"1"
+    assert b"ORIGIN  = 'test" in meta[b"fits_header"]
+    assert s.schema.field("RA").metadata[b"fits_tunit"] == b"deg"
+    assert s.schema.field("CNT").metadata[b"fits_tnull"] == b"-100"
+    pq.write_table(s.to_arrow(), tmp_path / "t.parquet")
+    back = pq.read_schema(tmp_path / "t.parquet")
+    assert back.metadata[b"fits_extname"] == b"CAT" and back.field("RA").metadata[b"fits_tunit"] == b"deg"
+
+
+def test_arrow_stream_consumers(catalog):
+    s = torchfits.scan(catalog, columns=["ID", "FLUX"], where="FLUX > 15")
+    n = s.count_rows()
+    assert pa.table(s).num_rows == n
+    reader = s.to_reader()
+    assert isinstance(reader, pa.RecordBatchReader) and reader.read_all().num_rows == n
+    duckdb = pytest.importorskip("duckdb")
+    assert duckdb.sql("SELECT count(*) FROM s").fetchall()[0][0] == n
+    pl = pytest.importorskip("polars")
+    assert pl.from_arrow(s.to_arrow()).height == n
+    assert s.to_polars().height == n
+    assert len(s.to_pandas()) == n
+
+
+def test_to_numpy(catalog, full):
+    arrays = torchfits.scan(catalog, columns=["ID", "FLUX", "CNT", "NAME", "VEC"]).to_numpy()
+    assert arrays["VEC"].shape == (N, 3)
+    assert np.isnan(arrays["FLUX"][0])  # NaN rows stay NaN
+    assert isinstance(arrays["CNT"], np.ma.MaskedArray) and arrays["CNT"].mask.sum() > 0
+    assert arrays["NAME"][3] == "s3"
+
+
+def test_to_torch(catalog):
+    torch = pytest.importorskip("torch")
+    t = torchfits.scan(catalog, columns=["ID", "RA", "VEC"]).to_torch(dtype=torch.float32)
+    assert t["ID"].dtype == torch.int64 and t["RA"].dtype == torch.float32
+    assert tuple(t["VEC"].shape) == (N, 3)
+    with pytest.raises(TypeError, match="NAME"):
+        torchfits.scan(catalog, columns=["NAME"]).to_torch()
+    with pytest.raises(TypeError, match="nulls"):
+        torchfits.scan(catalog, columns=["CNT"]).to_torch()
+    batches = list(torchfits.scan(catalog, columns=["RA"], where="CNT IS NOT NULL").to_torch_batches(2000))
+    assert all(b["RA"].shape[0] <= 2000 for b in batches)
+    assert sum(b["RA"].shape[0] for b in batches) == torchfits.scan(catalog, where="CNT IS NOT NULL").count_rows()
+
+
+def test_many_files(catalog, tmp_path):
+    import shutil
+
+    for i in range(3):
+        shutil.copy(catalog, tmp_path / f"part{i}.fits")
+    by_glob = torchfits.scan(str(tmp_path / "part*.fits"), columns=["ID"], where="ID < 2").to_arrow()
+    assert by_glob.column("ID").to_pylist() == [0, 1] * 3
+    by_dir = torchfits.scan(str(tmp_path), columns=["ID"]).count_rows()
+    assert by_dir == 3 * N
+    by_list = torchfits.scan([str(tmp_path / "part0.fits"), str(tmp_path / "part2.fits")]).count_rows()
+    assert by_list == 2 * N
+    with pytest.raises(FileNotFoundError):
+        torchfits.scan(str(tmp_path / "nothing*.fits"))
