@@ -108,10 +108,17 @@ def _rows(path, where, *, pushdown, mapping="native", rows=None):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=predicates(), mapping=st.sampled_from(["native", "compat"]))
 def test_kernel_matches_pyarrow(table_path, where, mapping):
+    from torchfits import _expr
+
     got, scanner = _rows(table_path, where, pushdown=True, mapping=mapping)
     want, oracle = _rows(table_path, where, pushdown=False, mapping=mapping)
     assert not oracle._kernel
     assert got == want, where
+    # and against pyarrow.compute on the fully decoded table
+    decoded = Scanner([TableSource.open(table_path, 1)], mapping=mapping).to_arrow()
+    tree = _expr.parse(where, columns=set(decoded.column_names))
+    full = decoded.filter(_expr.to_pyarrow(tree, decoded.schema)).column("I64").to_pylist()
+    assert got == full, where
 
 
 def test_kernel_is_used_for_supported_forms(table_path):
