@@ -15,6 +15,12 @@ _LAZY = {
     # native API
     "scan": "_scan",
     "Scanner": "_scan",
+    "dataset": "_dataset",
+    "FitsDataset": "_dataset",
+    "FitsFragment": "_dataset",
+    "FitsScanner": "_dataset",
+    "sql": "_sql",
+    "scan_polars": "_polars_source",
     "open_image": "image",
     "read_numpy": "image",
     "Image": "image",
@@ -60,7 +66,8 @@ _LAZY = {
 _SUBMODULES = {"errors", "cache", "io", "hdu", "image", "meta", "header", "cli", "where", "table",
                "interop"}
 
-__all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner"}) + ["__version__"]
+__all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner", "FitsFragment",
+                               "FitsScanner"}) + ["__version__"]
 
 _lock = threading.RLock()
 

@@ -117,9 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the sample files")
     COMMANDS["demo"] = cmd_demo
 
-    from . import inspect_commands
+    from . import index_commands, inspect_commands
 
     inspect_commands.add_parsers(sub, COMMANDS)
+    index_commands.add_parsers(sub, COMMANDS)
     return parser
 
 

@@ -1,0 +1,349 @@
+"""torchfits.dataset: a pyarrow Dataset over FITS files; pushdown, fragments, unification,
+statistics sidecars."""
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pc = pytest.importorskip("pyarrow.compute")
+pds = pytest.importorskip("pyarrow.dataset")
+pytest.importorskip("astropy")
+
+from _datasets import arrow_table, catalog_arrays, make_catalog_dir, write_fits  # noqa: E402
+
+from torchfits import _scan  # noqa: E402
+from torchfits._pushdown import KernelPlan  # noqa: E402
+from torchfits._stats_index import build_index, load_index, may_match  # noqa: E402
+from torchfits import _expr  # noqa: E402
+from torchfits._dataset import FitsDataset, FitsFragment, dataset  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    root = tmp_path_factory.mktemp("catalog")
+    fdir, pdir = make_catalog_dir(str(root))
+    return fdir, pdir
+
+
+@pytest.fixture(scope="module")
+def reference(catalog):
+    import pyarrow.parquet as pq
+
+    _, pdir = catalog
+    return pa.concat_tables([pq.read_table(os.path.join(pdir, f)) for f in sorted(os.listdir(pdir))])
+
+
+def _same(got, want):
+    got = got.select(want.column_names)
+    key = [(n, "ascending") for n in want.column_names]
+    assert got.num_rows == want.num_rows
+    assert got.sort_by(key).equals(want.sort_by(key).cast(got.schema)), (got, want)
+
+
+FILTERS = [
+    pc.field("mag") < 16,
+    (pc.field("ra") > 100) & (pc.field("ra") <= 200.5),
+    pc.field("flags").isin([1, 3, 5]),
+    pc.field("flags").is_null(),
+    pc.field("flags").is_valid() & (pc.field("cnt") >= 0),
+    (pc.field("name") == "beta") | (pc.field("star") == True),  # noqa: E712
+    ~(pc.field("cnt") < -100),
+    pc.field("flags") != 2,
+    (pc.field("mag") + pc.field("cnt") > 20),  # arithmetic: residual in pyarrow
+    pc.starts_with(pc.field("name"), "ga"),  # opaque to the tree
+]
+
+
+@pytest.mark.parametrize("flt", FILTERS, ids=[str(f) for f in FILTERS])
+def test_filters_match_pyarrow(catalog, reference, flt):
+    fdir, _ = catalog
+    ds = dataset(fdir)
+    got = ds.to_table(columns=["id", "name", "flags"], filter=flt)
+    want = reference.filter(flt).select(["id", "name", "flags"])
+    _same(got, want)
+    assert ds.count_rows(filter=flt) == want.num_rows
+
+
+@pytest.mark.parametrize("where", ["mag < 16 AND flags IN (1, 2)", "name == 'eta' OR cnt BETWEEN 5 AND 50",
+                                   "flags IS NULL", "bitand(flags, 4) != 0"])
+def test_where_strings(catalog, reference, where):
+    fdir, _ = catalog
+    from torchfits._expr import parse, to_pyarrow
+
+    want = reference.filter(to_pyarrow(parse(where, reference.column_names), reference.schema))
+    got = dataset(fdir).to_table(filter=where)
+    _same(got, want)
+
+
+def test_is_a_pyarrow_dataset_and_guards_native_methods(catalog):
+    ds = dataset(catalog[0])
+    assert isinstance(ds, pds.Dataset)
+    for name in dir(pds.Dataset):
+        if name.startswith("_"):
+            continue
+        assert name in FitsDataset.__dict__, name
+    for name in ("sort_by", "join", "join_asof"):
+        with pytest.raises(NotImplementedError):
+            getattr(ds, name)("id")
+
+
+def test_schema_count_head_take(catalog, reference):
+    ds = dataset(catalog[0])
+    assert ds.schema.names == reference.column_names
+    assert ds.count_rows() == reference.num_rows
+    assert ds.head(5, columns=["id"]).column("id").to_pylist() == [0, 1, 2, 3, 4]
+    idx = [7, 9000, 3, 11999, 3000]
+    assert ds.take(idx, columns=["id"]).column("id").to_pylist() == idx
+    got = ds.take([0, 1], filter=pc.field("flags") == 3, columns=["id"])
+    assert got.column("id").to_pylist() == reference.filter(pc.field("flags") == 3).column("id").to_pylist()[:2]
+    batches = list(ds.to_batches(columns=["id"], batch_size=1000))
+    assert max(b.num_rows for b in batches) == 1000
+    assert sum(b.num_rows for b in batches) == reference.num_rows
+
+
+def test_projection_reaches_decoder(catalog, monkeypatch):
+    """Columns neither projected nor filtered on are never decoded."""
+    seen = []
+    real = _scan.TableSource.decode
+
+    def spy(self, *, columns, **kwargs):
+        seen.append(tuple(columns))
+        return real(self, columns=columns, **kwargs)
+
+    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    ds = dataset(catalog[0])
+    ds.to_table(columns=["id"], filter=(pc.field("mag") < 15) & (pc.field("mag") + pc.field("cnt") > 0))
+    decoded = {c for cols in seen for c in cols}
+    assert decoded <= {"id", "mag", "cnt"}
+    assert "name" not in decoded and "ra" not in decoded
+
+
+def test_kernel_pushdown_decodes_only_selected_rows(catalog, monkeypatch):
+    rows_decoded = []
+    real = _scan.TableSource.decode
+
+    def spy(self, *, columns, rows=None, row_range=None, **kwargs):
+        rows_decoded.append(len(rows) if rows is not None else row_range[1] - row_range[0])
+        return real(self, columns=columns, rows=rows, row_range=row_range, **kwargs)
+
+    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    ds = dataset(catalog[0])
+    n = ds.count_rows(filter=pc.field("cnt") == 7)
+    got = ds.to_table(columns=["name"], filter=pc.field("cnt") == 7)
+    assert got.num_rows == n and sum(rows_decoded) == n  # the kernel selected; only hits decoded
+
+
+def test_statistics_skip_files_and_chunks(tmp_path, reference, catalog, monkeypatch):
+    fdir, _ = catalog
+    import shutil
+
+    local = tmp_path / "cat"
+    shutil.copytree(fdir, local)
+    path = build_index(str(local), chunk_rows=500)
+    assert os.path.basename(path) == "_torchfits_index.json"
+    index = load_index(path)
+    assert len(index) == 4 and "ra" in index.columns
+
+    ranges = []
+    real_select = KernelPlan.select
+    real_decode = _scan.TableSource.decode
+
+    def spy_select(self, data, row_bytes, *, first=0, count=0, rows=None):
+        ranges.append((first, first + count))
+        return real_select(self, data, row_bytes, first=first, count=count, rows=rows)
+
+    def spy_decode(self, *, columns, rows=None, row_range=None, **kwargs):
+        if row_range is not None:
+            ranges.append(row_range)
+        return real_decode(self, columns=columns, rows=rows, row_range=row_range, **kwargs)
+
+    monkeypatch.setattr(KernelPlan, "select", spy_select)
+    monkeypatch.setattr(_scan.TableSource, "decode", spy_decode)
+    ds = dataset(str(local))
+    assert ds.index_path == path
+    flt = (pc.field("ra") >= 95) & (pc.field("ra") < 100)  # a few chunks of file 1 only
+    got = ds.to_table(columns=["id", "ra"], filter=flt)
+    _same(got, reference.filter(flt).select(["id", "ra"]))
+    assert ranges and all(b - a <= 500 for a, b in ranges)
+    assert len(ranges) <= 3  # of 24 chunks
+    frags = list(ds.get_fragments(filter=flt))
+    assert [os.path.basename(f.path) for f in frags] == ["cat_1.fits"]
+    assert ds.count_rows(filter=pc.field("ra") > 1000) == 0
+
+    # a changed file makes its entry stale: it is scanned fully and results stay right
+    arrays = catalog_arrays(1)
+    arrays["ra"] = arrays["ra"] - 90  # now overlaps file 0's range
+    write_fits(str(local / "cat_1.fits"), arrays)
+    os.utime(local / "cat_1.fits", ns=(1, 1))
+    ds2 = dataset(str(local))
+    stale = ds2.to_table(columns=["id"], filter=flt)
+    want = pa.concat_tables([arrow_table(catalog_arrays(k)) if k != 1 else arrow_table(arrays)
+                             for k in range(4)]).filter(flt).select(["id"])
+    _same(stale, want)
+
+
+def test_may_match_rules():
+    from torchfits._stats_index import ColumnStats
+
+    stats = {"x": ColumnStats(10, 20, 0), "s": ColumnStats("b", "d", 2), "n": ColumnStats(None, None, 5)}
+    yes = ["x == 10", "x > 19", "x != 15", "NOT x < 15", "x IN (1, 15)", "s > 'c'", "s IS NULL",
+           "x BETWEEN 0 AND 10", "y > 100", "x + 1 > 100"]
+    no = ["x < 10", "x > 20", "x IN (1, 2)", "NOT x >= 5", "s < 'a'", "n > 1", "x IS NULL",
+          "x BETWEEN 21 AND 30", "x > 15 AND x < 5", "x NOT BETWEEN 0 AND 100"]
+    for text in yes:
+        assert may_match(_expr.parse(text), stats, 5), text
+    for text in no:
+        assert not may_match(_expr.parse(text), stats, 5), text
+
+
+def test_multi_file_unification(tmp_path):
+    a = catalog_arrays(0, 50)
+    b = catalog_arrays(1, 40)
+    write_fits(str(tmp_path / "a.fits"), a)
+    write_fits(str(tmp_path / "b.fits"), b, drop=("name", "star"))
+    ds = dataset(str(tmp_path / "*.fits"), add_path_column=True)
+    assert ds.schema.names == ["id", "ra", "mag", "flags", "cnt", "star", "name", "filename", "hdu"]
+    t = ds.to_table(columns=["name", "filename", "hdu"])
+    assert t.column("name").null_count == 40
+    assert set(t.column("filename").to_pylist()) == {str(tmp_path / "a.fits"), str(tmp_path / "b.fits")}
+    assert set(t.column("hdu").to_pylist()) == {1}
+    # a filter on a column one file lacks: nulls never match
+    assert ds.count_rows(filter=pc.field("name") == "beta") == int((a["name"] == "beta").sum())
+    assert ds.count_rows(filter=pc.field("name").is_null()) == 40
+    # a path-column filter skips whole files
+    assert ds.count_rows(filter=pc.field("filename") == str(tmp_path / "b.fits")) == 40
+
+    from astropy.io import fits
+
+    fits.BinTableHDU.from_columns([fits.Column(name="id", format="10A", array=np.array(["x"] * 3))],
+                                  name="CATALOG").writeto(tmp_path / "c.fits")
+    with pytest.raises(TypeError, match=r"'id'.*a\.fits.*c\.fits"):
+        dataset([str(tmp_path / "a.fits"), str(tmp_path / "c.fits")])
+
+
+def test_widening_and_explicit_schema(tmp_path):
+    from astropy.io import fits
+
+    fits.BinTableHDU.from_columns([fits.Column(name="v", format="I", array=np.arange(3, dtype=np.int16))]
+                                  ).writeto(tmp_path / "a.fits")
+    fits.BinTableHDU.from_columns([fits.Column(name="v", format="J", array=np.arange(3, dtype=np.int32) + 70000)]
+                                  ).writeto(tmp_path / "b.fits")
+    ds = dataset(str(tmp_path))
+    assert ds.schema.field("v").type == pa.int32()
+    assert ds.to_table(filter=pc.field("v") > 1).column("v").to_pylist() == [2, 70000, 70001, 70002]
+    ds64 = dataset(str(tmp_path), schema=pa.schema([("v", pa.float64()), ("w", pa.string())]))
+    t = ds64.to_table()
+    assert t.schema.field("v").type == pa.float64() and t.column("w").null_count == 6
+
+
+def test_fragments_split_pickle(catalog):
+    ds = dataset(catalog[0], hdu="CATALOG")
+    frags = list(ds.get_fragments())
+    assert len(frags) == 4 and all(isinstance(f, FitsFragment) for f in frags)
+    assert frags[0].count_rows() == 3000
+    parts = frags[0].split(1000)
+    assert [p.row_range for p in parts] == [(0, 1000), (1000, 2000), (2000, 3000)]
+    clone = pickle.loads(pickle.dumps(parts[1]))
+    assert clone._source is None or clone.row_range == (1000, 2000)
+    t = clone.to_table(columns=["id"])
+    assert t.column("id").to_pylist() == list(range(1000, 2000))
+    assert clone.count_rows(filter=pc.field("id") < 1010) == 10
+    ds2 = pickle.loads(pickle.dumps(ds.split(700)))
+    assert ds2.count_rows() == 12000 and len(list(ds2.get_fragments())) == 4 * 5
+    assert ds2.to_table(columns=["id"]).column("id").to_pylist() == list(range(12000))
+
+
+def test_dataset_filter_method_and_errors(catalog):
+    ds = dataset(catalog[0]).filter(pc.field("flags") == 3)
+    assert ds.count_rows() == ds.count_rows(filter="flags == 3")
+    assert ds.count_rows(filter=pc.field("cnt") > 0) <= ds.count_rows()
+    with pytest.raises(KeyError):
+        ds.to_table(columns=["nope"])
+    with pytest.raises(ValueError, match="unknown column"):
+        ds.to_table(filter="nope > 1")
+    with pytest.raises(TypeError):
+        ds.to_table(filter=42)
+
+
+def test_index_build_cli(tmp_path):
+    import argparse
+    import json
+
+    from torchfits.cli.index_commands import add_parsers
+
+    for k in range(2):
+        write_fits(str(tmp_path / f"c{k}.fits"), catalog_arrays(k, 100))
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    commands: dict = {}
+    add_parsers(sub, commands)
+    args = parser.parse_args(["index", "build", str(tmp_path), "-c", "ra,cnt", "--chunk-rows", "40",
+                              "--format", "json"])
+    assert commands[args.command](args) == 0
+    doc = json.loads((tmp_path / "_torchfits_index.json").read_text())
+    assert doc["format"] == "torchfits-index" and doc["columns"] == ["cnt", "ra"]
+    assert [c["stop"] for c in doc["files"]["c0.fits"]["chunks"]] == [40, 80, 100]
+    ds = dataset(str(tmp_path))
+    assert ds.index_path == str(tmp_path / "_torchfits_index.json")
+    assert dataset(str(tmp_path), index=False).index_path is None
+
+
+def test_opaque_filter_and_empty_projection(catalog, reference, monkeypatch):
+    seen = []
+    real = _scan.TableSource.decode
+
+    def spy(self, *, columns, **kwargs):
+        seen.append(tuple(columns))
+        return real(self, columns=columns, **kwargs)
+
+    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    ds = dataset(catalog[0])
+    flt = pc.starts_with(pc.field("name"), "ga")  # no tree form: pyarrow evaluates it
+    got = ds.to_table(columns=["id"], filter=flt)
+    _same(got, reference.filter(flt).select(["id"]))
+    assert {c for cols in seen for c in cols} == {"id", "name"}
+    assert ds.to_table(columns=[]).num_rows == reference.num_rows
+    assert ds.to_table(columns=[], filter=flt).num_rows == got.num_rows
+
+
+def test_may_match_never_skips_a_matching_chunk():
+    """Property: whenever statistics say "no row can match", filtering the rows finds none."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    from torchfits._stats_index import ColumnStats, _chunk_stats
+
+    literal = st.one_of(st.integers(-20, 20), st.floats(-20, 20, allow_nan=False, width=32))
+    ops = st.sampled_from(["==", "!=", "<", "<=", ">", ">="])
+    column = st.sampled_from(["i", "f"])
+
+    def leaves():
+        return st.one_of(
+            st.builds(lambda c, o, v, flip: _expr.Compare(o, _expr.Literal(v), _expr.Column(c)) if flip
+                      else _expr.Compare(o, _expr.Column(c), _expr.Literal(v)), column, ops, literal, st.booleans()),
+            st.builds(lambda c, a, b, n: _expr.Between(_expr.Column(c), _expr.Literal(min(a, b)),
+                                                       _expr.Literal(max(a, b)), n), column, literal, literal, st.booleans()),
+            st.builds(lambda c, vs, n: _expr.InList(_expr.Column(c), tuple(vs), n), column,
+                      st.lists(st.integers(-20, 20), max_size=3), st.booleans()),
+            st.builds(lambda c, n: _expr.IsNull(_expr.Column(c), n), column, st.booleans()),
+        )
+
+    trees = st.recursive(leaves(), lambda sub: st.one_of(
+        st.builds(_expr.And, sub, sub), st.builds(_expr.Or, sub, sub), st.builds(_expr.Not, sub)), max_leaves=5)
+    values = st.lists(st.one_of(st.none(), st.integers(-15, 15)), min_size=1, max_size=12)
+
+    @hypothesis.settings(max_examples=300, deadline=None)
+    @hypothesis.given(trees, values, values)
+    def check(tree, ints, floats):
+        n = min(len(ints), len(floats))
+        batch = pa.record_batch({"i": pa.array(ints[:n], pa.int32()),
+                                 "f": pa.array([None if v is None else v / 2 for v in floats[:n]], pa.float32())})
+        stats = {k: ColumnStats(v["min"], v["max"], v["nulls"]) for k, v in _chunk_stats(batch).items()}
+        hits = pa.Table.from_batches([batch]).filter(_expr.to_pyarrow(tree, batch.schema)).num_rows
+        if not may_match(tree, stats, n):
+            assert hits == 0, (tree, ints, floats)
+
+    check()
