@@ -48,6 +48,13 @@ _LAZY = {
     "open_subset_reader": "io",
     "open": "hdu",
     "write": "writer",
+    "write_tensor": "writer",
+    "insert_hdu": "edit",
+    "replace_hdu": "edit",
+    "delete_hdu": "edit",
+    "update_header": "edit",
+    "write_checksums": "checksum",
+    "verify_checksums": "checksum",
     "HDUList": "hdu",
     "TensorHDU": "hdu",
     "TableHDU": "_table_hdu",
@@ -64,7 +71,7 @@ _LAZY = {
     "FitsError": "errors",
 }
 _SUBMODULES = {"errors", "cache", "io", "hdu", "image", "meta", "header", "cli", "where", "table",
-               "interop"}
+               "interop", "writer", "edit", "checksum"}
 
 __all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner", "FitsFragment",
                                "FitsScanner"}) + ["__version__"]

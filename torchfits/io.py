@@ -280,10 +280,15 @@ class SubsetReader:
         self._closed = False
         self._complete = entry.data_offset + entry.data_size <= index.size
         self._lead = plan.shape[:-2]
-        self._cutouts = _image.CutoutReader(
-            index.source.buffer(), entry.data_offset, plan.bitpix, plan.mode, plan.shape,
-            plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
-            plan.blank if plan.blank is not None else 0)
+        if getattr(self._image, "is_compressed", False):
+            # Tile-compressed: cutouts go through the image's tile cache (read_region).
+            self._complete = False
+            self._cutouts: Any = None
+        else:
+            self._cutouts = _image.CutoutReader(
+                index.source.buffer(), entry.data_offset, plan.bitpix, plan.mode, plan.shape,
+                plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
+                plan.blank if plan.blank is not None else 0)
         self._fast = self._device == "cpu" and plan.dtype != np.uint64
         if self._fast:
             from ._torch_adapter import require_torch

@@ -1,24 +1,23 @@
-"""Writing FITS: images and binary tables from NumPy arrays (and tensors), atomically.
+"""Writing FITS: `write` dispatches images (arrays, tensors) and tables (dicts of arrays, Arrow,
+pandas, Polars) to the HDU writers and writes them atomically (`torchfits._atomic`).
 
-Every write goes to a temporary file in the target's directory, is fsync'd, then renamed over
-the target, so a failure at any point leaves what the user had untouched.
+Table layout lives in `_table_plan` / `_table_write`, checksums in `checksum`, in-file edits in
+`edit` and `_table_edit`.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ._hdu_index import invalidate
-from ._paths import fspath
+from ._atomic import Sink, atomic_output, check_target
 from ._torch_adapter import is_tensor, tensor_to_numpy
-from .errors import FitsFileExistsError, UInt64WriteError
+from .errors import FitsError, QuantizeError, UInt64WriteError
 from .header import Card, Header, format_card
 
-__all__ = ["write", "ImageData", "TableData", "encode_image", "encode_table", "write_hdus"]
+__all__ = ["write", "write_tensor", "write_hdus", "ImageData", "TableData", "encode_image", "encode_table",
+           "flip_sign_bit", "FitsWriteError"]
 
 BLOCK = 2880
 # dtype → (BITPIX, BZERO or None, flip sign bit when storing)
@@ -32,7 +31,7 @@ _IMAGE_TYPES = {
 _STORED = {8: ">u1", 16: ">i2", 32: ">i4", 64: ">i8", -32: ">f4", -64: ">f8"}
 # Keywords the writer owns: user values for these are ignored.
 STRUCTURAL = frozenset({"SIMPLE", "XTENSION", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCOUNT",
-                        "TFIELDS", "THEAP", "BSCALE", "BZERO", "END"})
+                        "TFIELDS", "THEAP", "BSCALE", "BZERO", "BLANK", "END"})
 
 
 def _is_structural(key: str, table: bool) -> bool:
@@ -56,10 +55,19 @@ class ImageData:
 
 @dataclass
 class TableData:
-    """A binary-table HDU to write: named columns and the user's extra header cards."""
+    """A table HDU to write: columns (a dict of arrays, or any Arrow-like table or stream) and
+    the user's extra header cards.
 
-    columns: Mapping[str, Any]
+    ``schema`` holds per-column overrides (``format``, ``unit``, ``tnull``, ``tscal``,
+    ``tzero``, ``dim``); ``table_type`` is ``"binary"`` or ``"ascii"``; ``quantize`` turns
+    float columns into scaled 16-bit integers.
+    """
+
+    columns: Any
     header: Optional[Header] = None
+    schema: Optional[Mapping[str, Any]] = None
+    table_type: str = "binary"
+    quantize: Any = None
 
 
 def _as_numpy(data: Any) -> np.ndarray:
@@ -77,15 +85,13 @@ def flip_sign_bit(native: np.ndarray) -> np.ndarray:
     return flipped.astype(np.dtype(f">u{size}"))
 
 
-def encode_image(array: Any, *, primary: bool) -> tuple[list[Card], np.ndarray]:
-    """Structural cards and big-endian data for one image HDU."""
-    arr = _as_numpy(array)
+def _image_cards(arr: np.ndarray, primary: bool) -> tuple[list[Card], Optional[int], int]:
+    """Structural cards of an image HDU, its BZERO (None unless offset-binary) and BITPIX."""
     if arr.dtype == np.uint64:
         raise UInt64WriteError("uint64 images cannot be stored losslessly in FITS; convert to int64 or float64")
     if arr.dtype.kind == "V" or arr.dtype.newbyteorder("=") not in _IMAGE_TYPES:
         raise TypeError(f"Unsupported tensor dtype for a FITS image: {arr.dtype}")
-    dtype = arr.dtype.newbyteorder("=")
-    bitpix, bzero = _IMAGE_TYPES[dtype]
+    bitpix, bzero = _IMAGE_TYPES[arr.dtype.newbyteorder("=")]
     cards = [Card("SIMPLE", True, "conforms to FITS standard") if primary
              else Card("XTENSION", "IMAGE", "image extension")]
     cards.append(Card("BITPIX", bitpix, "array data type"))
@@ -96,108 +102,89 @@ def encode_image(array: Any, *, primary: bool) -> tuple[list[Card], np.ndarray]:
         cards.append(Card("EXTEND", True))
     else:
         cards += [Card("PCOUNT", 0), Card("GCOUNT", 1)]
-    native = np.ascontiguousarray(arr, dtype=dtype)
     if bzero is not None:
         cards += [Card("BSCALE", 1), Card("BZERO", bzero)]
-        return cards, flip_sign_bit(native)
-    return cards, native.astype(_STORED[bitpix])
+    return cards, bzero, bitpix
 
 
-# Binary table columns: numpy kind/size → (TFORM code, TZERO, big-endian storage dtype)
-_TABLE_TYPES = {
-    np.dtype(np.bool_): ("L", None, "u1"),
-    np.dtype(np.uint8): ("B", None, "u1"), np.dtype(np.int8): ("B", -128, "u1"),
-    np.dtype(np.int16): ("I", None, ">i2"), np.dtype(np.uint16): ("I", 32768, ">i2"),
-    np.dtype(np.int32): ("J", None, ">i4"), np.dtype(np.uint32): ("J", 2147483648, ">i4"),
-    np.dtype(np.int64): ("K", None, ">i8"),
-    np.dtype(np.float32): ("E", None, ">f4"), np.dtype(np.float64): ("D", None, ">f8"),
-    np.dtype(np.complex64): ("C", None, ">c8"), np.dtype(np.complex128): ("M", None, ">c16"),
-}
+def _stored_image(native: np.ndarray, bzero: Optional[int], bitpix: int) -> np.ndarray:
+    if bzero is not None:
+        return flip_sign_bit(native)
+    return native.astype(_STORED[bitpix])
 
 
-def _column_array(name: str, values: Any) -> np.ndarray:
-    arr = _as_numpy(values)
-    if arr.dtype.kind in "OU":
-        items = ["" if v is None else (v.decode("ascii") if isinstance(v, bytes) else str(v))
-                 for v in arr.reshape(-1)]
-        for v in items:
-            if not v.isascii():
-                raise ValueError(f"column {name!r}: strings must be printable ASCII")
-        width = max([len(v) for v in items] + [1])
-        return np.array([v.encode("ascii") for v in items], dtype=f"S{width}").reshape(arr.shape)
-    return arr
+def encode_image(array: Any, *, primary: bool) -> tuple[list[Card], np.ndarray]:
+    """Structural cards and big-endian data for one image HDU."""
+    arr = _as_numpy(array)
+    cards, bzero, bitpix = _image_cards(arr, primary)
+    native = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
+    return cards, _stored_image(native, bzero, bitpix)
+
+
+# Images are converted and written in slices this large: the swapped copy stays in cache and
+# the peak extra memory is one slice, not a second copy of the image.
+_IMAGE_CHUNK_BYTES = 1 << 22
 
 
 def encode_table(columns: Mapping[str, Any]) -> tuple[list[Card], np.ndarray]:
-    """Structural cards and row bytes for a binary table of fixed-width columns."""
-    if not columns:
-        raise ValueError("data must be a non-empty dictionary of columns")
-    arrays = {str(k): _column_array(str(k), v) for k, v in columns.items()}
-    nrows = {k: (a.shape[0] if a.ndim else 1) for k, a in arrays.items()}
-    if len(set(nrows.values())) > 1:
-        detail = ", ".join(f"{k}={n}" for k, n in nrows.items())
-        raise ValueError(f"Column row count mismatch: {detail}")
-    n = next(iter(nrows.values()))
-    cards = [Card("XTENSION", "BINTABLE", "binary table extension"), Card("BITPIX", 8),
-             Card("NAXIS", 2), Card("NAXIS1", 0), Card("NAXIS2", n), Card("PCOUNT", 0),
-             Card("GCOUNT", 1), Card("TFIELDS", len(arrays))]
-    names, formats, offsets, fills = [], [], [], []
-    col_cards: list[Card] = []
-    offset = 0
-    for i, (name, arr) in enumerate(arrays.items(), start=1):
-        if arr.ndim == 0:
-            arr = arr.reshape(1)
-        if arr.ndim > 2:
-            raise ValueError(f"column {name!r}: arrays of more than 2 dimensions are not supported")
-        repeat = arr.shape[1] if arr.ndim == 2 else 1
-        if arr.dtype.kind == "S":
-            code, tzero, storage = "A", None, f"S{arr.dtype.itemsize}"
-            width = arr.dtype.itemsize * repeat
-            tform = f"{width}A"
-            field = np.dtype((f"S{arr.dtype.itemsize}", (repeat,))) if repeat > 1 else np.dtype(storage)
-        else:
-            dtype = arr.dtype.newbyteorder("=")
-            if dtype == np.uint64:
-                raise UInt64WriteError(f"column {name!r}: uint64 cannot be stored losslessly; use int64 or float64")
-            if dtype not in _TABLE_TYPES:
-                raise TypeError(f"column {name!r}: unsupported dtype {arr.dtype}")
-            code, tzero, storage = _TABLE_TYPES[dtype]
-            tform = f"{repeat}{code}" if repeat != 1 else code
-            field = np.dtype((storage, (repeat,))) if repeat > 1 else np.dtype(storage)
-        col_cards.append(Card(f"TTYPE{i}", name))
-        col_cards.append(Card(f"TFORM{i}", tform))
-        if tzero is not None:
-            col_cards += [Card(f"TSCAL{i}", 1), Card(f"TZERO{i}", tzero)]
-        names.append(f"c{i}")
-        formats.append(field)
-        offsets.append(offset)
-        fills.append((arr, tzero))
-        offset += field.itemsize
-    cards[3] = Card("NAXIS1", offset, "width of table in bytes")
-    row = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": offset})
-    rows = np.zeros(n, dtype=row)
-    for fname, (arr, tzero), fmt in zip(names, fills, formats):
-        if arr.dtype == np.bool_:
-            rows[fname] = np.where(arr, ord("T"), ord("F")).astype(np.uint8)
-        elif tzero is not None:
-            rows[fname] = flip_sign_bit(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))).view(
-                np.dtype(fmt.base).newbyteorder(">") if fmt.base.itemsize > 1 else np.uint8)
-        else:
-            rows[fname] = arr
-    return cards + col_cards, rows
+    """Structural cards and row bytes of a binary table of fixed-width columns (no heap)."""
+    import io
+
+    from ._table_plan import encode_rows
+    from ._table_write import plan_table, table_cards
+
+    plan = plan_table(columns)
+    batch = plan.columns or []
+    heap = io.BytesIO()
+    rows, heap_size = encode_rows(plan.plans, batch, heap, 0)
+    if heap_size:
+        raise ValueError("encode_table handles fixed-width columns only")
+    fields = [p.field_dtype for p in plan.plans]
+    offsets = np.concatenate([[0], np.cumsum([f.itemsize for f in fields])[:-1]]).astype(int)
+    row = np.dtype({"names": [p.name for p in plan.plans], "formats": fields,
+                    "offsets": [int(o) for o in offsets], "itemsize": rows.shape[1]})
+    return table_cards(plan.plans, len(rows), 0), rows.reshape(-1).view(row)
 
 
-def _header_block(cards: Iterable[Card], user: Optional[Header], *, table: bool) -> bytes:
+def header_lines(cards: Iterable[Card], user: Optional[Header], *, table: bool,
+                 checksum: bool = False) -> tuple[list[str], dict[str, int]]:
+    """80-character lines of a header (END and padding excluded) and the line number of each
+    writer-owned keyword, so streamed writes can patch NAXIS2/PCOUNT/TFORMn afterwards."""
     lines: list[str] = []
+    where: dict[str, int] = {}
     for c in cards:
+        where.setdefault(c.key, len(lines))
         lines += format_card(c.key, c.value, c.comment)
     if user is not None:
+        long_strings = False
         for c in user.cards:
-            if c.key and _is_structural(c.key, table):
+            if c.key and (_is_structural(c.key, table) or c.key in ("CHECKSUM", "DATASUM")):
                 continue
-            lines += format_card(c.key, c.value, c.comment)
-    lines.append("END".ljust(80))
-    text = "".join(lines)
+            # The writer's own cards (column keywords from the data, EXTNAME from Arrow
+            # metadata) win over the same keyword in the user's header; CONTINUE and LONGSTRN
+            # are regenerated.
+            if c.key in ("CONTINUE", "LONGSTRN") or c.key in where:
+                continue
+            formatted = format_card(c.key, c.value, c.comment)
+            long_strings = long_strings or (len(formatted) > 1 and c.key not in ("HISTORY", "COMMENT", ""))
+            lines += formatted
+        if long_strings:
+            # Announce the CONTINUE long-string convention (as CFITSIO does).
+            lines += format_card("LONGSTRN", "OGIP 1.0", "The OGIP Long String Convention may be used.")
+    if checksum:
+        lines += format_card("CHECKSUM", "0000000000000000", "HDU checksum")
+        lines += format_card("DATASUM", "0", "data unit checksum")
+    return lines, where
+
+
+def _header_block(cards: Iterable[Card], user: Optional[Header], *, table: bool,
+                  checksum: bool = False) -> bytes:
+    lines, _ = header_lines(cards, user, table=table, checksum=checksum)
+    return _finish_header(lines)
+
+
+def _finish_header(lines: list[str]) -> bytes:
+    text = "".join(lines) + "END".ljust(80)
     text += " " * (-len(text) % BLOCK)
     return text.encode("ascii")
 
@@ -206,56 +193,76 @@ def _pad(nbytes: int, fill: bytes = b"\0") -> bytes:
     return fill * (-nbytes % BLOCK)
 
 
-def write_hdus(path: Any, hdus: Sequence[Any], *, overwrite: bool = False) -> None:
+HduSpan = tuple  # (header_offset, data_offset, data_size)
+
+
+def write_image_hdu(sink: Sink, array: np.ndarray, header: Optional[Header], *, primary: bool,
+                    checksum: bool = False) -> HduSpan:
+    """Write one image HDU (an empty one for a 0-size 1-D array) at the sink's position."""
+    header_offset = sink.offset
+    arr = _as_numpy(array)
+    if arr.size == 0 and arr.ndim <= 1:
+        cards, _, _ = _image_cards(np.empty((0,), np.uint8), primary)
+        cards = [c for c in cards if not c.key.startswith("NAXIS")]
+        cards.insert(2, Card("NAXIS", 0, "number of array dimensions"))
+        sink.write(_header_block(cards, header, table=False, checksum=checksum))
+        return header_offset, sink.offset, 0
+    cards, bzero, bitpix = _image_cards(arr, primary)
+    sink.write(_header_block(cards, header, table=False, checksum=checksum))
+    data_offset = sink.offset
+    flat = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("=")).reshape(-1)
+    step = max(1, _IMAGE_CHUNK_BYTES // flat.itemsize)
+    for start in range(0, flat.size, step):
+        sink.write(_stored_image(flat[start:start + step], bzero, bitpix))
+    sink.pad()
+    return header_offset, data_offset, flat.nbytes
+
+
+def _write_quantized(sink: Sink, item: Any, *, primary: bool, checksum: bool) -> HduSpan:
+    header_offset = sink.offset
+    cards, data = encode_image(item.codes, primary=primary)
+    cards += [Card("BSCALE", float(item.scale)), Card("BZERO", float(item.zero))]
+    if item.has_blank:
+        cards.append(Card("BLANK", -32767))
+    sink.write(_header_block(cards, item.header, table=False, checksum=checksum))
+    data_offset = sink.offset
+    sink.write(data.reshape(-1).view(np.uint8))
+    sink.pad()
+    return header_offset, data_offset, data.nbytes
+
+
+def write_hdus(path: Any, hdus: Sequence[Any], *, overwrite: bool = False,
+               checksum: bool = False) -> None:
     """Write `ImageData` / `TableData` items as one file; a table first gets an empty primary."""
-    target = fspath(path)
-    if os.path.isdir(target):
-        raise IsADirectoryError(f"{target} is a directory")
-    if os.path.exists(target) and not overwrite:
-        raise FitsFileExistsError(f"File '{target}' already exists. Use overwrite=True to overwrite.")
+    target = check_target(path, overwrite=overwrite)
     items = list(hdus)
     if not items:
         raise ValueError("At least one writable HDU is required")
     if isinstance(items[0], TableData):
         items.insert(0, ImageData(np.empty((0,), np.uint8)))
-    directory = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=".torchfits-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for i, item in enumerate(items):
-                if isinstance(item, ImageData):
-                    if item.array.size == 0 and item.array.ndim <= 1:
-                        cards, data = encode_image(np.empty((0,), np.uint8), primary=i == 0)
-                        cards = [c for c in cards if not c.key.startswith("NAXIS")]
-                        cards.insert(2, Card("NAXIS", 0, "number of array dimensions"))
-                        data = np.empty(0, np.uint8)
-                    else:
-                        cards, data = encode_image(item.array, primary=i == 0)
-                    fh.write(_header_block(cards, item.header, table=False))
-                else:
-                    if i == 0:
-                        raise ValueError("a table cannot be the primary HDU")
-                    cards, data = encode_table(item.columns)
-                    fh.write(_header_block(cards, item.header, table=True))
-                raw = data.tobytes()
-                fh.write(raw)
-                fh.write(_pad(len(raw)))
-            fh.flush()
-            os.fsync(fh.fileno())
-        if os.path.exists(target):
-            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    invalidate(target)
+    with atomic_output(target) as sink:
+        spans = []
+        for i, item in enumerate(items):
+            if type(item).__name__ == "QuantizedImage":
+                spans.append(_write_quantized(sink, item, primary=i == 0, checksum=checksum))
+            elif isinstance(item, ImageData):
+                spans.append(write_image_hdu(sink, _as_numpy(item.array), item.header, primary=i == 0,
+                                             checksum=checksum))
+            else:
+                if i == 0:
+                    raise ValueError("a table cannot be the primary HDU")
+                from ._table_write import write_table_hdu
+
+                spans.append(write_table_hdu(sink, item, checksum=checksum))
+        if checksum:
+            from .checksum import patch_file_checksums
+
+            patch_file_checksums(sink.fh, spans)
+
+
+def _is_table_like(data: Any) -> bool:
+    module = type(data).__module__.split(".")[0]
+    return module in ("pyarrow", "pandas", "polars", "astropy") or hasattr(data, "__arrow_c_stream__")
 
 
 def _to_items(data: Any, header: Optional[Header]) -> list[Any]:
@@ -271,12 +278,22 @@ def _to_items(data: Any, header: Optional[Header]) -> list[Any]:
         return items
     if isinstance(data, np.ndarray) or is_tensor(data):
         return [ImageData(_as_numpy(data), header)]
+    if isinstance(data, (ImageData, TableData)):
+        return [data]
     if isinstance(data, Mapping):
         if "data" in data:
             extra = set(data) - {"data", "header"}
             if extra:
                 raise ValueError("HDU dictionary may contain only 'data' and 'header' keys")
-            return [ImageData(_as_numpy(data["data"]), Header(data.get("header")) if data.get("header") is not None else header)]
+            inner = data["data"]
+            if not (isinstance(inner, np.ndarray) or is_tensor(inner)):
+                raise TypeError("the 'data' of an HDU dictionary must be a tensor or ndarray")
+            own = data.get("header")
+            return [ImageData(_as_numpy(inner), _as_header(own) if own is not None else header)]
+        return [TableData(data, header)]
+    if _is_table_like(data) and not isinstance(data, (list, tuple)):
+        if type(data).__name__ == "HDUList":  # astropy HDUList: not supported here
+            raise TypeError("Unsupported data type for FITS writing")
         return [TableData(data, header)]
     if isinstance(data, (list, tuple)):
         if not data:
@@ -284,36 +301,105 @@ def _to_items(data: Any, header: Optional[Header]) -> list[Any]:
         items = []
         for k, item in enumerate(data):
             h = header if k == 0 else None
-            if isinstance(item, Mapping):
+            if isinstance(item, (Mapping, ImageData, TableData)) or _is_table_like(item):
                 items += _to_items(item, h)
             elif isinstance(item, np.ndarray) or is_tensor(item):
                 items.append(ImageData(_as_numpy(item), h))
             elif is_tensor(getattr(item, "data", None)) or isinstance(getattr(item, "data", None), np.ndarray):
-                items.append(ImageData(_as_numpy(item.data), Header(getattr(item, "header", None))))
+                items.append(ImageData(_as_numpy(item.data), _as_header(getattr(item, "header", None))))
             else:
                 raise TypeError(f"Unsupported HDU item type: {type(item).__name__}")
         return items
     raise TypeError("Unsupported data type for FITS writing")
 
 
+def _as_header(header: Any) -> Optional[Header]:
+    if header is None or isinstance(header, Header):
+        return header
+    if type(header).__module__.startswith("astropy"):
+        return Header.from_astropy(header)
+    return Header(header)
+
+
+class FitsWriteError(FitsError, RuntimeError, ValueError, TypeError):
+    """A write failed; the message names the file (``Failed to write FITS file '<path>'``)."""
+
+
 def write(path: Any, data: Any, header: Any = None, overwrite: bool = False,
-          checksum: bool = False) -> None:
-    """Write an image (array or tensor), a table (dict of columns) or a list of them.
+          checksum: bool = False, compress: Any = False, quantize: Any = None) -> None:
+    """Write images, tables or a list of them as one FITS file, atomically.
 
     Parameters
     ----------
     path : str or os.PathLike
-        Destination; written atomically (temp file, fsync, rename).
-    data : array, tensor, dict of columns, ``{"data", "header"}`` dict, list, or HDUList
-        What to write. A table first gets an empty primary HDU.
+        Destination; written to a temporary file beside it, fsync'd, then renamed over it.
+    data : array, tensor, table, ``{"data", "header"}`` dict, list of those, or HDUList
+        NumPy arrays and tensors become image HDUs (unsigned types via BZERO, int8 via
+        BZERO=-128). Dicts of columns, pyarrow Tables / RecordBatches / RecordBatchReaders
+        (streamed batch by batch), pandas and Polars DataFrames become binary tables; a table
+        first gets an empty primary HDU.
     header : dict or Header, optional
-        Extra cards for the first HDU written (structural keywords are ignored).
+        Extra cards for the first HDU written (structural keywords are ignored); values may be
+        ``(value, comment)`` tuples; HISTORY/COMMENT become commentary cards.
     overwrite : bool
-        Replace an existing file.
+        Replace an existing file (else ``FileExistsError``).
     checksum : bool
-        Not yet supported by this writer (raises NotImplementedError when true).
+        Write DATASUM and CHECKSUM on every HDU.
+    compress : bool or str
+        Tile-compress the images (``True`` → RICE_1, or a codec name); they are written as an
+        empty primary plus compressed image HDUs. Tables are not compressed.
+    quantize : None, bool, str or dict
+        Quantise float images to 16-bit integers with BSCALE/BZERO (see the writing guide).
+
+    Raises
+    ------
+    FileExistsError
+        The file exists and ``overwrite`` is false.
+    UInt64WriteError, QuantizeError
+        uint64 images / dict columns; quantisation of non-float data.
+    RuntimeError
+        Any other failure, as ``Failed to write FITS file '<path>': <reason>``; the original file
+        (if any) is untouched.
     """
-    if checksum:
-        raise NotImplementedError("checksum=True is not supported by this version of the writer")
-    hdr = header if isinstance(header, Header) or header is None else Header(header)
-    write_hdus(path, _to_items(data, hdr), overwrite=overwrite)
+    target = check_target(path, overwrite=overwrite)
+    try:
+        items = _to_items(data, _as_header(header))
+        if compress is not False and compress is not None:
+            _write_compressed(target, items, compress=compress, quantize=quantize,
+                              overwrite=overwrite, checksum=checksum)
+            return
+        if quantize not in (None, False):
+            from ._quantize_linear import quantize_items
+
+            items = quantize_items(items, quantize)
+        write_hdus(target, items, overwrite=overwrite, checksum=checksum)
+    except (UInt64WriteError, QuantizeError, FileExistsError, IsADirectoryError, KeyboardInterrupt):
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        if isinstance(exc, FitsError) and not isinstance(exc, (ValueError, TypeError)):
+            raise
+        raise FitsWriteError(f"Failed to write FITS file '{target}': {exc}") from exc
+
+
+def _write_compressed(target: str, items: list, *, compress: Any, quantize: Any,
+                      overwrite: bool, checksum: bool) -> None:
+    """Hand images to the tile-compression writer (`torchfits._compress_write`)."""
+    from ._compress_write import normalize_compress, write_compressed
+
+    normalize_compress(compress)  # NOCOMPRESS, ints and unknown names are refused here
+    images = [it for it in items if isinstance(it, ImageData)]
+    if len(images) != len(items):
+        raise ValueError("compress= applies to images only; write tables without compress")
+    arrays = [it.array for it in images if not (it.array.size == 0 and it.array.ndim <= 1)]
+    headers = [it.header for it in images if not (it.array.size == 0 and it.array.ndim <= 1)]
+    write_compressed(target, arrays, headers, overwrite=overwrite, compress=compress,
+                     quantize=quantize, checksum=checksum)
+
+
+def write_tensor(path: Any, tensor: Any, header: Any = None, overwrite: bool = False,
+                 compress: Any = False, quantize: Any = None, checksum: bool = False) -> None:
+    """`write` for a ``torch.Tensor`` only (``TypeError`` for anything else)."""
+    if not is_tensor(tensor):
+        raise TypeError("tensor must be a torch.Tensor")
+    write(path, tensor, header=header, overwrite=overwrite, checksum=checksum,
+          compress=compress, quantize=quantize)

@@ -117,10 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the sample files")
     COMMANDS["demo"] = cmd_demo
 
-    from . import index_commands, inspect_commands
+    from . import edit_commands, index_commands, inspect_commands
 
     inspect_commands.add_parsers(sub, COMMANDS)
     index_commands.add_parsers(sub, COMMANDS)
+    edit_commands.add_parsers(sub, COMMANDS)
     return parser
 
 

@@ -1,0 +1,218 @@
+# cython: language_level=3
+"""PLIO_1 kernels: the IRAF pixel-list "line list" encoding of non-negative integer masks.
+
+A line list is a sequence of 16-bit words after a short header; each word holds a 4-bit opcode
+and 12 bits of data. Opcodes: 0 ZN (N zeros), 1 SH (set the high value from the next word and the
+data), 2 IH / 3 DH (increment / decrement the high value), 4 HN (N pixels of the high value),
+5 PN (N-1 zeros then one high pixel), 6 IS / 7 DS (increment / decrement and store one pixel).
+"""
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t
+from libc.stdlib cimport free, malloc
+
+import numpy as np
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+cdef enum:
+    C_ERR_TRUNCATED = -1
+    C_ERR_CORRUPT = -2
+    C_HEADER_WORDS = 7
+
+ERR_TRUNCATED = C_ERR_TRUNCATED
+ERR_CORRUPT = C_ERR_CORRUPT
+HEADER_WORDS = C_HEADER_WORDS
+
+
+
+cdef inline int _word(const uint8_t* src, Py_ssize_t k) noexcept nogil:
+    return <int><int16_t>(<uint16_t>(src[2 * k] << 8 | src[2 * k + 1]))
+
+
+cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out, Py_ssize_t npix) noexcept nogil:
+    cdef Py_ssize_t first, last, ip, op = 0, i, x1 = 0, run
+    cdef int opcode, data, w
+    cdef int64_t pv = 1
+    if nwords < 3:
+        return C_ERR_TRUNCATED
+    if _word(src, 2) > 0:
+        # old-style header: the length is in word 2, data start at word 3
+        last = _word(src, 2)
+        first = 3
+    else:
+        if nwords < 5:
+            return C_ERR_TRUNCATED
+        last = (<Py_ssize_t>_word(src, 4) << 15) + _word(src, 3)
+        first = _word(src, 1)
+        if first < 3:
+            return C_ERR_CORRUPT
+    if last > nwords:
+        return C_ERR_TRUNCATED
+    ip = first
+    while ip < last and op < npix:
+        w = <int>(<uint16_t>_word(src, ip))
+        opcode = w >> 12
+        data = w & 4095
+        if opcode == 0 or opcode == 4 or opcode == 5:
+            run = data
+            if run > npix - op:
+                run = npix - op
+            if opcode == 4:
+                for i in range(run):
+                    out[op + i] = <int32_t>pv
+            else:
+                for i in range(run):
+                    out[op + i] = 0
+                if opcode == 5 and run == data and run > 0:
+                    out[op + run - 1] = <int32_t>pv
+            op += run
+        elif opcode == 1:
+            if ip + 1 >= last:
+                return C_ERR_TRUNCATED
+            pv = (<int64_t>(<uint16_t>_word(src, ip + 1)) << 12) + data
+            ip += 1
+        elif opcode == 2:
+            pv += data
+        elif opcode == 3:
+            pv -= data
+        elif opcode == 6 or opcode == 7:
+            if opcode == 6:
+                pv += data
+            else:
+                pv -= data
+            out[op] = <int32_t>pv
+            op += 1
+        else:
+            return C_ERR_CORRUPT
+        ip += 1
+    for i in range(op, npix):
+        out[i] = 0
+    return 0
+
+
+def decode(const uint8_t[::1] src, int32_t[::1] out) -> int:
+    """Decode one PLIO_1 tile (big-endian 16-bit words) into ``out``; 0 or a negative code."""
+    cdef Py_ssize_t nwords = src.shape[0] // 2
+    cdef Py_ssize_t npix = out.shape[0]
+    cdef int rc
+    if npix == 0:
+        return 0
+    if nwords == 0:
+        return C_ERR_TRUNCATED
+    with nogil:
+        rc = _decode(&src[0], nwords, &out[0], npix)
+    return rc
+
+
+cdef inline void _emit(int16_t* ll, Py_ssize_t* n, int opcode, int data) noexcept nogil:
+    ll[n[0]] = <int16_t>((opcode << 12) | data)
+    n[0] += 1
+
+
+cdef Py_ssize_t _encode(const int32_t* src, Py_ssize_t npix, int16_t* ll) noexcept nogil:
+    cdef Py_ssize_t n = C_HEADER_WORDS, i = 0, j, run, chunk
+    cdef int64_t pv = 1, v, dv
+    while i < npix:
+        v = src[i]
+        j = i + 1
+        while j < npix and src[j] == v:
+            j += 1
+        run = j - i
+        if v == 0:
+            while run > 0:
+                chunk = run if run < 4095 else 4095
+                _emit(ll, &n, 0, <int>chunk)
+                run -= chunk
+        else:
+            dv = v - pv
+            if dv != 0:
+                if run == 1 and -4095 <= dv <= 4095:
+                    # increment/decrement and store one pixel
+                    _emit(ll, &n, 6 if dv > 0 else 7, <int>(dv if dv > 0 else -dv))
+                    pv = v
+                    i = j
+                    continue
+                if -4095 <= dv <= 4095:
+                    _emit(ll, &n, 2 if dv > 0 else 3, <int>(dv if dv > 0 else -dv))
+                else:
+                    _emit(ll, &n, 1, <int>(v & 4095))
+                    ll[n] = <int16_t>(v >> 12)
+                    n += 1
+                pv = v
+            while run > 0:
+                chunk = run if run < 4095 else 4095
+                _emit(ll, &n, 4, <int>chunk)
+                run -= chunk
+        i = j
+    # header: [0, header length 7, version -100, length low 15 bits, length high bits, 0, 0]
+    ll[0] = 0
+    ll[1] = C_HEADER_WORDS
+    ll[2] = -100
+    ll[3] = <int16_t>(n & 0x7FFF)
+    ll[4] = <int16_t>(n >> 15)
+    ll[5] = 0
+    ll[6] = 0
+    return n
+
+
+def encode(const int32_t[::1] src) -> bytes:
+    """Encode non-negative values < 2^24 as a PLIO_1 line list (big-endian 16-bit words).
+
+    The caller checks the value range.
+    """
+    cdef Py_ssize_t npix = src.shape[0]
+    # worst case: three words per pixel (SH pair + HN) plus the header
+    cdef cnp.ndarray[int16_t, ndim=1] ll = np.zeros(3 * npix + C_HEADER_WORDS + 1, np.int16)
+    cdef Py_ssize_t n
+    if npix == 0:
+        n = C_HEADER_WORDS
+        ll[1] = C_HEADER_WORDS
+        ll[2] = -100
+        ll[3] = C_HEADER_WORDS
+        return ll[:n].astype(">i2").tobytes()
+    with nogil:
+        n = _encode(&src[0], npix, <int16_t*>cnp.PyArray_DATA(ll))
+    return ll[:n].astype(">i2").tobytes()
+
+
+def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
+                const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out) -> int:
+    """Decode several PLIO_1 tiles of ``buf`` into the flat integer ``out`` (itemsize 1, 2, 4
+    or 8), GIL-free. Returns -1 or the position of the first failing tile."""
+    cdef Py_ssize_t n = offsets.shape[0], i, j, blen = buf.shape[0], olen = out.size, most = 0
+    cdef int itemsize = out.itemsize
+    cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
+    cdef const uint8_t* b = &buf[0] if blen else NULL
+    cdef int32_t* scratch
+    cdef int rc
+    cdef Py_ssize_t failed = -1
+    if itemsize not in (1, 2, 4, 8) or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writable C-contiguous integer array")
+    for i in range(n):
+        if npix[i] > most:
+            most = npix[i]
+    scratch = <int32_t*>malloc(sizeof(int32_t) * (most + 1))
+    if scratch == NULL:
+        raise MemoryError()
+    with nogil:
+        for i in range(n):
+            if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
+                    or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
+                failed = i
+                break
+            rc = _decode(b + offsets[i], sizes[i] // 2, scratch, npix[i])
+            if rc != 0:
+                failed = i
+                break
+            for j in range(npix[i]):
+                if itemsize == 1:
+                    o[dest[i] + j] = <uint8_t>scratch[j]
+                elif itemsize == 2:
+                    (<int16_t*>o)[dest[i] + j] = <int16_t>scratch[j]
+                elif itemsize == 4:
+                    (<int32_t*>o)[dest[i] + j] = scratch[j]
+                else:
+                    (<int64_t*>o)[dest[i] + j] = scratch[j]
+    free(scratch)
+    return failed

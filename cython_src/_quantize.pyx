@@ -1,0 +1,206 @@
+# cython: language_level=3
+"""Floating-point quantisation of the tiled image compression convention, and the GZIP_2 byte
+shuffle.
+
+Quantised tiles store integers ``i``; values are ``(i - r + 0.5) * ZSCALE + ZZERO`` with the
+subtractive dither ``r`` drawn from the convention's 10,000-value random sequence (``r = 0.5``
+without dithering), ``C_NULL_VALUE`` for NaN and ``C_ZERO_VALUE`` for exact zeros (SUBTRACTIVE_DITHER_2).
+"""
+from libc.math cimport NAN, floor, isnan
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+import numpy as np
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+cdef enum:
+    C_NULL_VALUE = -2147483647
+    C_ZERO_VALUE = -2147483646
+
+NULL_VALUE = C_NULL_VALUE
+ZERO_VALUE = C_ZERO_VALUE
+
+N_RANDOM = 10000
+NO_DITHER = 0
+SUBTRACTIVE_DITHER_1 = 1
+SUBTRACTIVE_DITHER_2 = 2
+
+cdef float _rand[10000]  # single precision, as the convention's reference code keeps it
+cdef int _rand_ready = 0
+
+
+cdef void _init_random() noexcept nogil:
+    # Park & Miller's minimal standard generator (a = 16807, m = 2^31 - 1), seed 1.
+    cdef double a = 16807.0, m = 2147483647.0, seed = 1.0, temp
+    cdef int i
+    for i in range(10000):
+        temp = a * seed
+        seed = temp - m * <double>(<long long>(temp / m))
+        _rand[i] = <float>(seed / m)
+
+
+_init_random()
+
+
+def random_sequence() -> np.ndarray:
+    """The convention's 10,000 uniform random numbers in (0, 1) (float64 copy)."""
+    cdef cnp.ndarray[double, ndim=1] out = np.empty(10000, np.float64)
+    cdef int i
+    for i in range(10000):
+        out[i] = _rand[i]
+    return out
+
+
+def dither_seed(Py_ssize_t tile_index, long long zdither0) -> int:
+    """Start index into the random sequence for 0-based tile ``tile_index`` (ZDITHER0 1-based)."""
+    return <int>((tile_index + zdither0 - 1) % 10000)
+
+
+cdef void _dequant(const int32_t* src, Py_ssize_t n, void* out, int is64, double scale,
+                   double zero, int method, int iseed, int has_null, int32_t null_value) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef int nextrand = 0
+    cdef double v, r
+    cdef float* o32 = <float*>out
+    cdef double* o64 = <double*>out
+    if method != 0:
+        nextrand = <int>(_rand[iseed] * 500)
+    for i in range(n):
+        if has_null and src[i] == null_value:
+            v = NAN
+        elif method == 2 and src[i] == C_ZERO_VALUE:
+            v = 0.0
+        elif method == 0:
+            v = <double>src[i] * scale + zero
+        else:
+            v = (<double>src[i] - _rand[nextrand] + 0.5) * scale + zero
+        if is64:
+            o64[i] = v
+        else:
+            o32[i] = <float>v
+        if method != 0:
+            nextrand += 1
+            if nextrand == 10000:
+                iseed += 1
+                if iseed == 10000:
+                    iseed = 0
+                nextrand = <int>(_rand[iseed] * 500)
+
+
+def dequantize(const int32_t[::1] src, cnp.ndarray out, double scale, double zero, int method,
+               int iseed, bint has_null, int null_value) -> None:
+    """Undo the quantisation of one tile into the float32/float64 ``out`` (same size)."""
+    cdef Py_ssize_t n = src.shape[0]
+    cdef int is64 = out.dtype.itemsize == 8
+    cdef void* o = cnp.PyArray_DATA(out)
+    if out.size != n or not out.flags.c_contiguous or out.dtype.kind != "f":
+        raise ValueError("out must be a C-contiguous float array of the tile size")
+    if not 0 <= iseed < 10000:
+        raise ValueError("iseed must be in 0..9999")
+    if n == 0:
+        return
+    with nogil:
+        _dequant(&src[0], n, o, is64, scale, zero, method, iseed, has_null, <int32_t>null_value)
+
+
+cdef int _quant(const void* src, int is64, Py_ssize_t n, int32_t* out, double scale, double zero,
+                int method, int iseed) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef int nextrand = 0
+    cdef double v, r, q
+    cdef int has_null = 0
+    if method != 0:
+        nextrand = <int>(_rand[iseed] * 500)
+    for i in range(n):
+        v = (<const double*>src)[i] if is64 else <double>(<const float*>src)[i]
+        if isnan(v):
+            out[i] = C_NULL_VALUE
+            has_null = 1
+        elif method == 2 and v == 0.0:
+            out[i] = C_ZERO_VALUE
+        else:
+            r = 0.5 if method == 0 else _rand[nextrand]
+            q = floor((v - zero) / scale + r - 0.5 + 0.5)
+            out[i] = <int32_t>q
+        if method != 0:
+            nextrand += 1
+            if nextrand == 10000:
+                iseed += 1
+                if iseed == 10000:
+                    iseed = 0
+                nextrand = <int>(_rand[iseed] * 500)
+    return has_null
+
+
+def quantize(cnp.ndarray src, cnp.ndarray out, double scale, double zero, int method,
+             int iseed) -> bool:
+    """Quantise the float tile ``src`` into int32 ``out``; returns whether a NaN was seen.
+
+    The caller checks that ``(value - zero) / scale`` fits well inside int32 and that no value
+    is infinite.
+    """
+    cdef Py_ssize_t n = src.size
+    cdef int is64 = src.dtype.itemsize == 8
+    cdef const void* s = cnp.PyArray_DATA(src)
+    cdef int32_t* o = <int32_t*>cnp.PyArray_DATA(out)
+    cdef int rc
+    if out.size != n or out.dtype != np.int32 or not out.flags.c_contiguous \
+            or not src.flags.c_contiguous or src.dtype.kind != "f":
+        raise ValueError("src must be a C-contiguous float tile and out an int32 array of its size")
+    with nogil:
+        rc = _quant(s, is64, n, o, scale, zero, method, iseed)
+    return rc != 0
+
+
+def shuffle(const uint8_t[::1] src, int itemsize) -> bytes:
+    """GZIP_2 byte shuffle: all first bytes of the elements, then all second bytes, ..."""
+    cdef Py_ssize_t n = src.shape[0] // itemsize, i
+    cdef int k
+    cdef bytearray buf = bytearray(src.shape[0])
+    cdef uint8_t* o = <uint8_t*>(<char*>buf)
+    if n * itemsize != src.shape[0]:
+        raise ValueError("buffer size is not a multiple of the element size")
+    with nogil:
+        for k in range(itemsize):
+            for i in range(n):
+                o[k * n + i] = src[i * itemsize + k]
+    return bytes(buf)
+
+
+def unshuffle(const uint8_t[::1] src, uint8_t[::1] out, int itemsize) -> None:
+    """Undo :func:`shuffle` into ``out`` (same length as ``src``)."""
+    cdef Py_ssize_t n = src.shape[0] // itemsize, i
+    cdef int k
+    if n * itemsize != src.shape[0] or out.shape[0] != src.shape[0]:
+        raise ValueError("buffer sizes disagree with the element size")
+    with nogil:
+        for k in range(itemsize):
+            for i in range(n):
+                out[i * itemsize + k] = src[k * n + i]
+
+
+def dequantize_many(const int32_t[::1] ints, cnp.ndarray out, const int64_t[::1] dest,
+                    const int64_t[::1] npix, const double[::1] zscale, const double[::1] zzero,
+                    const int64_t[::1] tile_index, int method, long long zdither0,
+                    bint has_null, int null_value) -> None:
+    """Dequantise several tiles at once: tile i occupies ``[dest[i], dest[i] + npix[i])`` of
+    both the flat int32 ``ints`` and the flat float ``out``; GIL-free."""
+    cdef Py_ssize_t n = dest.shape[0], i
+    cdef int is64 = out.dtype.itemsize == 8
+    cdef char* o = <char*>cnp.PyArray_DATA(out)
+    cdef Py_ssize_t size = ints.shape[0]
+    cdef int iseed
+    if out.size != size or not out.flags.c_contiguous or out.dtype.kind != "f":
+        raise ValueError("out must be a C-contiguous float array the size of ints")
+    for i in range(n):
+        if dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > size:
+            raise ValueError("tile range outside the buffers")
+    with nogil:
+        for i in range(n):
+            if npix[i] == 0:
+                continue
+            iseed = <int>((tile_index[i] + zdither0 - 1) % 10000) if method else 0
+            _dequant(&ints[dest[i]], npix[i], o + dest[i] * (8 if is64 else 4), is64, zscale[i],
+                     zzero[i], method, iseed, has_null, <int32_t>null_value)

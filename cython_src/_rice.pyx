@@ -1,0 +1,392 @@
+# cython: language_level=3
+"""RICE_1 kernels of the FITS tiled image compression convention (Rice coding of pixel
+differences in blocks), for 1-, 2-, 4- and 8-byte integer pixels.
+
+Bitstream (MSB first): the first pixel raw in BYTEPIX big-endian bytes, then for each block of
+BLOCKSIZE pixels a code of FSBITS bits (3/4/5/6 for BYTEPIX 1/2/4/8): 0 means every difference
+is zero, FSMAX+1 means each mapped difference follows raw in 8*BYTEPIX bits, k+1 means each
+mapped difference is ``(q zeros, a one, k low bits)`` with value ``q << k | low``. Differences
+d are mapped to non-negative integers as ``2d`` (d >= 0) or ``-2d-1`` (d < 0), modulo 2^(8*BYTEPIX).
+"""
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+import numpy as np
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+cdef enum:
+    C_ERR_TRUNCATED = -1
+    C_ERR_OVERFLOW = -2
+
+ERR_TRUNCATED = C_ERR_TRUNCATED
+ERR_OVERFLOW = C_ERR_OVERFLOW
+
+
+
+cdef extern from *:
+    """
+    static inline int tf_clz64(unsigned long long v) { return __builtin_clzll(v); }
+    """
+    int tf_clz64(unsigned long long v) noexcept nogil
+
+
+cdef inline int _params(int bytepix, int* fsbits, int* fsmax) noexcept nogil:
+    if bytepix == 1:
+        fsbits[0] = 3
+        fsmax[0] = 6
+    elif bytepix == 2:
+        fsbits[0] = 4
+        fsmax[0] = 14
+    elif bytepix == 4:
+        fsbits[0] = 5
+        fsmax[0] = 25
+    elif bytepix == 8:
+        fsbits[0] = 6
+        fsmax[0] = 58
+    else:
+        return -1
+    return 0
+
+
+cdef inline void _store(uint8_t* out, Py_ssize_t i, uint64_t v, int bytepix) noexcept nogil:
+    if bytepix == 1:
+        out[i] = <uint8_t>v
+    elif bytepix == 2:
+        (<int16_t*>out)[i] = <int16_t>v
+    elif bytepix == 4:
+        (<int32_t*>out)[i] = <int32_t>v
+    else:
+        (<int64_t*>out)[i] = <int64_t>v
+
+
+cdef inline uint64_t _load(const uint8_t* src, Py_ssize_t i, int bytepix) noexcept nogil:
+    if bytepix == 1:
+        return src[i]
+    elif bytepix == 2:
+        return <uint64_t><uint16_t>(<const int16_t*>src)[i]
+    elif bytepix == 4:
+        return <uint64_t><uint32_t>(<const int32_t*>src)[i]
+    return <uint64_t>(<const int64_t*>src)[i]
+
+
+cdef struct _Reader:
+    const uint8_t* src
+    Py_ssize_t n
+    Py_ssize_t p
+    uint64_t b      # unread bits, left-aligned (the next bit is the MSB)
+    int nbits
+
+
+cdef inline void _refill(_Reader* r) noexcept nogil:
+    while r.nbits <= 56 and r.p < r.n:
+        r.b |= (<uint64_t>r.src[r.p]) << (56 - r.nbits)
+        r.p += 1
+        r.nbits += 8
+
+
+cdef inline int _take(_Reader* r, int k, uint64_t* value) noexcept nogil:
+    # k in 1..32
+    if r.nbits < k:
+        _refill(r)
+        if r.nbits < k:
+            return -1
+    value[0] = r.b >> (64 - k)
+    r.b = r.b << k
+    r.nbits -= k
+    return 0
+
+
+cdef inline int _zeros(_Reader* r, uint64_t* count) noexcept nogil:
+    # count the zero bits before the next one bit, and consume that one bit
+    cdef uint64_t nz = 0
+    cdef int z
+    while True:
+        if r.nbits == 0:
+            _refill(r)
+            if r.nbits == 0:
+                return -1
+        if r.b == 0:
+            nz += r.nbits
+            r.nbits = 0
+            continue
+        z = tf_clz64(r.b)
+        if z >= r.nbits:  # cannot happen for well-formed state; treat as exhausted bits
+            nz += r.nbits
+            r.nbits = 0
+            r.b = 0
+            continue
+        nz += z
+        r.nbits -= z + 1
+        r.b = (r.b << z) << 1
+        count[0] = nz
+        return 0
+
+
+cdef int _decode(const uint8_t* src, Py_ssize_t n, uint8_t* out, Py_ssize_t npix, int bytepix,
+                 int nblock) noexcept nogil:
+    cdef int fsbits, fsmax, fs, k
+    cdef int bbits = 8 * bytepix
+    cdef uint64_t vmask = (~(<uint64_t>0)) if bytepix == 8 else ((<uint64_t>1 << bbits) - 1)
+    cdef uint64_t lastpix = 0, diff, v, low, nzero, code, hi
+    cdef Py_ssize_t i = 0, imax
+    cdef _Reader r
+    if _params(bytepix, &fsbits, &fsmax) < 0 or nblock <= 0:
+        return C_ERR_OVERFLOW
+    if npix <= 0:
+        return 0
+    if n < bytepix:
+        return C_ERR_TRUNCATED
+    for k in range(bytepix):
+        lastpix = (lastpix << 8) | src[k]
+    r.src = src
+    r.n = n
+    r.p = bytepix
+    r.b = 0
+    r.nbits = 0
+    while i < npix:
+        if _take(&r, fsbits, &code) < 0:
+            return C_ERR_TRUNCATED
+        fs = <int>code - 1
+        imax = i + nblock
+        if imax > npix:
+            imax = npix
+        if fs < 0:
+            while i < imax:
+                _store(out, i, lastpix, bytepix)
+                i += 1
+        elif fs == fsmax:
+            while i < imax:
+                if bbits == 64:
+                    if _take(&r, 32, &hi) < 0 or _take(&r, 32, &low) < 0:
+                        return C_ERR_TRUNCATED
+                    diff = (hi << 32) | low
+                elif _take(&r, bbits, &diff) < 0:
+                    return C_ERR_TRUNCATED
+                if diff & 1:
+                    v = ~(diff >> 1)
+                else:
+                    v = diff >> 1
+                lastpix = (lastpix + v) & vmask
+                _store(out, i, lastpix, bytepix)
+                i += 1
+        elif fs > fsmax:
+            return C_ERR_OVERFLOW
+        elif bytepix == 2:
+            while i < imax:
+                if _zeros(&r, &nzero) < 0:
+                    return C_ERR_TRUNCATED
+                if fs:
+                    if _take(&r, fs, &low) < 0:
+                        return C_ERR_TRUNCATED
+                    diff = (nzero << fs) | low
+                else:
+                    diff = nzero
+                v = (~(diff >> 1)) if (diff & 1) else (diff >> 1)
+                lastpix = (lastpix + v) & vmask
+                (<int16_t*>out)[i] = <int16_t>lastpix
+                i += 1
+        elif bytepix == 4:
+            while i < imax:
+                if _zeros(&r, &nzero) < 0:
+                    return C_ERR_TRUNCATED
+                if fs:
+                    if _take(&r, fs, &low) < 0:
+                        return C_ERR_TRUNCATED
+                    diff = (nzero << fs) | low
+                else:
+                    diff = nzero
+                v = (~(diff >> 1)) if (diff & 1) else (diff >> 1)
+                lastpix = (lastpix + v) & vmask
+                (<int32_t*>out)[i] = <int32_t>lastpix
+                i += 1
+        else:
+            while i < imax:
+                if _zeros(&r, &nzero) < 0:
+                    return C_ERR_TRUNCATED
+                if fs:
+                    if _take(&r, fs, &low) < 0:
+                        return C_ERR_TRUNCATED
+                    diff = (nzero << fs) | low
+                else:
+                    diff = nzero
+                v = (~(diff >> 1)) if (diff & 1) else (diff >> 1)
+                lastpix = (lastpix + v) & vmask
+                _store(out, i, lastpix, bytepix)
+                i += 1
+    return 0
+
+
+cdef struct _Writer:
+    uint8_t* out
+    Py_ssize_t cap
+    Py_ssize_t pos
+    uint64_t acc
+    int nacc
+    int failed
+
+
+cdef inline void _put(_Writer* w, uint64_t value, int nbits) noexcept nogil:
+    # nbits <= 32 per call
+    w.acc = (w.acc << nbits) | (value & ((<uint64_t>1 << nbits) - 1))
+    w.nacc += nbits
+    while w.nacc >= 8:
+        if w.pos >= w.cap:
+            w.failed = 1
+            w.nacc = 0
+            return
+        w.nacc -= 8
+        w.out[w.pos] = <uint8_t>(w.acc >> w.nacc)
+        w.pos += 1
+
+
+cdef inline void _put_wide(_Writer* w, uint64_t value, int nbits) noexcept nogil:
+    if nbits > 32:
+        _put(w, value >> 32, nbits - 32)
+        _put(w, value & <uint64_t>0xFFFFFFFF, 32)
+    else:
+        _put(w, value, nbits)
+
+
+cdef Py_ssize_t _encode(const uint8_t* src, Py_ssize_t npix, uint8_t* out, Py_ssize_t cap,
+                        int bytepix, int nblock) noexcept nogil:
+    cdef int fsbits, fsmax, fs, k
+    cdef int bbits = 8 * bytepix
+    cdef uint64_t vmask = (~(<uint64_t>0)) if bytepix == 8 else ((<uint64_t>1 << bbits) - 1)
+    cdef uint64_t signbit = <uint64_t>1 << (bbits - 1)
+    cdef uint64_t lastpix, nextpix, d, top, psum
+    cdef uint64_t diffs[4096]
+    cdef double pixelsum, dpsum
+    cdef Py_ssize_t i = 0, j, nthis
+    cdef _Writer w
+    if _params(bytepix, &fsbits, &fsmax) < 0 or nblock <= 0 or nblock > 4096:
+        return C_ERR_OVERFLOW
+    w.out = out
+    w.cap = cap
+    w.pos = 0
+    w.acc = 0
+    w.nacc = 0
+    w.failed = 0
+    if npix <= 0:
+        return 0
+    lastpix = _load(src, 0, bytepix) & vmask
+    for k in range(bytepix):
+        _put(&w, lastpix >> (8 * (bytepix - 1 - k)), 8)
+    while i < npix:
+        nthis = nblock if npix - i > nblock else npix - i
+        pixelsum = 0.0
+        for j in range(nthis):
+            nextpix = _load(src, i + j, bytepix) & vmask
+            d = (nextpix - lastpix) & vmask
+            # signed difference modulo 2^bbits, then the zig-zag mapping
+            if d & signbit:
+                d = (~(d << 1)) & vmask
+            else:
+                d = (d << 1) & vmask
+            diffs[j] = d
+            pixelsum += <double>d
+            lastpix = nextpix
+        dpsum = (pixelsum - <double>(nthis // 2) - 1.0) / <double>nthis
+        if dpsum < 0:
+            dpsum = 0.0
+        psum = (<uint64_t>dpsum) >> 1
+        fs = 0
+        while psum > 0:
+            fs += 1
+            psum >>= 1
+        if fs >= fsmax:
+            _put(&w, fsmax + 1, fsbits)
+            for j in range(nthis):
+                _put_wide(&w, diffs[j], bbits)
+        elif fs == 0 and pixelsum == 0:
+            _put(&w, 0, fsbits)
+        else:
+            _put(&w, fs + 1, fsbits)
+            for j in range(nthis):
+                top = diffs[j] >> fs
+                while top >= 32:
+                    _put(&w, 0, 32)
+                    top -= 32
+                _put(&w, 1, <int>top + 1)
+                if fs:
+                    _put_wide(&w, diffs[j], fs)
+        if w.failed:
+            return C_ERR_OVERFLOW
+        i += nthis
+    if w.nacc > 0:
+        _put(&w, 0, 8 - w.nacc)
+    if w.failed:
+        return C_ERR_OVERFLOW
+    return w.pos
+
+
+def decode(const uint8_t[::1] src, cnp.ndarray out, int bytepix, int blocksize) -> int:
+    """Decode one RICE_1 tile into ``out`` (C-contiguous, itemsize == ``bytepix``).
+
+    Returns 0, or a negative error code (``C_ERR_TRUNCATED``, ``C_ERR_OVERFLOW``).
+    """
+    cdef Py_ssize_t npix = out.size
+    cdef Py_ssize_t n = src.shape[0]
+    cdef const uint8_t* s = &src[0] if n else NULL
+    cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
+    cdef int rc
+    if out.itemsize != bytepix or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writable C-contiguous array of itemsize BYTEPIX")
+    with nogil:
+        rc = _decode(s, n, o, npix, bytepix, blocksize)
+    return rc
+
+
+def encode(cnp.ndarray src, int bytepix, int blocksize) -> bytes:
+    """Encode the native-order integers of ``src`` (itemsize == ``bytepix``) as one RICE_1 tile."""
+    cdef Py_ssize_t npix = src.size
+    cdef Py_ssize_t cap = 2 * npix * bytepix + 64
+    cdef const uint8_t* s = <const uint8_t*>cnp.PyArray_DATA(src)
+    cdef bytearray buf
+    cdef uint8_t* o
+    cdef Py_ssize_t rc
+    if src.itemsize != bytepix or not src.flags.c_contiguous:
+        raise ValueError("src must be a C-contiguous array of itemsize BYTEPIX")
+    if blocksize <= 0 or blocksize > 4096:
+        raise ValueError(f"BLOCKSIZE must be in 1..4096, not {blocksize}")
+    buf = bytearray(cap)
+    o = <uint8_t*>(<char*>buf)
+    with nogil:
+        rc = _encode(s, npix, o, cap, bytepix, blocksize)
+    if rc < 0:
+        raise ValueError("RICE_1 encode failed (output overflow or bad BYTEPIX)")
+    return bytes(buf[:rc])
+
+
+def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
+                const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out, int bytepix,
+                int blocksize) -> int:
+    """Decode several tiles of one file buffer into ``out`` in one GIL-free pass.
+
+    Tile i is ``sizes[i]`` bytes at ``offsets[i]`` of ``buf`` and holds ``npix[i]`` pixels,
+    written at element ``dest[i]`` of the flat ``out`` (itemsize ``bytepix``). Returns -1, or
+    the position of the first tile that fails (bad bounds or a decode error).
+    """
+    cdef Py_ssize_t n = offsets.shape[0], i, blen = buf.shape[0]
+    cdef Py_ssize_t olen = out.size
+    cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
+    cdef const uint8_t* b = &buf[0] if blen else NULL
+    cdef int rc
+    cdef Py_ssize_t failed = -1
+    if out.itemsize != bytepix or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writable C-contiguous array of itemsize BYTEPIX")
+    if sizes.shape[0] != n or npix.shape[0] != n or dest.shape[0] != n:
+        raise ValueError("offsets, sizes, npix and dest must have the same length")
+    with nogil:
+        for i in range(n):
+            if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
+                    or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
+                failed = i
+                break
+            rc = _decode(b + offsets[i], sizes[i], o + dest[i] * bytepix, npix[i], bytepix,
+                         blocksize)
+            if rc != 0:
+                failed = i
+                break
+    return failed

@@ -1,0 +1,131 @@
+"""The codec kernels and their registry: round trips, the convention's random sequence, and
+GIL-free many-tile kernels agreeing with the one-tile ones."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from torchfits import _hcompress, _plio, _quantize, _rice
+from torchfits.codecs import REGISTRY, CodecError, Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1, get_codec
+
+
+def test_registry_contract():
+    for name in ("RICE_1", "GZIP_1", "GZIP_2", "PLIO_1", "HCOMPRESS_1", "NOCOMPRESS"):
+        cls = REGISTRY[name]
+        assert cls.codec_id == name
+        for method in ("decode", "encode", "get_config"):
+            assert callable(getattr(cls, method))
+    c = get_codec("rice_1", blocksize=16, bytepix=2)
+    assert c.get_config() == {"id": "RICE_1", "blocksize": 16, "bytepix": 2}
+    assert get_codec(c.get_config()).get_config() == c.get_config()
+    with pytest.raises(ValueError):
+        get_codec("BZIP2_1")
+
+
+def test_random_sequence():
+    r = _quantize.random_sequence()
+    assert r.shape == (10000,) and 0 < r.min() and r.max() < 1
+    # the generator's documented check value: the 10,000th seed is 1043618065
+    assert abs(r[-1] * 2147483647.0 - 1043618065) < 200
+    assert _quantize.dither_seed(0, 1) == 0 and _quantize.dither_seed(9999, 2) == 0
+
+
+@pytest.mark.parametrize("bytepix,dtype", [(1, np.uint8), (2, np.int16), (4, np.int32), (8, np.int64)])
+@pytest.mark.parametrize("blocksize", [16, 32])
+def test_rice_roundtrip(bytepix, dtype, blocksize):
+    rng = np.random.default_rng(bytepix)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, 777, dtype=dtype, endpoint=True)
+    a[100:200] = 5  # low-entropy blocks
+    a[300:400] = np.arange(100, dtype=dtype)  # small differences
+    codec = Rice1(blocksize, bytepix)
+    out = np.empty_like(a)
+    codec.decode(codec.encode(a), out)
+    assert np.array_equal(out, a)
+    with pytest.raises(CodecError):
+        codec.decode(codec.encode(a)[:20], np.empty_like(a))
+
+
+def test_gzip_and_shuffle():
+    a = np.arange(1000, dtype=">i4")
+    raw = Gzip1().decode(Gzip1().encode(a))
+    assert raw == a.tobytes()
+    out = np.empty(1000, ">i4")
+    Gzip2(4).decode(Gzip2(4).encode(a), out)
+    assert np.array_equal(out, a)
+    assert _quantize.shuffle(np.frombuffer(b"abcdABCD", np.uint8), 4) == b"aAbBcCdD"
+    with pytest.raises(CodecError):
+        Gzip1().decode(b"not gzip")
+    assert NoCompress().decode(NoCompress().encode(a)) == a.tobytes()
+
+
+def test_plio_roundtrip():
+    m = np.zeros(9000, np.int32)
+    m[10:20] = 3
+    m[4000:] = 7000000
+    m[30] = 1
+    m[31] = 4097
+    m[8000:8500] = 0
+    out = np.empty_like(m)
+    Plio1().decode(Plio1().encode(m), out)
+    assert np.array_equal(out, m)
+    with pytest.raises(ValueError):
+        Plio1().encode(np.array([-1, 2]))
+
+
+@pytest.mark.parametrize("shape", [(16, 20), (17, 33), (1, 40), (5, 5), (64, 64), (3, 1)])
+def test_hcompress_roundtrip(shape):
+    rng = np.random.default_rng(sum(shape))
+    a = rng.normal(0, 300, shape).astype(np.int64)
+    codec = Hcompress1(shape)
+    assert np.array_equal(codec.decode(codec.encode(a)), a)
+
+
+def test_hcompress_lossy_scale():
+    y, x = np.mgrid[:32, :32]
+    a = (1000 + 100 * np.sin(x / 4.0) + 100 * np.cos(y / 5.0)).astype(np.int64)
+    codec = Hcompress1(a.shape, scale=8)
+    back = codec.decode(codec.encode(a))
+    assert np.abs(back - a).max() <= 16
+
+
+def test_many_tile_kernels_agree():
+    rng = np.random.default_rng(7)
+    tiles = [rng.integers(-500, 500, 300).astype(np.int32) for _ in range(5)]
+    blobs = [_rice.encode(t, 4, 32) for t in tiles]
+    buf = np.frombuffer(b"".join(blobs), np.uint8)
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    offsets = np.cumsum(sizes) - sizes
+    npix = np.full(5, 300, np.int64)
+    dest = np.arange(5, dtype=np.int64) * 300
+    out = np.empty(1500, np.int32)
+    assert _rice.decode_many(buf, offsets, sizes, npix, dest, out, 4, 32) == -1
+    assert np.array_equal(out, np.concatenate(tiles))
+    bad = offsets.copy()
+    bad[3] = len(buf)  # past the end: reported, never read
+    assert _rice.decode_many(buf, bad, sizes, npix, dest, out, 4, 32) == 3
+    ints = out.copy()
+    floats = np.empty(1500, np.float32)
+    _quantize.dequantize_many(ints, floats, dest, npix, np.full(5, 0.5), np.zeros(5),
+                              np.arange(5, dtype=np.int64), 1, 3, False, 0)
+    single = np.empty(300, np.float32)
+    _quantize.dequantize(ints[600:900], single, 0.5, 0.0, 1, _quantize.dither_seed(2, 3), False, 0)
+    assert np.array_equal(single, floats[600:900])
+
+
+def test_hostile_streams_do_not_crash():
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        junk = rng.integers(0, 256, int(rng.integers(0, 64)), dtype=np.uint8)
+        assert _rice.decode(junk, np.empty(100, np.int16), 2, 32) <= 0
+        assert _plio.decode(junk, np.empty(100, np.int32)) <= 0
+        head = np.frombuffer(b"\xdd\x99" + np.array([4, 4, 0], ">i4").tobytes() + bytes(8), np.uint8)
+        _hcompress.decode(np.concatenate([head, junk]), np.empty(16, np.int64), 4, 4, False)
+
+
+def test_gzip_inflate_is_bounded():
+    bomb = Gzip1().encode(bytes(10**7))
+    with pytest.raises(CodecError, match="more than"):
+        Gzip1().decode(bomb, max_size=1000)
+    with pytest.raises(CodecError):
+        Gzip2(4).decode(bomb, np.empty(10, np.int32))

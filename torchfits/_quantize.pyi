@@ -1,0 +1,23 @@
+"""Type stub for the quantisation and shuffle kernels (cython_src/_quantize.pyx)."""
+from typing import Any
+
+import numpy as np
+
+N_RANDOM: int
+NULL_VALUE: int
+ZERO_VALUE: int
+NO_DITHER: int
+SUBTRACTIVE_DITHER_1: int
+SUBTRACTIVE_DITHER_2: int
+
+def random_sequence() -> np.ndarray: ...
+def dither_seed(tile_index: int, zdither0: int) -> int: ...
+def dequantize(src: np.ndarray, out: np.ndarray, scale: float, zero: float, method: int,
+               iseed: int, has_null: bool, null_value: int) -> None: ...
+def quantize(src: np.ndarray, out: np.ndarray, scale: float, zero: float, method: int,
+             iseed: int) -> bool: ...
+def shuffle(src: np.ndarray, itemsize: int) -> bytes: ...
+def unshuffle(src: np.ndarray, out: np.ndarray, itemsize: int) -> None: ...
+def dequantize_many(ints: np.ndarray, out: np.ndarray, dest: np.ndarray, npix: np.ndarray,
+                    zscale: np.ndarray, zzero: np.ndarray, tile_index: np.ndarray, method: int,
+                    zdither0: int, has_null: bool, null_value: int) -> None: ...

@@ -1,0 +1,12 @@
+"""Type stub for the RICE_1 kernels (cython_src/_rice.pyx)."""
+from typing import Any
+
+import numpy as np
+
+ERR_TRUNCATED: int
+ERR_OVERFLOW: int
+
+def decode(src: bytes | np.ndarray | memoryview, out: np.ndarray, bytepix: int, blocksize: int) -> int: ...
+def encode(src: np.ndarray, bytepix: int, blocksize: int) -> bytes: ...
+def decode_many(buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray, dest: np.ndarray,
+                out: np.ndarray, bytepix: int, blocksize: int) -> int: ...

@@ -1,0 +1,6 @@
+"""Type stub for the compiled row-packing kernel (cython_src/_rowpack.pyx)."""
+import numpy as np
+
+def pack_rows(src_ptrs: np.ndarray, cell_bytes: np.ndarray, elem_size: np.ndarray,
+              offsets: np.ndarray, out: np.ndarray) -> None: ...
+def pack_strings(starts: np.ndarray, lengths: np.ndarray, values: np.ndarray, out: np.ndarray) -> None: ...
