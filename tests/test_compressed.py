@@ -434,3 +434,53 @@ def test_scaled_blank_int8_float64_and_1d(tmp_path, fits, fitsio):
     fitsio.write(str(p1), np.arange(1000, dtype=np.int32), compress="RICE_1")
     assert np.array_equal(read_numpy(p1, 1), np.arange(1000))
     assert np.array_equal(open_image(p1, 1)[10:20:3], [10, 13, 16, 19])
+
+
+def test_keep_scaling_cards(tmp_path, fitsio):
+    codes = np.arange(-50, 50, dtype=np.int16).reshape(10, 10)
+    cards, table, heap = encode_compressed_hdu(codes, {"BSCALE": 0.25, "BZERO": 10.0, "BLANK": -50},
+                                               compress="RICE_1", keep_scaling=True)
+    keys = [c.key for c in cards]
+    assert "BSCALE" in keys and "BZERO" in keys and "BLANK" in keys
+    p = tmp_path / "k.fits"
+    write_compressed(p, codes, {"BSCALE": 0.25, "BZERO": 10.0}, keep_scaling=True)
+    got = read_numpy(p, 1)
+    np.testing.assert_allclose(got, codes * 0.25 + 10.0)
+    np.testing.assert_allclose(fitsio.read(str(p), ext=1), got)
+
+
+def test_cli_parsers(tmp_path, capsys):
+    import argparse
+
+    from torchfits.cli import compress_commands as cc
+
+    data = _data(np.int32, (12, 14), seed=19)
+    src = tmp_path / "c.fits"
+    write_compressed(src, data, compress="GZIP_1")  # a compressed input is copied as it is
+    plain = tmp_path / "plain.fits"
+    assert cc.decompress_file(str(src), str(plain)) == 1
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="cmd")
+    commands: dict = {}
+    cc.add_parsers(sub, commands)
+    args = parser.parse_args(["compress", str(plain), "--algorithm", "HCOMPRESS_1", "--tile", "6,14",
+                              "--out-dir", str(tmp_path / "out")])
+    assert commands["compress"](args) == 0
+    out = tmp_path / "out" / "plain.fits.fz"
+    assert open_image(out, 1).codec == "HCOMPRESS_1"
+    np.testing.assert_array_equal(read_numpy(out, 1), data)
+    args = parser.parse_args(["decompress", str(out), str(tmp_path / "again.fits")])
+    assert commands["decompress"](args) == 0
+    np.testing.assert_array_equal(read_numpy(tmp_path / "again.fits", 1), data)
+    capsys.readouterr()
+
+
+def test_read_header_shows_the_image_header_and_the_raw_one_on_request(tmp_path):
+    data = (np.arange(40 * 30).reshape(40, 30) % 1000).astype(np.int16)
+    path = tmp_path / "h.fits"
+    torchfits.write(str(path), data, header={"OBJECT": "m31"}, compress="RICE_1")
+    image = torchfits.read_header(path, 1)
+    assert (image["BITPIX"], image["NAXIS1"], image["NAXIS2"], image["OBJECT"]) == (16, 30, 40, "m31")
+    assert "ZCMPTYPE" not in image and "TFORM1" not in image
+    raw = torchfits.read_header(path, 1, compressed=True)
+    assert raw["ZCMPTYPE"] == "RICE_1" and raw["BITPIX"] == 8 and raw["ZBITPIX"] == 16

@@ -127,7 +127,7 @@ def _default_tile(shape: tuple[int, ...], codec: str) -> tuple[int, ...]:
 def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RICE_1",
                           tile: Optional[Sequence[int]] = None, quantize: Any = None,
                           hcomp_scale: float = 0.0, hcomp_smooth: bool = False,
-                          blocksize: int = 32, primary: bool = False,
+                          blocksize: int = 32, primary: bool = False, keep_scaling: bool = False,
                           threads: Optional[int] = None) -> tuple[list[Card], bytes, bytes]:
     """Encode one image as a tile-compressed BINTABLE HDU.
 
@@ -155,6 +155,9 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
         RICE_1 BLOCKSIZE.
     primary : bool
         The image is the file's primary image (ZSIMPLE instead of ZTENSION).
+    keep_scaling : bool
+        ``array`` holds stored integers and ``header``'s BSCALE/BZERO/BLANK describe them
+        (e.g. floats quantised to int16 by the caller): keep those cards.
     threads : int, optional
         Encode threads (default: all cores).
 
@@ -319,6 +322,11 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
         cards.append(Card("ZBLANK", _quantize.NULL_VALUE, "null value in the quantized data"))
     if bzero is not None:
         cards += [Card("BSCALE", 1), Card("BZERO", bzero)]
+    if keep_scaling and header is not None and bzero is None and zbitpix > 0:
+        h = header if isinstance(header, Header) else Header(header)
+        for key in ("BSCALE", "BZERO", "BLANK"):
+            if key in h:
+                cards.append(Card(key, h[key], h.comments[key]))
     for card in _user_cards(header):
         cards.append(card)
     return cards, table, bytes(heap)

@@ -37,12 +37,18 @@ def _locate(path: Any, hdu: Any, *, allow_auto: bool = False) -> tuple[Any, HduE
     return index, index.resolve(hdu, allow_auto=allow_auto)
 
 
-def read_header(path: Any, hdu: Any = 0) -> Header:
+def read_header(path: Any, hdu: Any = 0, *, compressed: bool = False) -> Header:
     """The typed header of one HDU (``None``/``"auto"`` picks the HDU as ``read`` does).
 
-    Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix.
+    Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix. For a
+    tile-compressed image this is the image's header (Z-keywords restored to BITPIX, NAXISn,
+    …); ``compressed=True`` gives the header of the compressed binary table as stored.
     """
     index, entry = _locate(path, hdu, allow_auto=True)
+    if entry.kind == KIND_COMPRESSED and not compressed:
+        from .compressed import image_header
+
+        return image_header(index.header_view(entry))
     return index.header(entry)
 
 

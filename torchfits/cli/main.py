@@ -117,11 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the sample files")
     COMMANDS["demo"] = cmd_demo
 
-    from . import edit_commands, index_commands, inspect_commands
+    from . import compress_commands, edit_commands, index_commands, inspect_commands
 
     inspect_commands.add_parsers(sub, COMMANDS)
     index_commands.add_parsers(sub, COMMANDS)
     edit_commands.add_parsers(sub, COMMANDS)
+    compress_commands.add_parsers(sub, COMMANDS)
     return parser
 
 
