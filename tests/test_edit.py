@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import torchfits
 from torchfits import table
 from torchfits.edit import update_header
 from torchfits.edit import delete_hdu, insert_hdu, replace_hdu
@@ -253,3 +255,38 @@ def test_failed_rewrite_edit_leaves_original(tab, monkeypatch):
         delete_hdu(tab, 1)
     assert tab.read_bytes() == before
     assert leftovers(tab.parent) == []
+
+
+def test_edits_with_compress_reencode_images(tmp_path):
+    """§6.3: compress= re-encodes the output with tile compression; the spec's example gives an
+    empty primary, the new image, then the old image."""
+    import torch
+
+    path = str(tmp_path / "c.fits")
+    old = np.arange(30 * 20, dtype=np.int16).reshape(30, 20)
+    new = (np.arange(10 * 12, dtype=np.int32) * 7).reshape(10, 12)
+    torchfits.write(path, old, compress=True)
+    assert torchfits.read_num_hdus(path) == 2
+    torchfits.insert_hdu(path, torch.from_numpy(new), index=1, compress=True)
+    kinds = [h.kind for h in torchfits.info(path)]
+    assert kinds == ["primary", "compressed_image", "compressed_image"]
+    np.testing.assert_array_equal(torchfits.read_numpy(path, 1), new)
+    np.testing.assert_array_equal(torchfits.read_numpy(path, 2), old)
+    torchfits.delete_hdu(path, 1, compress="GZIP_2")
+    np.testing.assert_array_equal(torchfits.read_numpy(path, 1), old)
+    before = Path(path).read_bytes()
+    with pytest.raises(RuntimeError, match="Unsupported compression"):
+        torchfits.replace_hdu(path, 1, torch.from_numpy(new), compress="GZIP2")
+    assert Path(path).read_bytes() == before
+
+
+def test_plain_edit_then_compress_keeps_tables(tmp_path):
+    path = str(tmp_path / "t.fits")
+    img = np.arange(64, dtype=np.float32).reshape(8, 8)
+    torchfits.write(path, [img, {"data": img * 2}])
+    torchfits.insert_hdu(path, {"a": np.arange(5)}, index=2, compress="RICE_1")
+    kinds = [h.kind for h in torchfits.info(path)]
+    # the image primary moves behind an empty primary; the table is copied as it is
+    assert kinds == ["primary", "compressed_image", "compressed_image", "bintable"]
+    assert torchfits.scan(path, 3).to_arrow().column("a").to_pylist() == [0, 1, 2, 3, 4]
+    np.testing.assert_allclose(torchfits.read_numpy(path, 2), img * 2, atol=0.5)

@@ -24,9 +24,14 @@ _COLUMN_KEY = re.compile(r"^T[A-Z]{3,5}\d+$")
 Piece = Callable[[Sink, bool], tuple]
 
 
-def _check_compress(compress: Any) -> None:
-    if compress not in (False, None):
-        raise ValueError("tile compression is not supported by this version (compress=False)")
+def _check_compress(compress: Any) -> Optional[str]:
+    """The codec for ``compress`` (None for no compression); bad names raise before any I/O."""
+    from ._compress_write import normalize_compress
+
+    try:
+        return normalize_compress(compress)
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 def _item(data: Any, header: Optional[Header]) -> Any:
@@ -54,14 +59,40 @@ def _old_piece(index: HduIndex, entry: HduEntry) -> Piece:
     return write
 
 
-def _assemble(target: str, pieces: list[tuple[Piece, bool]]) -> None:
-    """Write ``(piece, is_image)`` in order; a table first gets an empty primary before it."""
+def _assemble(target: str, pieces: list[tuple[Piece, bool]], codec: Optional[str] = None) -> None:
+    """Write ``(piece, is_image)`` in order; a table first gets an empty primary before it.
+
+    With a ``codec`` the whole output is then re-encoded with image tile compression (images
+    become compressed HDUs behind an empty primary; tables and compressed HDUs are copied). The
+    edit is assembled in a scratch file first, so a failure in either step leaves the target as
+    it was.
+    """
     if pieces and not pieces[0][1]:
         empty = ImageData(np.empty((0,), np.uint8))
         pieces.insert(0, (_new_piece(empty), True))
-    with atomic_output(target) as sink:
-        for i, (piece, _) in enumerate(pieces):
-            piece(sink, i == 0)
+    if codec is None:
+        with atomic_output(target) as sink:
+            for i, (piece, _) in enumerate(pieces):
+                piece(sink, i == 0)
+        return
+    import os
+    import tempfile
+
+    from ._recompress import compress_file
+
+    fd, scratch = tempfile.mkstemp(prefix=".torchfits-edit-", suffix=".fits",
+                                   dir=os.path.dirname(os.path.abspath(target)))
+    os.close(fd)
+    try:
+        with atomic_output(scratch) as sink:
+            for i, (piece, _) in enumerate(pieces):
+                piece(sink, i == 0)
+        compress_file(scratch, target, algorithm=codec, overwrite=True)
+    finally:
+        try:
+            os.unlink(scratch)
+        except OSError:
+            pass
 
 
 def _resolve(index: HduIndex, hdu: Any) -> HduEntry:
@@ -97,7 +128,7 @@ def insert_hdu(path: Any, data: Any, index: int = 1, header: Any = None, compres
     header : dict or Header, optional
         Extra cards for the new HDU.
     """
-    _check_compress(compress)
+    codec = _check_compress(compress)
     target = require_file(path)
     idx = get_index(target)
     n = len(idx)
@@ -109,7 +140,7 @@ def insert_hdu(path: Any, data: Any, index: int = 1, header: Any = None, compres
     if index == 0 and not new[1]:
         raise ValueError("a table cannot become the primary HDU; insert it at index >= 1")
     pieces.insert(int(index), new)
-    _assemble(target, pieces)
+    _assemble(target, pieces, codec)
 
 
 def _kept_header(idx: HduIndex, entry: HduEntry, table: bool) -> Header:
@@ -136,7 +167,7 @@ def replace_hdu(path: Any, hdu: Any, data: Any, header: Any = None, compress: An
     replaces the old one entirely. Replacing HDU 0 with a table gives an empty primary, the
     table, then the remaining HDUs unchanged.
     """
-    _check_compress(compress)
+    codec = _check_compress(compress)
     target = require_file(path)
     idx = get_index(target)
     entry = _resolve(idx, hdu)
@@ -146,13 +177,13 @@ def replace_hdu(path: Any, hdu: Any, data: Any, header: Any = None, compress: An
     item = _item(data, new_header)
     pieces = _existing(idx)
     pieces[entry.index] = (_new_piece(item), not table)
-    _assemble(target, pieces)
+    _assemble(target, pieces, codec)
 
 
 def delete_hdu(path: Any, hdu: Any, compress: Any = False) -> None:
     """Remove one HDU. Deleting HDU 0 promotes the next image HDU to primary (keeping its
     EXTNAME) or puts an empty primary before a table; the only HDU cannot be deleted."""
-    _check_compress(compress)
+    codec = _check_compress(compress)
     target = require_file(path)
     idx = get_index(target)
     entry = _resolve(idx, hdu)
@@ -160,4 +191,4 @@ def delete_hdu(path: Any, hdu: Any, compress: Any = False) -> None:
         raise ValueError(f"Cannot delete the last HDU of {target}: a FITS file needs at least one HDU")
     pieces = _existing(idx)
     del pieces[entry.index]
-    _assemble(target, pieces)
+    _assemble(target, pieces, codec)
