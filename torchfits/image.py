@@ -282,8 +282,32 @@ class Image:
     def __getitem__(self, key: Any) -> np.ndarray:
         if self._zero_copy_ok():
             return self._mapped_bytes()[key]
+        if (type(key) is tuple and len(key) == 2 and len(self.shape) == 2
+                and type(key[0]) is slice and type(key[1]) is slice
+                and key[0].step is None and key[1].step is None):
+            # The common cutout img[y0:y1, x0:x1]: one C call does bounds, allocation and copy.
+            cutouts = self._cutout_reader()
+            if cutouts is not None:
+                h, w = self.shape
+                y0, y1, _ = key[0].indices(h)
+                x0, x1, _ = key[1].indices(w)
+                return cutouts.cutout(x0, y0, x1, y1)
         region, out_shape = region_from_key(self.shape, key)
         return self.read_region(region, out_shape)
+
+    def _cutout_reader(self) -> Any:
+        """The C cutout reader over the file map (None for a file cut short)."""
+        reader = self.__dict__.get("_cutouts", False)
+        if reader is False:
+            e, plan = self._entry, self._plan
+            reader = None
+            if e.data_offset + e.data_size <= self._index.size:
+                reader = _image.CutoutReader(
+                    self._index.source.buffer(), e.data_offset, plan.bitpix, plan.mode, plan.shape,
+                    plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
+                    plan.blank if plan.blank is not None else 0)
+            self.__dict__["_cutouts"] = reader
+        return reader
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.read()
