@@ -279,6 +279,10 @@ class Scanner:
         first chunk and the terms are sorted by how many rows they keep. Terms are ANDed, so
         the order changes the work, never the result."""
         sample = 4096
+        self._kernel_ordered = True
+        n = len(rows) if rows is not None else rng[1] - rng[0]
+        if n < 4 * sample:
+            return  # a small first chunk: sampling would cost more than any reordering saves
         kept = []
         for plan in self._kernel:
             if rows is not None:
@@ -288,7 +292,6 @@ class Scanner:
                                         count=min(sample, rng[1] - rng[0])).size)
         order = sorted(range(len(self._kernel)), key=kept.__getitem__)
         self._kernel = [self._kernel[i] for i in order]
-        self._kernel_ordered = True
 
     def _select(self, src: TableSource, rows: Optional[np.ndarray],
                 rng: Any) -> tuple[Any, Any]:
