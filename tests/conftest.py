@@ -72,3 +72,13 @@ def build_mixed_fits(path, fits):
 def mixed_fits(tmp_path, fits):
     """A file with every HDU kind (see :func:`build_mixed_fits`)."""
     return build_mixed_fits(tmp_path / "mixed.fits", fits)
+
+
+try:  # CI replays a fixed set of examples so a landing never hinges on a lucky draw;
+    from hypothesis import settings as _hypothesis_settings  # local runs keep exploring.
+
+    _hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+    if os.environ.get("CI"):
+        _hypothesis_settings.load_profile("ci")
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    pass
