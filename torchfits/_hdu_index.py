@@ -34,9 +34,12 @@ IMAGE_KINDS = (KIND_PRIMARY, KIND_IMAGE)
 TABLE_KINDS = (KIND_BINTABLE, KIND_TABLE)
 
 
-@dataclass(frozen=True)
+@dataclass
 class HduEntry:
-    """Byte layout and structural keywords of one HDU (all offsets absolute, in bytes)."""
+    """Byte layout and structural keywords of one HDU (all offsets absolute, in bytes).
+
+    Treat it as read-only: entries are shared by every reader of the cached index. (Not a
+    frozen dataclass only because frozen initialisation costs a few µs per HDU.)"""
 
     index: int
     kind: str
@@ -216,7 +219,10 @@ class HduIndex:
             if self.entries and not bytes(buf[pos:pos + 9]) == b"XTENSION=":
                 # Trailing bytes after the last HDU (zero padding, junk) are not an HDU.
                 break
-            if not _header.header_is_printable(buf, pos, min(size, pos + BLOCK)):
+            # Binary bytes in the first block mean "not FITS"; after that, one card is enough
+            # to tell trailing junk from the next header.
+            check_end = pos + BLOCK if not self.entries else pos + 80
+            if not _header.header_is_printable(buf, pos, min(size, check_end)):
                 if not self.entries:
                     raise NotFitsError(f"{path}: not a FITS file (binary bytes in the first header block)")
                 break

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 from abc import ABC, abstractmethod
 from typing import Sequence
 
@@ -34,8 +35,8 @@ class ByteSource(ABC):
         raise NotImplementedError(f"{type(self).__name__} has no zero-copy buffer")
 
 
-def stat_key(path: str) -> tuple[str, int, int, int]:
-    """The identity of one version of a file: (real path, inode, size, mtime_ns)."""
+def stat_key(path: str) -> tuple[int, int, int, int]:
+    """The identity of one version of a file: (device, inode, size, mtime_ns), from one stat."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -44,9 +45,9 @@ def stat_key(path: str) -> tuple[str, int, int, int]:
         ) from None
     except OSError as exc:
         raise FitsFileNotFoundError(f"Could not open FITS file: {path} ({exc.strerror})") from None
-    if not os.path.isfile(path):
+    if not stat.S_ISREG(st.st_mode):
         raise FitsFileNotFoundError(f"Could not open FITS file: {path} (not a regular file)")
-    return os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class LocalSource(ByteSource):
