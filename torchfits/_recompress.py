@@ -6,23 +6,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ._compress_write import _header_bytes
+from ._hdu_bytes import copy_hdu
+
 __all__ = ["compress_file", "decompress_file"]
-
-BLOCK = 2880
-
-
-def _raw_hdu(index: Any, entry: Any) -> bytes:
-    """The bytes of one HDU as stored (header and padded data)."""
-    end = entry.data_offset + -(-entry.data_size // BLOCK) * BLOCK
-    index.check_data(entry)
-    return bytes(index.source.buffer()[entry.header_offset:min(end, index.size)]).ljust(
-        end - entry.header_offset, b"\0")
-
-
-def _header_bytes(cards: list) -> bytes:
-    from ._compress_write import _header_bytes as build
-
-    return build(cards)
 
 
 def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Optional[tuple] = None,
@@ -42,16 +29,19 @@ def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Option
     codec = normalize_compress(algorithm, allow_nocompress=True) or "RICE_1"
     index = get_index(src)
     target = check_target(dst, overwrite=overwrite)
-    parts: list[bytes] = []
     done = 0
-    for entry in index.entries:
-        wanted = which is None or entry.index in which
-        if entry.kind in IMAGE_KINDS and entry.naxes and all(n > 0 for n in entry.naxes) and wanted:
+    # Streamed HDU by HDU; a failure anywhere leaves ``dst`` as it was (atomic output).
+    with atomic_output(target) as sink:
+        for entry in index.entries:
+            wanted = which is None or entry.index in which
+            if not (entry.kind in IMAGE_KINDS and entry.naxes and all(n > 0 for n in entry.naxes)
+                    and wanted):
+                copy_hdu(sink, index, entry, primary=entry.index == 0)
+                continue
             header = index.header(entry)
             img = Image(src, entry.index, index=index)
-            plan = img.plan
-            unsigned = plan.mode == 1
-            data = img.read() if unsigned or plan.mode == 0 else Image(
+            unsigned = img.plan.mode == 1
+            data = img.read() if unsigned or img.plan.mode == 0 else Image(
                 src, entry.index, raw_scale=True, index=index).read()
             cards, table, heap = encode_compressed_hdu(np.ascontiguousarray(data), header,
                                                        compress=codec, tile=tile, quantize=quantize)
@@ -60,16 +50,13 @@ def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Option
                     if key in header:
                         cards.append(Card(key, header[key], header.comments[key]))
             if entry.index == 0:
-                parts.append(_header_bytes([Card("SIMPLE", True), Card("BITPIX", 8),
-                                            Card("NAXIS", 0), Card("EXTEND", True)]))
-            blob = _header_bytes(cards) + table + heap
-            parts.append(blob + b"\0" * (-len(blob) % BLOCK))
+                sink.write(_header_bytes([Card("SIMPLE", True), Card("BITPIX", 8),
+                                          Card("NAXIS", 0), Card("EXTEND", True)]))
+            sink.write(_header_bytes(cards))
+            sink.write(table)
+            sink.write(heap)
+            sink.pad()
             done += 1
-        else:
-            parts.append(_raw_hdu(index, entry))
-    with atomic_output(target) as sink:
-        for part in parts:
-            sink.write(part)
     invalidate(target)
     return done
 
@@ -84,29 +71,23 @@ def decompress_file(src: str, dst: str, *, which: Optional[list[int]] = None,
 
     index = get_index(src)
     target = check_target(dst, overwrite=overwrite)
-    parts: list[bytes] = []
     done = 0
-    for entry in index.entries:
-        if entry.kind == KIND_COMPRESSED and (which is None or entry.index in which):
+    with atomic_output(target) as sink:
+        for entry in index.entries:
+            if entry.kind != KIND_COMPRESSED or (which is not None and entry.index not in which):
+                copy_hdu(sink, index, entry, primary=entry.index == 0)
+                continue
             img = CompressedImage(src, entry.index, raw_scale=True, index=index)
             stored = img.read()
-            header = img.header
-            cards = list(header.cards)
+            cards = list(img.header.cards)
             if cards and cards[0].key == "SIMPLE":  # the primary image is stored after a primary
                 cards[0] = Card("XTENSION", "IMAGE", "Image extension")
                 cards = [c for c in cards if c.key != "EXTEND"]
                 naxis_end = max(i for i, c in enumerate(cards) if c.key.startswith("NAXIS")) + 1
                 cards[naxis_end:naxis_end] = [Card("PCOUNT", 0), Card("GCOUNT", 1)]
-            data = stored.astype(stored.dtype.newbyteorder(">")).tobytes()
-            blob = _header_bytes(cards)
-            parts.append(blob + data + b"\0" * (-len(data) % BLOCK))
+            sink.write(_header_bytes(cards))
+            sink.write(stored.astype(stored.dtype.newbyteorder(">")))
+            sink.pad()
             done += 1
-        else:
-            parts.append(_raw_hdu(index, entry))
-    with atomic_output(target) as sink:
-        for part in parts:
-            sink.write(part)
     invalidate(target)
     return done
-
-
