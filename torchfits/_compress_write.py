@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import zlib
 from typing import Any, Optional, Sequence
 
 import numpy as np

@@ -23,7 +23,7 @@ _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _STORED: dict[str, tuple[int, int, Optional[int], Optional[int]]] = {"B": (K.SRC_U8, 1, 0, 255), "I": (K.SRC_I16, 2, -(1 << 15), (1 << 15) - 1),
            "J": (K.SRC_I32, 4, -(1 << 31), (1 << 31) - 1), "K": (K.SRC_I64, 8, -(1 << 63), (1 << 63) - 1),
            "E": (K.SRC_F32, 4, None, None), "D": (K.SRC_F64, 8, None, None), "L": (K.SRC_L, 1, None, None)}
-_BOOL_WORDS = {True: 1, False: 0, 1: 1, 0: 0, "true": 1, "false": 0}
+_BOOL_WORDS = {True: 1, False: 0, "true": 1, "false": 0}  # 1 and 0 hash as True and False
 
 
 class _NotKernel(Exception):
@@ -94,7 +94,6 @@ class _Compiler:
         return {"HAS_NULL": 1, "NULL": bits - (1 << 64) if bits >= 1 << 63 else bits}
 
     def compile(self, node: Any) -> None:
-        import pyarrow as pa
 
         if isinstance(node, _expr.And) or isinstance(node, _expr.Or):
             self.compile(node.left)

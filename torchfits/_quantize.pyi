@@ -1,5 +1,4 @@
 """Type stub for the quantisation and shuffle kernels (cython_src/_quantize.pyx)."""
-from typing import Any
 
 import numpy as np
 

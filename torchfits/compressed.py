@@ -24,7 +24,7 @@ from ._compress_write import encode_compressed_hdu, write_compressed
 from .codecs import CodecError, Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1
 from .errors import CorruptHeaderError, HDUTypeError, TruncatedFileError
 from .header import Card, Header
-from .image import Image, ImagePlan, Region, _check_out, full_region, plan_image, region_from_key
+from .image import Image, Region, _check_out, plan_image, region_from_key
 
 __all__ = ["CompressedImage", "TileLayout", "image_header", "tile_layout", "CompressedTileError",
            "open_compressed", "write_compressed", "encode_compressed_hdu"]

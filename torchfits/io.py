@@ -15,7 +15,6 @@ from ._hdu_index import get_index
 from ._paths import FitsPath, fspath, parse_path
 from ._torch_adapter import to_tensor, validate_device
 from .errors import FitsError, HDUNotFoundError, HDUTypeError
-from .header import Header
 from .image import Image, region_from_key
 
 __all__ = [
@@ -85,7 +84,6 @@ def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half:
 
 
 def _section_region(img: Image, key: Any) -> tuple[Any, tuple[int, ...]]:
-    from .image import region_from_key
 
     return region_from_key(img.shape, key)
 

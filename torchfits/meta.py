@@ -5,7 +5,7 @@ NumPy-only: nothing here imports torch or pyarrow.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from ._hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, get_index
 from ._paths import parse_path

@@ -19,7 +19,7 @@ import numpy as np
 from . import _expr
 from ._hdu_index import get_index
 from ._scan import Scanner, TableSource, validate_row_slice
-from ._table_decode import arrow_schema, decode_table_numpy, select_columns
+from ._table_decode import decode_table_numpy, select_columns
 from ._torch_adapter import validate_device
 from .errors import HDUNotFoundError, InvalidRowError
 

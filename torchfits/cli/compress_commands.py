@@ -7,7 +7,6 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
-import numpy as np
 
 from .._recompress import compress_file, decompress_file
 from .common import EXIT_OK, UsageError, emit, hdus

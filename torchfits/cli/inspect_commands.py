@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 

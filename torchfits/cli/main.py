@@ -8,7 +8,7 @@ import argparse
 import fnmatch
 import sys
 import traceback
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..errors import FitsError
 
