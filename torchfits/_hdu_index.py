@@ -1,6 +1,7 @@
 """The HDU index: one pass over a file's header blocks gives every HDU's kind and byte layout.
 
-Indexes are cached per file version (path, inode, size, mtime_ns); a changed file is re-indexed.
+Indexes are cached per path and file version (device, inode, size, mtime_ns); a changed file is
+re-indexed.
 """
 from __future__ import annotations
 

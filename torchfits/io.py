@@ -308,23 +308,22 @@ class SubsetReader:
             return self._from_numpy(out)
         return to_tensor(out, self._device)
 
-    def _read_subset_into(self, out: Any, x1: int, y1: int, x2: int, y2: int) -> Any:
+    def _region(self, x1: int, y1: int, x2: int, y2: int) -> tuple[Any, tuple[int, ...]]:
+        """The clamped cutout as an image region (all leading planes) and its shape."""
         h, w = self.shape[-2:]
         x1, x2, y1, y2 = _clamp(x1, w), _clamp(x2, w), _clamp(y1, h), _clamp(y2, h)
-        ny, nx = max(0, y2 - y1), max(0, x2 - x1)
-        shape = self._lead + (ny, nx)
+        shape = self._lead + (max(0, y2 - y1), max(0, x2 - x1))
+        return ((0,) * len(self._lead) + (y1, x1), (1,) * len(self.shape), shape), shape
+
+    def _read_subset_into(self, out: Any, x1: int, y1: int, x2: int, y2: int) -> Any:
+        region, shape = self._region(x1, y1, x2, y2)
         if tuple(out.shape) != shape:
             raise ValueError(f"out has shape {tuple(out.shape)}, the cutout is {shape}")
-        region = ((0,) * len(self._lead) + (y1, x1), (1,) * len(self.shape), shape)
         return _read_into(out, lambda buf: self._image.read_region(region, shape, out=buf))
 
     def _truncated_cutout(self, x1: int, y1: int, x2: int, y2: int) -> np.ndarray:
         """Cutouts of a file cut short: the rows present read fine, the rest raise."""
-        h, w = self.shape[-2:]
-        x1, x2, y1, y2 = _clamp(x1, w), _clamp(x2, w), _clamp(y1, h), _clamp(y2, h)
-        ny, nx = max(0, y2 - y1), max(0, x2 - x1)
-        region = ((0,) * len(self._lead) + (y1, x1), (1,) * len(self.shape), self._lead + (ny, nx))
-        return self._image.read_region(region, self._lead + (ny, nx))
+        return self._image.read_region(*self._region(x1, y1, x2, y2))
 
     __call__ = read_subset
 
