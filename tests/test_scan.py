@@ -191,3 +191,13 @@ def test_many_files(catalog, tmp_path):
     assert by_list == 2 * N
     with pytest.raises(FileNotFoundError):
         torchfits.scan(str(tmp_path / "nothing*.fits"))
+
+
+def test_to_torch_tensors_are_writable_and_private(catalog):
+    torch = pytest.importorskip("torch")
+    first = torchfits.scan(catalog, columns=["RA"]).to_torch()["RA"]
+    original = float(first[0])
+    first[0] = -1.0  # the wrapped Arrow buffer belongs to this result alone
+    again = torchfits.scan(catalog, columns=["RA"]).to_torch()["RA"]
+    assert float(again[0]) == original and float(first[0]) == -1.0
+    assert isinstance(first, torch.Tensor)
