@@ -10,7 +10,7 @@ EXTRA_COMPILE_ARGS = ["-O3", "-fno-strict-aliasing"]
 
 extensions = [
     Extension(
-        f"torchfits.{pyx.stem}",
+        f"torchfits._kernels.{pyx.stem}",
         [str(pyx.relative_to(HERE))],
         include_dirs=[np.get_include(), str(HERE / "cython_src")],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],

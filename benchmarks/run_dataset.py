@@ -35,7 +35,7 @@ MANY_QUERY = "SELECT count(*), avg(mag_g) FROM {t} WHERE ra < 36"
 def _parquet(fits_path: Path) -> Path:
     import pyarrow.parquet as pq
 
-    from torchfits._dataset import dataset
+    from torchfits.tables.dataset import dataset
 
     out = fits_path.with_suffix(".uncompressed.parquet")
     if not out.exists() or out.stat().st_mtime < fits_path.stat().st_mtime:
@@ -47,7 +47,7 @@ def _many_files(directory: Path) -> Path:
     """200 files with ra sorted across them (~1.8 degrees each), so ``ra < 36`` touches ~20."""
     import fitsio
 
-    from torchfits._stats_index import build_index
+    from torchfits.tables.stats_index import build_index
 
     marker = directory / "_torchfits_index.json"
     if marker.exists() and len(list(directory.glob("part_*.fits"))) == MANY_FILES:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import duckdb
 
-    from torchfits._dataset import dataset
+    from torchfits.tables.dataset import dataset
 
     path = generate.ensure("catalog_2m")
     parquet = _parquet(path)

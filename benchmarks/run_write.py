@@ -37,7 +37,7 @@ def _write_bytes(path: Path, *buffers: Any, sync: bool = True) -> None:
 
 
 def image_cases() -> tuple[dict[str, Case], str]:
-    import torchfits.writer as tw
+    import torchfits.writing.api as tw
 
     rng = np.random.default_rng(0)
     image = rng.normal(size=(4096, 4096)).astype(np.float32)
@@ -65,7 +65,7 @@ def image_cases() -> tuple[dict[str, Case], str]:
 
 def catalog_cases() -> tuple[dict[str, Case], str]:
     import torchfits
-    import torchfits.writer as tw
+    import torchfits.writing.api as tw
 
     src = generate.ensure("catalog_2m", verbose=False)
     table = torchfits.scan(str(src)).to_arrow()

@@ -10,8 +10,8 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 import pytest
 
-from torchfits._columns import parse_columns
-from torchfits._table_decode import (decode_table, decode_table_numpy, split_data_unit)
+from torchfits.fits.columns import parse_columns
+from torchfits.tables.decode import (decode_table, decode_table_numpy, split_data_unit)
 
 BLOCK = 2880
 

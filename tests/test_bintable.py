@@ -1,4 +1,4 @@
-"""Binary and ASCII table decoding (torchfits._columns, torchfits._table_decode and the
+"""Binary and ASCII table decoding (torchfits.fits.columns, torchfits.tables.decode and the
 _bintable/_asciitable kernels), checked bit for bit against astropy and fitsio on files both
 write at test time."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from torchfits import _table_decode  # noqa: E402
-from torchfits._columns import ColumnSpec, arrow_type, conversion, field_metadata, parse_columns  # noqa: E402
-from torchfits._table_decode import (arrow_schema, decode_ascii_table, decode_table,  # noqa: E402
+from torchfits.tables import decode as _table_decode  # noqa: E402
+from torchfits.fits.columns import ColumnSpec, arrow_type, conversion, field_metadata, parse_columns  # noqa: E402
+from torchfits.tables.decode import (arrow_schema, decode_ascii_table, decode_table,  # noqa: E402
                                      decode_table_numpy, select_columns, split_data_unit)
 from torchfits.errors import (ColumnNotFoundError, CorruptHeaderError, FitsError,  # noqa: E402
                               TruncatedFileError, UnsupportedColumnError)
@@ -1037,8 +1037,8 @@ def test_numpy_path_needs_no_pyarrow(tmp_path):
         "import sys\n"
         "sys.modules['pyarrow'] = None\n"
         "sys.modules['torch'] = None\n"
-        "from torchfits._columns import parse_columns\n"
-        "from torchfits._table_decode import decode_table_numpy\n"
+        "from torchfits.fits.columns import parse_columns\n"
+        "from torchfits.tables.decode import decode_table_numpy\n"
         "h = {'TFIELDS': 1, 'NAXIS1': 8, 'TFORM1': '2E', 'TTYPE1': 'a'}\n"
         f"out = decode_table_numpy({rows!r}, b'', parse_columns(h, 'bintable'), 8, 3)\n"
         "assert out['a'].shape == (3, 2) and float(out['a'].sum()) == 6.0\n"

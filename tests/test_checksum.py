@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torchfits import _checksum
-from torchfits.checksum import encode_checksum, ones_sum, verify_checksums, write_checksums
-from torchfits.writer import write
+from torchfits._kernels import _checksum
+from torchfits.writing.checksum import encode_checksum, ones_sum, verify_checksums, write_checksums
+from torchfits.writing.api import write
 
 
 def _reference_sum(data: bytes) -> int:

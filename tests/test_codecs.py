@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torchfits import _hcompress, _plio, _quantize, _rice
-from torchfits.codecs import REGISTRY, CodecError, Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1, get_codec
+from torchfits._kernels import _hcompress, _plio, _quantize, _rice
+from torchfits.image.codec_registry import REGISTRY, CodecError, Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1, get_codec
 
 
 def test_registry_contract():

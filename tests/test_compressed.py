@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import torchfits
-from torchfits.compressed import CompressedImage, CompressedTileError, image_header
+from torchfits.image.compressed import CompressedImage, CompressedTileError, image_header
 from torchfits.errors import FitsError
-from torchfits.image import Image, open_image, read_numpy
+from torchfits.image.plain import Image, open_image, read_numpy
 
 DTYPES = [np.uint8, np.int16, np.int32, np.float32, np.float64]
 TILES_2D = [None, (16, 20)]  # row tiles (default) and partial edge tiles on both axes
@@ -282,7 +282,7 @@ def test_lying_keywords(tmp_path, fitsio, key, value):
 
 
 def test_truncated_tile_bytes_rice():
-    from torchfits import _rice
+    from torchfits._kernels import _rice
 
     data = np.arange(1000, dtype=np.int32) * 7919 % 10007
     enc = _rice.encode(data, 4, 32)
@@ -293,7 +293,7 @@ def test_truncated_tile_bytes_rice():
 
 
 # -- writing -----------------------------------------------------------------------------------
-from torchfits._compress_write import encode_compressed_hdu, normalize_compress, write_compressed  # noqa: E402
+from torchfits.writing.compress_write import encode_compressed_hdu, normalize_compress, write_compressed  # noqa: E402
 
 WRITE_DTYPES = [np.uint8, np.int8, np.int16, np.uint16, np.int32, np.uint32, np.float32, np.float64]
 

@@ -15,11 +15,11 @@ pytest.importorskip("astropy")
 
 from _datasets import arrow_table, catalog_arrays, make_catalog_dir, write_fits  # noqa: E402
 
-from torchfits import _scan  # noqa: E402
-from torchfits._pushdown import KernelPlan  # noqa: E402
-from torchfits._stats_index import build_index, load_index, may_match  # noqa: E402
-from torchfits import _expr  # noqa: E402
-from torchfits._dataset import FitsDataset, FitsFragment, dataset  # noqa: E402
+from torchfits.tables import scan as _scan  # noqa: E402
+from torchfits.query.pushdown import KernelPlan  # noqa: E402
+from torchfits.tables.stats_index import build_index, load_index, may_match  # noqa: E402
+from torchfits.query import expr as _expr  # noqa: E402
+from torchfits.tables.dataset import FitsDataset, FitsFragment, dataset  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_filters_match_pyarrow(catalog, reference, flt):
                                    "flags IS NULL", "bitand(flags, 4) != 0"])
 def test_where_strings(catalog, reference, where):
     fdir, _ = catalog
-    from torchfits._expr import parse, to_pyarrow
+    from torchfits.query.expr import parse, to_pyarrow
 
     want = reference.filter(to_pyarrow(parse(where, reference.column_names), reference.schema))
     got = dataset(fdir).to_table(filter=where)
@@ -190,7 +190,7 @@ def test_statistics_skip_files_and_chunks(tmp_path, reference, catalog, monkeypa
 
 
 def test_may_match_rules():
-    from torchfits._stats_index import ColumnStats
+    from torchfits.tables.stats_index import ColumnStats
 
     stats = {"x": ColumnStats(10, 20, 0), "s": ColumnStats("b", "d", 2), "n": ColumnStats(None, None, 5)}
     yes = ["x == 10", "x > 19", "x != 15", "NOT x < 15", "x IN (1, 15)", "s > 'c'", "s IS NULL",
@@ -317,7 +317,7 @@ def test_may_match_never_skips_a_matching_chunk():
     """Property: whenever statistics say "no row can match", filtering the rows finds none."""
     hypothesis = pytest.importorskip("hypothesis")
     st = hypothesis.strategies
-    from torchfits._stats_index import ColumnStats, _chunk_stats
+    from torchfits.tables.stats_index import ColumnStats, _chunk_stats
 
     literal = st.one_of(st.integers(-20, 20), st.floats(-20, 20, allow_nan=False, width=32))
     ops = st.sampled_from(["==", "!=", "<", "<=", ">", ">="])

@@ -9,9 +9,9 @@ import pytest
 
 import torchfits
 from torchfits import table
-from torchfits.edit import update_header
-from torchfits.edit import delete_hdu, insert_hdu, replace_hdu
-from torchfits.writer import write
+from torchfits.writing.hdu_edit import update_header
+from torchfits.writing.hdu_edit import delete_hdu, insert_hdu, replace_hdu
+from torchfits.writing.api import write
 
 from _writecheck import check_image_roundtrip, check_table_columns, fitsverify_ok, leftovers
 
@@ -171,7 +171,7 @@ def test_vla_edits_and_checksums_kept(tmp_path):
     fits = pytest.importorskip("astropy.io.fits")
     with fits.open(path, checksum=True) as h:
         assert [list(x) for x in h[1].data["l"]] == [[0, 1, 2], [0, 1, 2, 3, 4]]
-    from torchfits.checksum import verify_checksums
+    from torchfits.writing.checksum import verify_checksums
 
     assert verify_checksums(path, 1)["status"] == "ok"
     fitsverify_ok(path)
@@ -241,7 +241,7 @@ def test_failed_in_place_append_restores_file(tab, monkeypatch):
 
 
 def test_failed_rewrite_edit_leaves_original(tab, monkeypatch):
-    from torchfits._atomic import Sink
+    from torchfits.writing.atomic import Sink
 
     before = tab.read_bytes()
 

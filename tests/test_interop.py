@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pa = pytest.importorskip("pyarrow")
 
-from torchfits import interop  # noqa: E402
+from torchfits.compat import interop as interop  # noqa: E402
 
 
 def _columns():
@@ -150,6 +150,6 @@ def test_input_must_be_a_dict():
 def test_importing_interop_is_light():
     import subprocess
 
-    code = "import sys, torchfits.interop; print('pyarrow' in sys.modules, 'torch' in sys.modules)"
+    code = "import sys, torchfits.compat.interop; print('pyarrow' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -10,9 +10,9 @@ pytest.importorskip("astropy")
 
 from _datasets import make_catalog_dir  # noqa: E402
 
-from torchfits import _scan  # noqa: E402
-from torchfits._polars_source import scan_polars  # noqa: E402
-from torchfits._dataset import dataset  # noqa: E402
+from torchfits.tables import scan as _scan  # noqa: E402
+from torchfits.tables.polars_source import scan_polars  # noqa: E402
+from torchfits.tables.dataset import dataset  # noqa: E402
 
 
 @pytest.fixture(scope="module")

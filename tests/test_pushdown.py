@@ -12,7 +12,7 @@ fitsio = pytest.importorskip("fitsio")
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import torchfits
-from torchfits._scan import Scanner, TableSource
+from torchfits.tables.scan import Scanner, TableSource
 
 N = 400
 
@@ -108,7 +108,7 @@ def _rows(path, where, *, pushdown, mapping="native", rows=None):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=predicates(), mapping=st.sampled_from(["native", "compat"]))
 def test_kernel_matches_pyarrow(table_path, where, mapping):
-    from torchfits import _expr
+    from torchfits.query import expr as _expr
 
     got, scanner = _rows(table_path, where, pushdown=True, mapping=mapping)
     want, oracle = _rows(table_path, where, pushdown=False, mapping=mapping)

@@ -82,7 +82,7 @@ def test_rows_and_row_slice(catalog, full):
     "bit(ID, 2) AND RA > 100",
 ])
 def test_where_equals_filter_of_full_table(catalog, full, where):
-    from torchfits import _expr
+    from torchfits.query import expr as _expr
 
     got = torchfits.scan(catalog, where=where, batch_size=777).to_arrow()
     tree = _expr.parse(where, columns=set(full.column_names))

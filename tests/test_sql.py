@@ -12,9 +12,9 @@ pytest.importorskip("astropy")
 
 from _datasets import make_catalog_dir  # noqa: E402
 
-from torchfits import _scan  # noqa: E402
-from torchfits._dataset import dataset  # noqa: E402
-from torchfits._sql import sql  # noqa: E402
+from torchfits.tables import scan as _scan  # noqa: E402
+from torchfits.tables.dataset import dataset  # noqa: E402
+from torchfits.tables.sql import sql  # noqa: E402
 
 
 @pytest.fixture(scope="module")

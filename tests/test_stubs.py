@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "torchfits"
+PACKAGE = Path(__file__).resolve().parent.parent / "torchfits" / "_kernels"
 SOURCES = Path(__file__).resolve().parent.parent / "cython_src"
 COMPILED = sorted(p.stem for p in SOURCES.glob("_*.pyx"))
 
@@ -31,7 +31,7 @@ def test_every_compiled_module_is_listed():
 def test_stub_matches_module(name):
     stub = PACKAGE / f"{name}.pyi"
     assert stub.exists(), f"missing stub {stub}"
-    module = importlib.import_module(f"torchfits.{name}")
+    module = importlib.import_module(f"torchfits._kernels.{name}")
     public = {n for n in dir(module) if not n.startswith("_")}
     # Names a Cython module gets without defining them.
     public -= {"np", "cnp", "numpy"}

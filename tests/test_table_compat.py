@@ -120,8 +120,8 @@ def test_backends_and_read_arrow_alias():
 
 
 def test_importing_table_does_not_import_torch():
-    code = ("import sys, torchfits.table, torchfits.open_table, torchfits._table_hdu, "
-            "torchfits.interop; print('torch' in sys.modules)")
+    code = ("import sys, torchfits.table, torchfits.compat.open_table, torchfits.compat.table_hdu, "
+            "torchfits.compat.interop; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -708,7 +708,7 @@ def test_scan_torch(cat):
 
 def test_open_table_reader(cat):
     pytest.importorskip("torch")
-    from torchfits.open_table import TableReaderHandle, open_table_reader
+    from torchfits.compat.open_table import TableReaderHandle, open_table_reader
 
     with open_table_reader(cat, "cat") as h:
         assert isinstance(h, TableReaderHandle)
@@ -753,7 +753,7 @@ def test_to_pandas(cat):
 def test_interop_accepts_arrow_stream_objects(cat):
     pl = pytest.importorskip("polars")
     pytest.importorskip("pandas")
-    import torchfits._scan as native
+    import torchfits.tables.scan as native
 
     frame = pl.DataFrame({"a": [1, 2, 3]})
     assert table.to_pandas(frame, where="a > 1")["a"].tolist() == [2, 3]
@@ -889,17 +889,17 @@ _MUTATIONS = {
 
 @pytest.fixture
 def fake_edit(monkeypatch):
-    """A stand-in ``torchfits._table_edit`` recording each call."""
+    """A stand-in ``torchfits.writing.table_edit`` recording each call."""
     calls = []
-    module = types.ModuleType("torchfits._table_edit")
+    module = types.ModuleType("torchfits.writing.table_edit")
     for name in _MUTATIONS:
         def record(*args, _name=name, **kwargs):
             calls.append((_name, args, kwargs))
         setattr(module, name, record)
-    monkeypatch.setitem(sys.modules, "torchfits._table_edit", module)
-    import torchfits
+    monkeypatch.setitem(sys.modules, "torchfits.writing.table_edit", module)
+    import torchfits.writing
 
-    monkeypatch.setattr(torchfits, "_table_edit", module, raising=False)
+    monkeypatch.setattr(torchfits.writing, "table_edit", module, raising=False)
     return calls
 
 

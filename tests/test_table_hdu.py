@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torchfits.hdu as hdu_module  # noqa: E402
-from torchfits._table_hdu import TableDataAccessor, TableHDU, TableHDURef  # noqa: E402
-from torchfits.header import Header  # noqa: E402
+from torchfits.compat.table_hdu import TableDataAccessor, TableHDU, TableHDURef  # noqa: E402
+from torchfits.fits.header import Header  # noqa: E402
 
 N = 6
 
@@ -206,18 +206,18 @@ def test_ref_sees_a_rewritten_file(tmp_path, fits):
 
 @pytest.fixture
 def fake_edit(monkeypatch, tabfile):
-    """A stand-in ``torchfits._table_edit`` that records calls (the file is left as is)."""
+    """A stand-in ``torchfits.writing.table_edit`` that records calls (the file is left as is)."""
     calls = []
-    module = types.ModuleType("torchfits._table_edit")
+    module = types.ModuleType("torchfits.writing.table_edit")
     for name in ("append_rows", "insert_rows", "update_rows", "delete_rows", "rename_columns",
                  "drop_columns", "insert_column", "replace_column"):
         def record(*args, _name=name, **kwargs):
             calls.append((_name, args, kwargs))
         setattr(module, name, record)
-    monkeypatch.setitem(sys.modules, "torchfits._table_edit", module)
-    import torchfits
+    monkeypatch.setitem(sys.modules, "torchfits.writing.table_edit", module)
+    import torchfits.writing
 
-    monkeypatch.setattr(torchfits, "_table_edit", module, raising=False)
+    monkeypatch.setattr(torchfits.writing, "table_edit", module, raising=False)
     return calls
 
 

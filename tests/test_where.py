@@ -1,4 +1,4 @@
-"""Tests for the where dialects: ``torchfits.where`` (1.2.3 contract) and ``torchfits._expr``.
+"""Tests for the where dialects: ``torchfits.where`` (1.2.3 contract) and ``torchfits.query.expr``.
 
 The property tests compare ``to_pyarrow`` with a plain-Python three-valued evaluator written here.
 """
@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import pytest
 
-import torchfits._expr as E
+import torchfits.query.expr as E
 from torchfits import where
 from torchfits.errors import WhereSyntaxError
 
@@ -67,9 +67,9 @@ def test_modules_import_neither_pyarrow_nor_torch():
                 if name.split(".")[0] in ("torch", "pyarrow"):
                     raise ImportError("blocked " + name)
         sys.meta_path.insert(0, Block())
-        import torchfits.where, torchfits._expr
+        import torchfits.where, torchfits.query.expr
         from torchfits.where import parse_where_expression, evaluate_where
-        import torchfits._expr as E
+        import torchfits.query.expr as E
         ast = parse_where_expression("A > 1")
         assert evaluate_where(ast, {"A": [0, 2]}).tolist() == [False, True]
         assert E.columns(E.parse("A + B > C", columns={"C"})) == ["A", "B", "C"]

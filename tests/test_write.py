@@ -7,10 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from torchfits._atomic import Sink
+from torchfits.writing.atomic import Sink
 from torchfits.errors import UInt64WriteError
-from torchfits.header import Header
-from torchfits.writer import write, write_tensor
+from torchfits.fits.header import Header
+from torchfits.writing.api import write, write_tensor
 
 from _writecheck import check_image_roundtrip, check_table_columns, fitsverify_ok, leftovers
 
@@ -377,7 +377,7 @@ def test_roundtrip_property(tmp_path_factory):
 
 
 def test_compressed_image_write(tmp_path):
-    pytest.importorskip("torchfits._compress_write")
+    pytest.importorskip("torchfits.writing.compress_write")
     import torchfits
 
     arr = _image("i2", (20, 30))

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 
-from .._recompress import compress_file, decompress_file
+from ..writing.recompress import compress_file, decompress_file
 from .common import EXIT_OK, UsageError, emit, hdus
 
 __all__ = ["cmd_compress", "cmd_decompress", "add_parsers", "compress_file", "decompress_file"]

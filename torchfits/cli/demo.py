@@ -16,7 +16,7 @@ import numpy as np
 def make_sample_files(directory: str) -> tuple[str, str]:
     """Write ``sample_image.fits`` (an empty primary, a 256×256 float32 field with sources named
     SCI, and a uint16 mask named MASK) and ``sample_catalog.fits`` (10,000-row catalog) into ``directory``."""
-    from .. import writer
+    from ..writing import api as writer
 
     rng = np.random.default_rng(42)
     y, x = np.mgrid[0:256, 0:256]

@@ -40,8 +40,8 @@ def _jobs(value: Optional[int], n: int) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify CHECKSUM/DATASUM of every selected HDU; exit 4 if any fails."""
-    from .._hdu_index import get_index
-    from ..checksum import checksum_status
+    from ..fits.hdu_index import get_index
+    from ..writing.checksum import checksum_status
 
     def one(path: str) -> list[dict]:
         idx = get_index(path)
@@ -83,8 +83,8 @@ def _typed(text: str) -> Any:
 
 def cmd_setkey(args: argparse.Namespace) -> int:
     """Set, rename or delete keywords in one or more HDUs of each file."""
-    from .._hdu_index import get_index
-    from .._header_edit import update_header
+    from ..fits.hdu_index import get_index
+    from ..writing.header_edit import update_header
     from ..errors import KeywordNotFoundError
 
     if (args.keyword is None) != (args.value is None):

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Run ``torchfits index <action>``; only ``build`` exists."""
-    from .._stats_index import build_index, load_index
+    from ..tables.stats_index import build_index, load_index
 
     if args.index_command != "build":
         print("torchfits index: expected an action: build", file=sys.stderr)

@@ -32,8 +32,8 @@ def _image_stats(arr: np.ndarray) -> dict[str, Any]:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """shape, dtype, min, max, mean, std (ddof=0) and lower median of each image HDU."""
-    from ..image import read_numpy
-    from ..meta import info
+    from ..image.plain import read_numpy
+    from ..fits.metadata import info
 
     records = []
     for path in input_paths(args):
@@ -51,8 +51,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_table(args: argparse.Namespace) -> int:
     """The Arrow schema of a table HDU and a JSON preview of its first rows."""
-    from .._scan import scan
-    from ..meta import info
+    from ..tables.scan import scan
+    from ..fits.metadata import info
 
     if args.rows < 0:
         raise UsageError("-n/--rows must be >= 0")
@@ -84,8 +84,8 @@ def _header_differences(a: Any, b: Any, i: int) -> list[str]:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Compare two files: HDU count and kinds, header keywords, image shapes and statistics."""
-    from .._hdu_index import get_index
-    from ..image import read_numpy
+    from ..fits.hdu_index import get_index
+    from ..image.plain import read_numpy
 
     a_path, b_path = args.path_a, args.path_b
     ia, ib = get_index(a_path), get_index(b_path)
@@ -129,7 +129,7 @@ def _outputs(args: argparse.Namespace, suffix: str = "") -> list[tuple[str, str]
 
 def cmd_copy(args: argparse.Namespace) -> int:
     """An exact byte copy (the input is checked to be FITS first)."""
-    from .._hdu_index import get_index
+    from ..fits.hdu_index import get_index
 
     for src, dst in _outputs(args):
         get_index(src)
@@ -147,9 +147,9 @@ def _box(text: str) -> tuple[int, int, int, int]:
 
 def cmd_cutout(args: argparse.Namespace) -> int:
     """Write a cutout of an image HDU: ``--box x1,y1,x2,y2`` or a CFITSIO section on the path."""
-    from .._paths import parse_path
-    from ..image import Image
-    from ..writer import write
+    from ..fits.paths import parse_path
+    from ..image.plain import Image
+    from ..writing.api import write
 
     for src, dst in _outputs(args, suffix=".cutout.fits"):
         fp = parse_path(src)
@@ -177,7 +177,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     or FITS; the format comes from the output's extension, else ``--to``."""
     import pyarrow as pa
 
-    from .._scan import scan
+    from ..tables.scan import scan
 
     paths = list(args.paths)
     if args.out:
@@ -207,7 +207,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             with pa.OSFile(dst, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
         else:
-            from ..writer import write
+            from ..writing.api import write
 
             write(dst, table, overwrite=True)
     return EXIT_OK

@@ -18,7 +18,7 @@ from .common import (EXIT_INTERNAL, EXIT_IO, EXIT_OK, EXIT_USAGE, UsageError, co
 
 # -- commands -------------------------------------------------------------------------------------
 def cmd_info(args: argparse.Namespace) -> int:
-    from ..meta import info
+    from ..fits.metadata import info
 
     records = []
     for path in input_paths(args):
@@ -45,8 +45,8 @@ def _storage_dtype(bitpix: Optional[int]) -> str:
 
 
 def cmd_header(args: argparse.Namespace) -> int:
-    from .._hdu_index import get_index
-    from ..header import format_card
+    from ..fits.hdu_index import get_index
+    from ..fits.header import format_card
 
     if args.keyword_table and not args.keyword:
         raise UsageError("--keyword-table requires -k/--keyword")

@@ -1,0 +1,309 @@
+"""The torchfits 1.x object API: ``open()`` → `HDUList` of `TensorHDU` / `TableHDURef` (Part 2 §4).
+
+Image access goes through the native `Image` engine; table access through `torchfits.table`.
+"""
+from __future__ import annotations
+
+import io as _io
+import os
+import sys
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+from ..fits.hdu_index import HduIndex, get_index
+from ..fits.paths import fspath
+from .._torch_adapter import is_tensor, to_tensor, validate_device
+from ..errors import FitsError, FitsFileNotFoundError
+from ..fits.header import Header
+from ..image.plain import Image
+
+__all__ = ["HDUList", "TensorHDU", "TableHDURef", "TableHDU", "DataView", "TableDataAccessor", "open"]
+
+
+def _torch_dtype(np_dtype: np.dtype) -> Any:
+    from .._torch_adapter import require_torch
+
+    torch = require_torch()
+    return torch.from_numpy(np.empty(0, np_dtype)).dtype
+
+
+class DataView:
+    """Lazy cutouts of a file-backed image: ``view[y0:y1, x0:x1]`` reads only that window of the
+    last two axes (all leading planes), keeping both axes."""
+
+    def __init__(self, hdu: "TensorHDU") -> None:
+        self._hdu = hdu
+
+    @property
+    def _image(self) -> Image:
+        return self._hdu._open_image()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._image.shape
+
+    @property
+    def dtype(self) -> Any:
+        return _torch_dtype(self._image.dtype)
+
+    def __getitem__(self, key: Any) -> Any:
+        img = self._image
+        if img.ndim < 2:
+            raise ValueError("Subset reading requires at least 2D data")
+        if key is Ellipsis:
+            return to_tensor(np.ascontiguousarray(img.read()), "cpu")
+        if not isinstance(key, tuple):
+            key = (key, slice(None))
+        if len(key) != 2:
+            raise ValueError("DataView indexing takes exactly 2 dimensions (rows, columns)")
+        h, w = img.shape[-2:]
+        bounds = [self._axis(k, n, axis) for k, n, axis in zip(key, (h, w), (0, 1))]
+        (y0, y1), (x0, x1) = bounds
+        lead = img.shape[:-2]
+        region = ((0,) * len(lead) + (y0, x0), (1,) * img.ndim, lead + (y1 - y0, x1 - x0))
+        return to_tensor(img.read_region(region, lead + (y1 - y0, x1 - x0)), "cpu")
+
+    @staticmethod
+    def _axis(k: Any, n: int, axis: int) -> tuple[int, int]:
+        if isinstance(k, slice):
+            if k.step not in (None, 1):
+                raise ValueError("Only step=1 slices are supported")
+            start = 0 if k.start is None else k.start
+            stop = n if k.stop is None else k.stop
+            start = start + n if start < 0 else start
+            stop = stop + n if stop < 0 else stop
+            start, stop = min(max(start, 0), n), min(max(stop, 0), n)
+            return start, max(start, stop)
+        if hasattr(k, "__index__") and not isinstance(k, bool):
+            i = int(k.__index__())
+            i = i + n if i < 0 else i
+            if not 0 <= i < n:
+                raise IndexError(f"index {k} is out of range for axis {axis} with size {n}")
+            return i, i + 1
+        raise TypeError(f"DataView indices must be ints or slices, not {type(k).__name__}")
+
+
+class TensorHDU:
+    """An image HDU: file-backed (lazy `DataView`) or in memory (a tensor)."""
+
+    def __init__(self, data: Any = None, header: Any = None, file_handle: Any = None,
+                 hdu_index: int = 0, source_path: Optional[str] = None) -> None:
+        self._tensor = data
+        self._header = header if isinstance(header, Header) else Header(header)
+        self._index: Optional[HduIndex] = file_handle
+        self._hdu_index = hdu_index
+        self._source_path = source_path
+        self._closed = False
+        self._image: Optional[Image] = None
+
+    @property
+    def header(self) -> Header:
+        return self._header
+
+    @property
+    def name(self) -> str:
+        name = self._header.get("EXTNAME")
+        return str(name) if name else ("PRIMARY" if self._hdu_index == 0 else f"HDU{self._hdu_index}")
+
+    def _open_image(self) -> Image:
+        if self._closed:
+            raise RuntimeError("TensorHDU is closed: its file was closed")
+        if self._index is None:
+            raise ValueError("No file handle available")
+        if self._image is None:
+            self._image = Image(self._index.path, self._hdu_index, uint64_as_float=True,
+                                index=self._index)
+        return self._image
+
+    @property
+    def data(self) -> DataView:
+        if self._index is None and self._tensor is None:
+            raise ValueError("No file handle available")
+        if self._index is None:
+            raise ValueError("No file handle available")
+        if self._closed:
+            raise RuntimeError("TensorHDU is closed: its file was closed")
+        return DataView(self)
+
+    def to_tensor(self, device: Any = "cpu") -> Any:
+        device = validate_device(device)
+        if self._tensor is not None and self._index is None:
+            return self._tensor.to(device) if is_tensor(self._tensor) else to_tensor(np.asarray(self._tensor), device)
+        arr = self._open_image().read()
+        return to_tensor(arr if arr.flags.writeable else arr.copy(), device)
+
+    def chunks(self, chunk_size: Sequence[int] = ()) -> Iterator[Any]:
+        """Row bands of ``chunk_size[0]`` rows (64 by default) along axis 0."""
+        step = int(chunk_size[0]) if chunk_size else 64
+        if step <= 0:
+            raise ValueError("chunk_size must be positive")
+        if self._tensor is not None and self._index is None:
+            for i in range(0, self._tensor.shape[0], step):
+                yield self._tensor[i:i + step]
+            return
+        img = self._open_image()
+        n0 = img.shape[0] if img.shape else 0
+        for i in range(0, n0, step):
+            yield to_tensor(np.ascontiguousarray(img[i:i + step]), "cpu")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self._tensor is not None and self._index is None:
+            return tuple(self._tensor.shape)
+        return self._open_image().shape if self._index is not None else ()
+
+    @property
+    def shape_str(self) -> str:
+        shape = self.shape
+        return f"({shape[0]})" if len(shape) == 1 else str(tuple(shape))
+
+    @property
+    def dtype_str(self) -> str:
+        if self._tensor is not None and self._index is None:
+            return str(self._tensor.dtype).replace("torch.", "")
+        if self._index is None:
+            return "none"
+        return str(self._open_image().plan.storage_dtype)
+
+    def mark_closed(self) -> None:
+        self._closed = True
+        self._image = None
+
+    def __repr__(self) -> str:
+        return f"TensorHDU(name={self.name!r}, shape={tuple(self.shape)}, dtype={self.dtype_str})"
+
+
+def _table_classes() -> Any:
+    from . import table_hdu as _table_hdu
+
+    return _table_hdu
+
+
+def __getattr__(name: str) -> Any:
+    # The table HDU classes live with the table engine; resolved lazily to keep imports light.
+    if name in ("TableHDURef", "TableHDU", "TableDataAccessor"):
+        return getattr(_table_classes(), name)
+    raise AttributeError(f"module 'torchfits.hdu' has no attribute {name!r}")
+
+
+class HDUList:
+    """An ordered list of HDUs (context manager; indexing by position or exact EXTNAME)."""
+
+    def __init__(self, hdus: Optional[Sequence[Any]] = None) -> None:
+        self._hdus: list[Any] = list(hdus) if hdus else []
+        self._path: Optional[str] = None
+
+    @classmethod
+    def fromfile(cls, path: Any, mode: str = "r") -> "HDUList":
+        if not isinstance(path, (str, os.PathLike)) or not fspath(path):
+            raise ValueError("path must be a non-empty string or os.PathLike")
+        if mode != "r":
+            raise ValueError("HDUList supports mode='r' only")
+        return open(path, mode)
+
+    def __len__(self) -> int:
+        return len(self._hdus)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._hdus)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, bool) or not isinstance(key, (int, str, np.integer)):
+            raise TypeError(f"HDUList indices must be int or EXTNAME str; got {type(key).__name__}")
+        if isinstance(key, str):
+            for hdu in self._hdus:
+                if hdu.header.get("EXTNAME") == key:
+                    return hdu
+            raise KeyError(f"HDU '{key}' not found")
+        return self._hdus[int(key)]
+
+    def append(self, hdu: Any) -> None:
+        self._hdus.append(hdu)
+
+    def close(self) -> None:
+        for hdu in self._hdus:
+            if isinstance(hdu, TensorHDU) and hdu._index is not None:
+                hdu.mark_closed()
+
+    def __enter__(self) -> "HDUList":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def write(self, path: Any, overwrite: bool = False) -> None:
+        """Write every HDU (a table first gets an empty primary before it)."""
+        from ..writing.api import write as _write
+
+        _write(path, self, overwrite=overwrite)
+
+    def validate(self) -> bool:
+        for hdu in self._hdus:
+            if not len(hdu.header):
+                return False
+            if isinstance(hdu, TensorHDU) and hdu._index is not None and hdu._closed:
+                return False
+        return True
+
+    def _rows(self) -> list[tuple]:
+        rows = []
+        for i, hdu in enumerate(self._hdus):
+            name = hdu.header.get("EXTNAME") or ("PRIMARY" if i == 0 else "")
+            if isinstance(hdu, TensorHDU):
+                kind = "PrimaryHDU" if i == 0 else "ImageHDU"
+                try:
+                    dims, fmt = hdu.shape_str, hdu.dtype_str
+                except FitsError:
+                    dims, fmt = "?", "?"
+            else:
+                kind = "TableHDU"
+                dims, fmt = f"({hdu.num_rows}R x {len(hdu.columns)}C)", ""
+            rows.append((i, str(name), kind, len(hdu.header.cards), dims, fmt))
+        return rows
+
+    def info(self, output: Any = None) -> Optional[str]:
+        """Print a summary (``No. Name Type Cards Dimensions Format``), or write it to ``output``."""
+        lines = [f"{'No.':<4}{'Name':<12}{'Type':<12}{'Cards':>6}  {'Dimensions':<16}Format"]
+        for i, name, kind, ncards, dims, fmt in self._rows():
+            lines.append(f"{i:<4}{name:<12}{kind:<12}{ncards:>6}  {dims:<16}{fmt}")
+        text = "\n".join(lines)
+        if output is None:
+            print(text, file=sys.stdout)
+        else:
+            output.write(text + "\n")
+        return None
+
+    def __repr__(self) -> str:
+        buf = _io.StringIO()
+        self.info(buf)
+        return buf.getvalue().rstrip("\n")
+
+
+def open(path: Any, mode: str = "r") -> HDUList:
+    """Open a FITS file as an `HDUList` (headers read now, data on demand).
+
+    Header values are the raw card strings (``"2"``, ``"T"``), as in torchfits 1.x; use
+    `read_header` for typed values.
+    """
+    if mode != "r":
+        raise RuntimeError(f"torchfits.open supports mode='r' only, got mode={mode!r}")
+    p = fspath(path)
+    if not os.path.exists(p):
+        raise FitsFileNotFoundError(f"FITS file not found: {p}")
+    try:
+        index = get_index(p)
+    except FitsError as exc:
+        raise type(exc)(f"Failed to open FITS file '{p}': {exc}") from None
+    hdus: list[Any] = []
+    for entry in index.entries:
+        header = index.header(entry, raw_values=True)
+        if entry.is_table:
+            hdus.append(_table_classes().TableHDURef(header=header, source_path=p,
+                                                      source_hdu=entry.index))
+        else:
+            hdus.append(TensorHDU(header=header, file_handle=index, hdu_index=entry.index,
+                                  source_path=p))
+    result = HDUList(hdus)
+    result._path = p
+    return result

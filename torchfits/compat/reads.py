@@ -1,0 +1,377 @@
+"""The torchfits 1.x read functions (API.md Part 2 §2) over the native image engine.
+
+Thin by design: argument checks, 1.x error wording and the torch conversion; decoding is the
+engine's (`torchfits.image`). Table HDUs are handed to `torchfits.table`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .._kernels import _image
+from ..fits.hdu_index import get_index
+from ..fits.paths import FitsPath, fspath, parse_path
+from .._torch_adapter import to_tensor, validate_device
+from ..errors import FitsError, HDUNotFoundError, HDUTypeError
+from ..image.plain import Image, region_from_key
+
+__all__ = [
+    "read",
+    "read_tensor",
+    "read_hdus",
+    "read_batch",
+    "read_batch_info",
+    "read_subset",
+    "open_subset_reader",
+    "SubsetReader",
+    "cache_subsystem_policy",
+    "clear_cache_subsystem",
+]
+
+_READ_OPTIONS: dict[str, Any] = {
+    "fp16": False,
+    "bf16": False,
+    "raw_scale": False,
+    "scale_on_device": True,
+    "use_cache": None,
+    "columns": None,
+    "start_row": 1,
+    "num_rows": -1,
+    "cache_capacity": 10,
+    "handle_cache_capacity": None,
+    "fast_header": True,
+}
+
+
+def _check_mmap(mmap: Any) -> None:
+    if isinstance(mmap, bool) or (isinstance(mmap, str) and mmap.lower() == "auto"):
+        return
+    raise ValueError("mmap must be bool or 'auto'")
+
+
+def _reraise(exc: FitsError, prefix: str) -> FitsError:
+    """The same error class with torchfits 1.x context in front of the message."""
+    new = type(exc)(f"{prefix}{exc}")
+    new.__cause__ = exc.__cause__
+    return new
+
+
+def _half(fp16: bool, bf16: bool) -> Optional[str]:
+    # torchfits 1.2.3 returns float16 for bf16=True as well; programs may rely on it.
+    return "fp16" if (fp16 or bf16) else None
+
+
+def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half: Optional[str],
+                  allow_auto: bool = False, out: Any = None) -> tuple[Any, Image]:
+    index = get_index(fp.path)
+    entry = index.resolve(fp.hdu if fp.hdu is not None and hdu in (0, None, "auto") else hdu,
+                          allow_auto=allow_auto)
+    img = Image(fp.path, entry.index, raw_scale=raw_scale, uint64_as_float=True, index=index)
+    if out is not None and half is None:
+        return _read_into(out, lambda buf: img.read(buf) if fp.section is None
+                          else img.read_region(*_section_region(img, fp.section), out=buf)), img
+    arr = img.read() if fp.section is None else img[fp.section]
+    if not arr.flags.writeable:
+        arr = arr.copy()  # tensors are writable; the file map is not
+    tensor = to_tensor(arr, device, half=half)
+    if out is not None:
+        _check_out_tensor(out, tensor)
+        out.copy_(tensor)
+        return out, img
+    return tensor, img
+
+
+def _section_region(img: Image, key: Any) -> tuple[Any, tuple[int, ...]]:
+
+    return region_from_key(img.shape, key)
+
+
+def _check_out_tensor(out: Any, result: Any) -> None:
+    if tuple(out.shape) != tuple(result.shape) or out.dtype != result.dtype:
+        raise ValueError(f"out has shape {tuple(out.shape)} and dtype {out.dtype}; the read gives "
+                         f"{tuple(result.shape)} {result.dtype}")
+
+
+def _read_into(out: Any, fill: Callable[[np.ndarray], Any]) -> Any:
+    """Decode straight into a caller's tensor (CPU: its memory; elsewhere: via the host)."""
+    from .._torch_adapter import is_tensor, tensor_to_numpy
+
+    if not is_tensor(out):
+        raise TypeError("out must be a torch.Tensor")
+    if out.device.type == "cpu" and out.is_contiguous():
+        fill(out.numpy())
+        return out
+    host = np.empty(tuple(out.shape), tensor_to_numpy(out[:0] if out.dim() else out).dtype)
+    fill(host)
+    out.copy_(to_tensor(host, "cpu"))
+    return out
+
+
+def _validate_hdu_arg(hdu: Any) -> None:
+    if isinstance(hdu, str) and hdu.lower() == "auto":
+        raise ValueError("hdu must be a non-negative integer or an EXTNAME; use read() for hdu='auto'")
+    if hdu is None or isinstance(hdu, float):
+        raise ValueError("hdu must be an integer or string")
+    if isinstance(hdu, int) and hdu < 0:
+        raise ValueError("hdu must be a non-negative integer")
+
+
+def _name_error(exc: HDUNotFoundError, hdu: Any) -> HDUNotFoundError:
+    if isinstance(hdu, str):
+        return HDUNotFoundError(f"{exc} (Could not resolve HDU name '{hdu}')")
+    return exc
+
+
+def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, fp16: bool = False,
+                bf16: bool = False, raw_scale: bool = False, return_header: bool = False,
+                fallback_get_header: Optional[Callable] = None, *, out: Any = None) -> Any:
+    """Read an image HDU into a ``torch.Tensor`` (or ``(tensor, Header)``).
+
+    ``out`` is a preallocated tensor of the result shape and dtype to read into (returned).
+    ``fallback_get_header`` is accepted for compatibility and ignored.
+    """
+    _validate_hdu_arg(hdu)
+    device = validate_device(device)
+    _check_mmap(mmap)
+    fp = parse_path(path)
+    try:
+        tensor, img = _image_tensor(fp, hdu, device=device, raw_scale=raw_scale, half=_half(fp16, bf16),
+                                    out=out)
+    except HDUNotFoundError as exc:
+        raise _name_error(exc, hdu) from None
+    return (tensor, img.header) if return_header else tensor
+
+
+def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode: str = "auto",
+         options: Optional[dict] = None, return_header: bool = False, *, out: Any = None,
+         **kwargs: Any) -> Any:
+    """Read an image or table HDU (torchfits 1.x ``read``).
+
+    Images → ``torch.Tensor`` (dtype rules of API.md Part 2 §3); tables → ``dict`` of tensors.
+    ``path`` may be a list of paths and ``hdu`` a list of HDUs (both return lists).
+    """
+    opts = dict(_READ_OPTIONS)
+    if options is not None:
+        overlap = set(options) & set(kwargs)
+        if overlap:
+            raise TypeError(f"read() got options given twice: {sorted(overlap)}")
+        kwargs = {**options, **kwargs}
+    unknown = set(kwargs) - set(_READ_OPTIONS)
+    if unknown:
+        raise TypeError(f"read() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    if kwargs.get("handle_cache_capacity") is not None:
+        import warnings
+
+        warnings.warn("handle_cache_capacity is deprecated and ignored", DeprecationWarning, stacklevel=2)
+    opts.update(kwargs)
+    if mode not in ("auto", "image", "table"):
+        raise ValueError("mode must be 'auto', 'image' or 'table'")
+    if mode == "image" and (opts["columns"] is not None or opts["start_row"] != 1 or opts["num_rows"] != -1):
+        raise ValueError("table options (columns, start_row, num_rows) cannot be used with mode='image'")
+    device = validate_device(device)
+    _check_mmap(mmap)
+    if isinstance(path, (list, tuple)):
+        if isinstance(hdu, (list, tuple)):
+            raise ValueError("Batch read requires a single integer HDU")
+        return [read(p, hdu, device, mmap, mode, None, return_header, **kwargs) for p in path]
+    if isinstance(path, str) and not path:
+        raise ValueError("Path must be a non-empty string")
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError("Path must be a string or list of strings")
+    if isinstance(hdu, (list, tuple)):
+        return [read(path, h, device, mmap, mode, None, return_header, **kwargs) for h in hdu]
+    fp = parse_path(path)
+    prefix = f"Failed to read FITS file '{fp.path}': "
+    try:
+        index = get_index(fp.path)
+        entry = index.resolve(fp.hdu if fp.hdu is not None and hdu in (0, None, "auto") else hdu,
+                              allow_auto=True)
+        if entry.is_table:
+            if mode == "image":
+                raise HDUTypeError(f"{fp.path}: HDU {entry.index} is a table: Could not read image parameters")
+            from . import table
+
+            return table._read_torch_for_read(fp.path, entry.index, device=device, opts=opts,
+                                              return_header=return_header)
+        if mode == "table":
+            raise HDUTypeError(f"{fp.path}: HDU {entry.index} is an image: Failed to get table dimensions")
+        tensor, img = _image_tensor(fp, entry.index, device=device, raw_scale=opts["raw_scale"],
+                                    half=_half(opts["fp16"], opts["bf16"]), out=out)
+    except HDUNotFoundError as exc:
+        raise _reraise(_name_error(exc, hdu), prefix) from None
+    except FitsError as exc:
+        raise _reraise(exc, prefix) from None
+    return (tensor, img.header) if return_header else tensor
+
+
+def read_hdus(path: Any, hdus: Any, *, device: Any = "cpu", mmap: Any = True,
+              return_header: bool = False) -> Any:
+    """Read several image HDUs of one file: ``list[Tensor]`` (and ``list[Header]``)."""
+    if not isinstance(hdus, (list, tuple)) or not hdus:
+        raise ValueError("hdus must be a non-empty list/tuple of HDU indices or EXTNAMEs")
+    tensors, headers = [], []
+    for h in hdus:
+        t, hdr = read_tensor(path, h, device=device, mmap=mmap, return_header=True)
+        tensors.append(t)
+        headers.append(hdr)
+    return (tensors, headers) if return_header else tensors
+
+
+def read_batch(file_paths: Any, hdu: Any = 0, device: Any = "cpu", *, strict: bool = False) -> list:
+    """One tensor per path, in order; a failing path raises (never a shorter list)."""
+    validate_device(device)
+    paths = list(file_paths)
+    out = []
+    for i, p in enumerate(paths):
+        try:
+            out.append(read(p, hdu, device=device))
+        except Exception as exc:
+            if strict:
+                if isinstance(exc, FitsError):
+                    raise _reraise(exc, f"Error reading {fspath(p)}: ") from None
+                raise
+            raise RuntimeError(
+                f"read_batch: failed to read '{fspath(p)}' ({i} of {len(paths)} files read before "
+                f"the failure): {exc}"
+            ) from exc
+    return out
+
+
+def read_batch_info(file_paths: Any) -> dict[str, int]:
+    """``{"num_files", "existing_files"}``; local paths only, filters stripped; opens nothing."""
+    paths = list(file_paths)
+    existing = 0
+    for p in paths:
+        text = fspath(p)
+        if "://" in text or text.startswith(("vos:", "vault:")):
+            continue
+        if os.path.isfile(text) or os.path.isfile(text.split("[", 1)[0]):
+            existing += 1
+    return {"num_files": len(paths), "existing_files": existing}
+
+
+def _clamp(v: int, n: int) -> int:
+    return 0 if v < 0 else (n if v > n else v)
+
+
+class SubsetReader:
+    """An image HDU opened once for many rectangular cutouts (torchfits 1.x
+    ``open_subset_reader``): the file is mapped once and each call copies only the rows the
+    cutout touches. Coordinates are 0-based, half-open, clamped to the image."""
+
+    def __init__(self, path: Any, hdu: Any = 0, device: Any = "cpu") -> None:
+        self._device = validate_device(device)
+        fp = parse_path(path)
+        index = get_index(fp.path)
+        try:
+            entry = index.resolve(fp.hdu if fp.hdu is not None and hdu == 0 else hdu)
+        except HDUNotFoundError as exc:
+            raise _name_error(exc, hdu) from None
+        self._image = Image(fp.path, entry.index, uint64_as_float=True, index=index)
+        if self._image.ndim < 2:
+            raise HDUTypeError("SubsetReader requires at least 2D image HDU")
+        plan = self._image.plan
+        self.hdu = entry.index
+        self.shape = plan.shape
+        self._closed = False
+        self._complete = entry.data_offset + entry.data_size <= index.size
+        self._lead = plan.shape[:-2]
+        if getattr(self._image, "is_compressed", False):
+            # Tile-compressed: cutouts go through the image's tile cache (read_region).
+            self._complete = False
+            self._cutouts: Any = None
+        else:
+            self._cutouts = _image.CutoutReader(
+                index.source.buffer(), entry.data_offset, plan.bitpix, plan.mode, plan.shape,
+                plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
+                plan.blank if plan.blank is not None else 0)
+        self._fast = self._device == "cpu" and plan.dtype != np.uint64
+        if self._fast:
+            from .._torch_adapter import require_torch
+
+            self._from_numpy = require_torch().from_numpy
+
+    def read_subset(self, x1: int, y1: int, x2: int, y2: int, *, out: Any = None) -> Any:
+        """The cutout ``[y1:y2, x1:x2]`` of the last two axes (all leading planes); with
+        ``out``, decoded into that tensor and returned."""
+        if self._closed:
+            raise RuntimeError("SubsetReader is closed")
+        if out is not None:
+            return self._read_subset_into(out, x1, y1, x2, y2)
+        if self._complete:
+            out = self._cutouts.cutout(x1, y1, x2, y2)
+        else:
+            out = self._truncated_cutout(x1, y1, x2, y2)
+        if self._fast:
+            return self._from_numpy(out)
+        return to_tensor(out, self._device)
+
+    def _region(self, x1: int, y1: int, x2: int, y2: int) -> tuple[Any, tuple[int, ...]]:
+        """The clamped cutout as an image region (all leading planes) and its shape."""
+        h, w = self.shape[-2:]
+        x1, x2, y1, y2 = _clamp(x1, w), _clamp(x2, w), _clamp(y1, h), _clamp(y2, h)
+        shape = self._lead + (max(0, y2 - y1), max(0, x2 - x1))
+        return ((0,) * len(self._lead) + (y1, x1), (1,) * len(self.shape), shape), shape
+
+    def _read_subset_into(self, out: Any, x1: int, y1: int, x2: int, y2: int) -> Any:
+        region, shape = self._region(x1, y1, x2, y2)
+        if tuple(out.shape) != shape:
+            raise ValueError(f"out has shape {tuple(out.shape)}, the cutout is {shape}")
+        return _read_into(out, lambda buf: self._image.read_region(region, shape, out=buf))
+
+    def _truncated_cutout(self, x1: int, y1: int, x2: int, y2: int) -> np.ndarray:
+        """Cutouts of a file cut short: the rows present read fine, the rest raise."""
+        return self._image.read_region(*self._region(x1, y1, x2, y2))
+
+    __call__ = read_subset
+
+    def close(self) -> None:
+        self._closed = True
+        self._cutouts = None  # type: ignore[assignment]
+
+    def __enter__(self) -> "SubsetReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"SubsetReader(hdu={self.hdu}, shape={self.shape}, {state})"
+
+
+def open_subset_reader(path: Any, hdu: Any = 0, device: Any = "cpu") -> SubsetReader:
+    """Open an image HDU once for many cutouts (see `SubsetReader`)."""
+    return SubsetReader(path, hdu, device)
+
+
+def read_subset(path: Any, hdu: Any, x1: int, y1: int, x2: int, y2: int, *, out: Any = None) -> Any:
+    """One cutout ``[y1:y2, x1:x2]`` (0-based, half-open, clamped) of the last two axes;
+    ``out`` is an optional tensor to decode into."""
+    with SubsetReader(path, hdu) as reader:
+        return reader.read_subset(x1, y1, x2, y2, out=out)
+
+
+# -- 1.x cache subsystem names ------------------------------------------------------------------
+_SUBSYSTEMS = ("all", "fits_header_hdu_metadata", "fits_header_metadata", "fits_image_data",
+               "fits_table_data")
+
+
+def cache_subsystem_policy(name: str) -> dict[str, Any]:
+    """Describe how a 1.x cache subsystem maps onto this engine's single metadata cache."""
+    if name not in _SUBSYSTEMS:
+        raise KeyError(name)
+    holds = name in ("all", "fits_header_hdu_metadata", "fits_header_metadata")
+    return {"name": name, "cached": holds, "validated_by": "stat (path, inode, size, mtime_ns)"}
+
+
+def clear_cache_subsystem(name: str) -> None:
+    """Clear one 1.x cache subsystem (data caches do not exist: pixels are read from the map)."""
+    from ..fits.hdu_index import clear_index_cache
+
+    if name not in _SUBSYSTEMS:
+        raise KeyError(name)
+    if name in ("all", "fits_header_hdu_metadata", "fits_header_metadata"):
+        clear_index_cache(stats=False)

@@ -1,0 +1,392 @@
+"""The HDU index: one pass over a file's header blocks gives every HDU's kind and byte layout.
+
+Indexes are cached per path and file version (device, inode, size, mtime_ns); a changed file is
+re-indexed.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .._kernels import _header
+from .source import LocalSource, stat_key
+from ..errors import (
+    CorruptHeaderError,
+    FitsError,
+    HDUNotFoundError,
+    NaxisOverflowError,
+    NotFitsError,
+    TruncatedFileError,
+)
+from .header import Header, header_from_parsed
+
+__all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
+
+BLOCK = 2880
+_MAX_BYTES = 1 << 62  # beyond this a NAXIS product cannot describe a real file
+KIND_PRIMARY = "primary"
+KIND_IMAGE = "image"
+KIND_BINTABLE = "bintable"
+KIND_TABLE = "table"
+KIND_COMPRESSED = "compressed_image"
+IMAGE_KINDS = (KIND_PRIMARY, KIND_IMAGE)
+TABLE_KINDS = (KIND_BINTABLE, KIND_TABLE)
+
+
+@dataclass
+class HduEntry:
+    """Byte layout and structural keywords of one HDU (all offsets absolute, in bytes).
+
+    Treat it as read-only: entries are shared by every reader of the cached index. (Not a
+    frozen dataclass only because frozen initialisation costs a few µs per HDU.)"""
+
+    index: int
+    kind: str
+    header_offset: int
+    data_offset: int
+    data_size: int  # declared bytes, heap included, padding excluded
+    bitpix: int
+    naxes: tuple[int, ...]  # NAXIS1..NAXISn in FITS order
+    pcount: int
+    gcount: int
+    heap_offset: int
+    heap_size: int
+    extname: Optional[str]
+    extver: Optional[int]
+    ncards: int
+    tfields: int
+    zcmptype: Optional[str]
+    structural: dict = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Array shape in C order (NAXISn first), as NumPy and torch see it."""
+        return tuple(reversed(self.naxes))
+
+    @property
+    def nrows(self) -> int:
+        return self.naxes[1] if len(self.naxes) >= 2 else 0
+
+    @property
+    def row_bytes(self) -> int:
+        return self.naxes[0] if self.naxes else 0
+
+    @property
+    def is_image(self) -> bool:
+        return self.kind in IMAGE_KINDS
+
+    @property
+    def is_table(self) -> bool:
+        return self.kind in TABLE_KINDS
+
+    @property
+    def image_layout(self) -> tuple[int, tuple[int, ...]]:
+        """(BITPIX, NAXIS1..n) of the image a user sees: ZBITPIX/ZNAXISn for compressed HDUs."""
+        if self.kind != KIND_COMPRESSED:
+            return self.bitpix, self.naxes
+        s = self.structural
+        znaxis = s.get("ZNAXIS", 0)
+        znaxis = znaxis if isinstance(znaxis, int) and 0 <= znaxis <= 999 else 0
+        naxes = tuple(s.get(f"ZNAXIS{k}", 0) for k in range(1, znaxis + 1))
+        zbitpix = s.get("ZBITPIX", 0)
+        return (zbitpix if isinstance(zbitpix, int) else 0), naxes
+
+    @property
+    def display_name(self) -> str:
+        if self.extname:
+            return self.extname
+        return "PRIMARY" if self.index == 0 else f"HDU{self.index}"
+
+
+def _int_keyword(s: dict, key: str, path: str, index: int, default: Any = None) -> int:
+    value = s.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CorruptHeaderError(
+            f"{path}: HDU {index}: keyword {key} must be an integer, found {value!r}"
+        )
+    return value
+
+
+def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_size: int) -> HduEntry:
+    s = _header.scan_structural(buf, pos, end)
+    first = bytes(buf[pos:pos + 10])
+    if index == 0:
+        if not first.startswith(b"SIMPLE  ="):
+            raise NotFitsError(f"{path}: not a FITS file (first card is not SIMPLE)")
+        kind = KIND_PRIMARY
+    else:
+        xtension = str(s.get("XTENSION", "")).strip().upper()
+        if xtension in ("IMAGE", "IUEIMAGE"):
+            kind = KIND_IMAGE
+        elif xtension in ("BINTABLE", "A3DTABLE"):
+            kind = KIND_COMPRESSED if s.get("ZIMAGE") is True else KIND_BINTABLE
+        elif xtension == "TABLE":
+            kind = KIND_TABLE
+        else:
+            raise CorruptHeaderError(f"{path}: HDU {index}: unknown XTENSION {xtension!r}")
+    bitpix = _int_keyword(s, "BITPIX", path, index)
+    if bitpix not in (8, 16, 32, 64, -32, -64):
+        raise CorruptHeaderError(f"{path}: HDU {index}: invalid BITPIX {bitpix}")
+    naxis = _int_keyword(s, "NAXIS", path, index)
+    if not 0 <= naxis <= 999:
+        raise CorruptHeaderError(f"{path}: HDU {index}: NAXIS={naxis} is outside 0..999")
+    naxes = []
+    for k in range(1, naxis + 1):
+        n = _int_keyword(s, f"NAXIS{k}", path, index)
+        if n < 0:
+            raise CorruptHeaderError(f"{path}: HDU {index}: NAXIS{k}={n} is negative")
+        naxes.append(n)
+    pcount = _int_keyword(s, "PCOUNT", path, index, 0)
+    gcount = _int_keyword(s, "GCOUNT", path, index, 1)
+    if pcount < 0 or gcount < 0:
+        raise CorruptHeaderError(f"{path}: HDU {index}: negative PCOUNT or GCOUNT")
+    # Random groups (NAXIS1=0 in a primary) count the remaining axes only.
+    counted = naxes[1:] if (index == 0 and naxes and naxes[0] == 0 and s.get("GROUPS") is True) else naxes
+    nelem = 1
+    for n in counted:
+        nelem *= n
+    if naxis == 0:
+        nelem = 0
+    data_size = abs(bitpix) // 8 * gcount * (pcount + nelem)
+    if data_size > _MAX_BYTES:
+        raise NaxisOverflowError(
+            f"{path}: HDU {index}: NAXIS product overflow ({' x '.join(map(str, naxes))})"
+        )
+    data_offset = end
+    heap_offset = heap_size = 0
+    if kind in TABLE_KINDS or kind == KIND_COMPRESSED:
+        table_bytes = naxes[0] * naxes[1] if len(naxes) >= 2 else 0
+        theap = _int_keyword(s, "THEAP", path, index, table_bytes)
+        if theap < table_bytes and pcount:
+            raise CorruptHeaderError(f"{path}: HDU {index}: THEAP={theap} overlaps the table rows")
+        heap_offset = data_offset + theap
+        heap_size = max(0, table_bytes + pcount - theap)
+    extname = s.get("EXTNAME")
+    extver = s.get("EXTVER")
+    zcmptype = s.get("ZCMPTYPE") if kind == KIND_COMPRESSED else None
+    return HduEntry(
+        index=index,
+        kind=kind,
+        header_offset=pos,
+        data_offset=data_offset,
+        data_size=data_size,
+        bitpix=bitpix,
+        naxes=tuple(naxes),
+        pcount=pcount,
+        gcount=gcount,
+        heap_offset=heap_offset,
+        heap_size=heap_size,
+        extname=extname.strip() if isinstance(extname, str) else None,
+        extver=extver if isinstance(extver, int) and not isinstance(extver, bool) else None,
+        ncards=s["__ncards__"],
+        tfields=s.get("TFIELDS", 0) if isinstance(s.get("TFIELDS"), int) else 0,
+        zcmptype=zcmptype.strip() if isinstance(zcmptype, str) else None,
+        structural=s,
+    )
+
+
+class HduIndex:
+    """Every HDU of one file version, plus lazily parsed headers.
+
+    ``tail_error`` records why indexing stopped early (a header cut short after the last
+    complete HDU); it is raised when a caller asks for an HDU past the ones indexed.
+    """
+
+    def __init__(self, path: str, key: tuple, source: LocalSource) -> None:
+        self.path = path
+        self.key = key
+        self.source = source
+        self.size = source.size
+        self.entries: list[HduEntry] = []
+        self.tail_error: Optional[str] = None
+        self.tail_exception: type = TruncatedFileError
+        self._headers: dict[tuple[int, bool], Header] = {}
+        self._build()
+
+    def _build(self) -> None:
+        buf = self.source.buffer()
+        size = self.size
+        path = self.path
+        if size < BLOCK:
+            if size == 0:
+                raise NotFitsError(f"{path}: not a FITS file (the file is empty)")
+            if not bytes(buf[:9]) == b"SIMPLE  =":
+                raise NotFitsError(f"{path}: not a FITS file (first card is not SIMPLE)")
+            raise TruncatedFileError(f"{path}: truncated FITS file: {size} bytes, less than one header block")
+        pos = 0
+        while pos < size:
+            if self.entries and not bytes(buf[pos:pos + 9]) == b"XTENSION=":
+                # Trailing bytes after the last HDU (zero padding, junk) are not an HDU.
+                break
+            # Binary bytes in the first block mean "not FITS"; after that, one card is enough
+            # to tell trailing junk from the next header.
+            check_end = pos + BLOCK if not self.entries else pos + 80
+            if not _header.header_is_printable(buf, pos, min(size, check_end)):
+                if not self.entries:
+                    raise NotFitsError(f"{path}: not a FITS file (binary bytes in the first header block)")
+                break
+            end = _header.find_header_end(buf, pos, size)
+            if end < 0:
+                message = (
+                    f"{path}: HDU {len(self.entries)}: header never ends "
+                    f"(no END card before the end of the file: truncated or corrupt)"
+                )
+                if not self.entries:
+                    if bytes(buf[:9]) != b"SIMPLE  =":
+                        raise NotFitsError(f"{path}: not a FITS file (first card is not SIMPLE)")
+                    raise TruncatedFileError(message)
+                self.tail_error = message
+                break
+            if end > size:
+                # END found but its block is cut short: the header itself is readable.
+                end = size
+            try:
+                entry = _describe(buf, pos, end, len(self.entries), path, size)
+            except FitsError as exc:
+                if not self.entries:
+                    raise
+                # A corrupt later HDU must not take the readable ones before it down with it.
+                self.tail_error = str(exc)
+                self.tail_exception = type(exc)
+                break
+            self.entries.append(entry)
+            if entry.data_offset + entry.data_size > size:
+                break
+            pos = entry.data_offset + -(-entry.data_size // BLOCK) * BLOCK
+
+    # -- selection --------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def resolve(self, hdu: Any, *, allow_auto: bool = False) -> HduEntry:
+        """The entry for an HDU index, an EXTNAME (case-insensitive), or None/'auto'."""
+        if hdu is None or (isinstance(hdu, str) and hdu.lower() == "auto"):
+            if not allow_auto:
+                raise ValueError(f"{self.path}: hdu must be an integer index or an EXTNAME, not {hdu!r}")
+            return self.entries[self.autodetect()]
+        if isinstance(hdu, str):
+            wanted = hdu.strip().upper()
+            for e in self.entries:
+                if e.extname is not None and e.extname.upper() == wanted:
+                    return e
+            if self.tail_error:
+                raise self.tail_exception(self.tail_error)
+            raise HDUNotFoundError(f"{self.path}: HDU '{hdu}' not found")
+        try:
+            index = int(hdu.__index__())
+        except (AttributeError, TypeError):
+            raise TypeError(f"hdu must be an integer or string, not {type(hdu).__name__}") from None
+        if index < 0:
+            raise ValueError(f"hdu must be a non-negative integer, got {index}")
+        if index >= len(self.entries):
+            if self.tail_error:
+                raise self.tail_exception(self.tail_error)
+            raise HDUNotFoundError(
+                f"{self.path}: Could not move to HDU {index}: the file has {len(self.entries)} HDUs"
+            )
+        return self.entries[index]
+
+    def autodetect(self) -> int:
+        """First image with every axis > 0 or first compressed image; else first table; else 0."""
+        first_table = None
+        for e in self.entries:
+            if e.kind == KIND_COMPRESSED:
+                return e.index
+            if e.is_image and e.naxes and all(n > 0 for n in e.naxes):
+                return e.index
+            if e.is_table and first_table is None:
+                first_table = e.index
+        return first_table if first_table is not None else 0
+
+    # -- headers ----------------------------------------------------------------------------------
+    def parsed_cards(self, entry: HduEntry) -> list[tuple]:
+        return _header.parse_cards(self.source.buffer(), entry.header_offset, entry.data_offset)
+
+    def header(self, entry: HduEntry, *, raw_values: bool = False) -> Header:
+        """The parsed header of ``entry`` (cached; callers get a copy they may edit)."""
+        cache_key = (entry.index, raw_values)
+        h = self._headers.get(cache_key)
+        if h is None:
+            h = header_from_parsed(self.parsed_cards(entry), raw_values=raw_values)
+            self._headers[cache_key] = h
+        return h.copy()
+
+    def header_view(self, entry: HduEntry) -> Header:
+        """The cached typed header itself, for internal read-only use (no copy)."""
+        h = self._headers.get((entry.index, False))
+        if h is None:
+            h = header_from_parsed(self.parsed_cards(entry))
+            self._headers[(entry.index, False)] = h
+        return h
+
+    def check_data(self, entry: HduEntry, nbytes: Optional[int] = None) -> None:
+        """Raise TruncatedFileError unless the first ``nbytes`` of the data (all by default) exist."""
+        need = entry.data_size if nbytes is None else nbytes
+        if entry.data_offset + need > self.size:
+            have = max(0, self.size - entry.data_offset)
+            raise TruncatedFileError(
+                f"{self.path}: HDU {entry.index}: file is truncated: the data needs {need} bytes "
+                f"from offset {entry.data_offset} but only {have} remain"
+            )
+
+
+# -- the per-process cache ------------------------------------------------------------------------
+_CAPACITY = 256
+_lock = threading.Lock()
+_cache: "OrderedDict[str, HduIndex]" = OrderedDict()
+_stats = {"hits": 0, "misses": 0}
+
+
+def get_index(path: Any) -> HduIndex:
+    """The HduIndex of the current version of ``path`` (cached; validated by stat each call)."""
+    path = _fspath(path)
+    key = stat_key(path)
+    with _lock:
+        idx = _cache.get(path)
+        if idx is not None and idx.key == key:
+            _cache.move_to_end(path)
+            _stats["hits"] += 1
+            return idx
+        _stats["misses"] += 1
+    idx = HduIndex(path, key, LocalSource(path, key[2]))
+    with _lock:
+        _cache[path] = idx
+        _cache.move_to_end(path)
+        while len(_cache) > _CAPACITY:
+            _cache.popitem(last=False)
+    return idx
+
+
+def invalidate(path: Any) -> None:
+    """Forget the cached index of ``path`` (writers call this after replacing a file)."""
+    with _lock:
+        _cache.pop(_fspath(path), None)
+
+
+def cache_stats() -> dict:
+    with _lock:
+        return {"cache_size": len(_cache), **_stats}
+
+
+def clear_index_cache(*, stats: bool = True, entries: bool = True) -> None:
+    with _lock:
+        if entries:
+            _cache.clear()
+        if stats:
+            _stats["hits"] = _stats["misses"] = 0
+
+
+def _fspath(path: Any) -> str:
+    import os
+
+    try:
+        p = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}") from None
+    if isinstance(p, bytes):
+        p = p.decode()
+    if not p:
+        raise ValueError("Path must be a non-empty string")
+    return p

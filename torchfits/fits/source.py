@@ -1,0 +1,78 @@
+"""Byte sources: one small interface over where FITS bytes live (local mmap now, fsspec later).
+
+Readers ask a source for ranges or, when it supports it, for a zero-copy buffer of the whole file.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+from ..errors import FitsFileNotFoundError
+
+__all__ = ["ByteSource", "LocalSource", "stat_key"]
+
+
+class ByteSource(ABC):
+    """Random access to the bytes of one file."""
+
+    path: str
+    size: int
+    supports_mmap: bool = False
+
+    @abstractmethod
+    def read(self, offset: int, size: int) -> bytes:
+        """Return ``size`` bytes from ``offset`` (fewer at end of file)."""
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Read several ``(offset, size)`` ranges; sources with latency override this to batch."""
+        return [self.read(offset, size) for offset, size in ranges]
+
+    def buffer(self) -> memoryview:
+        """A read-only buffer over the whole file (only where ``supports_mmap``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no zero-copy buffer")
+
+
+def stat_key(path: str) -> tuple[int, int, int, int]:
+    """The identity of one version of a file: (device, inode, size, mtime_ns), from one stat."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FitsFileNotFoundError(
+            f"Could not open FITS file: {path} (FITS file not found)"
+        ) from None
+    except OSError as exc:
+        raise FitsFileNotFoundError(f"Could not open FITS file: {path} ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise FitsFileNotFoundError(f"Could not open FITS file: {path} (not a regular file)")
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class LocalSource(ByteSource):
+    """A local file mapped read-only; the map is shared by every reader of this file version."""
+
+    supports_mmap = True
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path = path
+        self.size = size
+        try:
+            with open(path, "rb") as fh:
+                self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        except OSError as exc:
+            raise FitsFileNotFoundError(
+                f"Could not open FITS file: {path} ({exc.strerror})"
+            ) from None
+        if self._map is not None:
+            # Actual map length: a file that shrank between stat and open must not be over-read.
+            self.size = min(size, len(self._map))
+        self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
+
+    def read(self, offset: int, size: int) -> bytes:
+        offset = max(0, offset)
+        return bytes(self._view[offset:offset + max(0, size)])
+
+    def buffer(self) -> memoryview:
+        return self._view

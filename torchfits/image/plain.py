@@ -1,0 +1,379 @@
+"""Uncompressed images: plan the scaling and the region, then run the decode kernel.
+
+`open_image` gives an open-once `Image` with NumPy-style slicing; `read_numpy` reads a whole HDU.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .._kernels import _image
+from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
+from ..fits.threads import default_threads, run_parallel
+from ..errors import HDUTypeError
+from ..fits.header import Header
+
+__all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image"]
+
+_STORAGE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
+            64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
+_UNSIGNED: dict[int, tuple[float, np.dtype]] = {8: (-128.0, np.dtype(np.int8)), 16: (32768.0, np.dtype(np.uint16)),
+             32: (2147483648.0, np.dtype(np.uint32)), 64: (9223372036854775808.0, np.dtype(np.uint64))}
+_SCALED: dict[int, np.dtype] = {8: np.dtype(np.float32), 16: np.dtype(np.float32), -32: np.dtype(np.float32),
+           32: np.dtype(np.float64), 64: np.dtype(np.float64), -64: np.dtype(np.float64)}
+_TOLERANCE = 1e-5
+_PARALLEL_BYTES = 4 << 20  # below this a thread hand-off costs more than it saves
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    """How to turn stored pixels into result values: kernel mode, scaling and result dtype."""
+
+    bitpix: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    mode: int
+    bscale: float = 1.0
+    bzero: float = 0.0
+    blank: Optional[int] = None
+
+    @property
+    def storage_dtype(self) -> np.dtype:
+        return _STORAGE[self.bitpix]
+
+
+def _number(header: Header, key: str, default: float) -> float:
+    value = header.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    return float(value)
+
+
+def plan_image(entry: HduEntry, header: Header, *, raw_scale: bool = False,
+               uint64_as_float: bool = False) -> ImagePlan:
+    """Choose the decode for one image HDU (the dtype rules of DESIGN.md / API.md Part 2 §3).
+
+    ``uint64_as_float`` selects the torchfits 1.x rule for BITPIX=64 + BZERO=2^63 (float64)
+    instead of the native uint64.
+    """
+    bitpix = entry.bitpix
+    # An HDU without data (NAXIS=0) reads as an empty 1-D array.
+    shape = entry.shape if entry.naxes else (0,)
+    if raw_scale:
+        return ImagePlan(bitpix, shape, _STORAGE[bitpix], _image.MODE_RAW)
+    bscale = _number(header, "BSCALE", 1.0)
+    bzero = _number(header, "BZERO", 0.0)
+    blank = header.get("BLANK") if bitpix > 0 else None
+    if isinstance(blank, bool) or not isinstance(blank, int):
+        blank = None
+    if bitpix > 0 and abs(bscale - 1.0) < _TOLERANCE and bitpix in _UNSIGNED:
+        offset, dtype = _UNSIGNED[bitpix]
+        if abs(bzero - offset) < _TOLERANCE and not (bitpix == 64 and uint64_as_float):
+            # Unsigned / signed-byte conventions: exact, BLANK ignored (it is a physical value).
+            return ImagePlan(bitpix, shape, dtype, _image.MODE_FLIP)
+    if bscale == 1.0 and bzero == 0.0 and blank is None:
+        return ImagePlan(bitpix, shape, _STORAGE[bitpix], _image.MODE_RAW)
+    return ImagePlan(bitpix, shape, _SCALED[bitpix], _image.MODE_SCALE, bscale, bzero, blank)
+
+
+# -- regions ------------------------------------------------------------------------------------
+Region = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # start, step, count per axis
+
+
+def full_region(shape: Sequence[int]) -> Region:
+    n = len(shape)
+    return (0,) * n, (1,) * n, tuple(shape)
+
+
+def region_from_key(shape: Sequence[int], key: Any) -> tuple[Region, tuple[int, ...]]:
+    """NumPy basic indexing → (region, result shape). Ints drop their axis."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_ell = sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    n_real = len(key) - n_ell
+    if n_real > len(shape):
+        raise IndexError(f"too many indices for image: image is {len(shape)}-dimensional, "
+                         f"but {n_real} were indexed")
+    if n_ell:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - n_real) + key[i + 1:]
+    key = key + (slice(None),) * (len(shape) - len(key))
+    starts, steps, counts, out_shape = [], [], [], []
+    for axis, (k, n) in enumerate(zip(key, shape)):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            count = len(range(start, stop, step))
+            starts.append(start if count else 0)
+            steps.append(step)
+            counts.append(count)
+            out_shape.append(count)
+            continue
+        if k is None or isinstance(k, (bool, np.bool_)) or not hasattr(k, "__index__"):
+            raise TypeError("image indices must be integers, slices or Ellipsis, "
+                            f"not {type(k).__name__}")
+        i = int(k.__index__())
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+        starts.append(i % n)
+        steps.append(1)
+        counts.append(1)
+    return (tuple(starts), tuple(steps), tuple(counts)), tuple(out_shape)
+
+
+def _last_byte(region: Region, shape: Sequence[int], itemsize: int) -> int:
+    """One past the highest byte offset (relative to the data start) that the region touches."""
+    starts, steps, counts = region
+    if any(c == 0 for c in counts):
+        return 0
+    stride, top = itemsize, 0
+    for start, step, count, n in zip(reversed(starts), reversed(steps), reversed(counts),
+                                     reversed(shape)):
+        top += max(start, start + (count - 1) * step) * stride
+        stride *= n
+    return top + itemsize
+
+
+def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Region,
+                  out: np.ndarray, threads: Optional[int] = None) -> np.ndarray:
+    """Decode ``region`` of the image into the C-contiguous ``out`` (size already checked)."""
+    starts, steps, counts = region
+    if out.size == 0:
+        return out
+    index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
+    buf = index.source.buffer()
+    out_bytes = out.reshape(-1).view(np.uint8)
+    shape = plan.shape
+    if starts == (0,) * len(shape) and steps == (1,) * len(shape) and counts == tuple(shape):
+        # A whole image is one long run: split it flat.
+        shape, starts, steps, counts = (out.size,), (0,), (1,), (out.size,)
+    blank = plan.blank if plan.blank is not None else 0
+    args = (plan.bitpix, plan.mode)
+    tail: tuple[Any, ...] = (plan.bscale, plan.bzero, plan.blank is not None, blank)
+    nthreads = default_threads() if threads is None else max(1, int(threads))
+    if nthreads == 1 or out.nbytes < _PARALLEL_BYTES or counts[0] < 2:
+        _image.decode_region(buf, entry.data_offset, out_bytes, *args, shape, starts, steps,
+                             counts, *tail)
+        return out
+    per_row = out.nbytes // counts[0]
+    bounds = [counts[0] * k // nthreads for k in range(nthreads + 1)]
+
+    def band(k: int) -> None:
+        a, b = bounds[k], bounds[k + 1]
+        if a == b:
+            return
+        _image.decode_region(buf, entry.data_offset, out_bytes[a * per_row:b * per_row], *args,
+                             shape, (starts[0] + a * steps[0],) + starts[1:], steps,
+                             (b - a,) + counts[1:], *tail)
+
+    run_parallel(band, range(nthreads))
+    return out
+
+
+def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    arr = out if isinstance(out, np.ndarray) else np.asarray(out)
+    if arr.dtype != dtype:
+        raise TypeError(f"out has dtype {arr.dtype}, the image reads as {dtype}")
+    if arr.shape != shape:
+        raise ValueError(f"out has shape {arr.shape}, the image reads as {shape}")
+    if not arr.flags.c_contiguous or not arr.flags.writeable:
+        raise ValueError("out must be a writable C-contiguous array")
+    return arr
+
+
+# -- the public engine ---------------------------------------------------------------------------
+class Image:
+    """An open image HDU: metadata up front, pixels decoded on demand (only what is indexed).
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        The FITS file.
+    hdu : int or str
+        HDU index or EXTNAME (case-insensitive).
+    raw_scale : bool
+        Return stored values (storage dtype) instead of physical values.
+    """
+
+    def __new__(cls, source: Any = None, hdu: Any = 0, *, index: Optional[HduIndex] = None,
+                **kwargs: Any) -> "Image":
+        # A tile-compressed HDU gets the compressed engine behind the same interface.
+        if cls is Image:
+            idx = index if index is not None else get_index(source)
+            if idx.resolve(hdu).kind == KIND_COMPRESSED:
+                from .compressed import CompressedImage
+
+                return super().__new__(CompressedImage)
+        return super().__new__(cls)
+
+    def __init__(self, source: Any, hdu: Any = 0, *, raw_scale: bool = False,
+                 uint64_as_float: bool = False, index: Optional[HduIndex] = None) -> None:
+        self._index = index if index is not None else get_index(source)
+        self._entry = self._index.resolve(hdu)
+        if not self._entry.is_image:
+            raise HDUTypeError(
+                f"{self._index.path}: HDU {self._entry.index} is a {self._entry.kind}, not an "
+                "image: Could not read image parameters"
+            )
+        self._plan = plan_image(self._entry, self._index.header_view(self._entry),
+                                raw_scale=raw_scale, uint64_as_float=uint64_as_float)
+
+    @property
+    def path(self) -> str:
+        return self._index.path
+
+    @property
+    def hdu(self) -> int:
+        return self._entry.index
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._plan.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._plan.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._plan.dtype
+
+    @property
+    def header(self) -> Header:
+        return self._index.header(self._entry)
+
+    @property
+    def plan(self) -> ImagePlan:
+        return self._plan
+
+    def _zero_copy_ok(self) -> bool:
+        return self._plan.mode == _image.MODE_RAW and self._plan.bitpix == 8
+
+    def _mapped_bytes(self) -> np.ndarray:
+        """The unscaled BITPIX=8 pixels as a read-only view of the file map."""
+        n = math.prod(self.shape)
+        self._index.check_data(self._entry, n)
+        return np.frombuffer(self._index.source.buffer(), np.uint8, n,
+                             self._entry.data_offset).reshape(self.shape)
+
+    def read(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
+        """Decode the whole image (into ``out`` when given)."""
+        if out is None and self._zero_copy_ok():
+            return self._mapped_bytes()
+        if out is None:
+            out = np.empty(self.shape, self._plan.dtype)
+        else:
+            out = _check_out(out, self.shape, self._plan.dtype)
+        return decode_region(self._index, self._entry, self._plan, full_region(self.shape), out,
+                             threads)
+
+    def read_region(self, region: Region, out_shape: tuple[int, ...], out: Any = None) -> np.ndarray:
+        """Decode ``(starts, steps, counts)`` into an array of ``out_shape``."""
+        if out is None:
+            out = np.empty(out_shape, self._plan.dtype)
+        else:
+            out = _check_out(out, out_shape, self._plan.dtype)
+        return decode_region(self._index, self._entry, self._plan, region, out)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if self._zero_copy_ok():
+            return self._mapped_bytes()[key]
+        if (type(key) is tuple and len(key) == 2 and len(self.shape) == 2
+                and type(key[0]) is slice and type(key[1]) is slice
+                and key[0].step is None and key[1].step is None):
+            # The common cutout img[y0:y1, x0:x1]: one C call does bounds, allocation and copy.
+            cutouts = self._cutout_reader()
+            if cutouts is not None:
+                h, w = self.shape
+                y0, y1, _ = key[0].indices(h)
+                x0, x1, _ = key[1].indices(w)
+                return cutouts.cutout(x0, y0, x1, y1)
+        region, out_shape = region_from_key(self.shape, key)
+        return self.read_region(region, out_shape)
+
+    def _cutout_reader(self) -> Any:
+        """The C cutout reader over the file map (None for a file cut short)."""
+        reader = self.__dict__.get("_cutouts", False)
+        if reader is False:
+            e, plan = self._entry, self._plan
+            reader = None
+            if e.data_offset + e.data_size <= self._index.size:
+                reader = _image.CutoutReader(
+                    self._index.source.buffer(), e.data_offset, plan.bitpix, plan.mode, plan.shape,
+                    plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
+                    plan.blank if plan.blank is not None else 0)
+            self.__dict__["_cutouts"] = reader
+        return reader
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.read()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def to_torch(self, device: Any = "cpu") -> Any:
+        """The whole image as a ``torch.Tensor`` on ``device`` (needs torch)."""
+        from .._torch_adapter import to_tensor
+
+        arr = self.read() if not self._zero_copy_ok() else self._mapped_bytes().copy()
+        return to_tensor(arr, device=device)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-dimensional image")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Image(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, dtype={self.dtype})"
+
+
+def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False,
+               storage_options: Optional[dict] = None) -> Image:
+    """Open an image HDU for NumPy-style slicing; only the indexed pixels are decoded.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        The FITS file.
+    hdu : int or str
+        HDU index or EXTNAME.
+    raw_scale : bool
+        Return stored values instead of physical ones.
+    storage_options : dict, optional
+        Reserved for remote sources (fsspec); must be None for local files.
+
+    Returns
+    -------
+    Image
+    """
+    if storage_options:
+        raise NotImplementedError("remote sources (storage_options) are not supported yet")
+    return Image(source, hdu, raw_scale=raw_scale)
+
+
+def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any = None,
+               threads: Optional[int] = None) -> np.ndarray:
+    """Read a whole image HDU into a NumPy array.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        The FITS file.
+    hdu : int or str
+        HDU index or EXTNAME (case-insensitive).
+    raw_scale : bool
+        Return stored values in the storage dtype instead of physical values.
+    out : numpy.ndarray, optional
+        A writable C-contiguous array of the result shape and dtype to read into.
+    threads : int, optional
+        Decode threads for large images (default: all cores).
+
+    Returns
+    -------
+    numpy.ndarray
+        Physical values with the dtype rules of DESIGN.md. Unscaled BITPIX=8 images are a
+        read-only zero-copy view of the file map when ``out`` is not given.
+    """
+    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads)

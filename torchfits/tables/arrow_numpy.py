@@ -1,0 +1,96 @@
+"""Arrow results → NumPy arrays → tensors, for the scanner's ``to_numpy``/``to_torch``.
+
+Fixed-size lists become N-D arrays without copying; torch is imported only in `numpy_to_torch`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["array_to_numpy", "table_to_numpy", "numpy_to_torch"]
+
+
+def _fixed_shape(dtype: Any) -> tuple[tuple[int, ...], Any]:
+    import pyarrow as pa
+
+    shape = []
+    while pa.types.is_fixed_size_list(dtype):
+        shape.append(dtype.list_size)
+        dtype = dtype.value_type
+    return tuple(shape), dtype
+
+
+def array_to_numpy(arr: Any) -> np.ndarray:
+    """One Arrow column → NumPy (see `table_to_numpy` for the rules)."""
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    typ = arr.type
+    if pa.types.is_fixed_size_list(typ):
+        shape, leaf_type = _fixed_shape(typ)
+        flat = arr.flatten()
+        for _ in shape[1:]:
+            flat = flat.flatten()
+        leaf = array_to_numpy(flat)
+        out = leaf.reshape((len(arr),) + shape)
+        if arr.null_count and out.dtype.kind == "f":
+            out = out.copy()
+            out[~np.asarray(arr.is_valid())] = np.nan
+        return out
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return np.array(arr.to_pylist(), dtype=object if arr.null_count else str)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_binary(typ) \
+            or pa.types.is_fixed_size_binary(typ):
+        values = arr.to_pylist()
+        out = np.empty(len(values), dtype=object)
+        for i, v in enumerate(values):
+            out[i] = None if v is None else (np.asarray(v) if isinstance(v, list) else v)
+        return out
+    if arr.null_count == 0:
+        return arr.to_numpy(zero_copy_only=False)
+    if pa.types.is_floating(typ):
+        return arr.fill_null(np.nan).to_numpy(zero_copy_only=False)
+    mask = ~np.asarray(arr.is_valid())
+    filled = arr.fill_null(False if pa.types.is_boolean(typ) else 0).to_numpy(zero_copy_only=False)
+    return np.ma.MaskedArray(filled, mask=mask)
+
+
+def table_to_numpy(table: Any) -> dict[str, np.ndarray]:
+    """``{column: ndarray}``: fixed-size lists → (N, ...) arrays; float nulls → NaN; other
+    nulls → masked arrays; strings → ``str`` arrays (object with nulls); lists → object arrays."""
+    return {name: array_to_numpy(table.column(name)) for name in table.column_names}
+
+
+def numpy_to_torch(columns: dict[str, np.ndarray], device: Any = "cpu", dtype: Any = None, *,
+                   exclusive: bool = False) -> dict[str, Any]:
+    """Numeric/bool columns → tensors (zero-copy on CPU); others raise with the column named.
+
+    ``exclusive`` says the arrays view buffers nobody else holds (a table decoded just for this
+    call): their read-only flag only reflects Arrow's export, so they are wrapped, not copied.
+    """
+    from .._torch_adapter import require_torch, to_tensor
+
+    torch = require_torch()
+    out = {}
+    for name, arr in columns.items():
+        if isinstance(arr, np.ma.MaskedArray):
+            raise TypeError(f"column {name!r} has nulls, which tensors cannot hold: filter them "
+                            "(where='... IS NOT NULL') or read with to_numpy()")
+        if arr.dtype.kind not in "biufc":
+            raise TypeError(f"column {name!r} ({arr.dtype}) has no tensor form: leave it out of "
+                            "columns= or read it with to_numpy()")
+        arr = np.ascontiguousarray(arr)
+        if exclusive and not arr.flags.writeable and device == "cpu":
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                t = torch.from_numpy(arr)
+        else:
+            t = to_tensor(arr, device)
+        if dtype is not None and t.is_floating_point():
+            t = t.to(dtype)
+        out[name] = t
+    return out

@@ -1,0 +1,809 @@
+"""`torchfits.dataset`: a ``pyarrow.dataset.Dataset`` over many FITS tables that DuckDB and Polars
+scan through, with projection, predicates and sidecar statistics pushed into the decoder.
+
+The dataset is a pure-Python subclass: every public method of ``pyarrow.dataset.Dataset`` is
+overridden, and the ones that make no sense here raise ``NotImplementedError`` rather than reach
+the (never initialised) native object. Work is split into fragments, one per (file, HDU, row
+range); a scan runs row chunks of the fragments on the shared thread pool.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Iterator, NamedTuple, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
+
+from ..query import expr as _expr
+from ..query.pushdown import conjuncts
+from .scan import Scanner, TableSource, resolve_sources
+from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
+from .decode import arrow_schema
+from ..fits.threads import default_threads, run_parallel
+from ..errors import ColumnNotFoundError
+
+__all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
+
+DEFAULT_BATCH_SIZE = 131_072  # pyarrow.dataset's default
+PATH_COLUMNS = ("filename", "hdu")
+_WHOLE = 1 << 62
+
+
+class TaggedRecordBatch(NamedTuple):
+    """A batch and the fragment it came from (what ``Scanner.scan_batches`` yields)."""
+
+    record_batch: Any
+    fragment: "FitsFragment"
+
+
+# -- filters ----------------------------------------------------------------------------------------
+@dataclass
+class _Plan:
+    """One scan's request, translated once: output schema, the predicate as a tree (or an
+    expression the tree cannot hold), and the columns the predicate reads."""
+
+    schema: Any  # the dataset schema (every column, path columns included)
+    projection: list[str]
+    tree: Any  # _expr tree or None
+    opaque: Any  # pyarrow Expression the tree cannot express, or None
+    path_columns: tuple[str, ...]
+
+    @property
+    def out_schema(self) -> Any:
+        return pa.schema([self.schema.field(n) for n in self.projection])
+
+
+def _combine(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, str) and isinstance(b, str):
+        return f"({a}) AND ({b})"
+    return (a, b)
+
+
+def _make_plan(schema: Any, columns: Any, filter: Any, path_columns: tuple[str, ...]) -> _Plan:
+    names = schema.names
+    if columns is None:
+        projection = list(names)
+    elif isinstance(columns, dict):
+        raise NotImplementedError("projections given as {name: expression} are not supported; "
+                                  "pass a list of column names")
+    else:
+        projection = [str(c) for c in columns]
+        for c in projection:
+            if c not in names:
+                raise ColumnNotFoundError(f"unknown column '{c}' (dataset columns: {', '.join(names)})")
+    types = {f.name: f.type for f in schema}
+    trees: list[Any] = []
+    opaque = None
+
+    def add(item: Any) -> None:
+        nonlocal opaque
+        tree: Any
+        if item is None:
+            return
+        if isinstance(item, tuple):
+            for part in item:
+                add(part)
+        elif isinstance(item, str):
+            if not item.strip():
+                raise ValueError("where must be a non-empty string expression")
+            tree = _expr.parse(item, columns=set(names))
+            _expr.validate(tree, types)
+            trees.append(tree)
+        elif isinstance(item, _expr.Expr):
+            _expr.validate(item, types)
+            trees.append(item)
+        elif isinstance(item, pc.Expression):
+            tree = _expr.from_pyarrow(item, schema)
+            if tree is None:
+                opaque = item if opaque is None else (opaque & item)
+            else:
+                trees.append(tree)
+        else:
+            raise TypeError("filter must be a pyarrow.compute.Expression or a where-string, "
+                            f"not {type(item).__name__}")
+
+    add(filter)
+    tree = None
+    for t in trees:
+        tree = t if tree is None else _expr.And(tree, t)
+    return _Plan(schema, projection, tree, opaque, path_columns)
+
+
+# -- fragments --------------------------------------------------------------------------------------
+class FitsFragment:
+    """Rows ``row_range`` of one table HDU of one file: the unit of parallel work.
+
+    Picklable (path, HDU, row range, schema and statistics; no open handles). Its row count comes
+    from the header alone. Build fragments with `FitsDataset.get_fragments`; split one with
+    `split`.
+    """
+
+    def __init__(self, path: str, hdu: Any = 1, row_range: Optional[tuple[int, int]] = None, *,
+                 schema: Any = None, add_path_column: bool = False,
+                 stats: Optional[FileStats] = None, _source: Optional[TableSource] = None) -> None:
+        self.path = str(path)
+        self.hdu = hdu
+        self._source = _source
+        src = self._open()
+        start, stop = (0, src.nrows) if row_range is None else (int(row_range[0]), int(row_range[1]))
+        if not 0 <= start <= stop <= src.nrows:
+            raise IndexError(f"{self.path}: row range {start}:{stop} outside a {src.nrows}-row table")
+        self.row_range = (start, stop)
+        self.hdu_index = src.entry.index
+        self.add_path_column = bool(add_path_column)
+        self._schema = schema
+        self.stats = stats
+
+    def _open(self) -> TableSource:
+        src = self._source
+        if src is None:
+            src = TableSource.open(self.path, self.hdu)  # the HDU index is cached per file version
+            self._source = src
+        return src
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_fragment, (self.path, self.hdu, self.row_range, self._schema,
+                                    self.add_path_column, self.stats))
+
+    def __repr__(self) -> str:
+        a, b = self.row_range
+        return f"<FitsFragment {self.path!r} hdu={self.hdu_index} rows={a}:{b}>"
+
+    @property
+    def physical_schema(self) -> Any:
+        """The file's own columns and types (no path columns, no unification)."""
+        return arrow_schema(self._open().specs)
+
+    @property
+    def schema(self) -> Any:
+        """The schema scans of this fragment produce (the dataset's, when it has one)."""
+        if self._schema is not None:
+            return self._schema
+        return _with_path_columns(arrow_schema(self._open().specs), self.add_path_column)
+
+    @property
+    def partition_expression(self) -> Any:
+        """Always true: FITS datasets are not partitioned by directory keys."""
+        return pc.scalar(True)
+
+    @property
+    def num_rows(self) -> int:
+        a, b = self.row_range
+        return b - a
+
+    def split(self, max_rows: int) -> list["FitsFragment"]:
+        """Fragments of at most ``max_rows`` rows covering this one, in order."""
+        if isinstance(max_rows, bool) or int(max_rows) <= 0:
+            raise ValueError("max_rows must be > 0")
+        a, b = self.row_range
+        out = []
+        for s in range(a, b, int(max_rows)) if b > a else [a]:
+            out.append(FitsFragment(self.path, self.hdu, (s, min(s + int(max_rows), b)), schema=self._schema,
+                                    add_path_column=self.add_path_column, stats=self.stats))
+        return out
+
+    # -- scanning ---------------------------------------------------------------------------------
+    def scanner(self, schema: Any = None, columns: Any = None, filter: Any = None,
+                batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> "FitsScanner":
+        """A `FitsScanner` over this fragment (same arguments as `FitsDataset.scanner`)."""
+        target = schema if schema is not None else self.schema
+        return FitsScanner([self], target, columns=columns, filter=filter, batch_size=batch_size,
+                           path_columns=PATH_COLUMNS if self.add_path_column else (), **kwargs)
+
+    def to_batches(self, schema: Any = None, columns: Any = None, filter: Any = None,
+                   batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Iterator[Any]:
+        """Stream the fragment's (filtered, projected) rows as record batches."""
+        return self.scanner(schema, columns, filter, batch_size, **kwargs).to_batches()
+
+    def to_table(self, schema: Any = None, columns: Any = None, filter: Any = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
+        """The fragment's (filtered, projected) rows as a ``pyarrow.Table``."""
+        return self.scanner(schema, columns, filter, batch_size, **kwargs).to_table()
+
+    def count_rows(self, filter: Any = None, **kwargs: Any) -> int:
+        """Rows of the fragment (from the header alone when there is no filter)."""
+        if filter is None:
+            return self.num_rows
+        return self.scanner(filter=filter, **kwargs).count_rows()
+
+    def head(self, num_rows: int, columns: Any = None, filter: Any = None, **kwargs: Any) -> Any:
+        """The first ``num_rows`` (filtered) rows."""
+        return self.scanner(columns=columns, filter=filter, **kwargs).head(num_rows)
+
+    def take(self, indices: Any, columns: Any = None, filter: Any = None, **kwargs: Any) -> Any:
+        """Rows at ``indices`` (0-based within the fragment, after ``filter``)."""
+        return self.scanner(columns=columns, filter=filter, **kwargs).take(indices)
+
+
+def _rebuild_fragment(path: str, hdu: Any, row_range: tuple[int, int], schema: Any,
+                      add_path_column: bool, stats: Optional[FileStats]) -> FitsFragment:
+    return FitsFragment(path, hdu, row_range, schema=schema, add_path_column=add_path_column, stats=stats)
+
+
+def _with_path_columns(schema: Any, add: bool) -> Any:
+    if not add:
+        return schema
+    for name in PATH_COLUMNS:
+        if name in schema.names:
+            raise ValueError(f"add_path_column: the table already has a column named {name!r}")
+    return schema.append(pa.field("filename", pa.string())).append(pa.field("hdu", pa.int32()))
+
+
+# -- one fragment under one plan -------------------------------------------------------------------
+class _FragmentScan:
+    """A fragment under a plan: which conjuncts run in the decoder (predicate kernel, or pyarrow on
+    just-decoded filter columns), which after unification, and which row ranges stats exclude."""
+
+    def __init__(self, fragment: FitsFragment, plan: _Plan) -> None:
+        self.fragment = fragment
+        self.plan = plan
+        src = fragment._open()
+        self.src = src
+        file_names = {s.name for s in src.specs}
+        self.skip = False
+        pushed, late = [], []
+        path_values = {"filename": fragment.path, "hdu": fragment.hdu_index}
+        if plan.tree is not None:
+            for term in conjuncts(plan.tree):
+                cols = set(_expr.columns(term))
+                if cols and cols <= set(plan.path_columns):
+                    if not _constant_true(term, plan.schema, path_values):
+                        self.skip = True  # e.g. filename = 'other.fits': this file cannot match
+                elif cols <= file_names:
+                    pushed.append(term)
+                else:
+                    late.append(term)
+        pushed_tree = _and_all(pushed)
+        late_tree = _and_all(late)
+        late_expr = None if late_tree is None else _expr.to_pyarrow(late_tree, plan.schema)
+        late_cols = [] if late_tree is None else _expr.columns(late_tree)
+        if plan.opaque is not None:
+            late_expr = plan.opaque if late_expr is None else (late_expr & plan.opaque)
+            late_cols = list(dict.fromkeys(late_cols + _fields_of(plan.opaque, plan.schema.names)))
+        self.late = late_expr
+        wanted = list(dict.fromkeys(plan.projection + late_cols))
+        self.gather = wanted  # columns conformed before the late filter
+        self.decode = [n for n in wanted if n in file_names]
+        self._pushed = pushed_tree
+        self._file_names = file_names
+        self._scanner: Optional[Scanner] = None
+
+    @property
+    def scanner(self) -> Scanner:
+        """The file's planned scanner, built on first use (fragments statistics rule out never
+        pay for predicate planning)."""
+        if self._scanner is None:
+            try:
+                self._scanner = Scanner([self.src], columns=self.decode, filter=self._pushed,
+                                        batch_size=_WHOLE, schema_metadata=False)
+            except ValueError:
+                if self._pushed is None:
+                    raise
+                # the file's own types refuse a term the unified types accept: filter late instead
+                extra = _expr.to_pyarrow(self._pushed, self.plan.schema)
+                self.late = extra if self.late is None else (self.late & extra)
+                self.gather = list(dict.fromkeys(self.gather + _expr.columns(self._pushed)))
+                self.decode = [n for n in self.gather if n in self._file_names]
+                self._scanner = Scanner([self.src], columns=self.decode, batch_size=_WHOLE,
+                                        schema_metadata=False)
+        return self._scanner
+
+    def ranges(self, batch_size: int) -> list[tuple[int, int]]:
+        """Row ranges to read, in order: the fragment's rows minus chunks statistics exclude."""
+        if self.skip:
+            return []
+        a, b = self.fragment.row_range
+        kept = [(a, b)]
+        stats = self.fragment.stats
+        tree = self.plan.tree
+        if stats is not None and tree is not None and stats.nrows == self.src.nrows:
+            if not may_match(tree, stats.summary, stats.nrows):
+                return []
+            kept = []
+            for ch in stats.chunks:
+                lo, hi = max(ch.start, a), min(ch.stop, b)
+                if lo >= hi or not may_match(tree, ch.stats, ch.stop - ch.start):
+                    continue
+                if kept and kept[-1][1] == lo:
+                    kept[-1] = (kept[-1][0], hi)
+                else:
+                    kept.append((lo, hi))
+        out = []
+        for lo, hi in kept:
+            for s in range(lo, hi, batch_size):
+                out.append((s, min(s + batch_size, hi)))
+        return out
+
+    def run(self, rng: tuple[int, int]) -> Optional[Any]:
+        """Decode one row range → a batch in the plan's output schema, or None when empty."""
+        batches = list(self.scanner.with_row_slice(rng).to_batches())
+        if not batches:
+            return None
+        batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+        batch = self._conform(batch, self.gather)
+        if self.late is not None:
+            batch = pa.Table.from_batches([batch]).filter(self.late).combine_chunks()
+            batch = batch.select(self.plan.projection)
+            batch = batch.to_batches()[0] if batch.num_rows else None
+            if batch is None:
+                return None
+        return batch if batch.num_rows else None
+
+    def _conform(self, batch: Any, names: Sequence[str]) -> Any:
+        """Reorder, cast, null-fill and add path columns to match the dataset schema."""
+        schema = self.plan.schema
+        n = batch.num_rows
+        if not names:
+            return batch.select([])  # no columns, but the row count stays
+        arrays, fields = [], []
+        have = set(batch.schema.names)
+        for name in names:
+            target = schema.field(name)
+            if name in self.plan.path_columns and name not in have:
+                value = self.fragment.path if name == "filename" else self.fragment.hdu_index
+                arr = pa.repeat(pa.scalar(value, target.type), n)
+            elif name in have:
+                arr = batch.column(name)
+                if not arr.type.equals(target.type):
+                    arr = arr.cast(target.type)
+            else:
+                arr = pa.nulls(n, target.type)
+            arrays.append(arr)
+            fields.append(target)
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _fields_of(expression: Any, names: Sequence[str]) -> list[str]:
+    """The columns a pyarrow expression reads (every column when that cannot be told)."""
+    try:
+        from ..query.arrow import _decode_arrow_expression
+
+        raw = _decode_arrow_expression(expression)
+    except Exception:  # an undocumented encoding: decode everything rather than guess
+        return list(names)
+    found: list[str] = []
+    stack = [raw]
+    while stack:
+        node = stack.pop()
+        if node[0] == "field":
+            found.append(node[1])
+        elif node[0] == "call":
+            stack.extend(node[2])
+    if any(f not in names for f in found):
+        return list(names)
+    return [n for n in names if n in found]
+
+
+def _and_all(terms: list[Any]) -> Any:
+    tree = None
+    for t in terms:
+        tree = t if tree is None else _expr.And(tree, t)
+    return tree
+
+
+def _constant_true(term: Any, schema: Any, values: dict) -> bool:
+    """Evaluate a term over the path columns alone (one row)."""
+    table = pa.table({k: pa.array([v], schema.field(k).type) for k, v in values.items()})
+    return bool(table.filter(_expr.to_pyarrow(term, schema)).num_rows)
+
+
+# -- scanner ----------------------------------------------------------------------------------------
+class FitsScanner:
+    """A planned scan of fragments (what `FitsDataset.scanner` returns).
+
+    Mirrors ``pyarrow.dataset.Scanner``: `to_reader` (what DuckDB calls), `to_batches`,
+    `to_table`, `scan_batches`, `count_rows`, `head`, `take`, `projected_schema`,
+    `dataset_schema`, and ``__arrow_c_stream__``. Every call reads the files again.
+    """
+
+    def __init__(self, fragments: Sequence[FitsFragment], schema: Any, *, columns: Any = None,
+                 filter: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 path_columns: tuple[str, ...] = (), use_threads: bool = True,
+                 batch_readahead: Any = None, fragment_readahead: Any = None,
+                 fragment_scan_options: Any = None, cache_metadata: Any = None,
+                 memory_pool: Any = None) -> None:
+        try:
+            size = -1 if isinstance(batch_size, bool) else operator.index(batch_size)
+        except TypeError:
+            size = -1
+        if size <= 0:
+            raise ValueError("batch_size must be a positive integer")
+        if fragment_scan_options is not None:
+            raise NotImplementedError("fragment_scan_options are not supported by FITS datasets")
+        self._fragments = list(fragments)
+        self._plan = _make_plan(schema, columns, filter, path_columns)
+        self._batch_size = size
+        self._threads = bool(use_threads)
+        self._scans: Optional[list[_FragmentScan]] = None
+
+    @property
+    def dataset_schema(self) -> Any:
+        """The schema of the dataset (every column)."""
+        return self._plan.schema
+
+    @property
+    def projected_schema(self) -> Any:
+        """The schema of the results."""
+        return self._plan.out_schema
+
+    schema = projected_schema
+
+    def _planned(self) -> list[_FragmentScan]:
+        if self._scans is None:
+            self._scans = [_FragmentScan(f, self._plan) for f in self._fragments]
+        return self._scans
+
+    def _tasks(self) -> list[tuple[_FragmentScan, tuple[int, int]]]:
+        tasks = []
+        for fs in self._planned():
+            ranges = fs.ranges(self._batch_size)
+            if ranges:
+                fs.scanner  # noqa: B018 - plan here, once, not racing in the workers
+                tasks += [(fs, r) for r in ranges]
+        return tasks
+
+    def _stream(self) -> Iterator[tuple[Any, FitsFragment]]:
+        tasks = self._tasks()
+        width = max(2, 2 * default_threads()) if self._threads else 1
+        # waves keep memory bounded while the pool decodes several chunks at once
+        for i in range(0, len(tasks), width):
+            wave = tasks[i:i + width]
+            results = run_parallel(lambda t: t[0].run(t[1]), wave) if self._threads else [t[0].run(t[1]) for t in wave]
+            for (fs, _), batch in zip(wave, results):
+                if batch is not None:
+                    yield batch, fs.fragment
+
+    def to_batches(self) -> Iterator[Any]:
+        """Stream record batches (at most ``batch_size`` rows each; empty ones skipped)."""
+        for batch, _ in self._stream():
+            yield batch
+
+    def scan_batches(self) -> Iterator[TaggedRecordBatch]:
+        """Stream ``(record_batch, fragment)`` pairs."""
+        for batch, frag in self._stream():
+            yield TaggedRecordBatch(batch, frag)
+
+    def to_reader(self) -> Any:
+        """A ``pyarrow.RecordBatchReader`` (DuckDB reads datasets through this)."""
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    def to_table(self) -> Any:
+        """Every selected row as a ``pyarrow.Table``."""
+        tasks = self._tasks()
+        run = (lambda t: t[0].run(t[1]))
+        results = run_parallel(run, tasks) if self._threads else [run(t) for t in tasks]
+        return pa.Table.from_batches([b for b in results if b is not None], schema=self.projected_schema)
+
+    def count_rows(self) -> int:
+        """Selected rows: from the headers (and statistics) alone when there is no filter."""
+        plan = self._plan
+        if plan.tree is None and plan.opaque is None:
+            return sum(f.num_rows for f in self._fragments)
+
+        def count(t: tuple[_FragmentScan, tuple[int, int]]) -> int:
+            fs, rng = t
+            scanner = fs.scanner  # planning may move terms to the late filter
+            if fs.late is None:
+                return scanner.with_row_slice(rng).count_rows()
+            batch = fs.run(rng)
+            return 0 if batch is None else batch.num_rows
+
+        # only the filter's columns are needed to count
+        counting = FitsScanner(self._fragments, plan.schema, columns=[], batch_size=self._batch_size,
+                               path_columns=plan.path_columns)
+        counting._plan = _Plan(plan.schema, [], plan.tree, plan.opaque, plan.path_columns)
+        tasks = counting._tasks()
+        return sum(run_parallel(count, tasks) if self._threads else [count(t) for t in tasks])
+
+    def head(self, num_rows: int) -> Any:
+        """The first ``num_rows`` selected rows as a ``pyarrow.Table``."""
+        if num_rows < 0:
+            raise ValueError("num_rows must be >= 0")
+        got, have = [], 0
+        if num_rows:
+            for fs, rng in self._tasks():
+                batch = fs.run(rng)
+                if batch is None:
+                    continue
+                got.append(batch.slice(0, num_rows - have))
+                have += got[-1].num_rows
+                if have >= num_rows:
+                    break
+        return pa.Table.from_batches(got, schema=self.projected_schema)
+
+    def take(self, indices: Any) -> Any:
+        """Rows at ``indices`` (0-based positions in the scan's result)."""
+        idx = pa.array(indices, pa.int64()) if not isinstance(indices, (pa.Array, pa.ChunkedArray)) else indices
+        if self._plan.tree is not None or self._plan.opaque is not None:
+            return self.to_table().take(idx)
+        import numpy as np
+
+        positions = np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)
+        total = sum(f.num_rows for f in self._fragments)
+        if positions.size and (positions.min() < -total or positions.max() >= total):
+            raise IndexError(f"take: index out of range for {total} rows")
+        positions = np.where(positions < 0, positions + total, positions)
+        starts = np.cumsum([0] + [f.num_rows for f in self._fragments])
+        which = np.searchsorted(starts, positions, side="right") - 1
+        pieces, order = [], []
+        for k in np.unique(which):
+            frag = self._fragments[int(k)]
+            mask = which == k
+            local = positions[mask] - starts[k] + frag.row_range[0]
+            fs = _FragmentScan(frag, self._plan)
+            fs.scanner  # noqa: B018 - settles which columns the file decodes
+            sc = Scanner([fs.src], columns=fs.decode, rows=local, batch_size=_WHOLE, schema_metadata=False)
+            for batch in sc.to_batches():
+                pieces.append(fs._conform(batch, self._plan.projection))
+            order.append(np.nonzero(mask)[0])
+        table = pa.Table.from_batches(pieces, schema=self.projected_schema)
+        if not order:
+            return table
+        inverse = np.empty(positions.size, np.int64)
+        inverse[np.concatenate(order)] = np.arange(positions.size)
+        return table.take(pa.array(inverse))
+
+
+# -- dataset ----------------------------------------------------------------------------------------
+def _unify(schemas: Sequence[Any], paths: Sequence[str]) -> Any:
+    """One schema from many files: columns by name in first-seen order; numeric columns widen;
+    any other type difference is an error naming both files."""
+    fields: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for schema, path in zip(schemas, paths):
+        for f in schema:
+            if f.name not in fields:
+                fields[f.name], origin[f.name] = f, path
+                continue
+            have = fields[f.name]
+            if have.type.equals(f.type):
+                continue
+            wider = _widen(have.type, f.type)
+            if wider is None:
+                raise TypeError(f"column {f.name!r} is {have.type} in {origin[f.name]} but {f.type} "
+                                f"in {path}; pass schema= to choose one")
+            fields[f.name] = have.with_type(wider)
+    return pa.schema(list(fields.values()))
+
+
+def _widen(a: Any, b: Any) -> Any:
+    t = pa.types
+    if t.is_floating(a) and t.is_floating(b):
+        return a if a.bit_width >= b.bit_width else b
+    if t.is_integer(a) and t.is_integer(b):
+        if t.is_signed_integer(a) == t.is_signed_integer(b):
+            return a if a.bit_width >= b.bit_width else b
+        signed, unsigned = (a, b) if t.is_signed_integer(a) else (b, a)
+        if signed.bit_width > unsigned.bit_width:
+            return signed
+        return {8: pa.int16(), 16: pa.int32(), 32: pa.int64()}.get(unsigned.bit_width)
+    if (t.is_integer(a) and t.is_floating(b)) or (t.is_floating(a) and t.is_integer(b)):
+        return pa.float64()
+    return None
+
+
+class FitsDataset(pds.Dataset):
+    """A ``pyarrow.dataset.Dataset`` over table HDUs of FITS files (build it with `dataset`).
+
+    Projection and filters (``pyarrow.compute.Expression`` or where-strings) reach the decoder:
+    predicate terms the kernel supports run on the raw bytes, other terms run in pyarrow on the
+    filter columns first, and only the selected rows of the other columns are then decoded.
+    Sidecar statistics (``torchfits index build``) skip files and row chunks that cannot match.
+
+    Functions of pyarrow that need a native dataset (``pyarrow.dataset.Scanner.from_dataset``,
+    ``pyarrow.dataset.dataset([...])`` of datasets, Acero plans) cannot take this one: call
+    `scanner`, `to_table` or `to_batches` instead.
+    """
+
+    def __init__(self, fragments: Sequence[FitsFragment], schema: Any, *, add_path_column: bool = False,
+                 filter: Any = None, index_path: Optional[str] = None) -> None:
+        # The native base is deliberately left uninitialised; every public method is overridden.
+        self._fragments = list(fragments)
+        self._schema = schema
+        self._add_path_column = bool(add_path_column)
+        self._filter = filter
+        self._index_path = index_path
+
+    def __reduce__(self) -> Any:
+        return (FitsDataset._restore, (self._fragments, self._schema, self._add_path_column,
+                                       self._filter, self._index_path))
+
+    @classmethod
+    def _restore(cls, fragments: list, schema: Any, add_path_column: bool, filter: Any,
+                 index_path: Optional[str]) -> "FitsDataset":
+        return cls(fragments, schema, add_path_column=add_path_column, filter=filter, index_path=index_path)
+
+    def __repr__(self) -> str:
+        paths = self.files
+        more = f" +{len(paths) - 1} files" if len(paths) > 1 else ""
+        return f"<FitsDataset {paths[0] if paths else ''!r}{more}, {len(self._schema)} columns>"
+
+    # -- properties -------------------------------------------------------------------------------
+    @property
+    def schema(self) -> Any:
+        """The unified Arrow schema (plus ``filename``/``hdu`` with ``add_path_column``)."""
+        return self._schema
+
+    @property
+    def files(self) -> list[str]:
+        """The files, in scan order."""
+        return list(dict.fromkeys(f.path for f in self._fragments))
+
+    @property
+    def index_path(self) -> Optional[str]:
+        """The statistics sidecar in use, if any."""
+        return self._index_path
+
+    @property
+    def partition_expression(self) -> Any:
+        """Always true: there is no directory partitioning."""
+        return pc.scalar(True)
+
+    # -- scanning ---------------------------------------------------------------------------------
+    def scanner(self, columns: Any = None, filter: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                **kwargs: Any) -> FitsScanner:
+        """Plan a scan.
+
+        Parameters
+        ----------
+        columns : list of str, optional
+            Projection (default: every column); the decoder only decodes these and the filter's.
+        filter : pyarrow.compute.Expression or str, optional
+            A predicate (a where-string is parsed with the native dialect); ANDed with the
+            dataset's own filter (see `filter`).
+        batch_size : int
+            Most rows per batch.
+        **kwargs
+            ``use_threads`` (default True); pyarrow's ``batch_readahead``, ``fragment_readahead``,
+            ``cache_metadata`` and ``memory_pool`` are accepted and ignored.
+
+        Returns
+        -------
+        FitsScanner
+        """
+        return FitsScanner(self._fragments, self._schema, columns=columns,
+                           filter=_combine(self._filter, filter), batch_size=batch_size,
+                           path_columns=PATH_COLUMNS if self._add_path_column else (), **kwargs)
+
+    def to_batches(self, columns: Any = None, filter: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                   **kwargs: Any) -> Iterator[Any]:
+        """Stream record batches (what Polars' ``scan_pyarrow_dataset`` calls)."""
+        return self.scanner(columns, filter, batch_size, **kwargs).to_batches()
+
+    def to_table(self, columns: Any = None, filter: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 **kwargs: Any) -> Any:
+        """Read the selected rows and columns into a ``pyarrow.Table``."""
+        return self.scanner(columns, filter, batch_size, **kwargs).to_table()
+
+    def count_rows(self, filter: Any = None, batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> int:
+        """Rows matching ``filter``: from the headers alone without one."""
+        return self.scanner(None, filter, batch_size, **kwargs).count_rows()
+
+    def head(self, num_rows: int, columns: Any = None, filter: Any = None,
+             batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
+        """The first ``num_rows`` selected rows."""
+        return self.scanner(columns, filter, batch_size, **kwargs).head(num_rows)
+
+    def take(self, indices: Any, columns: Any = None, filter: Any = None,
+             batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> Any:
+        """Rows at ``indices`` (0-based, across files in order; after ``filter`` if given)."""
+        return self.scanner(columns, filter, batch_size, **kwargs).take(indices)
+
+    def get_fragments(self, filter: Any = None) -> Iterator[FitsFragment]:
+        """The fragments (one per file by default), skipping those statistics rule out."""
+        if filter is None and self._filter is None:
+            yield from self._fragments
+            return
+        plan = _make_plan(self._schema, [], _combine(self._filter, filter),
+                          PATH_COLUMNS if self._add_path_column else ())
+        for frag in self._fragments:
+            if _FragmentScan(frag, plan).ranges(_WHOLE):
+                yield frag
+
+    # -- derived datasets -------------------------------------------------------------------------
+    def filter(self, expression: Any) -> "FitsDataset":
+        """A dataset whose scans apply ``expression`` (ANDed with any filter given later)."""
+        _make_plan(self._schema, [], expression, PATH_COLUMNS if self._add_path_column else ())
+        return FitsDataset(self._fragments, self._schema, add_path_column=self._add_path_column,
+                           filter=_combine(self._filter, expression), index_path=self._index_path)
+
+    def replace_schema(self, schema: Any) -> "FitsDataset":
+        """The same files read into ``schema`` (missing columns null, others cast)."""
+        frags = [FitsFragment(f.path, f.hdu, f.row_range, schema=schema, add_path_column=f.add_path_column,
+                              stats=f.stats) for f in self._fragments]
+        return FitsDataset(frags, schema, add_path_column=self._add_path_column, filter=self._filter,
+                           index_path=self._index_path)
+
+    def split(self, max_rows: int) -> "FitsDataset":
+        """The same dataset with fragments of at most ``max_rows`` rows (finer parallel units)."""
+        frags = [g for f in self._fragments for g in f.split(max_rows)]
+        return FitsDataset(frags, self._schema, add_path_column=self._add_path_column, filter=self._filter,
+                           index_path=self._index_path)
+
+    def sort_by(self, sorting: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("FitsDataset.sort_by is not supported: use "
+                                  "ds.to_table(...).sort_by(...) or SQL ORDER BY")
+
+    def join(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("FitsDataset.join is not supported: join ds.to_table(...) or use "
+                                  "torchfits.sql / DuckDB")
+
+    def join_asof(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("FitsDataset.join_asof is not supported: use ds.to_table(...) first")
+
+
+def _not_supported(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"FitsDataset.{name} is not supported (it needs a native pyarrow "
+                                  "dataset); use scanner(), to_table() or to_batches()")
+
+    method.__name__ = name
+    return method
+
+
+# Whatever pyarrow adds to Dataset in future must not reach the uninitialised native object.
+for _name in dir(pds.Dataset):
+    if not _name.startswith("_") and _name not in FitsDataset.__dict__:
+        setattr(FitsDataset, _name, _not_supported(_name))
+del _name
+
+
+def dataset(source: Any, hdu: Any = 1, *, schema: Any = None, add_path_column: bool = False,
+            index: Any = None, storage_options: Optional[dict] = None) -> FitsDataset:
+    """Open FITS tables as one ``pyarrow.dataset.Dataset`` that DuckDB and Polars push into.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, glob, directory, or a list of them
+        The files (a directory means its ``*.fit*`` files).
+    hdu : int or str
+        The table HDU, by index or EXTNAME, in every file.
+    schema : pyarrow.Schema, optional
+        The dataset schema; default: the files' schemas unified by column name (missing columns
+        read as nulls, integer and float columns widened; other differences raise TypeError).
+    add_path_column : bool
+        Add ``filename`` (string) and ``hdu`` (int32) columns; filters on them skip files.
+    index : None, False, str or os.PathLike
+        Statistics sidecar (``_torchfits_index.json``, written by ``torchfits index build``);
+        None looks for one in the directory, False uses none.
+    storage_options : dict, optional
+        Reserved for remote sources.
+
+    Returns
+    -------
+    FitsDataset
+    """
+    if storage_options:
+        raise NotImplementedError("remote sources (storage_options) are not supported yet")
+    paths = resolve_sources(source)
+    if not paths:
+        raise FileNotFoundError(f"no files in {source!r}")
+    sources = run_parallel(lambda p: TableSource.open(p, hdu), paths)
+    if schema is None:
+        schema = _unify([arrow_schema(s.specs) for s in sources], paths)
+    elif not isinstance(schema, pa.Schema):
+        raise TypeError("schema must be a pyarrow.Schema")
+    schema = _with_path_columns(schema, add_path_column)
+    stats_index: Optional[StatsIndex]
+    if index is False:
+        stats_index = None
+    elif index is None:
+        stats_index = find_index(paths, source)
+    else:
+        stats_index = load_index(index)
+    fragments = []
+    for path, src in zip(paths, sources):
+        stats = stats_index.lookup(path, src.entry.index) if stats_index is not None else None
+        fragments.append(FitsFragment(path, hdu, (0, src.nrows), schema=schema,
+                                      add_path_column=add_path_column, stats=stats, _source=src))
+    return FitsDataset(fragments, schema, add_path_column=add_path_column,
+                       index_path=None if stats_index is None else stats_index.path)

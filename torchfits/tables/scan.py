@@ -1,0 +1,506 @@
+"""The table scanner: projection, row selection and where-pushdown over FITS tables → Arrow.
+
+Rows are filtered on the predicate's columns first; only the selected rows of the projected
+columns are then decoded (late materialisation). Batches stream, so memory is bounded by
+``batch_size`` rows.
+"""
+from __future__ import annotations
+
+import copy
+import glob as _glob
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+from ..query import expr as _expr
+from ..fits.columns import ColumnSpec, parse_columns
+from ..fits.hdu_index import HduEntry, HduIndex, get_index
+from ..fits.paths import fspath
+from ..query.pushdown import plan_pushdown
+from .decode import arrow_schema, decode_table, select_columns
+from ..errors import HDUTypeError, UnsupportedColumnError
+
+__all__ = ["scan", "Scanner", "TableSource", "resolve_sources"]
+
+_WHOLE = 1 << 62  # a batch size meaning "everything in one batch"
+
+
+@dataclass
+class TableSource:
+    """One table HDU of one file version: its layout, column specs and byte views."""
+
+    path: str
+    index: HduIndex
+    entry: HduEntry
+    specs: list[ColumnSpec]
+
+    @classmethod
+    def open(cls, path: Any, hdu: Any = 1) -> "TableSource":
+        index = get_index(path)
+        if hdu is None or (isinstance(hdu, str) and hdu.lower() == "auto"):
+            raise ValueError("an explicit table HDU (index or EXTNAME) is required")
+        entry = index.resolve(hdu)
+        if not entry.is_table:
+            raise HDUTypeError(
+                f"{index.path}: HDU {entry.index} is not a table (type={entry.kind}): "
+                "Failed to get table dimensions"
+            )
+        specs = parse_columns(index.header_view(entry), "bintable" if entry.kind == "bintable" else "table")
+        return cls(index.path, index, entry, specs)
+
+    @property
+    def nrows(self) -> int:
+        return self.entry.nrows
+
+    @property
+    def header(self) -> Any:
+        return self.index.header_view(self.entry)
+
+    def buffers(self) -> tuple[memoryview, memoryview]:
+        """Row bytes and heap, clipped to what the file holds (rows past a truncation raise)."""
+        buf = self.index.source.buffer()
+        e = self.entry
+        size = self.index.size
+        rows_end = min(e.data_offset + e.nrows * e.row_bytes, size)
+        heap_end = min(e.heap_offset + e.heap_size, size)
+        rows = buf[e.data_offset:rows_end]
+        heap = buf[e.heap_offset:heap_end] if e.heap_offset < heap_end else buf[0:0]
+        return rows, heap
+
+    def decode(self, *, columns: Any, rows: Optional[np.ndarray] = None,
+               row_range: Optional[tuple[int, int]] = None, options: dict) -> Any:
+        data, heap = self.buffers()
+        return decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
+                            columns=columns, rows=rows, row_range=row_range, **options)
+
+
+def _refuse_complex(tree: Any, complex_cols: set) -> None:
+    refused = [c for c in _expr.columns(tree) if c in complex_cols]
+    if refused:
+        raise UnsupportedColumnError(
+            f"complex columns {refused} cannot be filtered on Arrow paths; read them with read_torch")
+
+
+def _is_glob(text: str) -> bool:
+    return any(ch in text for ch in "*?[")
+
+
+def resolve_sources(source: Any) -> list[str]:
+    """A path, an ``os.PathLike``, a glob, a directory (its ``*.fits*``) or a list of them."""
+    if isinstance(source, (list, tuple)):
+        out: list[str] = []
+        for item in source:
+            out += resolve_sources(item)
+        return out
+    path = fspath(source)
+    if "://" in path:
+        raise NotImplementedError(f"remote sources are not supported yet: {path}")
+    if os.path.isdir(path):
+        found = sorted(p for p in _glob.glob(os.path.join(path, "*.fit*")) if os.path.isfile(p))
+        if not found:
+            raise FileNotFoundError(f"no FITS files (*.fit*) in directory {path}")
+        return found
+    if not os.path.exists(path) and _is_glob(path):
+        found = sorted(_glob.glob(path))
+        if not found:
+            raise FileNotFoundError(f"no files match {path!r}")
+        return found
+    return [path]
+
+
+def validate_row_slice(row_slice: Any) -> Optional[tuple[int, Optional[int]]]:
+    if row_slice is None:
+        return None
+    if isinstance(row_slice, slice):
+        if row_slice.step not in (None, 1):
+            raise ValueError("row_slice step must be 1 (contiguous rows only)")
+        start, stop = row_slice.start, row_slice.stop
+    elif isinstance(row_slice, tuple):
+        if len(row_slice) != 2:
+            raise ValueError("row_slice tuple must have 2 items: (start, stop)")
+        start, stop = row_slice
+    else:
+        raise ValueError("row_slice must be a slice, (start, stop), or None")
+    start = 0 if start is None else int(start)
+    if start < 0:
+        raise ValueError("row_slice start must be >= 0")
+    if stop is not None and int(stop) < 0:
+        raise ValueError("row_slice has a negative stop; use an explicit row count")
+    return start, None if stop is None else int(stop)
+
+
+def _validate_rows(rows: Any, nrows: int) -> np.ndarray:
+    arr = np.asarray(rows)
+    if arr.size == 0:
+        return np.empty(0, np.int64)
+    if arr.dtype.kind not in "iu" or arr.ndim != 1:
+        raise ValueError("rows must be a 1-D sequence of integer row indices")
+    arr = arr.astype(np.int64)
+    if (arr < 0).any():
+        raise ValueError("rows must be non-negative (0-based row indices)")
+    bad = arr[arr >= nrows]
+    if bad.size:
+        raise IndexError(f"row {int(bad[0])} out of range for a {nrows}-row table")
+    return arr
+
+
+class Scanner:
+    """A lazy scan of one or more FITS tables; every ``to_*`` call reads the file(s) again.
+
+    Build it with `scan`. Results stream as Arrow record batches of at most ``batch_size`` rows.
+    """
+
+    def __init__(self, sources: Sequence[TableSource], *, columns: Any = None, where: Any = None,
+                 filter: Any = None, rows: Any = None, row_slice: Any = None,
+                 batch_size: int = 65_536, threads: Optional[int] = None,
+                 mapping: str = "native", decode_bytes: bool = True, strip: bool = True,
+                 encoding: str = "ascii", apply_nulls: bool = True, field_metadata: bool = True,
+                 schema_metadata: bool = True, pushdown: bool = True) -> None:
+        if not sources:
+            raise ValueError("nothing to scan")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+            raise ValueError("batch_size must be > 0")
+        if rows is not None and row_slice is not None:
+            raise ValueError("Only one of rows or row_slice may be provided")
+        self._sources = list(sources)
+        first = self._sources[0]
+        self._projection = [s.name for s in select_columns(first.specs, columns)]
+        for src in self._sources[1:]:
+            names = [s.name for s in select_columns(src.specs, self._projection)]
+            if names != self._projection:
+                raise ValueError(f"{src.path}: columns differ from {first.path}")
+        self._batch_size = int(batch_size)
+        self._row_slice = validate_row_slice(row_slice)
+        self._rows = None if rows is None else [_validate_rows(rows, s.nrows) for s in self._sources]
+        self._options: dict[str, Any] = dict(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
+                             encoding=encoding, apply_nulls=apply_nulls, threads=threads,
+                             metadata=field_metadata)
+        self._schema_metadata = schema_metadata
+        self._predicate_options = {**self._options, "decode_bytes": True, "strip": True}
+        self._pushdown = pushdown
+        self._plan_predicate(where, filter)
+
+    # -- planning ---------------------------------------------------------------------------------
+    def _plan_predicate(self, where: Any, filter: Any) -> None:
+        """Split the predicate: top-level AND terms the row kernel can run on raw bytes, and a
+        residual pyarrow Expression (with the columns it needs decoded)."""
+        self._kernel: list = []
+        self._kernel_ordered = False
+        self._residual = None
+        self._residual_columns: list[str] = []
+        if where is None and filter is None:
+            return
+        if isinstance(filter, str):
+            where = filter if where is None else f"({where}) AND ({filter})"
+            filter = None
+        first = self._sources[0]
+        # Predicates see strings decoded and stripped whatever the output options (1.x §8.4);
+        # complex columns have no compat Arrow type and can only be refused if referenced.
+        complex_cols = {s.name for s in first.specs if s.code in "CM"} \
+            if self._options["mapping"] == "compat" else set()
+        typed = [s for s in first.specs if s.name not in complex_cols]
+        names = [s.name for s in first.specs]
+        schema = arrow_schema(typed, mapping=self._options["mapping"], decode_bytes=True)
+        types = {s.name: schema.field(s.name).type for s in typed}
+        tree: Any = None
+        if where is not None:
+            if not isinstance(where, str) or not where.strip():
+                raise ValueError("where must be a non-empty string expression")
+            tree = _expr.parse(where, columns=set(names))
+            _refuse_complex(tree, complex_cols)
+            _expr.validate(tree, types)
+        opaque = None  # a pyarrow filter our tree cannot represent
+        if filter is not None:
+            # An already-translated tree (datasets translate once per scan) or a pyarrow
+            # Expression, decoded with the column types so NaN guards go on float columns only.
+            parsed = filter if isinstance(filter, _expr.Expr) else _expr.from_pyarrow(filter, types)
+            if parsed is None:
+                opaque = filter
+            else:
+                _refuse_complex(parsed, complex_cols)
+                _expr.validate(parsed, types)
+                tree = parsed if tree is None else _expr.And(tree, parsed)  # type: ignore[arg-type]
+        residual_tree = tree
+        if tree is not None and self._pushdown:
+            self._kernel, residual_tree = plan_pushdown(
+                tree, first.specs, types, mapping=self._options["mapping"],
+                apply_nulls=self._options["apply_nulls"])
+        parts = [] if residual_tree is None else [_expr.to_pyarrow(residual_tree, schema)]
+        needed = [] if residual_tree is None else _expr.columns(residual_tree)
+        if opaque is not None:
+            parts.append(opaque)
+            needed = names
+        if parts:
+            residual = parts[0]
+            for p in parts[1:]:
+                residual = residual & p
+            self._residual = residual
+            self._residual_columns = list(dict.fromkeys(needed))
+
+    @property
+    def _has_predicate(self) -> bool:
+        return bool(self._kernel) or self._residual is not None
+
+    @property
+    def schema(self) -> Any:
+        """The Arrow schema of the results (projected columns, FITS metadata attached)."""
+        first = self._sources[0]
+        schema = arrow_schema(first.specs, columns=self._projection, **self._schema_options())
+        return schema.with_metadata(self._table_metadata(first)) if self._schema_metadata else schema
+
+    def _schema_options(self) -> dict:
+        o = self._options
+        return dict(mapping=o["mapping"], decode_bytes=o["decode_bytes"], metadata=o["metadata"])
+
+    def _table_metadata(self, src: TableSource) -> dict:
+        meta = {b"fits_hdu": str(src.entry.index).encode(), b"fits_path": src.path.encode()}
+        if src.entry.extname:
+            meta[b"fits_extname"] = src.entry.extname.encode()
+        meta[b"fits_header"] = src.header.tostring(padding=False).encode("ascii", "replace")
+        return meta
+
+    # -- execution --------------------------------------------------------------------------------
+    def _chunks(self, k: int, src: TableSource) -> Iterator[tuple[Any, Any]]:
+        bs = self._batch_size
+        if self._rows is not None:
+            rows = self._rows[k]
+            for a in range(0, len(rows), bs):
+                yield rows[a:a + bs], None
+            return
+        start, stop = (0, src.nrows) if self._row_slice is None else self._row_slice
+        stop = src.nrows if stop is None else min(stop, src.nrows)
+        for a in range(start, stop, bs):
+            yield None, (a, min(a + bs, stop))
+
+    def _order_kernel(self, data: Any, row_bytes: int, rows: Any, rng: Any) -> None:
+        """Run the most selective kernel term first: each term is tried alone on a sample of the
+        first chunk and the terms are sorted by how many rows they keep. Terms are ANDed, so
+        the order changes the work, never the result."""
+        sample = 4096
+        self._kernel_ordered = True
+        n = len(rows) if rows is not None else rng[1] - rng[0]
+        if n < 4 * sample:
+            return  # a small first chunk: sampling would cost more than any reordering saves
+        kept = []
+        for plan in self._kernel:
+            if rows is not None:
+                kept.append(plan.select(data, row_bytes, rows=rows[:sample]).size)
+            else:
+                kept.append(plan.select(data, row_bytes, first=rng[0],
+                                        count=min(sample, rng[1] - rng[0])).size)
+        order = sorted(range(len(self._kernel)), key=kept.__getitem__)
+        self._kernel = [self._kernel[i] for i in order]
+
+    def _select(self, src: TableSource, rows: Optional[np.ndarray],
+                rng: Any) -> tuple[Any, Any]:
+        """Evaluate the predicate on one chunk → (selected absolute rows, a decoded batch of
+        exactly those rows holding the residual's columns, or None)."""
+        import pyarrow as pa
+
+        candidates = rows
+        if self._kernel:
+            data, _ = src.buffers()
+            last = int(rows.max()) if rows is not None and rows.size else (rng[1] - 1 if rng else -1)
+            if (last + 1) * src.entry.row_bytes > len(data):
+                src.index.check_data(src.entry, (last + 1) * src.entry.row_bytes)
+            if len(self._kernel) > 1 and not self._kernel_ordered:
+                self._order_kernel(data, src.entry.row_bytes, rows, rng)
+            for plan in self._kernel:
+                if candidates is not None:
+                    candidates = plan.select(data, src.entry.row_bytes, rows=candidates)
+                else:
+                    candidates = plan.select(data, src.entry.row_bytes, first=rng[0],
+                                             count=rng[1] - rng[0])
+                if not candidates.size:
+                    break
+            rng = None
+            if self._residual is None:
+                return candidates, None
+        if candidates is not None and candidates.size == 0:
+            return candidates, None
+        batch = src.decode(columns=self._residual_columns, rows=candidates, row_range=rng,
+                           options=self._predicate_options)
+        positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
+        table = pa.Table.from_batches([batch]).append_column("__torchfits_row__", positions)
+        kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
+        selected = candidates[kept] if candidates is not None else kept + rng[0]
+        return selected, batch.take(pa.array(kept))
+
+    def _batches_of(self, k: int, src: TableSource) -> Iterator[Any]:
+        meta = self._table_metadata(src) if self._schema_metadata else None
+        for rows, rng in self._chunks(k, src):
+            if not self._has_predicate:
+                batch = src.decode(columns=self._projection, rows=rows, row_range=rng, options=self._options)
+            else:
+                selected, decoded = self._select(src, rows, rng)
+                if selected.size == 0:
+                    continue
+                if (decoded is not None and set(self._projection) <= set(self._residual_columns)
+                        and self._predicate_options == self._options):
+                    # Everything projected is already decoded: gather, don't decode again.
+                    batch = decoded.select(self._projection)
+                else:
+                    batch = src.decode(columns=self._projection, rows=selected, options=self._options)
+            yield batch.replace_schema_metadata(meta) if meta is not None else batch
+
+    def selected_rows(self) -> list[np.ndarray]:
+        """For each file, the 0-based row numbers the scan yields, in order (no column is
+        decoded beyond what the predicate needs)."""
+        out = []
+        for k, src in enumerate(self._sources):
+            parts = []
+            for rows, rng in self._chunks(k, src):
+                if self._has_predicate:
+                    parts.append(self._select(src, rows, rng)[0])
+                else:
+                    parts.append(rows if rows is not None else np.arange(rng[0], rng[1], dtype=np.int64))
+            out.append(np.concatenate(parts) if parts else np.empty(0, np.int64))
+        return out
+
+    def to_batches(self) -> Iterator[Any]:
+        """Stream ``pyarrow.RecordBatch`` objects (empty batches are skipped)."""
+        for k, src in enumerate(self._sources):
+            yield from self._batches_of(k, src)
+
+    def to_reader(self) -> Any:
+        """A ``pyarrow.RecordBatchReader`` over the scan."""
+        import pyarrow as pa
+
+        return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    def to_arrow(self) -> Any:
+        """The whole result as a ``pyarrow.Table`` (one chunk per file)."""
+        import pyarrow as pa
+
+        # Materialising anyway: decode each file in one call (the decoder threads over row
+        # chunks itself) instead of streaming many small batches and concatenating them.
+        whole = self._with_batch_size(_WHOLE)
+        return pa.Table.from_batches(list(whole.to_batches()), schema=self.schema)
+
+    to_table = to_arrow
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """The result as a ``pandas.DataFrame`` (needs pandas)."""
+        return self.to_arrow().to_pandas(**kwargs)
+
+    def to_polars(self) -> Any:
+        """The result as a ``polars.DataFrame`` (needs polars)."""
+        try:
+            import polars as pl
+        except ImportError as exc:
+            raise ImportError("polars is required for to_polars(): pip install polars") from exc
+        return pl.from_arrow(self.to_arrow())
+
+    def to_numpy(self) -> dict[str, np.ndarray]:
+        """``{column: ndarray}``: fixed-size lists become (N, ...) arrays, floats with nulls NaN,
+        other columns with nulls masked arrays, strings ``str`` arrays, lists object arrays."""
+        from .arrow_numpy import table_to_numpy
+
+        return table_to_numpy(self.to_arrow())
+
+    def to_torch(self, device: Any = "cpu", dtype: Any = None) -> dict[str, Any]:
+        """``{column: torch.Tensor}`` for numeric and boolean columns (needs torch)."""
+        from .arrow_numpy import numpy_to_torch
+
+        return numpy_to_torch(self.to_numpy(), device=device, dtype=dtype, exclusive=True)
+
+    def to_torch_batches(self, batch_size: Optional[int] = None, device: Any = "cpu",
+                         dtype: Any = None) -> Iterator[dict[str, Any]]:
+        """Stream ``{column: tensor}`` dicts of at most ``batch_size`` rows."""
+        import pyarrow as pa
+
+        from .arrow_numpy import numpy_to_torch, table_to_numpy
+
+        scanner = self if batch_size is None else self._with_batch_size(batch_size)
+        for batch in scanner.to_batches():
+            yield numpy_to_torch(table_to_numpy(pa.Table.from_batches([batch])), device=device,
+                                 dtype=dtype, exclusive=True)
+
+    def _with_batch_size(self, batch_size: int) -> "Scanner":
+        if isinstance(batch_size, bool) or int(batch_size) <= 0:
+            raise ValueError("batch_size must be > 0")
+        clone = copy.copy(self)
+        clone._batch_size = int(batch_size)
+        return clone
+
+    def with_row_slice(self, row_slice: Any) -> "Scanner":
+        """A copy limited to a 0-based half-open row range of every source, sharing this
+        scanner's plan (dataset fragments scan row chunks without planning again)."""
+        clone = copy.copy(self)
+        clone._row_slice = validate_row_slice(row_slice)
+        clone._rows = None
+        return clone
+
+    def count_rows(self) -> int:
+        """Rows the scan yields: from the headers alone when there is no predicate."""
+        if not self._has_predicate:
+            total = 0
+            for k, src in enumerate(self._sources):
+                for rows, rng in self._chunks(k, src):
+                    total += len(rows) if rows is not None else rng[1] - rng[0]
+            return total
+        return sum(len(self._select(src, rows, rng)[0])
+                   for k, src in enumerate(self._sources) for rows, rng in self._chunks(k, src))
+
+    def head(self, n: int = 5) -> Any:
+        """The first ``n`` result rows as a ``pyarrow.Table``."""
+        import pyarrow as pa
+
+        got: list[Any] = []
+        have = 0
+        for batch in self._with_batch_size(min(self._batch_size, max(n, 1))).to_batches():
+            got.append(batch.slice(0, n - have))
+            have += got[-1].num_rows
+            if have >= n:
+                break
+        return pa.Table.from_batches(got, schema=self.schema)
+
+    def __repr__(self) -> str:
+        files = len(self._sources)
+        return (f"Scanner({self._sources[0].path!r}{f' +{files - 1} files' if files > 1 else ''}, "
+                f"columns={self._projection}, kernel={bool(self._kernel)}, residual={self._residual is not None})")
+
+
+def scan(source: Any, hdu: Any = 1, *, columns: Any = None, where: Optional[str] = None,
+         filter: Any = None, rows: Any = None, row_slice: Any = None, batch_size: int = 65_536,
+         threads: Optional[int] = None, storage_options: Optional[dict] = None) -> Scanner:
+    """Scan a FITS table (or several with the same columns) into Arrow.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, glob, directory, or a list of them
+        The file(s).
+    hdu : int or str
+        Table HDU index or EXTNAME (case-insensitive).
+    columns : list of str, optional
+        Projection, in output order; None reads every column.
+    where : str, optional
+        A where-expression (see ``docs/where.md``): comparisons, IN, BETWEEN, IS NULL, AND/OR/NOT,
+        column-to-column comparisons, arithmetic, ``abs()``, bit tests.
+    filter : pyarrow.compute.Expression, optional
+        An Arrow predicate; combined with ``where`` by AND.
+    rows : sequence of int, optional
+        0-based row indices (any order, duplicates kept); the predicate applies within them.
+    row_slice : slice or (start, stop), optional
+        A 0-based half-open row range.
+    batch_size : int
+        Rows per batch (bounds memory).
+    threads : int, optional
+        Decode threads (default: every core).
+    storage_options : dict, optional
+        Reserved for remote sources.
+
+    Returns
+    -------
+    Scanner
+    """
+    if storage_options:
+        raise NotImplementedError("remote sources (storage_options) are not supported yet")
+    sources = [TableSource.open(p, hdu) for p in resolve_sources(source)]
+    return Scanner(sources, columns=columns, where=where, filter=filter, rows=rows,
+                   row_slice=row_slice, batch_size=batch_size, threads=threads)

@@ -1,0 +1,389 @@
+"""Sidecar statistics for FITS datasets: per-chunk min/max/null counts stored next to the files,
+and the test that decides whether a predicate can match a chunk at all (so it is never read).
+
+The sidecar is one JSON file, ``_torchfits_index.json``, in the indexed directory::
+
+    {"format": "torchfits-index", "version": 1, "chunk_rows": 65536, "columns": ["ra", ...],
+     "files": {"a.fits": {"size": 1234, "mtime_ns": 1700000000000000000, "hdu": 1,
+                          "nrows": 100000,
+                          "chunks": [{"start": 0, "stop": 65536,
+                                      "stats": {"ra": {"min": 0.1, "max": 9.9, "nulls": 0}}},
+                                     ...]}}}
+
+File keys are paths relative to the sidecar's directory (``/`` separated). ``min``/``max`` are
+JSON numbers, booleans or strings, or null when unknown (all values null or NaN, or an
+infinity, which JSON cannot hold). A file whose size or modification time differs from the
+entry is stale: its statistics are ignored and it is scanned in full.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..query import expr as _expr
+
+__all__ = ["INDEX_NAME", "ColumnStats", "ChunkStats", "FileStats", "StatsIndex", "build_index",
+           "load_index", "find_index", "may_match"]
+
+INDEX_NAME = "_torchfits_index.json"
+FORMAT = "torchfits-index"
+VERSION = 1
+DEFAULT_CHUNK_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """What a chunk's column holds: its smallest and largest non-null, non-NaN value (None when
+    unknown) and how many nulls it has."""
+
+    min: Any
+    max: Any
+    nulls: int
+
+
+@dataclass(frozen=True)
+class ChunkStats:
+    """Statistics of rows ``start:stop`` of one table HDU."""
+
+    start: int
+    stop: int
+    stats: Mapping[str, ColumnStats]
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """Statistics of one table HDU of one file version, chunk by chunk."""
+
+    nrows: int
+    chunks: Sequence[ChunkStats]
+    summary: Mapping[str, ColumnStats] = field(default_factory=dict)
+
+
+# -- building ---------------------------------------------------------------------------------------
+def _json_value(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None  # NaN/inf: JSON cannot hold them
+    if isinstance(value, bytes):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _indexable(field_type: Any) -> bool:
+    import pyarrow as pa
+
+    t = field_type
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+                or pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _chunk_stats(batch: Any) -> dict[str, dict[str, Any]]:
+    import pyarrow.compute as pc
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, column in zip(batch.schema.names, batch.columns):
+        nulls = int(column.null_count)
+        if len(column) - nulls:
+            mm = pc.min_max(column)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        else:
+            lo = hi = None
+        out[name] = {"min": _json_value(lo), "max": _json_value(hi), "nulls": nulls}
+    return out
+
+
+def _file_entry(path: str, hdu: Any, columns: Optional[Sequence[str]], chunk_rows: int) -> dict[str, Any]:
+    from .scan import TableSource
+    from .decode import arrow_schema
+
+    st = os.stat(path)
+    src = TableSource.open(path, hdu)
+    schema = arrow_schema(src.specs, metadata=False)
+    if columns is None:
+        chosen = [f.name for f in schema if _indexable(f.type)]
+    else:
+        chosen = [c for c in columns if c in schema.names and _indexable(schema.field(c).type)]
+    chunks = []
+    for start in range(0, src.nrows, chunk_rows):
+        stop = min(start + chunk_rows, src.nrows)
+        stats: dict[str, Any] = {}
+        if chosen:
+            batch = src.decode(columns=chosen, row_range=(start, stop), options={"threads": 1})
+            stats = _chunk_stats(batch)
+        chunks.append({"start": start, "stop": stop, "stats": stats})
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "hdu": src.entry.index,
+            "nrows": src.nrows, "chunks": chunks}
+
+
+def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] = None,
+                chunk_rows: int = DEFAULT_CHUNK_ROWS, output: Any = None) -> str:
+    """Compute per-chunk statistics of the table HDU of every file and write the sidecar.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, glob or list
+        A directory (its ``*.fit*`` files), files or a glob.
+    hdu : int or str
+        The table HDU (index or EXTNAME) to index in every file.
+    columns : list of str, optional
+        Columns to keep statistics for; default every scalar integer, float, logical and string
+        column.
+    chunk_rows : int
+        Rows per chunk: the granularity at which scans can skip rows.
+    output : str or os.PathLike, optional
+        Where to write the sidecar; default ``_torchfits_index.json`` in the directory (for a
+        directory source) or next to the first file.
+
+    Returns
+    -------
+    str
+        The path of the sidecar written.
+    """
+    from ..fits.paths import fspath
+    from .scan import resolve_sources
+    from ..fits.threads import run_parallel
+
+    if isinstance(chunk_rows, bool) or int(chunk_rows) <= 0:
+        raise ValueError("chunk_rows must be > 0")
+    paths = resolve_sources(source)
+    if output is None:
+        base = fspath(source) if not isinstance(source, (list, tuple)) else ""
+        directory = base if base and os.path.isdir(base) else os.path.dirname(os.path.abspath(paths[0]))
+        output = os.path.join(directory, INDEX_NAME)
+    output = fspath(output)
+    root = os.path.dirname(os.path.abspath(output))
+    entries = run_parallel(lambda p: _file_entry(p, hdu, columns, int(chunk_rows)), paths)
+    files = {_key(p, root): e for p, e in zip(paths, entries)}
+    document = {"format": FORMAT, "version": VERSION, "chunk_rows": int(chunk_rows),
+                "columns": sorted({c for e in entries for ch in e["chunks"] for c in ch["stats"]}),
+                "files": files}
+    tmp = output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(document, fh, allow_nan=False, separators=(",", ":"))
+    os.replace(tmp, output)  # readers never see half a sidecar
+    return output
+
+
+def _key(path: str, root: str) -> str:
+    return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+
+
+# -- loading ----------------------------------------------------------------------------------------
+class StatsIndex:
+    """A loaded sidecar: statistics by file, checked against the file's current size and mtime."""
+
+    def __init__(self, path: str, document: Mapping[str, Any]) -> None:
+        if document.get("format") != FORMAT or document.get("version") != VERSION:
+            raise ValueError(f"{path}: not a torchfits index (format/version mismatch)")
+        self.path = path
+        self.root = os.path.dirname(os.path.abspath(path))
+        self.chunk_rows = int(document.get("chunk_rows", DEFAULT_CHUNK_ROWS))
+        self.columns = list(document.get("columns", []))
+        self._files: dict[str, Any] = dict(document.get("files", {}))
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def lookup(self, path: str, hdu_index: int) -> Optional[FileStats]:
+        """The statistics of ``path``'s HDU ``hdu_index``, or None if absent or stale."""
+        entry = self._files.get(_key(path, self.root))
+        if entry is None or entry.get("hdu") != hdu_index:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if st.st_size != entry.get("size") or st.st_mtime_ns != entry.get("mtime_ns"):
+            return None  # the file changed since the index was built
+        chunks = [ChunkStats(int(c["start"]), int(c["stop"]),
+                             {k: ColumnStats(v.get("min"), v.get("max"), int(v.get("nulls", 0)))
+                              for k, v in c.get("stats", {}).items()})
+                  for c in entry.get("chunks", [])]
+        return FileStats(int(entry["nrows"]), chunks, _summarise(chunks))
+
+
+def _summarise(chunks: Sequence[ChunkStats]) -> dict[str, ColumnStats]:
+    """Whole-file statistics from chunk statistics (a min/max is unknown if any chunk's is)."""
+    names: set[str] = set()
+    for c in chunks:
+        names |= set(c.stats)
+    out = {}
+    for name in names:
+        maybe = [c.stats.get(name) for c in chunks]
+        parts = [p for p in maybe if p is not None]
+        if len(parts) != len(maybe):
+            continue
+        nulls = sum(p.nulls for p in parts)
+        known = [p for p in parts if p.min is not None and p.max is not None]
+        valid_chunks = [(p, c) for p, c in zip(parts, chunks) if (c.stop - c.start) > p.nulls]
+        if len(known) != len(valid_chunks) or not known:
+            out[name] = ColumnStats(None, None, nulls)
+            continue
+        try:
+            out[name] = ColumnStats(min(p.min for p in known), max(p.max for p in known), nulls)
+        except TypeError:  # mixed value types: say nothing
+            out[name] = ColumnStats(None, None, nulls)
+    return out
+
+
+def load_index(path: Any) -> StatsIndex:
+    """Read a sidecar written by :func:`build_index`."""
+    from ..fits.paths import fspath
+
+    path = fspath(path)
+    with open(path, encoding="utf-8") as fh:
+        return StatsIndex(path, json.load(fh))
+
+
+def find_index(paths: Iterable[str], source: Any) -> Optional[StatsIndex]:
+    """The sidecar that applies by default: in the source directory, or in the directory of the
+    first file; None when there is none (or it cannot be read)."""
+    from ..fits.paths import fspath
+
+    candidates = []
+    if not isinstance(source, (list, tuple)):
+        text = fspath(source)
+        if os.path.isdir(text):
+            candidates.append(os.path.join(text, INDEX_NAME))
+    for p in paths:
+        candidates.append(os.path.join(os.path.dirname(os.path.abspath(p)), INDEX_NAME))
+        break
+    for c in candidates:
+        if os.path.isfile(c):
+            try:
+                return load_index(c)
+            except (OSError, ValueError):
+                return None
+    return None
+
+
+# -- deciding ---------------------------------------------------------------------------------------
+_NEGATE = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_BOOL_WORDS = {"true": True, "false": False}
+
+
+def may_match(expr: Any, stats: Mapping[str, ColumnStats], nrows: int) -> bool:
+    """Whether any of ``nrows`` rows described by ``stats`` could satisfy ``expr`` (a tree).
+
+    Conservative: False only when no row can possibly be selected; anything the statistics
+    cannot speak for (arithmetic, column-to-column comparisons, unknown columns) may match.
+    """
+    if nrows <= 0:
+        return False
+    try:
+        return _possible(expr, True, stats, nrows)
+    except RecursionError:
+        return True
+
+
+def _possible(node: Any, want: bool, stats: Mapping[str, ColumnStats], nrows: int) -> bool:
+    """Could some row make ``node`` evaluate to ``want`` (definitely true or definitely false)?"""
+    E = _expr
+    if isinstance(node, E.And):
+        if want:
+            return _possible(node.left, True, stats, nrows) and _possible(node.right, True, stats, nrows)
+        return _possible(node.left, False, stats, nrows) or _possible(node.right, False, stats, nrows)
+    if isinstance(node, E.Or):
+        if want:
+            return _possible(node.left, True, stats, nrows) or _possible(node.right, True, stats, nrows)
+        return _possible(node.left, False, stats, nrows) and _possible(node.right, False, stats, nrows)
+    if isinstance(node, E.Not):
+        return _possible(node.operand, not want, stats, nrows)
+    if isinstance(node, E.Between):
+        if not (isinstance(node.low, E.Literal) and isinstance(node.high, E.Literal)):
+            return True
+        inner = E.And(E.Compare(">=", node.operand, node.low), E.Compare("<=", node.operand, node.high))
+        return _possible(inner, want != node.negated, stats, nrows)
+    if isinstance(node, E.InList):
+        if not node.values:
+            return not want if not node.negated else want
+        terms = [E.Compare("==", node.operand, E.Literal(v)) for v in node.values]
+        tree: Any = terms[0]
+        for t in terms[1:]:
+            tree = E.Or(tree, t)
+        return _possible(tree, want != node.negated, stats, nrows)
+    if isinstance(node, E.IsNull):
+        st = _column_stats(node.operand, stats)
+        if st is None:
+            return True
+        has_null, has_value = st.nulls > 0, st.nulls < nrows
+        # IS NULL is never unknown: true on null rows, false on the others
+        return (has_null if want else has_value) if not node.negated else (has_value if want else has_null)
+    if isinstance(node, E.Compare):
+        return _possible_compare(node, want, stats, nrows)
+    return True
+
+
+def _column_stats(node: Any, stats: Mapping[str, ColumnStats]) -> Optional[ColumnStats]:
+    if isinstance(node, _expr.Column):
+        return stats.get(node.name)
+    return None
+
+
+def _possible_compare(node: Any, want: bool, stats: Mapping[str, ColumnStats], nrows: int) -> bool:
+    E = _expr
+    op, left, right = node.op, node.left, node.right
+    if isinstance(left, E.Literal) and isinstance(right, E.Column):
+        op, left, right = _FLIP[op], right, left
+    if not isinstance(right, E.Literal) or right.value is None:
+        return True
+    st = _column_stats(left, stats)
+    if st is None:
+        return True
+    if st.nulls >= nrows:
+        return False  # every row null: a comparison is never true nor false
+    lo, hi = st.min, st.max
+    if lo is None or hi is None:
+        return True
+    if not want:
+        op = _NEGATE[op]  # for a known value, "not (v op x)" is "v negated-op x"
+    value = right.value
+    candidates: list[Any]
+    if isinstance(lo, bool):
+        key = value.lower() if isinstance(value, str) else value
+        if key in _BOOL_WORDS:
+            value = _BOOL_WORDS[key]
+        if isinstance(value, float) or not isinstance(value, (bool, int)) or value not in (0, 1):
+            return True
+        candidates = [bool(value)]
+    elif isinstance(lo, str):
+        if not isinstance(value, str):
+            return True
+        candidates = [value.rstrip(" ")]
+    else:
+        if isinstance(value, (str, bool)):
+            return True
+        candidates = [value]
+        if isinstance(lo, float) or isinstance(hi, float):
+            # float32 columns compare with the literal rounded to float32: accept either
+            candidates.append(float(np.float32(value)))
+    try:
+        return any(_range_allows(op, lo, hi, v) for v in candidates)
+    except TypeError:
+        return True
+
+
+def _range_allows(op: str, lo: Any, hi: Any, v: Any) -> bool:
+    if op == "==":
+        return bool(lo <= v <= hi)
+    if op == "!=":
+        return not (lo == hi == v)
+    if op == "<":
+        return bool(lo < v)
+    if op == "<=":
+        return bool(lo <= v)
+    if op == ">":
+        return bool(hi > v)
+    return bool(hi >= v)

@@ -1,0 +1,90 @@
+"""Write ASCII (``XTENSION='TABLE'``) tables: integers as ``I20``, floats as ``E25.15`` (``D25.17``
+for float64), strings as ``A<width>``; logical columns have no ASCII form.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .atomic import Sink
+from .table_inputs import arrow_column, numpy_column, to_arrow_stream
+from .table_plan import ColumnValues
+from ..fits.header import Card
+
+__all__ = ["write_ascii_hdu"]
+
+
+def _columns(data: Any) -> dict[str, ColumnValues]:
+    if isinstance(data, dict):
+        if not data:
+            raise ValueError("data must be a non-empty dictionary of columns")
+        return {str(k): numpy_column(str(k), v) for k, v in data.items()}
+    stream = to_arrow_stream(data)
+    if stream is None:
+        raise TypeError(f"Unsupported table data type: {type(data).__name__}")
+    table = stream.read_all() if hasattr(stream, "read_all") else stream
+    table = table.combine_chunks()
+    return {f.name: arrow_column(f.name, table.column(i).chunk(0) if table.column(i).num_chunks
+                                 else table.column(i).combine_chunks())
+            for i, f in enumerate(table.schema)}
+
+
+def _format_column(name: str, col: ColumnValues) -> tuple[str, list[bytes], Any]:
+    data = col.data
+    if col.offsets is not None or data.ndim != 1:
+        raise TypeError(f"column {name!r}: ASCII tables hold scalar columns only")
+    kind = data.dtype.kind
+    if kind == "b":
+        raise TypeError(f"column {name!r}: ASCII tables cannot hold logical (boolean) columns")
+    if kind in "iu":
+        return "I20", [f"{int(v):>20d}".encode() for v in data], None
+    if kind == "f":
+        if data.dtype.itemsize == 8:
+            return "D25.17", [f"{float(v):>25.17E}".replace("E", "D").encode() for v in data], None
+        return "E25.15", [f"{float(v):>25.15E}".encode() for v in data], None
+    if kind == "S":
+        width = max(data.dtype.itemsize, 1)
+        return f"A{width}", [bytes(v).ljust(width) for v in data], None
+    raise TypeError(f"column {name!r}: dtype {data.dtype} has no ASCII table format")
+
+
+def write_ascii_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[int, int, int]:
+    """Write an ASCII table HDU from a `writer.TableData`; returns its byte span."""
+    from .api import header_lines
+
+    columns = _columns(item.columns)
+    lengths = {len(c) for c in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError("Column row count mismatch: " + ", ".join(f"{k}={len(c)}" for k, c in columns.items()))
+    nrows = lengths.pop() if lengths else 0
+    col_cards: list[Card] = []
+    cells = []
+    tbcol = 1
+    for n, (name, col) in enumerate(columns.items(), start=1):
+        tform, text, _ = _format_column(name, col)
+        width = len(text[0]) if text else int(tform[1:].split(".")[0])
+        col_cards += [Card(f"TTYPE{n}", name), Card(f"TFORM{n}", tform), Card(f"TBCOL{n}", tbcol)]
+        cells.append(np.array(text, dtype=f"S{width}") if text else np.zeros(0, f"S{width}"))
+        tbcol += width + 1  # one blank between fields keeps the text readable
+    row_len = tbcol - 2 if columns else 0
+    cards = [Card("XTENSION", "TABLE", "ASCII table extension"), Card("BITPIX", 8),
+             Card("NAXIS", 2), Card("NAXIS1", row_len, "width of table in characters"),
+             Card("NAXIS2", nrows), Card("PCOUNT", 0), Card("GCOUNT", 1),
+             Card("TFIELDS", len(columns))] + col_cards
+    header_offset = sink.offset
+    header_text, _ = header_lines(cards, item.header, table=True, checksum=checksum)
+    block = "".join(header_text) + "END".ljust(80)
+    block += " " * (-len(block) % 2880)
+    sink.write(block.encode("ascii"))
+    data_offset = sink.offset
+    rows = np.full((nrows, row_len), ord(" "), dtype=np.uint8)
+    pos = 0
+    for arr in cells:
+        w = arr.dtype.itemsize
+        if nrows:
+            rows[:, pos:pos + w] = arr.view(np.uint8).reshape(nrows, w)
+        pos += w + 1
+    sink.write(rows.reshape(-1))
+    sink.pad(b" ")
+    return header_offset, data_offset, rows.size

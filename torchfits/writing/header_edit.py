@@ -1,0 +1,145 @@
+"""Edit header keywords of one HDU in a file: set, delete, rename.
+
+Cards are edited as raw 80-byte records, so every other card stays byte for byte. When the
+edited header still fits the blocks it occupied (and no checksum must be refreshed), only
+those header blocks are rewritten in place; otherwise the file is rewritten atomically.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping, Optional
+
+from .atomic import atomic_output, require_file
+from .hdu_bytes import header_from_raw, raw_cards
+from ..fits.hdu_index import get_index, invalidate
+from ..errors import KeywordNotFoundError
+from ..fits.header import COMMENTARY, format_card
+
+__all__ = ["update_header", "raw_key"]
+
+CARD = 80
+_PROTECTED = {"SIMPLE", "XTENSION", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCOUNT", "TFIELDS",
+              "END", "CONTINUE", "THEAP"}
+
+
+def raw_key(card: bytes) -> str:
+    """A raw card's keyword; HIERARCH cards give the keyword after ``HIERARCH``."""
+    head = card[:8].decode("ascii", "replace").rstrip().upper()
+    if head == "HIERARCH":
+        text = card[9:].decode("ascii", "replace")
+        return text.split("=", 1)[0].strip().upper()
+    return head
+
+
+def _check_key(key: str) -> str:
+    k = key.strip()
+    if k.upper().startswith("HIERARCH "):
+        k = k[9:].strip()
+    upper = k.upper()
+    if upper in _PROTECTED or (upper.startswith("NAXIS") and upper[5:].isdigit()):
+        raise ValueError(f"keyword {key!r} is structural and cannot be edited")
+    return k
+
+
+def _groups(cards: list[bytes]) -> list[list[bytes]]:
+    """Cards grouped as logical cards (a long string with its CONTINUE cards is one group)."""
+    groups: list[list[bytes]] = []
+    for card in cards:
+        if raw_key(card) == "CONTINUE" and groups:
+            groups[-1].append(card)
+        else:
+            groups.append([card])
+    return groups
+
+
+def update_header(path: Any, hdu: Any = 0, set: Optional[Mapping[str, Any]] = None,
+                  delete: Iterable[str] = (), rename: Optional[Mapping[str, str]] = None) -> None:
+    """Set, delete and rename keywords of one HDU.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The FITS file, edited in place (header blocks) or rewritten atomically.
+    hdu : int or str
+        HDU index or EXTNAME.
+    set : dict, optional
+        ``key → value`` or ``key → (value, comment)``; an existing keyword keeps its position
+        (and comment, unless one is given); a new one goes before END. HISTORY/COMMENT values
+        are appended as new commentary cards.
+    delete : iterable of str
+        Keywords to remove (every card of each); a missing keyword raises KeyError.
+    rename : dict, optional
+        ``old → new``; a missing keyword raises KeyError.
+    """
+    target = require_file(path)
+    idx = get_index(target)
+    entry = idx.resolve(hdu)
+    groups = _groups(raw_cards(idx, entry))
+    header = idx.header_view(entry)
+
+    def positions(key: str) -> list[int]:
+        wanted = key.upper()
+        return [i for i, g in enumerate(groups) if raw_key(g[0]) == wanted]
+
+    for key in delete:
+        k = _check_key(key)
+        where = positions(k)
+        if not where:
+            raise KeywordNotFoundError(f"missing keyword {key}")
+        for i in reversed(where):
+            del groups[i]
+    for old, new in (rename or {}).items():
+        k = _check_key(old)
+        where = positions(k)
+        if not where:
+            raise KeywordNotFoundError(f"missing keyword {old}")
+        old_value, old_comment = header[k], header.card(k).comment
+        lines = [line.encode("ascii") for line in format_card(_check_key(new), old_value, old_comment)]
+        groups[where[0]] = lines
+    for key, value in (set or {}).items():
+        k = _check_key(key)
+        comment: Optional[str] = None
+        if isinstance(value, tuple) and len(value) == 2:
+            value, comment = value
+        if k.upper() in COMMENTARY:
+            groups.append([line.encode("ascii") for line in format_card(k.upper(), value, comment or "")])
+            continue
+        where = positions(k)
+        if where and comment is None:
+            comment = header.card(k).comment if k in header else ""
+        lines = [line.encode("ascii") for line in format_card(k if len(k) > 8 else k.upper(), value, comment or "")]
+        if where:
+            groups[where[0]] = lines
+            for i in reversed(where[1:]):
+                del groups[i]
+        else:
+            groups.append(lines)
+    cards = [c for g in groups for c in g]
+    checksum = "CHECKSUM" in header or "DATASUM" in header
+    if checksum:
+        cards = [c for c in cards if raw_key(c) not in ("CHECKSUM", "DATASUM")]
+        from .checksum import ZERO_CHECKSUM
+
+        cards += [format_card("CHECKSUM", ZERO_CHECKSUM, "HDU checksum")[0].encode("ascii"),
+                  format_card("DATASUM", "0", "data unit checksum")[0].encode("ascii")]
+    new_header = header_from_raw(cards)
+    old_size = entry.data_offset - entry.header_offset
+    if len(new_header) == old_size and not checksum:
+        with open(target, "r+b") as fh:
+            fh.seek(entry.header_offset)
+            fh.write(new_header)
+            fh.flush()
+            os.fsync(fh.fileno())
+        invalidate(target)
+        return
+    buf = idx.source.buffer()
+    with atomic_output(target) as sink:
+        sink.write(buf[:entry.header_offset])
+        header_offset = sink.offset
+        sink.write(new_header)
+        data_offset = sink.offset
+        sink.write(buf[entry.data_offset:])
+        if checksum:
+            from .checksum import patch_file_checksums
+
+            patch_file_checksums(sink.fh, [(header_offset, data_offset, entry.data_size)])

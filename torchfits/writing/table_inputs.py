@@ -1,0 +1,200 @@
+"""Turn table inputs into `ColumnValues` batches: dicts of NumPy arrays / tensors / lists, and
+Arrow arrays (from pyarrow Tables, RecordBatches, readers, pandas and Polars frames).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from .table_plan import ColumnValues
+from .._torch_adapter import is_tensor, tensor_to_numpy
+
+__all__ = ["numpy_column", "arrow_column", "arrow_field_meta", "to_arrow_stream"]
+
+
+def _ascii_bytes(name: str, items: list) -> np.ndarray:
+    encoded = []
+    for v in items:
+        if v is None:
+            encoded.append(b"")
+        elif isinstance(v, bytes):
+            encoded.append(v)
+        else:
+            text = str(v)
+            if not (text.isascii() and text.isprintable()):
+                raise ValueError(f"column {name!r}: strings must be printable ASCII, got {text!r}")
+            encoded.append(text.encode("ascii"))
+    width = max([len(b) for b in encoded] + [1])
+    return np.array(encoded, dtype=f"S{width}")
+
+
+def numpy_column(name: str, values: Any) -> ColumnValues:
+    """One column of a dict-of-arrays table, normalised."""
+    if is_tensor(values):
+        values = tensor_to_numpy(values)
+    if isinstance(values, (list, tuple)) and values and all(
+            v is None or isinstance(v, np.ndarray) or is_tensor(v) for v in values) and any(
+            v is not None for v in values):
+        return _ragged(name, list(values))
+    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if arr.dtype == object and arr.ndim == 1 and any(isinstance(v, (np.ndarray, list)) for v in arr):
+        return _ragged(name, list(arr))
+    if arr.dtype.kind in "OU":
+        items = list(arr.reshape(-1))
+        out = _ascii_bytes(name, items)
+        return ColumnValues(out.reshape(arr.shape))
+    if arr.dtype.kind == "S":
+        return ColumnValues(arr)
+    if arr.dtype == np.float16:
+        raise TypeError(f"column {name!r}: float16 is not a FITS column type "
+                        "(Dictionary table writes currently require CFITSIO-native column types)")
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return ColumnValues(arr)
+
+
+def _ragged(name: str, items: list) -> ColumnValues:
+    arrays = [None if v is None else (tensor_to_numpy(v) if is_tensor(v) else np.asarray(v))
+              for v in items]
+    kinds = {a.dtype for a in arrays if a is not None}
+    if len(kinds) > 1:
+        raise TypeError(f"column {name!r}: variable-length cells must share one dtype, got "
+                        f"{sorted(str(k) for k in kinds)}")
+    dtype = kinds.pop() if kinds else np.dtype(np.float64)
+    if dtype.kind in "OUS" or any(a is not None and a.ndim != 1 for a in arrays):
+        raise TypeError(f"column {name!r}: variable-length cells must be 1-D numeric arrays")
+    counts = np.array([0 if a is None else len(a) for a in arrays], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    parts = [a for a in arrays if a is not None]
+    data = np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+    mask = np.array([a is None for a in arrays]) if any(a is None for a in arrays) else None
+    return ColumnValues(data, mask, offsets)
+
+
+# ------------------------------------------------------------------------------ Arrow
+
+
+def arrow_field_meta(field: Any) -> dict:
+    """Field metadata as a str → str dict (keys lower-cased)."""
+    meta = field.metadata or {}
+    out = {}
+    for k, v in meta.items():
+        key = k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k)
+        out[key.lower()] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+    if out.get("tunit") and not out.get("fits_tunit"):
+        out["fits_tunit"] = out["tunit"]
+    return out
+
+
+def _null_mask(arr: Any) -> Optional[np.ndarray]:
+    if arr.null_count == 0:
+        return None
+    return arr.is_null().to_numpy(zero_copy_only=False)
+
+
+def _arrow_strings(name: str, arr: Any, binary: bool) -> np.ndarray:
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_binary(arr.type):
+        width = arr.type.byte_width
+        buf = arr.buffers()[1]
+        raw = np.frombuffer(buf, np.uint8)[arr.offset * width:(arr.offset + len(arr)) * width]
+        return raw.copy().view(f"S{max(width, 1)}") if width else np.zeros(len(arr), "S1")
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    buffers = arr.buffers()
+    offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    values = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    from .._kernels import _rowpack
+
+    starts = offsets[:-1].astype(np.int64)
+    lengths = np.diff(offsets).astype(np.int64)
+    mask = _null_mask(arr)
+    n = len(arr)
+    if mask is not None:
+        lengths[mask] = 0
+    width = int(lengths.max(initial=0))
+    lo, hi = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
+    if not binary and hi > lo:
+        chars = values[lo:hi]
+        if int(chars.max()) >= 127 or int(chars.min()) < 32:
+            if mask is None or any(not s.isascii() or not s.isprintable()
+                                   for s in arr.drop_null().to_pylist()):
+                raise ValueError(f"column {name!r}: strings must be printable ASCII")
+    out = np.empty((n, max(width, 1)), np.uint8)
+    _rowpack.pack_strings(starts, lengths, np.ascontiguousarray(values), out)
+    return out.view(f"S{max(width, 1)}").reshape(n)
+
+
+def arrow_column(name: str, arr: Any) -> ColumnValues:
+    """One Arrow array (a batch's column) as `ColumnValues`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+        mask = _null_mask(arr)
+        if mask is not None:
+            fill = False if pa.types.is_boolean(t) else 0
+            arr = pc.fill_null(arr, pa.scalar(fill, t))
+        data = arr.to_numpy(zero_copy_only=False)
+        if data.dtype == np.float16:
+            data = data.astype(np.float32)
+        return ColumnValues(data, mask)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return ColumnValues(_arrow_strings(name, arr, False), _null_mask(arr))
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return ColumnValues(_arrow_strings(name, arr, True), _null_mask(arr))
+    if pa.types.is_fixed_size_list(t):
+        size = t.list_size
+        mask = _null_mask(arr)
+        child = arr.flatten() if mask is None else pc.list_flatten(
+            pc.if_else(arr.is_null(), pa.scalar([None] * size, t), arr))
+        inner = arrow_column(name, child)
+        if inner.offsets is not None:
+            raise TypeError(f"column {name!r}: fixed-size lists of variable-length lists are not supported")
+        data = inner.data.reshape((len(arr), size) + inner.data.shape[1:])
+        imask = None
+        if inner.mask is not None:
+            imask = inner.mask.reshape((len(arr), size) + inner.mask.shape[1:])
+        if mask is not None:
+            row = mask.reshape((len(arr),) + (1,) * (data.ndim - 1))
+            imask = (np.zeros(data.shape, bool) if imask is None else imask) | row
+        return ColumnValues(data, imask)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        values = arr.values
+        inner = arrow_column(name, values)
+        if inner.offsets is not None or inner.data.ndim != 1 or inner.data.dtype.kind == "S":
+            raise TypeError(f"column {name!r}: only lists of numbers or booleans can be written "
+                            "as variable-length columns")
+        data = inner.data
+        if inner.mask is not None and data.dtype.kind == "f":
+            data = np.where(inner.mask, np.nan, data)
+        return ColumnValues(data, _null_mask(arr), offsets)
+    raise TypeError(f"column {name!r}: Arrow type {t} has no FITS column type")
+
+
+def to_arrow_stream(data: Any) -> Any:
+    """A pyarrow RecordBatchReader (or Table) for any Arrow-like table input, else None."""
+    import pyarrow as pa
+
+    if isinstance(data, (pa.Table, pa.RecordBatchReader)):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas":
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if module == "polars":
+        return data.to_arrow()
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data)
+    return None

@@ -1,0 +1,381 @@
+"""Binary-table column plans: how one input column (NumPy or Arrow) is laid out in FITS rows.
+
+A `ColumnPlan` is decided once per column (TFORM, TNULL, TZERO, TDIM, metadata cards); then
+`encode_rows` turns each batch of `ColumnValues` into big-endian row bytes plus heap bytes.
+This is the inverse of the reader's FITS → Arrow mapping (DESIGN.md).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ..fits.header import Card
+
+__all__ = ["ColumnValues", "ColumnPlan", "plan_column", "encode_rows", "column_cards",
+           "parse_tform"]
+
+# NumPy dtype → (TFORM code, TZERO for the offset-binary conventions)
+_NUMERIC = {
+    np.dtype(np.bool_): ("L", None),
+    np.dtype(np.uint8): ("B", None), np.dtype(np.int8): ("B", -128),
+    np.dtype(np.int16): ("I", None), np.dtype(np.uint16): ("I", 32768),
+    np.dtype(np.int32): ("J", None), np.dtype(np.uint32): ("J", 2147483648),
+    np.dtype(np.int64): ("K", None), np.dtype(np.uint64): ("K", 9223372036854775808),
+    np.dtype(np.float32): ("E", None), np.dtype(np.float64): ("D", None),
+    np.dtype(np.complex64): ("C", None), np.dtype(np.complex128): ("M", None),
+}
+# TFORM code → big-endian storage dtype of one element
+STORAGE = {"L": "u1", "B": "u1", "I": ">i2", "J": ">i4", "K": ">i8", "E": ">f4", "D": ">f8",
+           "C": ">c8", "M": ">c16", "A": "S1", "X": "u1"}
+_CODE_DTYPE = {"L": np.bool_, "B": np.uint8, "I": np.int16, "J": np.int32, "K": np.int64,
+               "E": np.float32, "D": np.float64, "C": np.complex64, "M": np.complex128}
+_TFORM = re.compile(r"^\s*(\d*)\s*([LXBIJKAEDCMPQ])\s*([LXBIJKAEDCM])?\s*(?:\((\d+)\))?\s*$")
+
+
+def parse_tform(tform: str) -> tuple[int, str, Optional[str]]:
+    """``"3E"`` → (3, "E", None); ``"1PJ(7)"`` → (1, "P", "J")."""
+    m = _TFORM.match(tform.upper())
+    if not m:
+        raise ValueError(f"invalid TFORM {tform!r}")
+    repeat = int(m.group(1)) if m.group(1) else 1
+    return repeat, m.group(2), m.group(3)
+
+
+@dataclass
+class ColumnValues:
+    """One column of one batch, normalised.
+
+    ``data``: fixed-width values, shape ``(n,)`` or ``(n, *cell)`` (``S`` bytes for strings), or
+    for variable-length columns the flat element array with ``offsets`` (n + 1 positions).
+    ``mask``: True where the value is null (None when nothing is null).
+    """
+
+    data: np.ndarray
+    mask: Optional[np.ndarray] = None
+    offsets: Optional[np.ndarray] = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1 if self.offsets is not None else len(self.data)
+
+
+@dataclass
+class ColumnPlan:
+    """Where and how one column is stored."""
+
+    name: str
+    code: str                      # element code (of the heap elements for P/Q)
+    repeat: int = 1                # elements (characters for A, bits for X) per row
+    vla: Optional[str] = None      # "P" or "Q"
+    flip: bool = False             # offset-binary: stored = value with its top bit flipped
+    tnull: Optional[int] = None
+    scale: Optional[tuple[float, float]] = None  # (tscal, tzero) applied to physical floats
+    header_tscal: Optional[float] = None
+    header_tzero: Optional[float] = None
+    tdim: Optional[str] = None
+    meta: dict = field(default_factory=dict)  # TUNIT/TUCD/TDISP/... → value
+    max_elements: int = 0          # emax of a variable-length column (grows while writing)
+    string_width: int = 0          # bytes per string for A columns with several strings
+
+    @property
+    def tform(self) -> str:
+        if self.vla:
+            return f"1{self.vla}{self.code}({self.max_elements})"
+        return self.code if self.repeat == 1 and self.code != "A" else f"{self.repeat}{self.code}"
+
+    @property
+    def field_dtype(self) -> np.dtype:
+        if self.vla:
+            return np.dtype((">i4" if self.vla == "P" else ">i8", (2,)))
+        if self.code == "A":
+            return np.dtype(f"S{self.repeat}") if self.repeat else np.dtype((np.uint8, (0,)))
+        if self.code == "X":
+            nbytes = (self.repeat + 7) // 8
+            return np.dtype((np.uint8, (nbytes,))) if nbytes != 1 else np.dtype(np.uint8)
+        base = np.dtype(STORAGE[self.code])
+        if self.flip:
+            base = np.dtype(f">u{base.itemsize}") if base.itemsize > 1 else np.dtype(np.uint8)
+        return np.dtype((base, (self.repeat,))) if self.repeat != 1 else base
+
+    @property
+    def element_dtype(self) -> np.dtype:
+        """Big-endian dtype of one heap element (variable-length columns)."""
+        return np.dtype(STORAGE[self.code])
+
+
+def column_cards(plans: list[ColumnPlan]) -> list[Card]:
+    """TTYPEn/TFORMn and the optional per-column keywords, column by column."""
+    cards: list[Card] = []
+    for n, p in enumerate(plans, start=1):
+        cards.append(Card(f"TTYPE{n}", p.name))
+        cards.append(Card(f"TFORM{n}", p.tform))
+        if p.tnull is not None:
+            cards.append(Card(f"TNULL{n}", int(p.tnull)))
+        if p.header_tscal is not None:
+            cards.append(Card(f"TSCAL{n}", _number(p.header_tscal)))
+        if p.header_tzero is not None:
+            cards.append(Card(f"TZERO{n}", _number(p.header_tzero)))
+        if p.tdim:
+            cards.append(Card(f"TDIM{n}", p.tdim))
+        for key, value in p.meta.items():
+            cards.append(Card(f"{key}{n}", value))
+    return cards
+
+
+def _number(x: float) -> Any:
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
+
+
+# ------------------------------------------------------------------------------ planning
+
+
+def _tnull_sentinel(code: str, flip: bool) -> int:
+    """A stored value for nulls that is least likely to collide with real data."""
+    bits = np.dtype(STORAGE[code]).itemsize * 8
+    if code == "B":
+        return 0 if flip else 255  # int8 -128 / uint8 255
+    if flip:
+        return (1 << (bits - 1)) - 1  # the unsigned maximum
+    return -(1 << (bits - 1))
+
+
+def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
+                max_string: Optional[int] = None, max_elements: int = 0,
+                meta: Optional[dict] = None, compat_int8: bool = False) -> ColumnPlan:
+    """Choose the FITS layout of a column from (a sample of) its values.
+
+    Parameters
+    ----------
+    nullable : bool
+        Reserve a TNULL sentinel for integer columns even if ``sample`` has no nulls (streams).
+    max_string, max_elements : int
+        Widest string / longest list over the whole column, when known beforehand.
+    meta : dict
+        Field metadata: ``fits_tform``, ``fits_tnull``, ``fits_tdim``, ``fits_tscal``,
+        ``fits_tzero``, ``fits_tunit``/``unit``, ``fits_tucd``, ``fits_tdisp``.
+    """
+    meta = meta or {}
+    data = sample.data
+    hint = meta.get("fits_tform")
+    hint_parsed = None
+    if hint:
+        try:
+            hint_parsed = parse_tform(hint)
+        except ValueError:
+            hint_parsed = None
+    extra = {}
+    for key, card in (("fits_tunit", "TUNIT"), ("unit", "TUNIT"), ("fits_tucd", "TUCD"),
+                      ("fits_tdisp", "TDISP")):
+        if meta.get(key) and card not in extra:
+            extra[card] = meta[key]
+    if sample.offsets is not None:  # variable-length
+        dtype = data.dtype.newbyteorder("=")
+        if dtype.kind in "SUO":
+            raise TypeError(f"column {name!r}: variable-length string columns are not supported")
+        if dtype not in _NUMERIC:
+            raise TypeError(f"column {name!r}: unsupported list element type {data.dtype}")
+        code, tzero = _NUMERIC[dtype]
+        if tzero is not None:
+            raise TypeError(f"column {name!r}: unsigned/int8 list elements are not supported")
+        longest = max_elements
+        if len(sample):
+            longest = max(longest, int(np.diff(sample.offsets).max(initial=0)))
+        vla = "Q" if (hint_parsed and hint_parsed[1] == "Q") or meta.get("large") else "P"
+        return ColumnPlan(name, code, vla=vla, max_elements=longest, meta=extra)
+    cell = data.shape[1:]
+    repeat = int(math.prod(cell)) if cell else 1
+    tdim = meta.get("fits_tdim")
+    if data.dtype.kind == "S":
+        width = max(max_string or 0, data.dtype.itemsize, 1) if max_string is None else max(max_string, 1)
+        if hint_parsed and hint_parsed[1] == "A" and not cell:
+            width = max(width, hint_parsed[0])
+        plan = ColumnPlan(name, "A", repeat=width * repeat, string_width=width, meta=extra)
+        if cell:
+            plan.tdim = "(" + ",".join(str(d) for d in (width, *reversed(cell))) + ")"
+        return plan
+    dtype = data.dtype.newbyteorder("=")
+    if dtype not in _NUMERIC:
+        raise TypeError(f"column {name!r}: unsupported dtype {data.dtype}")
+    code, tzero = _NUMERIC[dtype]
+    if compat_int8 and dtype == np.int8:
+        tzero = -128
+    plan = ColumnPlan(name, code, repeat=repeat, meta=extra)
+    if hint_parsed and hint_parsed[1] == "X" and dtype == np.bool_:
+        plan.code, plan.repeat = "X", repeat
+    elif hint_parsed and hint_parsed[1] in ("C", "M") and dtype.kind == "f" and cell and cell[-1] == 2:
+        # complex stored as fixed_size_list<float, 2> by the reader
+        plan.code = hint_parsed[1]
+        plan.repeat = repeat // 2
+        cell = cell[:-1]
+    elif tzero is not None:
+        plan.flip = True
+        plan.header_tscal, plan.header_tzero = 1, tzero
+    elif dtype.kind == "f" and hint_parsed and hint_parsed[1] in "BIJK" and hint_parsed[2] is None:
+        tscal = float(meta.get("fits_tscal", 1.0))
+        tz = float(meta.get("fits_tzero", 0.0))
+        if (tscal, tz) != (1.0, 0.0):
+            plan.code = hint_parsed[1]
+            plan.scale = (tscal, tz)
+            plan.header_tscal, plan.header_tzero = tscal, tz
+            # NaN (a null read back through the scaling) needs a code of its own.
+            plan.tnull = int(np.iinfo(_CODE_DTYPE[plan.code]).min) if plan.code != "B" else 255
+    if tdim and not plan.tdim:
+        plan.tdim = tdim
+    elif len(cell) > 1 and plan.code != "X":
+        plan.tdim = "(" + ",".join(str(d) for d in reversed(cell)) + ")"
+    if plan.code in "BIJK":
+        has_nulls = sample.mask is not None and bool(sample.mask.any())
+        if meta.get("fits_tnull") not in (None, ""):
+            plan.tnull = int(meta["fits_tnull"])
+        elif plan.tnull is None and (has_nulls or nullable):
+            plan.tnull = _tnull_sentinel(plan.code, plan.flip)
+    return plan
+
+
+# ------------------------------------------------------------------------------ encoding
+
+
+def _stored(plan: ColumnPlan, values: np.ndarray, mask: Optional[np.ndarray]) -> np.ndarray:
+    """Values in storage terms (still native byte order), nulls replaced."""
+    code = plan.code
+    if code == "L":
+        out = np.where(values.astype(bool), np.uint8(ord("T")), np.uint8(ord("F")))
+        if mask is not None:
+            out[_broadcast_mask(mask, out)] = 0
+        return out
+    if code == "X":
+        bits = np.asarray(values, dtype=bool).reshape(len(values), -1)
+        return np.packbits(bits, axis=1)
+    if plan.scale is not None:
+        tscal, tzero = plan.scale
+        info = np.iinfo(_CODE_DTYPE[code])
+        codes = np.rint((np.asarray(values, np.float64) - tzero) / tscal)
+        bad = ~np.isfinite(codes)
+        codes = np.clip(np.where(bad, 0, codes), info.min, info.max).astype(_CODE_DTYPE[code])
+        if bad.any():
+            if plan.tnull is None:
+                plan.tnull = int(info.min)
+            codes[bad] = plan.tnull
+        values = codes
+    elif plan.flip:
+        size = values.dtype.itemsize
+        unsigned = np.ascontiguousarray(values).view(f"u{size}")
+        values = unsigned ^ np.array(1 << (8 * size - 1), dtype=unsigned.dtype)
+    if mask is not None and mask.any():
+        values = np.array(values, copy=True)
+        m = _broadcast_mask(mask, values)
+        if values.dtype.kind == "f" or values.dtype.kind == "c":
+            values[m] = np.nan
+        elif plan.tnull is not None:
+            tnull = plan.tnull
+            if plan.flip or values.dtype.kind == "u":
+                tnull = tnull & ((1 << (8 * values.dtype.itemsize)) - 1)
+            values[m] = tnull
+        else:
+            raise ValueError(f"column {plan.name!r} has nulls but no TNULL value to store them")
+    return values
+
+
+def _broadcast_mask(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    return mask.reshape(mask.shape + (1,) * (values.ndim - mask.ndim)) & np.ones(values.shape, bool)
+
+
+def _strings(plan: ColumnPlan, values: np.ndarray) -> np.ndarray:
+    width = plan.repeat
+    if values.dtype.itemsize > (plan.string_width or width):
+        longest = int(np.char.str_len(values).max(initial=0)) if values.size else 0
+        if longest > (plan.string_width or width):
+            raise ValueError(f"column {plan.name!r}: a string of {longest} bytes does not fit the "
+                             f"{plan.string_width or width}-byte field")
+    flat = values.reshape(len(values), -1).astype(f"S{plan.string_width or width}", copy=False)
+    return flat.view(f"S{width}").reshape(len(values)) if flat.shape[1] > 1 else flat.reshape(len(values))
+
+
+def _native_storage(plan: ColumnPlan) -> tuple[np.dtype, int]:
+    """Native-endian dtype of one stored element and the byte-swap unit."""
+    if plan.code in ("A", "L", "X"):
+        return np.dtype(np.uint8), 1
+    big = np.dtype(STORAGE[plan.code])
+    if plan.flip:
+        native = np.dtype(f"u{big.itemsize}")
+    else:
+        native = big.newbyteorder("=")
+    unit = big.itemsize // 2 if big.kind == "c" else big.itemsize
+    return native, unit
+
+
+def encode_rows(plans: list[ColumnPlan], columns: list[ColumnValues], heap: Any,
+                heap_size: int) -> tuple[np.ndarray, int]:
+    """Row bytes of one batch, ``(n, row_bytes)`` uint8 in FITS order, and the new heap size.
+
+    Each column is first brought to its stored values in native byte order (nulls replaced,
+    offsets applied); the `_rowpack` kernel then interleaves and byte-swaps every column into
+    the rows in one pass. Variable-length cells are appended to ``heap``; their descriptors
+    point at ``heap_size`` onwards.
+    """
+    from .._kernels import _rowpack
+
+    n = len(columns[0]) if columns else 0
+    widths = [p.field_dtype.itemsize for p in plans]
+    out = np.empty((n, sum(widths)), np.uint8)
+    keep: list[np.ndarray] = []
+    units: list[int] = []
+    for plan, col, width in zip(plans, columns, widths):
+        if len(col) != n:
+            raise ValueError(f"Column row count mismatch: {plan.name!r} has {len(col)} rows, expected {n}")
+        if plan.vla:
+            desc, heap_size = _encode_vla(plan, col, heap, heap_size)
+            cells, unit = desc, desc.dtype.itemsize
+        elif plan.code == "A":
+            cells, unit = _strings(plan, col.data), 1
+        else:
+            values = col.data
+            if plan.code in ("C", "M") and values.dtype.kind == "f":
+                values = np.ascontiguousarray(values).view(_CODE_DTYPE[plan.code]).reshape(n, -1)
+            native, unit = _native_storage(plan)
+            stored = _stored(plan, values, col.mask)
+            cells = np.ascontiguousarray(stored, dtype=native)
+        cells = np.ascontiguousarray(cells)
+        if cells.nbytes != n * width:
+            raise ValueError(f"column {plan.name!r}: repeat mismatch: {cells.nbytes // max(n, 1)} bytes "
+                             f"per row for a {width}-byte field ({plan.tform})")
+        keep.append(cells)
+        units.append(unit)
+    if n and keep:
+        offsets = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
+        ptrs = np.array([a.ctypes.data for a in keep], dtype=np.uint64)
+        _rowpack.pack_rows(ptrs, np.array(widths, np.int64), np.array(units, np.int64), offsets, out)
+    return out, heap_size
+
+
+def _encode_vla(plan: ColumnPlan, col: ColumnValues, heap: Any,
+                heap_size: int) -> tuple[np.ndarray, int]:
+    offsets = np.asarray(col.offsets, dtype=np.int64)
+    counts = np.diff(offsets)
+    if col.mask is not None:
+        counts = np.where(col.mask, 0, counts)
+    start = offsets[0]
+    elements = np.asarray(col.data[start:offsets[-1]])
+    itemsize = plan.element_dtype.itemsize
+    if col.mask is not None and col.mask.any():
+        keep = np.repeat(~col.mask, np.diff(offsets))
+        elements = elements[keep]
+    stored: np.ndarray = elements.astype(_CODE_DTYPE[plan.code], copy=False)
+    if plan.code == "L":
+        stored = np.where(stored, np.uint8(ord("T")), np.uint8(ord("F")))
+    encoded = stored.astype(plan.element_dtype)
+    positions = heap_size + np.concatenate([[0], np.cumsum(counts)[:-1]]) * itemsize if len(counts) else counts
+    desc = np.empty((len(counts), 2), dtype=np.int32 if plan.vla == "P" else np.int64)
+    desc[:, 0] = counts
+    desc[:, 1] = positions
+    if plan.vla == "P" and (heap_size + encoded.nbytes) >= 2**31:
+        raise ValueError(f"column {plan.name!r}: the heap exceeds 2 GiB; use large_list (Q descriptors)")
+    heap.write(memoryview(encoded.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
+    if len(counts):
+        plan.max_elements = max(plan.max_elements, int(counts.max()))
+    return desc, heap_size + encoded.nbytes

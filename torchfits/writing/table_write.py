@@ -1,0 +1,262 @@
+"""Write one table HDU: plan the columns, stream row batches to the sink, then the heap, then
+patch NAXIS2 / PCOUNT / variable-length TFORMs in the header already written.
+
+Inputs are dicts of arrays (one batch) or Arrow tables and readers (batch by batch, so a
+RecordBatchReader is never materialised).
+"""
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Optional
+
+import numpy as np
+
+from .atomic import Sink
+from .table_inputs import arrow_column, arrow_field_meta, numpy_column, to_arrow_stream
+from .table_plan import ColumnPlan, ColumnValues, column_cards, encode_rows, parse_tform, plan_column
+from ..errors import UInt64WriteError
+from ..fits.header import Card, Header, format_card
+
+__all__ = ["TablePlan", "plan_table", "write_table_hdu", "table_cards"]
+
+BLOCK = 2880
+CARD = 80
+_BATCH_ROWS = 1 << 18
+
+
+@dataclass
+class TablePlan:
+    """Column plans plus the batches that fill them."""
+
+    plans: list[ColumnPlan]
+    batches: Iterator[list[ColumnValues]]
+    extname: Optional[str] = None
+    columns: Optional[list[ColumnValues]] = None  # whole columns, for dict inputs
+
+
+def _numpy_plan(columns: Mapping[str, Any], schema: Optional[Mapping[str, Any]]) -> TablePlan:
+    if not isinstance(columns, Mapping) or not columns:
+        raise ValueError("data must be a non-empty dictionary of columns")
+    values = {str(k): numpy_column(str(k), v) for k, v in columns.items()}
+    lengths = {k: len(v) for k, v in values.items()}
+    if len(set(lengths.values())) > 1:
+        detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
+        raise ValueError(f"Column row count mismatch: {detail}")
+    plans = []
+    for name, col in values.items():
+        if col.data.dtype == np.uint64 and col.offsets is None:
+            raise UInt64WriteError(f"column {name!r}: uint64 cannot be stored losslessly in FITS; "
+                                   "convert to int64 or float64")
+        plans.append(plan_column(name, col))
+    _apply_schema(plans, schema, values)
+    whole = list(values.values())
+    return TablePlan(plans, slices(whole), columns=whole)
+
+
+def slices(columns: list[ColumnValues]) -> Iterator[list[ColumnValues]]:
+    """Batches of at most _BATCH_ROWS rows, so the row buffer of one batch stays small."""
+    n = len(columns[0]) if columns else 0
+    if n <= _BATCH_ROWS:
+        yield columns
+        return
+    for start in range(0, n, _BATCH_ROWS):
+        stop = min(n, start + _BATCH_ROWS)
+        batch = []
+        for c in columns:
+            mask = None if c.mask is None else c.mask[start:stop]
+            if c.offsets is not None:
+                batch.append(ColumnValues(c.data, mask, c.offsets[start:stop + 1]))
+            else:
+                batch.append(ColumnValues(c.data[start:stop], mask))
+        yield batch
+
+
+def _arrow_plan(stream: Any, schema: Optional[Mapping[str, Any]]) -> TablePlan:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrow_schema = stream.schema
+    extname = None
+    if arrow_schema.metadata:
+        raw = arrow_schema.metadata.get(b"fits_extname")
+        extname = raw.decode("utf-8", "replace") if raw else None
+    if isinstance(stream, pa.Table):
+        table = stream
+        sample = table.slice(0, min(table.num_rows, 1)).combine_chunks()
+        plans = []
+        for i, f in enumerate(arrow_schema):
+            column = table.column(i)
+            meta = arrow_field_meta(f)
+            t = f.type
+            max_string = max_elements = None
+            if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) \
+                    or pa.types.is_large_binary(t):
+                longest = pc.max(pc.binary_length(column)).as_py() if table.num_rows else 0
+                max_string = int(longest or 0)
+            elif pa.types.is_list(t) or pa.types.is_large_list(t):
+                longest = pc.max(pc.list_value_length(column)).as_py() if table.num_rows else 0
+                max_elements = int(longest or 0)
+            if pa.types.is_large_list(t):
+                meta["large"] = "1"
+            col = arrow_column(f.name, sample.column(i))
+            plans.append(plan_column(f.name, col, nullable=column.null_count > 0,
+                                     max_string=max_string, max_elements=max_elements or 0,
+                                     meta=meta))
+        batches: Iterator[Any] = iter(table.to_batches(max_chunksize=_BATCH_ROWS))
+    else:
+        reader = stream
+        try:
+            first = reader.read_next_batch()
+        except StopIteration:
+            first = pa.RecordBatch.from_pylist([], schema=arrow_schema)
+        plans = []
+        for i, f in enumerate(arrow_schema):
+            meta = arrow_field_meta(f)
+            if pa.types.is_large_list(f.type):
+                meta["large"] = "1"
+            col = arrow_column(f.name, first.column(i))
+            # Later batches may hold nulls: a nullable integer field reserves a TNULL now.
+            plans.append(plan_column(f.name, col, nullable=f.nullable, meta=meta))
+        batches = itertools.chain([first], reader)
+    _apply_schema(plans, schema, None)
+
+    def convert() -> Iterator[list[ColumnValues]]:
+        for batch in batches:
+            yield [arrow_column(f.name, batch.column(i)) for i, f in enumerate(arrow_schema)]
+
+    return TablePlan(plans, convert(), extname)
+
+
+def _apply_schema(plans: list[ColumnPlan], schema: Optional[Mapping[str, Any]],
+                  values: Optional[Mapping[str, ColumnValues]]) -> None:
+    """Per-column overrides from ``schema={col: {format, unit, tnull, tscal, tzero, dim}}``."""
+    if not schema:
+        return
+    by_name = {p.name: p for p in plans}
+    for name, spec in schema.items():
+        if name not in by_name:
+            raise KeyError(f"Column '{name}' not found (schema names a column the data lacks)")
+        if isinstance(spec, str):
+            spec = {"format": spec}
+        plan = by_name[name]
+        fmt = spec.get("format")
+        if fmt:
+            repeat, code, elem = parse_tform(str(fmt))
+            if code in ("P", "Q"):
+                plan.vla, plan.code = code, elem or plan.code
+            else:
+                plan.code, plan.repeat = code, repeat
+                if code == "A":
+                    plan.string_width = repeat
+                plan.flip = False
+                plan.header_tscal = plan.header_tzero = None
+        if spec.get("unit") is not None:
+            plan.meta["TUNIT"] = str(spec["unit"])
+        if spec.get("dim") is not None:
+            plan.tdim = str(spec["dim"])
+        if spec.get("tnull") is not None:
+            plan.tnull = int(spec["tnull"])
+        tscal, tzero = spec.get("tscal"), spec.get("tzero")
+        if tscal is not None or tzero is not None:
+            plan.header_tscal = 1.0 if tscal is None else float(tscal)
+            plan.header_tzero = 0.0 if tzero is None else float(tzero)
+            col = values.get(name) if values else None
+            if col is not None and col.data.dtype.kind == "f" and plan.code in "BIJK":
+                # Physical float values into an integer field: store the scaled codes.
+                plan.scale = (plan.header_tscal, plan.header_tzero)
+
+
+def plan_table(data: Any, schema: Optional[Mapping[str, Any]] = None) -> TablePlan:
+    """Plans and batches for a dict of arrays or any Arrow-like table / stream."""
+    if isinstance(data, Mapping):
+        return _numpy_plan(data, schema)
+    module = type(data).__module__.split(".")[0]
+    if module == "astropy":
+        return _numpy_plan(_astropy_columns(data), schema)
+    stream = to_arrow_stream(data)
+    if stream is None:
+        raise TypeError(f"Unsupported table data type: {type(data).__name__}")
+    return _arrow_plan(stream, schema)
+
+
+def _astropy_columns(table: Any) -> dict:
+    out = {}
+    for name in table.colnames:
+        col = table[name]
+        out[name] = np.asarray(getattr(col, "filled", lambda: col)() if getattr(col, "mask", None) is not None
+                               and np.asarray(col).dtype.kind in "fc" else col)
+    return out
+
+
+def table_cards(plans: list[ColumnPlan], nrows: int, pcount: int) -> list[Card]:
+    """The structural cards of a BINTABLE header for ``plans``."""
+    row_bytes = sum(p.field_dtype.itemsize for p in plans)
+    cards = [Card("XTENSION", "BINTABLE", "binary table extension"), Card("BITPIX", 8, "8-bit bytes"),
+             Card("NAXIS", 2, "2-dimensional binary table"), Card("NAXIS1", row_bytes, "width of table in bytes"),
+             Card("NAXIS2", nrows, "number of rows in table"), Card("PCOUNT", pcount, "size of special data area"),
+             Card("GCOUNT", 1, "one data group"), Card("TFIELDS", len(plans), "number of fields in each row")]
+    return cards + column_cards(plans)
+
+
+def write_table_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[int, int, int]:
+    """Write the table HDU described by a `writer.TableData`; returns its byte span."""
+    if getattr(item, "table_type", "binary") == "ascii":
+        from .ascii_write import write_ascii_hdu
+
+        return write_ascii_hdu(sink, item, checksum=checksum)
+    from .api import header_lines
+
+    plan = plan_table(item.columns, getattr(item, "schema", None))
+    if getattr(item, "quantize", None):
+        from .quantize_linear import quantize_table_plans
+
+        plan = quantize_table_plans(plan, item.quantize)
+    plans = plan.plans
+    user = item.header
+    if plan.extname and (user is None or "EXTNAME" not in user):
+        user = Header(user) if user is not None else Header()
+        user["EXTNAME"] = plan.extname
+    header_offset = sink.offset
+    lines, where = header_lines(table_cards(plans, 0, 0), user, table=True, checksum=checksum)
+    text = "".join(lines) + "END".ljust(CARD)
+    text += " " * (-len(text) % BLOCK)
+    sink.write(text.encode("ascii"))
+    data_offset = sink.offset
+    nrows = 0
+    heap_size = 0
+    with tempfile.SpooledTemporaryFile(max_size=64 << 20) as heap:
+        for columns in plan.batches:
+            rows, heap_size = encode_rows(plans, columns, heap, heap_size)
+            sink.write(rows.view(np.uint8) if rows.size else b"")
+            nrows += len(rows)
+        heap.seek(0)
+        if heap_size:
+            shutil.copyfileobj(heap, _SinkWriter(sink), 1 << 20)
+    data_size = sink.offset - data_offset
+    sink.pad()
+
+    def patch(key: str, value: Any, comment: str) -> None:
+        sink.patch(header_offset + where[key] * CARD, format_card(key, value, comment)[0].encode("ascii"))
+
+    patch("NAXIS2", nrows, "number of rows in table")
+    patch("PCOUNT", heap_size, "size of special data area")
+    for n, p in enumerate(plans, start=1):
+        if p.vla:
+            patch(f"TFORM{n}", p.tform, "")
+        if p.tnull is not None and f"TNULL{n}" in where:
+            patch(f"TNULL{n}", int(p.tnull), "")
+    return header_offset, data_offset, data_size
+
+
+class _SinkWriter:
+    """File-like adapter so shutil can copy the spooled heap through the sink."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    def write(self, data: bytes) -> int:
+        self._sink.write(data)
+        return len(data)
