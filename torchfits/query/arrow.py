@@ -1,6 +1,6 @@
 """The pyarrow side of where-expression trees: type checks and translation to and from filters.
 
-Loaded by :mod:`torchfits._expr` only when a tree meets a schema or a pyarrow expression.
+Loaded by :mod:`torchfits.query.expr` only when a tree meets a schema or a pyarrow expression.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .expr import (
+from .lexing import _number_or_none
+from .tree import (
     _FLIPPED,
     TOO_DEEP,
-    _number_or_none,
     Abs,
     And,
     Arith,
@@ -437,12 +437,12 @@ def _fold_arith(op: str, left: Any, right: Any) -> Any:
 
 
 def validate_tree(expr: Expr, types: Any) -> None:
-    """Implementation of :func:`torchfits._expr.validate`."""
+    """Implementation of :func:`torchfits.query.expr.validate`."""
     tree_to_pyarrow(expr, types)
 
 
 def tree_to_pyarrow(expr: Expr, schema: Any) -> Any:
-    """Implementation of :func:`torchfits._expr.to_pyarrow`."""
+    """Implementation of :func:`torchfits.query.expr.to_pyarrow`."""
     try:
         return _ArrowCompiler(_as_types(schema)).predicate(expr)
     except RecursionError:
@@ -792,7 +792,7 @@ def _same_raw(a: RawNode, b: RawNode) -> bool:
 
 
 def tree_from_pyarrow(expression: Any, schema: Any) -> Optional[Predicate]:
-    """Implementation of :func:`torchfits._expr.from_pyarrow`."""
+    """Implementation of :func:`torchfits.query.expr.from_pyarrow`."""
     if expression is None:
         return None
 

@@ -1,6 +1,7 @@
 """The torchfits 1.2.3 ``where=`` dialect: tokenizer, tuple-AST parser and NumPy evaluator.
 
-The engine parses into :mod:`torchfits._expr` trees; this keeps 1.2.3's names, ASTs and messages.
+The engine turns these ASTs into :mod:`torchfits.query.tree` trees (`from_compat_ast`); this
+module keeps 1.2.3's names, ASTs and messages. docs/where.md describes both dialects.
 """
 from __future__ import annotations
 
@@ -10,14 +11,23 @@ from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .expr import (
+from ..errors import WhereSyntaxError
+from .lexing import RESERVED_WORDS, _number_or_none, _scan_quoted
+from .tree import (
     TOO_DEEP,
-    _number_or_none,
-    _scan_quoted,
+    And,
+    Between,
+    Column,
+    Compare,
+    InList,
+    IsNull,
+    Literal as LiteralNode,
+    Not,
+    Or,
+    Predicate,
     float_compare_plan,
     integer_compare_plan,
 )
-from ..errors import WhereSyntaxError
 
 __all__ = [
     "evaluate_where",
@@ -33,7 +43,6 @@ __all__ = [
 where_identifier_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _COMPARISON_OPS = ("==", "!=", ">=", "<=", ">", "<")
-_KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL", "NONE"})
 _WORD_RE = re.compile(r"[A-Za-z0-9_.+\-]+")
 _IDENT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -365,7 +374,7 @@ class _CompatParser:
             raise self.end_error()
         if (
             tok.kind != "WORD"
-            or tok.text.upper() in _KEYWORDS
+            or tok.text.upper() in RESERVED_WORDS
             or not where_identifier_re.match(tok.text)
         ):
             raise WhereSyntaxError(f"{_MSG_NEED_COLUMN} at position {tok.pos}: {tok.text!r}")
@@ -425,7 +434,7 @@ class _CompatParser:
         if tok.kind == "LITERAL":
             self.advance()
             return tok.text
-        if tok.kind == "WORD" and tok.text.upper() not in _KEYWORDS - {"NULL", "NONE"}:
+        if tok.kind == "WORD" and tok.text.upper() not in RESERVED_WORDS - {"NULL", "NONE"}:
             self.advance()
             return _word_value(tok.text)
         raise WhereSyntaxError(
@@ -799,3 +808,54 @@ def evaluate_where(ast: WhereAst, data: Mapping[str, Any]) -> np.ndarray:
     except RecursionError:
         raise ValueError(TOO_DEEP) from None
     return np.asarray(true, dtype=bool)
+
+
+def from_compat_ast(ast: Tuple[Any, ...]) -> Predicate:
+    """Convert a :func:`torchfits.where.parse_where_expression` tuple AST into a tree.
+
+    Parameters
+    ----------
+    ast : tuple
+        The 1.2.3 AST.
+
+    Returns
+    -------
+    Predicate
+        The equivalent tree; ``("cmp", c, "==", None)`` becomes ``IsNull(c)`` and ``!=`` its
+        negation.
+
+    Raises
+    ------
+    ValueError
+        ``"Invalid where AST"`` for a malformed node; a NULL compared with another operator.
+    """
+    try:
+        return _from_compat(ast)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+
+
+def _from_compat(ast: Tuple[Any, ...]) -> Predicate:
+    kind = _check_node(ast)
+    if kind == "and":
+        return And(_from_compat(ast[1]), _from_compat(ast[2]))
+    if kind == "or":
+        return Or(_from_compat(ast[1]), _from_compat(ast[2]))
+    if kind == "not":
+        return Not(_from_compat(ast[1]))
+    column = Column(ast[1])
+    if kind == "isnull":
+        return IsNull(column, bool(ast[2]))
+    if kind == "in":
+        return InList(column, tuple(ast[2]), bool(ast[3]))
+    if kind == "between":
+        if ast[2] is None or ast[3] is None:
+            raise WhereSyntaxError("where NULL comparisons only support == and !=")
+        return Between(column, LiteralNode(ast[2]), LiteralNode(ast[3]), bool(ast[4]))
+    op, value = ast[2], ast[3]
+    if value is None:
+        if op not in ("==", "!="):
+            raise WhereSyntaxError("where NULL comparisons only support == and !=")
+        return IsNull(column, negated=op == "!=")
+    return Compare(op, column, LiteralNode(value))
+

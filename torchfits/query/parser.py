@@ -1,0 +1,516 @@
+"""The native where dialect: tokenizer and recursive-descent parser into expression trees.
+
+The dialect is a superset of the torchfits 1.x one; docs/where.md is its reference.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import (
+    Any,
+    FrozenSet,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Tuple,
+)
+
+
+from ..errors import WhereSyntaxError
+
+from .lexing import RESERVED_WORDS, _number_or_none, _scan_quoted
+from .tree import (
+    TOO_DEEP,
+    Abs,
+    And,
+    Arith,
+    Between,
+    BitAnd,
+    Column,
+    Compare,
+    Expr,
+    InList,
+    IsNan,
+    IsNull,
+    Literal,
+    LiteralValue,
+    Neg,
+    Not,
+    Or,
+    Predicate,
+    Value,
+    walk,
+)
+from .where_compat import from_compat_ast, parse_where_expression
+
+# ---------------------------------------------------------------------------------------------
+# Native parser
+# ---------------------------------------------------------------------------------------------
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<num>(?:0[xX][0-9A-Fa-f]+|0[oO][0-7]+|0[bB][01]+
+            |(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.]))
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>==|!=|>=|<=|<>|>|<|=|!)
+  | (?P<logic>&&|\|\||&|\||~)
+  | (?P<arith>[-+*/])
+  | (?P<lparen>\()
+  | (?P<rparen>\))
+  | (?P<comma>,)
+    """,
+    re.VERBOSE,
+)
+_FUNCTIONS = ("abs", "bit", "bitand", "isnan")
+_LOGIC_WORDS = {"&&": "AND", "&": "AND", "||": "OR", "|": "OR", "~": "NOT"}
+
+
+class _Tok(NamedTuple):
+    kind: str  # num str qident ident op logic arith lparen rparen comma
+    text: str
+    value: Any
+    pos: int
+
+
+def _native_tokens(text: str) -> List[_Tok]:
+    tokens: List[_Tok] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "'\"":
+            value, end = _scan_quoted(text, i)
+            tokens.append(_Tok("str", text[i:end], value, i))
+            i = end
+            continue
+        if ch == "`":
+            end = text.find("`", i + 1)
+            if end < 0:
+                raise WhereSyntaxError(
+                    f"Unterminated quoted literal in where expression (backtick at position {i})"
+                )
+            tokens.append(_Tok("qident", text[i : end + 1], text[i + 1 : end], i))
+            i = end + 1
+            continue
+        match = _TOKEN_RE.match(text, i)
+        if match is None:
+            raise WhereSyntaxError(
+                f"Unexpected character {ch!r} at position {i} in where expression"
+            )
+        kind = match.lastgroup
+        word = match.group()
+        if kind == "num":
+            tokens.append(_Tok(kind, word, _number_or_none(word), i))
+        elif kind == "logic":
+            tokens.append(_Tok(kind, word, _LOGIC_WORDS[word], i))
+        elif kind == "ident" and word.upper() in ("AND", "OR", "NOT"):
+            tokens.append(_Tok("logic", word, word.upper(), i))
+        elif kind != "ws":
+            tokens.append(_Tok(str(kind), word, word, i))
+        i = match.end()
+    return tokens
+
+
+@dataclass(frozen=True)
+class _BareWord(Value):
+    """A lone identifier whose role (column or string literal) depends on where it stands."""
+
+    name: str
+    pos: int
+
+
+class _Parser:
+    """Recursive descent with SQL precedence: OR < AND < NOT < comparison < + - < * / < unary."""
+
+    def __init__(self, text: str, columns: Optional[FrozenSet[str]]) -> None:
+        self.text = text
+        self.tokens = _native_tokens(text)
+        self.columns = columns
+        self.i = 0
+
+    # -- helpers ----------------------------------------------------------------------------
+    def peek(self, ahead: int = 0) -> Optional[_Tok]:
+        j = self.i + ahead
+        return self.tokens[j] if j < len(self.tokens) else None
+
+    def advance(self) -> _Tok:
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def at_word(self, *words: str, ahead: int = 0) -> bool:
+        tok = self.peek(ahead)
+        if tok is None:
+            return False
+        if tok.kind == "logic":
+            return tok.value in words
+        return tok.kind == "ident" and tok.text.upper() in words
+
+    def at_arith(self, *ops: str) -> bool:
+        tok = self.peek()
+        return tok is not None and tok.kind == "arith" and tok.text in ops
+
+    def here(self) -> int:
+        tok = self.peek()
+        return tok.pos if tok is not None else len(self.text)
+
+    def error(self, message: str, pos: Optional[int] = None) -> WhereSyntaxError:
+        return WhereSyntaxError(f"{message} at position {self.here() if pos is None else pos}")
+
+    def end_error(self) -> WhereSyntaxError:
+        return self.error("Unexpected end of where expression")
+
+    def condition(self, node: Expr, pos: int) -> Predicate:
+        if isinstance(node, Predicate):
+            return node
+        if isinstance(node, _BareWord):
+            raise self.error(
+                "where expects a comparison operator or IN/BETWEEN/IS NULL variants after "
+                "column identifier",
+                pos=node.pos + len(node.name),
+            )
+        raise self.error("where expects a condition, not a value", pos=pos)
+
+    def value(self, node: Expr, pos: int) -> Value:
+        if isinstance(node, _BareWord):
+            return Column(node.name)
+        if isinstance(node, Value):
+            return node
+        raise self.error("where expects a value, not a condition", pos=pos)
+
+    def literal_side(self, node: Expr, other: Value, pos: int) -> Value:
+        """Resolve a value standing where 1.2.3 reads bare words as strings."""
+        if isinstance(node, _BareWord):
+            if self.columns is not None and node.name in self.columns:
+                return Column(node.name)
+            if not any(isinstance(n, Column) for n in walk(other)):
+                return Column(node.name)
+            return Literal(node.name)
+        return self.value(node, pos)
+
+    # -- grammar ----------------------------------------------------------------------------
+    def parse(self) -> Predicate:
+        if not self.tokens:
+            raise WhereSyntaxError("where must be a non-empty string expression")
+        self.check_parentheses()
+        pos = self.here()
+        node = self.parse_or()
+        if self.peek() is not None:
+            tok = self.peek()
+            assert tok is not None
+            raise self.error(f"Unexpected trailing tokens in where expression ({tok.text!r})")
+        return self.condition(node, pos)
+
+    def check_parentheses(self) -> None:
+        opened: List[int] = []
+        for tok in self.tokens:
+            if tok.kind == "lparen":
+                opened.append(tok.pos)
+            elif tok.kind == "rparen":
+                if not opened:
+                    raise self.error("Unbalanced parentheses in where expression", pos=tok.pos)
+                opened.pop()
+        if opened:
+            raise self.error("Unbalanced parentheses in where expression", pos=opened[-1])
+
+    def parse_or(self) -> Expr:
+        pos = self.here()
+        node = self.parse_and()
+        while self.at_word("OR"):
+            self.advance()
+            rpos = self.here()
+            right = self.parse_and()
+            node = Or(self.condition(node, pos), self.condition(right, rpos))
+        return node
+
+    def parse_and(self) -> Expr:
+        pos = self.here()
+        node = self.parse_not()
+        while self.at_word("AND"):
+            self.advance()
+            rpos = self.here()
+            right = self.parse_not()
+            node = And(self.condition(node, pos), self.condition(right, rpos))
+        return node
+
+    def parse_not(self) -> Expr:
+        if self.at_word("NOT"):
+            self.advance()
+            pos = self.here()
+            return Not(self.condition(self.parse_not(), pos))
+        return self.parse_comparison()
+
+    def parse_comparison(self) -> Expr:
+        pos = self.here()
+        left = self.parse_sum()
+        tok = self.peek()
+        if tok is None:
+            return left
+        if tok.kind == "op":
+            if tok.text in ("=", "<>", "!"):
+                hint = {"=": "'=='", "<>": "'!='", "!": "'!='"}[tok.text]
+                raise self.error(f"Unsupported operator {tok.text!r} (use {hint})", pos=tok.pos)
+            self.advance()
+            rpos = self.here()
+            right = self.parse_sum()
+            after = self.peek()
+            if after is not None and after.kind == "op":
+                raise self.error("where does not support chained comparisons", pos=after.pos)
+            return self.make_compare(tok.text, left, right, pos, rpos, tok.pos)
+        negated = False
+        if self.at_word("NOT") and self.at_word("IN", "BETWEEN", "NULL", ahead=1):
+            self.advance()
+            negated = True
+        if self.at_word("NULL") and negated:
+            self.advance()
+            return IsNull(self.value(left, pos), negated=True)
+        if self.at_word("IN"):
+            self.advance()
+            return InList(self.value(left, pos), tuple(self.parse_in_values()), negated)
+        if self.at_word("BETWEEN"):
+            self.advance()
+            operand = self.value(left, pos)
+            lpos = self.here()
+            low = self.literal_side(self.parse_sum(), operand, lpos)
+            if self.peek() is None:
+                raise self.end_error()
+            if not self.at_word("AND"):
+                raise self.error(
+                    "Unexpected trailing tokens in where expression (BETWEEN needs 'low AND high')"
+                )
+            self.advance()
+            hpos = self.here()
+            high = self.literal_side(self.parse_sum(), operand, hpos)
+            for bound, bpos in ((low, lpos), (high, hpos)):
+                if isinstance(bound, Literal) and bound.value is None:
+                    raise self.error("where NULL comparisons only support == and !=", pos=bpos)
+            return Between(operand, low, high, negated)
+        if self.at_word("IS"):
+            self.advance()
+            is_negated = False
+            if self.at_word("NOT"):
+                self.advance()
+                is_negated = True
+            if not self.at_word("NULL"):
+                raise self.error("where expects NULL or NOT NULL after IS")
+            self.advance()
+            return IsNull(self.value(left, pos), is_negated)
+        return left
+
+    def make_compare(
+        self, op: str, left: Expr, right: Expr, lpos: int, rpos: int, oppos: int
+    ) -> Predicate:
+        left_value = self.value(left, lpos)
+        right_value = self.literal_side(right, left_value, rpos)
+        for side, other in ((right_value, left_value), (left_value, right_value)):
+            if isinstance(side, Literal) and side.value is None:
+                if op not in ("==", "!="):
+                    raise self.error("where NULL comparisons only support == and !=", pos=oppos)
+                if isinstance(other, Literal):
+                    raise self.error("where expects a column on one side of NULL", pos=lpos)
+                return IsNull(other, negated=op == "!=")
+        return Compare(op, left_value, right_value)
+
+    def parse_in_values(self) -> List[LiteralValue]:
+        if self.peek() is None:
+            raise self.end_error()
+        tok = self.peek()
+        assert tok is not None
+        if tok.kind != "lparen":
+            return [self.parse_in_item()]
+        self.advance()
+        values: List[LiteralValue] = []
+        if self.peek() is not None and self.peek().kind == "rparen":  # type: ignore[union-attr]
+            self.advance()
+            return values
+        while True:
+            values.append(self.parse_in_item())
+            tok = self.peek()
+            if tok is None:
+                raise self.end_error()
+            if tok.kind == "rparen":
+                self.advance()
+                return values
+            if tok.kind != "comma":
+                raise self.error(
+                    f"Unexpected trailing tokens in where expression (expected ',' or ')' in "
+                    f"IN list, got {tok.text!r})"
+                )
+            self.advance()
+
+    def parse_in_item(self) -> LiteralValue:
+        pos = self.here()
+        node = self.parse_unary()
+        if isinstance(node, _BareWord):
+            return node.name
+        if isinstance(node, Literal):
+            return node.value
+        raise self.error("where IN lists hold literals only", pos=pos)
+
+    def parse_sum(self) -> Expr:
+        pos = self.here()
+        node = self.parse_term()
+        while self.at_arith("+", "-"):
+            op = self.advance().text
+            rpos = self.here()
+            right = self.parse_term()
+            node = Arith(op, self.value(node, pos), self.value(right, rpos))
+        return node
+
+    def parse_term(self) -> Expr:
+        pos = self.here()
+        node = self.parse_unary()
+        while self.at_arith("*", "/"):
+            op = self.advance().text
+            rpos = self.here()
+            right = self.parse_unary()
+            node = Arith(op, self.value(node, pos), self.value(right, rpos))
+        return node
+
+    def parse_unary(self) -> Expr:
+        tok = self.peek()
+        if tok is not None and tok.kind == "arith" and tok.text in "+-":
+            self.advance()
+            nxt = self.peek()
+            if nxt is not None and nxt.kind == "num":
+                # a signed number is one literal (so "-3" round-trips), not Neg(3)
+                self.advance()
+                return Literal(-nxt.value if tok.text == "-" else nxt.value)
+            pos = self.here()
+            operand = self.value(self.parse_unary(), pos)
+            return Neg(operand) if tok.text == "-" else operand
+        return self.parse_primary()
+
+    def parse_primary(self) -> Expr:
+        tok = self.peek()
+        if tok is None:
+            raise self.end_error()
+        if tok.kind == "num":
+            self.advance()
+            return Literal(tok.value)
+        if tok.kind == "str":
+            self.advance()
+            return Literal(tok.value)
+        if tok.kind == "qident":
+            self.advance()
+            return Column(tok.value)
+        if tok.kind == "lparen":
+            self.advance()
+            node = self.parse_or()
+            closing = self.peek()
+            if closing is None or closing.kind != "rparen":
+                raise self.error(
+                    "Unexpected trailing tokens in where expression (expected ')')"
+                    if closing is not None
+                    else "Unexpected end of where expression"
+                )
+            self.advance()
+            return node
+        if tok.kind == "ident":
+            word = tok.text
+            if word in ("True", "False"):
+                self.advance()
+                return Literal(word == "True")
+            if word.upper() in ("NULL", "NONE"):
+                self.advance()
+                return Literal(None)
+            if word.upper() in RESERVED_WORDS:
+                raise self.error(f"where expects a value, got {word!r}", pos=tok.pos)
+            nxt = self.peek(1)
+            if nxt is not None and nxt.kind == "lparen":
+                return self.parse_call()
+            self.advance()
+            return _BareWord(word, tok.pos)
+        raise self.error(f"where expects a value, got {tok.text!r}", pos=tok.pos)
+
+    def parse_call(self) -> Expr:
+        name_tok = self.advance()
+        name = name_tok.text.lower()
+        if name not in _FUNCTIONS:
+            raise self.error(
+                f"where does not know the function {name_tok.text!r} (known: "
+                f"{', '.join(_FUNCTIONS)})",
+                pos=name_tok.pos,
+            )
+        self.advance()  # "("
+        args: List[Tuple[Expr, int]] = []
+        if self.peek() is not None and self.peek().kind != "rparen":  # type: ignore[union-attr]
+            while True:
+                apos = self.here()
+                args.append((self.parse_sum(), apos))
+                tok = self.peek()
+                if tok is None:
+                    raise self.end_error()
+                if tok.kind == "comma":
+                    self.advance()
+                    continue
+                break
+        closing = self.peek()
+        if closing is None:
+            raise self.end_error()
+        if closing.kind != "rparen":
+            raise self.error(f"Unexpected trailing tokens in where expression ({closing.text!r})")
+        self.advance()
+        arity = 1 if name in ("abs", "isnan") else 2
+        if len(args) != arity:
+            raise self.error(
+                f"where function {name}() takes {arity} argument{'s' if arity > 1 else ''}, "
+                f"got {len(args)}",
+                pos=name_tok.pos,
+            )
+        operand = self.value(args[0][0], args[0][1])
+        if name == "abs":
+            return Abs(operand)
+        if name == "isnan":
+            return IsNan(operand)
+        number, npos = args[1]
+        if not (isinstance(number, Literal) and type(number.value) is int and number.value >= 0):
+            what = "bit number" if name == "bit" else "mask"
+            raise self.error(f"where {name}() needs a non-negative integer {what}", pos=npos)
+        if name == "bitand":
+            return BitAnd(operand, number.value)
+        if number.value > 63:
+            raise self.error("where bit() numbers bits 0 to 63", pos=npos)
+        return Compare("!=", BitAnd(operand, 1 << number.value), Literal(0))
+
+
+def parse(
+    text: str, columns: Optional[Iterable[str]] = None, *, dialect: str = "native"
+) -> Predicate:
+    """Parse a where-string into a tree.
+
+    Parameters
+    ----------
+    text : str
+        The expression.
+    columns : iterable of str, optional
+        The table's column names. A bare word on the right of a comparison that names one of
+        them is read as that column instead of a string literal.
+    dialect : {"native", "compat"}
+        ``"compat"`` accepts exactly the 1.2.3 dialect (via
+        :func:`torchfits.where.parse_where_expression`).
+
+    Returns
+    -------
+    Predicate
+        The tree (column names are not checked; see :func:`validate`).
+
+    Raises
+    ------
+    WhereSyntaxError
+        With the position of the offending token.
+    """
+    if dialect == "compat":
+        return from_compat_ast(parse_where_expression(text))
+    if dialect != "native":
+        raise ValueError(f"dialect must be 'native' or 'compat', not {dialect!r}")
+    if not isinstance(text, str) or not text.strip():
+        raise WhereSyntaxError("where must be a non-empty string expression")
+    if isinstance(columns, str):
+        columns = [columns]  # one name, not its characters
+    names = None if columns is None else frozenset(columns)
+    try:
+        return _Parser(text, names).parse()
+    except RecursionError:
+        raise WhereSyntaxError(TOO_DEEP) from None

@@ -1,0 +1,425 @@
+"""The where-expression tree: nodes, traversal, exact comparison plans and rendering.
+
+One tree serves both where dialects (:mod:`torchfits.query.parser`,
+:mod:`torchfits.query.where_compat`) and pyarrow filters (:mod:`torchfits.query.arrow`).
+The dialect and its semantics are described in docs/where.md.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import (
+    Any,
+    Dict,
+    Iterator,
+    List,
+    Tuple,
+    Union,
+)
+
+import numpy as np
+
+from .lexing import RESERVED_WORDS
+
+LiteralValue = Union[None, bool, int, float, str]
+COMPARISON_OPS = ("==", "!=", "<", "<=", ">", ">=")
+ARITH_OPS = ("+", "-", "*", "/")
+_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+# parsers and translators recurse; a hostile string must fail as a ValueError, not crash
+TOO_DEEP = "where expression nests too deeply"
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The tree
+# ---------------------------------------------------------------------------------------------
+
+
+class Expr:
+    """Base of every node; ``str(node)`` renders it in the native dialect."""
+
+    def __str__(self) -> str:
+        return to_string(self)
+
+
+class Value(Expr):
+    """A node that evaluates to one value per row (a column, a literal, arithmetic)."""
+
+
+class Predicate(Expr):
+    """A node that evaluates to true, false or unknown per row."""
+
+
+@dataclass(frozen=True)
+class Column(Value):
+    """A column referenced by name (case-sensitive)."""
+
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Literal(Value):
+    """A constant: None (NULL), bool, int, float or str."""
+
+    value: LiteralValue
+
+    def __eq__(self, other: object) -> bool:
+        # 1 == True == 1.0 in Python; literals of different types are different expressions
+        if not isinstance(other, Literal):
+            return NotImplemented
+        return type(self.value) is type(other.value) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash((type(self.value), self.value))
+
+
+@dataclass(frozen=True)
+class Arith(Value):
+    """``left op right`` with op one of ``+ - * /`` (``/`` is true division)."""
+
+    op: str
+    left: Value
+    right: Value
+
+    def __post_init__(self) -> None:
+        if self.op not in ARITH_OPS:
+            raise ValueError(f"unknown arithmetic operator {self.op!r}")
+
+
+@dataclass(frozen=True)
+class Neg(Value):
+    """Unary minus."""
+
+    operand: Value
+
+
+@dataclass(frozen=True)
+class Abs(Value):
+    """Absolute value."""
+
+    operand: Value
+
+
+@dataclass(frozen=True)
+class BitAnd(Value):
+    """``operand & mask`` on an integer value; ``mask`` is a non-negative int."""
+
+    operand: Value
+    mask: int
+
+
+@dataclass(frozen=True)
+class Compare(Predicate):
+    """``left op right`` with op one of ``== != < <= > >=``."""
+
+    op: str
+    left: Value
+    right: Value
+
+    def __post_init__(self) -> None:
+        if self.op not in COMPARISON_OPS:
+            raise ValueError(f"unknown comparison operator {self.op!r}")
+
+
+@dataclass(frozen=True)
+class InList(Predicate):
+    """``operand [NOT] IN (values...)``; a None among the values makes a miss unknown (SQL)."""
+
+    operand: Value
+    values: Tuple[LiteralValue, ...]
+    negated: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", tuple(self.values))
+
+
+@dataclass(frozen=True)
+class Between(Predicate):
+    """``operand [NOT] BETWEEN low AND high``, both bounds inclusive."""
+
+    operand: Value
+    low: Value
+    high: Value
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class IsNull(Predicate):
+    """``operand IS [NOT] NULL``; never unknown, and NaN is not null."""
+
+    operand: Value
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class IsNan(Predicate):
+    """True for NaN, false for any other value (of any type), unknown for null."""
+
+    operand: Value
+
+
+@dataclass(frozen=True)
+class And(Predicate):
+    """Three-valued conjunction."""
+
+    left: Predicate
+    right: Predicate
+
+
+@dataclass(frozen=True)
+class Or(Predicate):
+    """Three-valued disjunction."""
+
+    left: Predicate
+    right: Predicate
+
+
+@dataclass(frozen=True)
+class Not(Predicate):
+    """Three-valued negation: unknown stays unknown."""
+
+    operand: Predicate
+
+
+def _children(expr: Expr) -> Tuple[Expr, ...]:
+    if isinstance(expr, (Column, Literal)):
+        return ()
+    if isinstance(expr, (Arith, Compare, And, Or)):
+        return (expr.left, expr.right)
+    if isinstance(expr, Between):
+        return (expr.operand, expr.low, expr.high)
+    if isinstance(expr, (Neg, Abs, BitAnd, InList, IsNull, IsNan, Not)):
+        return (expr.operand,)
+    raise TypeError(f"not a where-expression node: {expr!r}")
+
+
+def walk(expr: Expr) -> Iterator[Expr]:
+    """Yield every node of a tree, parents before children, left to right.
+
+    Parameters
+    ----------
+    expr : Expr
+        The tree.
+
+    Yields
+    ------
+    Expr
+        Each node once per occurrence.
+    """
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(_children(node)))
+
+
+def columns(expr: Expr) -> List[str]:
+    """List the column names a tree references.
+
+    Parameters
+    ----------
+    expr : Expr
+        The tree.
+
+    Returns
+    -------
+    list of str
+        Unique names in first-seen (left to right) order.
+    """
+    seen: Dict[str, None] = {}
+    for node in walk(expr):
+        if isinstance(node, Column):
+            seen.setdefault(node.name, None)
+    return list(seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact comparison plans (shared with torchfits.where and meant for the predicate kernels)
+# ---------------------------------------------------------------------------------------------
+
+
+def integer_compare_plan(op: str, value: Any, lo: int, hi: int) -> Tuple[Any, ...]:
+    """Rewrite ``x op value`` for integers ``x`` in ``[lo, hi]`` so that it needs no cast.
+
+    Parameters
+    ----------
+    op : str
+        Comparison operator.
+    value : int, float or bool
+        The literal.
+    lo, hi : int
+        Range of the integer type.
+
+    Returns
+    -------
+    tuple
+        ``("cmp", op, int_value)`` with ``lo <= int_value <= hi``, or ``("const", result)`` when
+        every non-null ``x`` gives ``result`` (None: unknown, for a NaN literal).
+    """
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ("const", None)
+        if math.isinf(value):
+            return _out_of_range(op, above=value > 0)
+        if not value.is_integer():
+            if op in ("==", "!="):
+                return ("const", op == "!=")
+            # no integer lies strictly between floor(value) and value
+            if op in (">", ">="):
+                op, value = ">=", math.floor(value) + 1
+            else:
+                op, value = "<=", math.floor(value)
+        else:
+            value = int(value)
+    if value > hi:
+        return _out_of_range(op, above=True)
+    if value < lo:
+        return _out_of_range(op, above=False)
+    return ("cmp", op, int(value))
+
+
+def _out_of_range(op: str, above: bool) -> Tuple[Any, ...]:
+    if op in ("==", "!="):
+        return ("const", op == "!=")
+    return ("const", (op in ("<", "<=")) == above)
+
+
+def float_compare_plan(op: str, value: Any, bits: int) -> Tuple[Any, ...]:
+    """Rewrite ``x op value`` for floats ``x`` of ``bits`` width as a same-width comparison.
+
+    Parameters
+    ----------
+    op : str
+        Comparison operator.
+    value : int, float or bool
+        The literal.
+    bits : int
+        16, 32 or 64.
+
+    Returns
+    -------
+    tuple
+        ``("cmp", op, float_value)`` where ``float_value`` is the literal rounded to the column's
+        width, or ``("const", result)`` (None: unknown, for a NaN literal). Literals beyond the
+        finite range of the width become comparisons with infinity, so they stay exact.
+    """
+    if isinstance(value, float) and math.isnan(value):
+        return ("const", None)
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int literal beyond float64
+        as_float = math.inf if value > 0 else -math.inf
+    finite_max = float(np.finfo(np.dtype(f"float{bits}")).max)
+    literal_inf = isinstance(value, float) and math.isinf(value)
+    if not literal_inf and (math.isinf(as_float) or abs(as_float) > finite_max):
+        # beyond every finite value of the width: only infinities are on the far side
+        if as_float > 0:
+            if op in ("==", "!="):
+                return ("const", op == "!=")
+            return ("cmp", ">=" if op in (">", ">=") else "<", math.inf)
+        if op in ("==", "!="):
+            return ("const", op == "!=")
+        return ("cmp", "<=" if op in ("<", "<=") else ">", -math.inf)
+    if bits != 64:
+        as_float = float(np.dtype(f"float{bits}").type(as_float))
+    return ("cmp", op, as_float)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------------------------
+
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _render_literal(value: LiteralValue) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "1e999" if value > 0 else "-1e999"
+        return repr(value)  # NaN renders as "nan", which no dialect reads back as a number
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise TypeError(f"unsupported literal {value!r}")
+
+
+def _render_value(expr: Expr, literal_position: bool = False) -> str:
+    if isinstance(expr, Column):
+        name = expr.name
+        plain = (
+            _IDENT_RE.match(name)
+            and name.upper() not in RESERVED_WORDS
+            and name not in ("True", "False")
+        )
+        # in literal positions a bare word would read back as a string
+        if plain and not literal_position:
+            return name
+        return "`" + name + "`"
+    if isinstance(expr, Literal):
+        return _render_literal(expr.value)
+    if isinstance(expr, Arith):
+        return f"({_render_value(expr.left)} {expr.op} {_render_value(expr.right)})"
+    if isinstance(expr, Neg):
+        if isinstance(expr.operand, Literal):
+            # "-3" would read back as the literal -3
+            return f"(-({_render_value(expr.operand)}))"
+        return f"(-{_render_value(expr.operand)})"
+    if isinstance(expr, Abs):
+        return f"abs({_render_value(expr.operand)})"
+    if isinstance(expr, BitAnd):
+        return f"bitand({_render_value(expr.operand)}, {expr.mask})"
+    raise TypeError(f"not a value node: {expr!r}")
+
+
+def to_string(expr: Expr) -> str:
+    """Render a tree in the native dialect, so that ``parse(to_string(e)) == e``.
+
+    Parameters
+    ----------
+    expr : Expr
+        The tree.
+
+    Returns
+    -------
+    str
+        Fully parenthesised text (NaN literals excepted: they have no spelling).
+    """
+    try:
+        return _render(expr)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+
+
+def _render(expr: Expr) -> str:
+    if isinstance(expr, Value):
+        return _render_value(expr)
+    if isinstance(expr, Compare):
+        return f"{_render_value(expr.left)} {expr.op} {_render_value(expr.right, True)}"
+    if isinstance(expr, InList):
+        values = ", ".join(_render_literal(v) for v in expr.values)
+        return f"{_render_value(expr.operand)} {'NOT IN' if expr.negated else 'IN'} ({values})"
+    if isinstance(expr, Between):
+        word = "NOT BETWEEN" if expr.negated else "BETWEEN"
+        return (
+            f"{_render_value(expr.operand)} {word} {_render_value(expr.low, True)} AND "
+            f"{_render_value(expr.high, True)}"
+        )
+    if isinstance(expr, IsNull):
+        return f"{_render_value(expr.operand)} IS {'NOT NULL' if expr.negated else 'NULL'}"
+    if isinstance(expr, IsNan):
+        return f"isnan({_render_value(expr.operand)})"
+    if isinstance(expr, And):
+        return f"({_render(expr.left)}) AND ({_render(expr.right)})"
+    if isinstance(expr, Or):
+        return f"({_render(expr.left)}) OR ({_render(expr.right)})"
+    if isinstance(expr, Not):
+        return f"NOT ({_render(expr.operand)})"
+    raise TypeError(f"not a where-expression node: {expr!r}")
