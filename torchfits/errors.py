@@ -23,6 +23,9 @@ __all__ = [
     "QuantizeError",
     "HttpBlockedError",
     "InvalidRowError",
+    "CompressedTileError",
+    "CodecError",
+    "FitsWriteError",
 ]
 
 
@@ -96,3 +99,16 @@ class HttpBlockedError(FitsError, OSError):
 
 class InvalidRowError(FitsError, RuntimeError):
     """A 1-based row window that starts past the end of the table ("Invalid start row")."""
+
+
+class CompressedTileError(CorruptHeaderError):
+    """A tile that cannot be decoded: corrupt or truncated bytes, or a descriptor that points
+    outside the heap. The message names the file, the HDU and the tile."""
+
+
+class CodecError(FitsError, ValueError):
+    """A tile's bytes do not decode (corrupt or truncated); callers add the file, HDU and tile."""
+
+
+class FitsWriteError(FitsError, RuntimeError, ValueError, TypeError):
+    """A write failed; the message names the file (``Failed to write FITS file '<path>'``)."""

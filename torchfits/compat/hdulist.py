@@ -17,6 +17,7 @@ from .._torch_adapter import is_tensor, to_tensor, validate_device
 from ..errors import FitsError, FitsFileNotFoundError
 from ..fits.header import Header
 from ..image.plain import Image
+from .table_hdu import TableDataAccessor, TableHDU, TableHDURef
 
 __all__ = ["HDUList", "TensorHDU", "TableHDURef", "TableHDU", "DataView", "TableDataAccessor", "open"]
 
@@ -174,19 +175,6 @@ class TensorHDU:
         return f"TensorHDU(name={self.name!r}, shape={tuple(self.shape)}, dtype={self.dtype_str})"
 
 
-def _table_classes() -> Any:
-    from . import table_hdu as _table_hdu
-
-    return _table_hdu
-
-
-def __getattr__(name: str) -> Any:
-    # The table HDU classes live with the table engine; resolved lazily to keep imports light.
-    if name in ("TableHDURef", "TableHDU", "TableDataAccessor"):
-        return getattr(_table_classes(), name)
-    raise AttributeError(f"module 'torchfits.hdu' has no attribute {name!r}")
-
-
 class HDUList:
     """An ordered list of HDUs (context manager; indexing by position or exact EXTNAME)."""
 
@@ -237,6 +225,13 @@ class HDUList:
         from ..writing.api import write as _write
 
         _write(path, self, overwrite=overwrite)
+
+    def __fits_hdus__(self) -> list[Any]:
+        """The HDUs as items for `torchfits.write` (images as arrays, tables as columns)."""
+        from ..writing.items import ImageData, TableData, as_numpy
+
+        return [ImageData(as_numpy(hdu.to_tensor()), Header(hdu.header)) if isinstance(hdu, TensorHDU)
+                else TableData(hdu.read(), Header(hdu.header)) for hdu in self._hdus]
 
     def validate(self) -> bool:
         for hdu in self._hdus:
@@ -299,7 +294,7 @@ def open(path: Any, mode: str = "r") -> HDUList:
     for entry in index.entries:
         header = index.header(entry, raw_values=True)
         if entry.is_table:
-            hdus.append(_table_classes().TableHDURef(header=header, source_path=p,
+            hdus.append(TableHDURef(header=header, source_path=p,
                                                       source_hdu=entry.index))
         else:
             hdus.append(TensorHDU(header=header, file_handle=index, hdu_index=entry.index,

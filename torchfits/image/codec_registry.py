@@ -14,13 +14,10 @@ from .._kernels import _hcompress
 from .._kernels import _plio
 from .._kernels import _quantize
 from .._kernels import _rice
+from ..errors import CodecError
 
 __all__ = ["Codec", "Rice1", "Gzip1", "Gzip2", "Plio1", "Hcompress1", "NoCompress", "REGISTRY",
            "get_codec", "CodecError"]
-
-
-class CodecError(ValueError):
-    """A tile's bytes do not decode (corrupt or truncated); callers add the file, HDU and tile."""
 
 
 _ERRORS = {-1: "truncated tile", -2: "corrupt tile", -3: "out of memory"}

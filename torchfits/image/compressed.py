@@ -1,7 +1,8 @@
 """Tile-compressed images (the FITS tiled image compression convention): plan the tiles a region
 touches, decode them with the codecs in parallel, place them in the output; restore the header.
 
-`CompressedImage` has the interface of `torchfits.image.Image`; `Image(...)` returns one for a
+`CompressedImage` has the interface of `torchfits.image.Image` and registers itself as its engine
+for tile-compressed HDUs, so `Image(...)` returns one for a
 compressed HDU. Writing lives in :mod:`torchfits.writing.compress_write`.
 """
 from __future__ import annotations
@@ -23,8 +24,9 @@ from .._kernels import _rice
 from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
-from .codec_registry import CodecError, Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1
-from ..errors import CorruptHeaderError, HDUTypeError, TruncatedFileError
+from ..errors import CodecError
+from .codec_registry import Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1
+from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.header import Card, Header
 from .plain import Image, Region, _check_out, plan_image, region_from_key
 
@@ -37,11 +39,6 @@ _FLOAT_DTYPES: dict[int, np.dtype[Any]] = {-32: np.dtype(np.float32), -64: np.dt
 _DITHER = {"NO_DITHER": 0, "SUBTRACTIVE_DITHER_1": 1, "SUBTRACTIVE_DITHER_2": 2}
 _MAX_TILE_PIXELS = 1 << 31
 _CACHE_BYTES = 64 << 20
-
-
-class CompressedTileError(CorruptHeaderError):
-    """A tile that cannot be decoded: corrupt or truncated bytes, or a descriptor that points
-    outside the heap. The message names the file, the HDU and the tile."""
 
 
 @dataclass(frozen=True)
@@ -787,6 +784,9 @@ class CompressedImage(Image):
     def __repr__(self) -> str:
         return (f"CompressedImage(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, "
                 f"dtype={self.dtype}, codec={self.codec})")
+
+
+Image._engines[KIND_COMPRESSED] = CompressedImage
 
 
 def open_compressed(source: Any, hdu: Any = 1, *, raw_scale: bool = False,

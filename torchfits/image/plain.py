@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .._kernels import _image
-from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
+from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
 from ..errors import HDUTypeError
 from ..fits.header import Header
@@ -199,15 +199,18 @@ class Image:
         Return stored values (storage dtype) instead of physical values.
     """
 
+    #: Engines for other kinds of image HDU, keyed by HDU kind and registered by their own
+    #: modules (tile-compressed images by :mod:`.compressed`, which the package imports with this
+    #: one), so ``Image(...)`` gives the right engine behind one interface without an import cycle.
+    _engines: dict[str, type] = {}
+
     def __new__(cls, source: Any = None, hdu: Any = 0, *, index: Optional[HduIndex] = None,
                 **kwargs: Any) -> "Image":
-        # A tile-compressed HDU gets the compressed engine behind the same interface.
         if cls is Image:
             idx = index if index is not None else get_index(source)
-            if idx.resolve(hdu).kind == KIND_COMPRESSED:
-                from .compressed import CompressedImage
-
-                return super().__new__(CompressedImage)
+            engine = Image._engines.get(idx.resolve(hdu).kind)
+            if engine is not None:
+                return super().__new__(engine)
         return super().__new__(cls)
 
     def __init__(self, source: Any, hdu: Any = 0, *, raw_scale: bool = False,

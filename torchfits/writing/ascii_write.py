@@ -50,8 +50,8 @@ def _format_column(name: str, col: ColumnValues) -> tuple[str, list[bytes], Any]
 
 
 def write_ascii_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[int, int, int]:
-    """Write an ASCII table HDU from a `writer.TableData`; returns its byte span."""
-    from .api import header_lines
+    """Write an ASCII table HDU from a `TableData`; returns its byte span."""
+    from .cards import header_lines
 
     columns = _columns(item.columns)
     lengths = {len(c) for c in columns.values()}

@@ -14,7 +14,9 @@ from .header_edit import update_header
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from .._torch_adapter import is_tensor
 from ..fits.header import Header
-from .api import (ImageData, TableData, _as_header, _as_numpy, _is_table_like, write_image_hdu)
+from .cards import as_header
+from .image_hdu import write_image_hdu
+from .items import ImageData, TableData, as_numpy, is_table_like
 
 __all__ = ["insert_hdu", "replace_hdu", "delete_hdu", "update_header"]
 
@@ -36,8 +38,8 @@ def _check_compress(compress: Any) -> Optional[str]:
 
 def _item(data: Any, header: Optional[Header]) -> Any:
     if is_tensor(data) or isinstance(data, np.ndarray):
-        return ImageData(_as_numpy(data), header)
-    if isinstance(data, dict) and "data" not in data or _is_table_like(data):
+        return ImageData(as_numpy(data), header)
+    if isinstance(data, dict) and "data" not in data or is_table_like(data):
         return TableData(data, header)
     raise ValueError(f"Unsupported HDU data type: {type(data).__name__} "
                      "(expected a tensor, an array, or a dict of columns)")
@@ -134,7 +136,7 @@ def insert_hdu(path: Any, data: Any, index: int = 1, header: Any = None, compres
     n = len(idx)
     if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index <= n:
         raise IndexError(f"index {index} out of range for {n} HDUs")
-    item = _item(data, _as_header(header))
+    item = _item(data, as_header(header))
     pieces = _existing(idx)
     new = (_new_piece(item), isinstance(item, ImageData))
     if index == 0 and not new[1]:
@@ -145,13 +147,13 @@ def insert_hdu(path: Any, data: Any, index: int = 1, header: Any = None, compres
 
 def _kept_header(idx: HduIndex, entry: HduEntry, table: bool) -> Header:
     """The old header minus structural, stale scaling/checksum and column keywords."""
-    from .api import _is_structural
+    from .cards import is_structural
 
     old = idx.header(entry)
     kept = Header()
     for card in old.cards:
         key = card.key
-        if not key or key in _STALE or key == "CONTINUE" or _is_structural(key, True):
+        if not key or key in _STALE or key == "CONTINUE" or is_structural(key, True):
             continue
         if _COLUMN_KEY.match(key) or key == "SIMPLE":
             continue
@@ -173,7 +175,7 @@ def replace_hdu(path: Any, hdu: Any, data: Any, header: Any = None, compress: An
     entry = _resolve(idx, hdu)
     probe = _item(data, None)
     table = isinstance(probe, TableData)
-    new_header = _as_header(header) if header is not None else _kept_header(idx, entry, table)
+    new_header = as_header(header) if header is not None else _kept_header(idx, entry, table)
     item = _item(data, new_header)
     pieces = _existing(idx)
     pieces[entry.index] = (_new_piece(item), not table)

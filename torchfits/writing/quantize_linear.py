@@ -56,7 +56,7 @@ def quantize_array(values: np.ndarray, scale: float, zero: float, keep_zero: boo
 
 def quantize_items(items: list, spec: Any) -> list:
     """Quantise the single float image of a plain ``write`` (tables go through their plans)."""
-    from .api import TableData
+    from .items import TableData
 
     opts = quantize_options(spec)
     if len(items) != 1:
@@ -83,9 +83,7 @@ class QuantizedImage:
 
 def quantize_table_plans(plan: Any, spec: Any) -> Any:
     """Turn float columns of a table plan into scaled 16-bit columns (all, or those named)."""
-    from .table_plan import ColumnValues
-
-    from .table_write import slices
+    from .table_plan import ColumnValues, slices
 
     if plan.columns is None:
         raise TypeError("quantize needs a dict of columns (or a materialised table), not a stream")

@@ -43,7 +43,10 @@ def write(path: Any, data: Any, *, schema: Optional[Mapping[str, Any]] = None, h
           overwrite: bool = False, extname: Optional[str] = None, table_type: str = "binary",
           quantize: Any = None) -> None:
     """`torchfits.table.write`: an empty primary HDU and one table HDU (see its docstring)."""
-    from .api import FitsWriteError, TableData, _as_header, write_hdus
+    from ..errors import FitsWriteError
+    from .api import write_hdus
+    from .cards import as_header
+    from .items import TableData
     from .atomic import check_target
 
     if table_type not in ("binary", "ascii"):
@@ -51,7 +54,7 @@ def write(path: Any, data: Any, *, schema: Optional[Mapping[str, Any]] = None, h
     if isinstance(data, Mapping) and not data:
         raise ValueError("data must be a non-empty dictionary of columns")
     target = check_target(path, overwrite=overwrite)
-    hdr = _as_header(header)
+    hdr = as_header(header)
     if extname is not None:
         hdr = Header(hdr) if hdr is not None else Header()
         hdr["EXTNAME"] = str(extname)

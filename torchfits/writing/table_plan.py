@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -379,3 +379,25 @@ def _encode_vla(plan: ColumnPlan, col: ColumnValues, heap: Any,
     if len(counts):
         plan.max_elements = max(plan.max_elements, int(counts.max()))
     return desc, heap_size + encoded.nbytes
+
+
+#: Rows per batch when a whole table is packed: the row buffer of one batch stays small.
+BATCH_ROWS = 1 << 18
+
+
+def slices(columns: list[ColumnValues]) -> Iterator[list[ColumnValues]]:
+    """Batches of at most BATCH_ROWS rows, so the row buffer of one batch stays small."""
+    n = len(columns[0]) if columns else 0
+    if n <= BATCH_ROWS:
+        yield columns
+        return
+    for start in range(0, n, BATCH_ROWS):
+        stop = min(n, start + BATCH_ROWS)
+        batch = []
+        for c in columns:
+            mask = None if c.mask is None else c.mask[start:stop]
+            if c.offsets is not None:
+                batch.append(ColumnValues(c.data, mask, c.offsets[start:stop + 1]))
+            else:
+                batch.append(ColumnValues(c.data[start:stop], mask))
+        yield batch

@@ -16,7 +16,8 @@ import numpy as np
 
 from .atomic import Sink
 from .table_inputs import arrow_column, arrow_field_meta, numpy_column, to_arrow_stream
-from .table_plan import ColumnPlan, ColumnValues, column_cards, encode_rows, parse_tform, plan_column
+from .table_plan import (BATCH_ROWS, ColumnPlan, ColumnValues, column_cards, encode_rows, parse_tform,
+                         plan_column, slices)
 from ..errors import UInt64WriteError
 from ..fits.header import Card, Header, format_card
 
@@ -24,7 +25,6 @@ __all__ = ["TablePlan", "plan_table", "write_table_hdu", "table_cards"]
 
 BLOCK = 2880
 CARD = 80
-_BATCH_ROWS = 1 << 18
 
 
 @dataclass
@@ -54,24 +54,6 @@ def _numpy_plan(columns: Mapping[str, Any], schema: Optional[Mapping[str, Any]])
     _apply_schema(plans, schema, values)
     whole = list(values.values())
     return TablePlan(plans, slices(whole), columns=whole)
-
-
-def slices(columns: list[ColumnValues]) -> Iterator[list[ColumnValues]]:
-    """Batches of at most _BATCH_ROWS rows, so the row buffer of one batch stays small."""
-    n = len(columns[0]) if columns else 0
-    if n <= _BATCH_ROWS:
-        yield columns
-        return
-    for start in range(0, n, _BATCH_ROWS):
-        stop = min(n, start + _BATCH_ROWS)
-        batch = []
-        for c in columns:
-            mask = None if c.mask is None else c.mask[start:stop]
-            if c.offsets is not None:
-                batch.append(ColumnValues(c.data, mask, c.offsets[start:stop + 1]))
-            else:
-                batch.append(ColumnValues(c.data[start:stop], mask))
-        yield batch
 
 
 def _arrow_plan(stream: Any, schema: Optional[Mapping[str, Any]]) -> TablePlan:
@@ -105,7 +87,7 @@ def _arrow_plan(stream: Any, schema: Optional[Mapping[str, Any]]) -> TablePlan:
             plans.append(plan_column(f.name, col, nullable=column.null_count > 0,
                                      max_string=max_string, max_elements=max_elements or 0,
                                      meta=meta))
-        batches: Iterator[Any] = iter(table.to_batches(max_chunksize=_BATCH_ROWS))
+        batches: Iterator[Any] = iter(table.to_batches(max_chunksize=BATCH_ROWS))
     else:
         reader = stream
         try:
@@ -202,12 +184,12 @@ def table_cards(plans: list[ColumnPlan], nrows: int, pcount: int) -> list[Card]:
 
 
 def write_table_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[int, int, int]:
-    """Write the table HDU described by a `writer.TableData`; returns its byte span."""
+    """Write the table HDU described by a `TableData`; returns its byte span."""
     if getattr(item, "table_type", "binary") == "ascii":
         from .ascii_write import write_ascii_hdu
 
         return write_ascii_hdu(sink, item, checksum=checksum)
-    from .api import header_lines
+    from .cards import header_lines
 
     plan = plan_table(item.columns, getattr(item, "schema", None))
     if getattr(item, "quantize", None):

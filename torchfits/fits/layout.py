@@ -1,0 +1,42 @@
+"""The byte layout of FITS files: 2,880-byte blocks, headers of 80-byte cards closed by END,
+padding, and the offset-binary storage of unsigned and signed-byte integers.
+
+The one home of these rules for every reader and writer in the package.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+__all__ = ["BLOCK", "CARD", "padding", "pad_bytes", "finish_header", "flip_sign_bit"]
+
+#: Every header and data unit fills whole blocks of this many bytes.
+BLOCK = 2880
+#: Every header card is this many ASCII characters.
+CARD = 80
+
+
+def padding(nbytes: int) -> int:
+    """Bytes needed after ``nbytes`` to reach the next block boundary."""
+    return -nbytes % BLOCK
+
+
+def pad_bytes(nbytes: int, fill: bytes = b"\0") -> bytes:
+    """The fill that completes the block after ``nbytes`` (NUL for data, blank for headers)."""
+    return fill * padding(nbytes)
+
+
+def finish_header(lines: Iterable[str]) -> bytes:
+    """A header's bytes: its 80-character lines, the END card, blank padding to a whole block."""
+    text = "".join(lines) + "END".ljust(CARD)
+    return (text + " " * padding(len(text))).encode("ascii")
+
+
+def flip_sign_bit(native: np.ndarray) -> np.ndarray:
+    """Offset-binary storage (unsigned via BZERO, int8 via BZERO=-128): stored = value - BZERO,
+    which is the value's bits with the top bit flipped; returned big-endian."""
+    size = native.dtype.itemsize
+    bits = native.view(np.dtype(f"u{size}"))
+    flipped = bits ^ np.array(1 << (8 * size - 1), dtype=bits.dtype)
+    return flipped.astype(np.dtype(f">u{size}"))
