@@ -21,10 +21,10 @@ from ..errors import (
     TruncatedFileError,
 )
 from .header import Header, header_from_parsed
+from .layout import BLOCK, padded
 
 __all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
 
-BLOCK = 2880
 _MAX_BYTES = 1 << 62  # beyond this a NAXIS product cannot describe a real file
 KIND_PRIMARY = "primary"
 KIND_IMAGE = "image"
@@ -254,7 +254,7 @@ class HduIndex:
             self.entries.append(entry)
             if entry.data_offset + entry.data_size > size:
                 break
-            pos = entry.data_offset + -(-entry.data_size // BLOCK) * BLOCK
+            pos = entry.data_offset + padded(entry.data_size)
 
     # -- selection --------------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Iterator, NamedTuple
 
+from .layout import CARD
+from .layout import padding as block_padding
+
 __all__ = ["Card", "Header", "format_card", "header_from_parsed"]
 
 COMMENTARY = frozenset({"HISTORY", "COMMENT", ""})
-_CARD = 80
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -281,10 +283,10 @@ class Header(dict):
         for c in self._cards:
             lines.extend(format_card(c.key, c.value, c.comment))
         if endcard:
-            lines.append("END".ljust(_CARD))
+            lines.append("END".ljust(CARD))
         text = sep.join(lines)
         if padding and not sep:
-            text += " " * (-len(text) % 2880)
+            text += " " * block_padding(len(text))
         return text
 
     def to_astropy(self) -> Any:
@@ -378,26 +380,26 @@ def format_card(key: str, value: Any, comment: str = "") -> list[str]:
     if key in COMMENTARY:
         text = "" if value is None else str(value)
         chunks = [text[i:i + 72] for i in range(0, len(text), 72)] or [""]
-        return [(key.ljust(8) + chunk).ljust(_CARD) for chunk in chunks]
+        return [(key.ljust(8) + chunk).ljust(CARD) for chunk in chunks]
     hierarch = len(key) > 8 or not set(key) <= _KEY_CHARS
     prefix = f"HIERARCH {key} = " if hierarch else f"{key.ljust(8)}= "
-    if isinstance(value, str) and len(prefix) + len(value.replace("'", "''")) + 2 > _CARD:
+    if isinstance(value, str) and len(prefix) + len(value.replace("'", "''")) + 2 > CARD:
         return _format_long_string(prefix, value, comment)
     body = prefix + _format_value(value)
     if comment:
         body += " / " + comment
-    if len(body) > _CARD:
-        if len(prefix) + len(_format_value(value).rstrip()) > _CARD:
+    if len(body) > CARD:
+        if len(prefix) + len(_format_value(value).rstrip()) > CARD:
             raise ValueError(f"header card {key!r} is too long for 80 characters")
-        body = body[:_CARD]
-    return [body.ljust(_CARD)]
+        body = body[:CARD]
+    return [body.ljust(CARD)]
 
 
 def _format_long_string(prefix: str, value: str, comment: str) -> list[str]:
     """Split a long string over CONTINUE cards; each part but the last ends with '&'."""
     lines: list[str] = []
-    room_first = _CARD - len(prefix) - 3  # quotes and '&'
-    room = _CARD - 10 - 3
+    room_first = CARD - len(prefix) - 3  # quotes and '&'
+    room = CARD - 10 - 3
     rest = value
     first = True
     while True:
@@ -410,12 +412,12 @@ def _format_long_string(prefix: str, value: str, comment: str) -> list[str]:
         escaped = part.replace("'", "''")
         head = prefix if first else "CONTINUE  "
         if rest:
-            lines.append((head + f"'{escaped}&'").ljust(_CARD))
+            lines.append((head + f"'{escaped}&'").ljust(CARD))
         else:
             line = head + f"'{escaped}'"
-            if comment and len(line) + 3 + len(comment) <= _CARD:
+            if comment and len(line) + 3 + len(comment) <= CARD:
                 line += " / " + comment
-            lines.append(line.ljust(_CARD))
+            lines.append(line.ljust(CARD))
             break
         first = False
     return lines

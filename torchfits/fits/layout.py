@@ -9,7 +9,8 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["BLOCK", "CARD", "padding", "pad_bytes", "finish_header", "flip_sign_bit"]
+__all__ = ["BLOCK", "CARD", "padding", "padded", "pad_bytes", "finish_header", "finish_raw_header",
+           "flip_sign_bit"]
 
 #: Every header and data unit fills whole blocks of this many bytes.
 BLOCK = 2880
@@ -22,6 +23,11 @@ def padding(nbytes: int) -> int:
     return -nbytes % BLOCK
 
 
+def padded(nbytes: int) -> int:
+    """``nbytes`` rounded up to whole blocks: the bytes a data unit of that size occupies."""
+    return nbytes + padding(nbytes)
+
+
 def pad_bytes(nbytes: int, fill: bytes = b"\0") -> bytes:
     """The fill that completes the block after ``nbytes`` (NUL for data, blank for headers)."""
     return fill * padding(nbytes)
@@ -31,6 +37,12 @@ def finish_header(lines: Iterable[str]) -> bytes:
     """A header's bytes: its 80-character lines, the END card, blank padding to a whole block."""
     text = "".join(lines) + "END".ljust(CARD)
     return (text + " " * padding(len(text))).encode("ascii")
+
+
+def finish_raw_header(cards: Iterable[bytes]) -> bytes:
+    """`finish_header` for cards that are already 80-byte records."""
+    text = b"".join(cards) + b"END".ljust(CARD)
+    return text + b" " * padding(len(text))
 
 
 def flip_sign_bit(native: np.ndarray) -> np.ndarray:

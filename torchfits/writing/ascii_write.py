@@ -11,6 +11,7 @@ from .atomic import Sink
 from .table_inputs import arrow_column, numpy_column, to_arrow_stream
 from .table_plan import ColumnValues
 from ..fits.header import Card
+from ..fits.layout import finish_header
 
 __all__ = ["write_ascii_hdu"]
 
@@ -74,9 +75,7 @@ def write_ascii_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[i
              Card("TFIELDS", len(columns))] + col_cards
     header_offset = sink.offset
     header_text, _ = header_lines(cards, item.header, table=True, checksum=checksum)
-    block = "".join(header_text) + "END".ljust(80)
-    block += " " * (-len(block) % 2880)
-    sink.write(block.encode("ascii"))
+    sink.write(finish_header(header_text))
     data_offset = sink.offset
     rows = np.full((nrows, row_len), ord(" "), dtype=np.uint8)
     pos = 0

@@ -11,10 +11,10 @@ from typing import Any, BinaryIO, Iterator
 from ..fits.hdu_index import invalidate
 from ..fits.paths import fspath
 from ..errors import FitsFileExistsError, FitsFileNotFoundError
+from ..fits.layout import padding
 
 __all__ = ["Sink", "atomic_output", "check_target"]
 
-BLOCK = 2880
 
 
 class Sink:
@@ -37,7 +37,7 @@ class Sink:
 
     def pad(self, fill: bytes = b"\0") -> None:
         """Pad to the next 2880-byte block boundary with ``fill``."""
-        n = -self.offset % BLOCK
+        n = padding(self.offset)
         if n:
             self.write(fill * n)
 

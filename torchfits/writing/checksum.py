@@ -16,11 +16,10 @@ from .atomic import atomic_output, require_file
 from ..fits.hdu_index import HduEntry, get_index
 from ..errors import FitsError, FitsFileNotFoundError
 from ..fits.header import format_card
+from ..fits.layout import CARD, finish_raw_header, padded as padded_size
 
 __all__ = ["write_checksums", "verify_checksums", "encode_checksum", "ones_sum", "patch_checksums"]
 
-BLOCK = 2880
-CARD = 80
 ZERO_CHECKSUM = "0000000000000000"
 # Characters the ASCII encoding must avoid: the punctuation between digits and letters.
 _EXCLUDED = frozenset(range(0x3A, 0x41)) | frozenset(range(0x5B, 0x61))
@@ -98,7 +97,7 @@ def patch_checksums(buf: Any, header_offset: int, data_offset: int, data_size: i
     where = _card_positions(header)
     if "CHECKSUM" not in where or "DATASUM" not in where:
         raise ValueError("the header has no room reserved for CHECKSUM/DATASUM")
-    padded = -(-data_size // BLOCK) * BLOCK
+    padded = padded_size(data_size)
     datasum = _data_sum(view, data_offset, padded)
     data_card = format_card("DATASUM", str(datasum), "data unit checksum")[0].encode("ascii")
     header[where["DATASUM"]:where["DATASUM"] + CARD] = data_card
@@ -136,9 +135,7 @@ def header_with_checksum_cards(raw_header: bytes) -> bytes:
         cards.append(card)
     cards.append(format_card("CHECKSUM", ZERO_CHECKSUM, "HDU checksum")[0].encode("ascii"))
     cards.append(format_card("DATASUM", "0", "data unit checksum")[0].encode("ascii"))
-    cards.append(b"END".ljust(CARD))
-    text = b"".join(cards)
-    return text + b" " * (-len(text) % BLOCK)
+    return finish_raw_header(cards)
 
 
 def _check_hdu_arg(hdu: Any) -> int:
@@ -186,7 +183,7 @@ def write_checksums(path: Any, hdu: int = 0) -> None:
 
 def checksum_status(buf: memoryview, entry: HduEntry, header: Any) -> dict:
     """The §6.4 status dict of one HDU whose bytes are in ``buf``."""
-    padded = -(-entry.data_size // BLOCK) * BLOCK
+    padded = padded_size(entry.data_size)
     datasum = _data_sum(buf, entry.data_offset, padded)
     has_data = "DATASUM" in header
     has_hdu = "CHECKSUM" in header

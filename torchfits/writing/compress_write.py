@@ -16,6 +16,7 @@ from .._kernels import _quantize
 from ..fits.threads import default_threads, run_parallel
 from ..image.codec_registry import Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1
 from ..fits.header import Card, Header, format_card
+from ..fits.layout import finish_header
 
 __all__ = ["encode_compressed_hdu", "write_compressed", "normalize_compress", "COMPRESS_NAMES"]
 
@@ -348,9 +349,7 @@ def _header_bytes(cards: list[Card]) -> bytes:
     lines = []
     for c in cards:
         lines += format_card(c.key, c.value, c.comment)
-    lines.append("END".ljust(80))
-    text = "".join(lines).encode("ascii")
-    return text + b" " * (-len(text) % 2880)
+    return finish_header(lines)
 
 
 def write_compressed(path: Any, images: Any, header: Any = None, *, overwrite: bool = False,

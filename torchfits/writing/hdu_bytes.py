@@ -12,11 +12,10 @@ from typing import Any, Iterable
 from .atomic import Sink
 from ..fits.hdu_index import HduEntry, HduIndex
 from ..fits.header import format_card
+from ..fits.layout import CARD, finish_raw_header, padded
 
 __all__ = ["raw_cards", "card_key", "header_from_raw", "copy_hdu", "find_card"]
 
-BLOCK = 2880
-CARD = 80
 _AXIS = re.compile(rb"^NAXIS\d+$")
 
 
@@ -48,8 +47,7 @@ def find_card(index: HduIndex, entry: HduEntry, key: str) -> int:
 
 def header_from_raw(cards: Iterable[bytes]) -> bytes:
     """Cards (80 bytes each) plus END, padded with blanks to whole blocks."""
-    text = b"".join(cards) + b"END".ljust(CARD)
-    return text + b" " * (-len(text) % BLOCK)
+    return finish_raw_header(cards)
 
 
 def formatted(key: str, value: Any, comment: str = "") -> list[bytes]:
@@ -91,7 +89,7 @@ def copy_hdu(sink: Sink, index: HduIndex, entry: HduEntry, *, primary: bool) -> 
     else:
         sink.write(buf[entry.header_offset:entry.data_offset])
     data_offset = sink.offset
-    end = entry.data_offset + -(-entry.data_size // BLOCK) * BLOCK
+    end = entry.data_offset + padded(entry.data_size)
     index.check_data(entry)
     sink.write(buf[entry.data_offset:min(end, len(buf))])
     sink.pad()

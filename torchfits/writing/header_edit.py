@@ -17,7 +17,6 @@ from ..fits.header import COMMENTARY, format_card
 
 __all__ = ["update_header", "raw_key"]
 
-CARD = 80
 _PROTECTED = {"SIMPLE", "XTENSION", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCOUNT", "TFIELDS",
               "END", "CONTINUE", "THEAP"}
 

@@ -24,12 +24,11 @@ from .table_inputs import numpy_column
 from .table_plan import ColumnPlan, ColumnValues, column_cards, encode_rows, plan_column
 from ..errors import FitsError, QuantizeError, UInt64WriteError
 from ..fits.header import Header, format_card
+from ..fits.layout import CARD, padded
 
 __all__ = ["write", "append_rows", "insert_rows", "update_rows", "delete_rows", "insert_column",
            "replace_column", "rename_columns", "drop_columns"]
 
-BLOCK = 2880
-CARD = 80
 _COLUMN_CARD = re.compile(rb"^(T[A-Z]{3,5})(\d+)$")
 _TABLE_STRUCT = {b"NAXIS1", b"NAXIS2", b"PCOUNT", b"TFIELDS", b"THEAP", b"CHECKSUM", b"DATASUM"}
 _UNSIGNED_TZERO = {"B": -128, "I": 32768, "J": 2147483648, "K": 9223372036854775808}
@@ -213,7 +212,7 @@ def _save(target: str, t: _Table) -> None:
     for col, w in zip(t.columns, widths):
         rows[:, pos:pos + w] = col.data
         pos += w
-    end = entry.data_offset + -(-entry.data_size // BLOCK) * BLOCK
+    end = entry.data_offset + padded(entry.data_size)
     with atomic_output(target) as sink:
         sink.write(buf[:entry.header_offset])
         header_offset = sink.offset
@@ -366,9 +365,9 @@ def _try_append_in_place(target: str, t: _Table, cells: list[np.ndarray], n: int
     block = np.concatenate(cells, axis=1) if cells else np.zeros((n, 0), np.uint8)
     start = entry.data_offset + entry.data_size
     new_size = entry.data_size + block.size
-    end = entry.data_offset + -(-new_size // BLOCK) * BLOCK
+    end = entry.data_offset + padded(new_size)
     card = format_card("NAXIS2", t.nrows + n, "number of rows in table")[0].encode("ascii")
-    old_end = entry.data_offset + -(-entry.data_size // BLOCK) * BLOCK
+    old_end = entry.data_offset + padded(entry.data_size)
     old_padding = bytes(t.index.source.buffer()[start:old_end])
     with open(target, "r+b") as fh:
         try:
@@ -530,7 +529,7 @@ def _save_ascii_rows(target: str, t: _Table) -> None:
     out = []
     for card in raw_cards(t.index, entry):
         out += formatted("NAXIS2", t.nrows, "number of rows in table") if card_key(card) == b"NAXIS2" else [card]
-    end = entry.data_offset + -(-entry.data_size // BLOCK) * BLOCK
+    end = entry.data_offset + padded(entry.data_size)
     with atomic_output(target) as sink:
         sink.write(buf[:entry.header_offset])
         sink.write(header_from_raw(out))

@@ -20,11 +20,10 @@ from .table_plan import (BATCH_ROWS, ColumnPlan, ColumnValues, column_cards, enc
                          plan_column, slices)
 from ..errors import UInt64WriteError
 from ..fits.header import Card, Header, format_card
+from ..fits.layout import CARD, finish_header
 
 __all__ = ["TablePlan", "plan_table", "write_table_hdu", "table_cards"]
 
-BLOCK = 2880
-CARD = 80
 
 
 @dataclass
@@ -203,9 +202,7 @@ def write_table_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[i
         user["EXTNAME"] = plan.extname
     header_offset = sink.offset
     lines, where = header_lines(table_cards(plans, 0, 0), user, table=True, checksum=checksum)
-    text = "".join(lines) + "END".ljust(CARD)
-    text += " " * (-len(text) % BLOCK)
-    sink.write(text.encode("ascii"))
+    sink.write(finish_header(lines))
     data_offset = sink.offset
     nrows = 0
     heap_size = 0
