@@ -45,10 +45,11 @@ def finish_raw_header(cards: Iterable[bytes]) -> bytes:
     return text + b" " * padding(len(text))
 
 
-def flip_sign_bit(native: np.ndarray) -> np.ndarray:
+def flip_sign_bit(native: np.ndarray, *, big_endian: bool = True) -> np.ndarray:
     """Offset-binary storage (unsigned via BZERO, int8 via BZERO=-128): stored = value - BZERO,
-    which is the value's bits with the top bit flipped; returned big-endian."""
+    which is the value's bits with the top bit flipped; returned as unsigned integers,
+    big-endian (ready to write) or in native order (for a codec that swaps later)."""
     size = native.dtype.itemsize
-    bits = native.view(np.dtype(f"u{size}"))
+    bits = np.ascontiguousarray(native).view(np.dtype(f"u{size}"))
     flipped = bits ^ np.array(1 << (8 * size - 1), dtype=bits.dtype)
-    return flipped.astype(np.dtype(f">u{size}"))
+    return flipped.astype(np.dtype(f">u{size}")) if big_endian else flipped

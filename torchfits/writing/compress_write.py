@@ -16,7 +16,7 @@ from .._kernels import _quantize
 from ..fits.threads import default_threads, run_parallel
 from ..image.codec_registry import Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1
 from ..fits.header import Card, Header, format_card
-from ..fits.layout import finish_header
+from ..fits.layout import finish_header, flip_sign_bit
 
 __all__ = ["encode_compressed_hdu", "write_compressed", "normalize_compress", "COMPRESS_NAMES"]
 
@@ -187,8 +187,7 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
         raise ValueError("HCOMPRESS_1 tiles are 2-D: every tile axis but the last two must be 1")
     native = np.ascontiguousarray(arr, dtype=dtype)
     if bzero is not None:  # offset conventions: store value - BZERO
-        size = dtype.itemsize
-        stored = (native.view(f"u{size}") ^ np.array(1 << (8 * size - 1), f"u{size}"))
+        stored = flip_sign_bit(native, big_endian=False)
         native = stored.view(_STORAGE[zbitpix] if zbitpix != 8 else np.uint8)
     if codec == "PLIO_1":
         if zbitpix < 0:

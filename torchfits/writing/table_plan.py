@@ -14,6 +14,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from ..fits.header import Card
+from ..fits.layout import flip_sign_bit
 
 __all__ = ["ColumnValues", "ColumnPlan", "plan_column", "encode_rows", "column_cards",
            "parse_tform"]
@@ -263,9 +264,7 @@ def _stored(plan: ColumnPlan, values: np.ndarray, mask: Optional[np.ndarray]) ->
             codes[bad] = plan.tnull
         values = codes
     elif plan.flip:
-        size = values.dtype.itemsize
-        unsigned = np.ascontiguousarray(values).view(f"u{size}")
-        values = unsigned ^ np.array(1 << (8 * size - 1), dtype=unsigned.dtype)
+        values = flip_sign_bit(values, big_endian=False)
     if mask is not None and mask.any():
         values = np.array(values, copy=True)
         m = _broadcast_mask(mask, values)
