@@ -63,7 +63,9 @@ from .tree import (
     Or,
     Predicate,
     Value,
+    and_all,
     columns,
+    conjuncts,
     float_compare_plan,
     integer_compare_plan,
     to_string,
@@ -78,7 +80,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; pyarrow is imported lazily
 __all__ = [
     "Expr", "Value", "Predicate", "Column", "Literal", "Arith", "Neg", "Abs", "BitAnd", "Compare",
     "InList", "Between", "IsNull", "IsNan", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
-    "ARITH_OPS", "TOO_DEEP", "parse", "from_compat_ast", "columns", "walk", "to_string",
+    "ARITH_OPS", "TOO_DEEP", "parse", "from_compat_ast", "columns", "conjuncts", "and_all", "walk", "to_string",
     "integer_compare_plan", "float_compare_plan", "validate", "to_pyarrow", "from_pyarrow",
 ]
 

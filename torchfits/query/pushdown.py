@@ -15,7 +15,7 @@ from . import expr as _expr
 from .._kernels import _predicate as K
 from ..fits.columns import ColumnSpec
 
-__all__ = ["KernelPlan", "plan_pushdown", "conjuncts"]
+__all__ = ["KernelPlan", "plan_pushdown"]
 
 _CMP = {"==": K.CMP_EQ, "!=": K.CMP_NE, "<": K.CMP_LT, "<=": K.CMP_LE, ">": K.CMP_GT, ">=": K.CMP_GE}
 _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -46,13 +46,6 @@ class KernelPlan:
         n = K.select_rows(np.frombuffer(data, np.uint8), row_bytes, self.program, self.floats,
                           first, count, idx, out)
         return out[:n]
-
-
-def conjuncts(expr: Any) -> list[Any]:
-    """The top-level AND terms of a predicate."""
-    if isinstance(expr, _expr.And):
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    return [expr]
 
 
 class _Compiler:
@@ -206,14 +199,14 @@ def plan_pushdown(expr: Any, specs: Sequence[ColumnSpec], types: dict[str, Any],
     rest), and the residual predicate for pyarrow (an `_expr` tree, or None)."""
     by_name = {s.name: s for s in specs}
     plans: list[KernelPlan] = []
-    residual = None
-    for term in conjuncts(expr):
+    residual = []
+    for term in _expr.conjuncts(expr):
         c = _Compiler(by_name, types, apply_nulls, mapping)
         try:
             c.compile(term)
         except _NotKernel:
-            residual = term if residual is None else _expr.And(residual, term)
+            residual.append(term)
             continue
         plans.append(KernelPlan(np.array(c.ins, np.int64).reshape(-1, K.NFIELDS),
                                 np.array(c.flt, np.float64).reshape(-1, 3), c.used))
-    return plans, residual
+    return plans, _expr.and_all(residual)

@@ -9,14 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import (
-    Any,
-    Dict,
-    Iterator,
-    List,
-    Tuple,
-    Union,
-)
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -212,6 +205,27 @@ def walk(expr: Expr) -> Iterator[Expr]:
         node = stack.pop()
         yield node
         stack.extend(reversed(_children(node)))
+
+
+def conjuncts(expr: Expr) -> List[Expr]:
+    """The top-level AND terms of a predicate, left to right (iterative: no recursion limit)."""
+    terms: List[Expr] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, And):
+            stack.extend((node.right, node.left))
+        else:
+            terms.append(node)
+    return terms
+
+
+def and_all(terms: Iterable[Expr]) -> Optional[Expr]:
+    """AND the terms together, left to right; None when there are none."""
+    tree: Optional[Expr] = None
+    for term in terms:
+        tree = term if tree is None else And(tree, term)  # type: ignore[arg-type]
+    return tree
 
 
 def columns(expr: Expr) -> List[str]:

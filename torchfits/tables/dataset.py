@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
 from ..query import expr as _expr
-from ..query.pushdown import conjuncts
 from .scan import Scanner, TableSource, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 from .decode import arrow_schema
@@ -109,10 +108,7 @@ def _make_plan(schema: Any, columns: Any, filter: Any, path_columns: tuple[str, 
                             f"not {type(item).__name__}")
 
     add(filter)
-    tree = None
-    for t in trees:
-        tree = t if tree is None else _expr.And(tree, t)
-    return _Plan(schema, projection, tree, opaque, path_columns)
+    return _Plan(schema, projection, _expr.and_all(trees), opaque, path_columns)
 
 
 # -- fragments --------------------------------------------------------------------------------------
@@ -250,7 +246,7 @@ class _FragmentScan:
         pushed, late = [], []
         path_values = {"filename": fragment.path, "hdu": fragment.hdu_index}
         if plan.tree is not None:
-            for term in conjuncts(plan.tree):
+            for term in _expr.conjuncts(plan.tree):
                 cols = set(_expr.columns(term))
                 if cols and cols <= set(plan.path_columns):
                     if not _constant_true(term, plan.schema, path_values):
@@ -259,8 +255,8 @@ class _FragmentScan:
                     pushed.append(term)
                 else:
                     late.append(term)
-        pushed_tree = _and_all(pushed)
-        late_tree = _and_all(late)
+        pushed_tree = _expr.and_all(pushed)
+        late_tree = _expr.and_all(late)
         late_expr = None if late_tree is None else _expr.to_pyarrow(late_tree, plan.schema)
         late_cols = [] if late_tree is None else _expr.columns(late_tree)
         if plan.opaque is not None:
@@ -378,13 +374,6 @@ def _fields_of(expression: Any, names: Sequence[str]) -> list[str]:
     if any(f not in names for f in found):
         return list(names)
     return [n for n in names if n in found]
-
-
-def _and_all(terms: list[Any]) -> Any:
-    tree = None
-    for t in terms:
-        tree = t if tree is None else _expr.And(tree, t)
-    return tree
 
 
 def _constant_true(term: Any, schema: Any, values: dict) -> bool:

@@ -221,7 +221,7 @@ class Scanner:
             else:
                 _refuse_complex(parsed, complex_cols)
                 _expr.validate(parsed, types)
-                tree = parsed if tree is None else _expr.And(tree, parsed)  # type: ignore[arg-type]
+                tree = _expr.and_all([t for t in (tree, parsed) if t is not None])
         residual_tree = tree
         if tree is not None and self._pushdown:
             self._kernel, residual_tree = plan_pushdown(
