@@ -18,6 +18,7 @@ from ..errors import FitsError, FitsFileNotFoundError
 from ..fits.header import Header
 from ..image.plain import Image
 from .table_hdu import TableDataAccessor, TableHDU, TableHDURef
+from .common import hdu_name
 
 __all__ = ["HDUList", "TensorHDU", "TableHDURef", "TableHDU", "DataView", "TableDataAccessor", "open"]
 
@@ -104,8 +105,7 @@ class TensorHDU:
 
     @property
     def name(self) -> str:
-        name = self._header.get("EXTNAME")
-        return str(name) if name else ("PRIMARY" if self._hdu_index == 0 else f"HDU{self._hdu_index}")
+        return hdu_name(self._header, self._hdu_index)
 
     def _open_image(self) -> Image:
         if self._closed:

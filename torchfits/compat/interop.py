@@ -12,20 +12,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from .._torch_adapter import is_tensor, tensor_to_numpy
+from .common import require_module
 
 __all__ = ["to_arrow", "to_pandas", "to_polars", "to_astropy"]
 
 _ARROW_VLA = ("list", "drop")
 _PANDAS_VLA = ("object", "drop")
-
-
-def _require(module: str, package: str, what: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(f"{package} is required for {what}: pip install {package}") from exc
 
 
 def _check_policy(vla_policy: Any, allowed: tuple) -> None:
@@ -157,7 +149,7 @@ def to_arrow(data: Mapping[str, Any], decode_bytes: bool = False, encoding: str 
     """
     _check_policy(vla_policy, _ARROW_VLA)
     _check_mapping(data)
-    pa = _require("pyarrow", "pyarrow", "to_arrow conversion")
+    pa = require_module("pyarrow", "pyarrow", "to_arrow conversion")
     names, arrays = [], []
     for name, value in data.items():
         if vla_policy == "drop" and _is_vla(value):
@@ -199,7 +191,7 @@ def to_pandas(data: Mapping[str, Any], decode_bytes: bool = False, encoding: str
     """
     _check_policy(vla_policy, _PANDAS_VLA)
     _check_mapping(data)
-    pd = _require("pandas", "pandas", "to_pandas conversion")
+    pd = require_module("pandas", "pandas", "to_pandas conversion")
     columns = {}
     for name, value in data.items():
         if vla_policy == "drop" and _is_vla(value):
@@ -212,7 +204,7 @@ def to_polars(data: Mapping[str, Any], decode_bytes: bool = False, encoding: str
               strip: bool = True, vla_policy: str = "list", *, rechunk: bool = False) -> Any:
     """A column dict → ``polars.DataFrame`` (vectors as ``Array``, variable-length as ``List``)."""
     _check_policy(vla_policy, _ARROW_VLA)
-    pl = _require("polars", "polars", "to_polars conversion")
+    pl = require_module("polars", "polars", "to_polars conversion")
     table = to_arrow(data, decode_bytes=decode_bytes, encoding=encoding, strip=strip,
                      vla_policy=vla_policy)
     return pl.from_arrow(table, rechunk=rechunk)
@@ -227,7 +219,7 @@ def to_astropy(data: Any, decode_bytes: bool = False, encoding: str = "ascii", s
     variable-length columns become object columns (``vla_policy="drop"`` leaves them out).
     """
     _check_policy(vla_policy, _ARROW_VLA)
-    _require("astropy", "astropy", "to_astropy conversion")
+    require_module("astropy", "astropy", "to_astropy conversion")
     if isinstance(data, (str, os.PathLike)):
         from .table import to_astropy as _table_to_astropy
 

@@ -16,6 +16,7 @@ from ..fits.paths import FitsPath, fspath, parse_path
 from .._torch_adapter import to_tensor, validate_device
 from ..errors import FitsError, HDUNotFoundError, HDUTypeError
 from ..image.plain import Image, region_from_key
+from .common import check_mmap
 
 __all__ = [
     "read",
@@ -43,12 +44,6 @@ _READ_OPTIONS: dict[str, Any] = {
     "handle_cache_capacity": None,
     "fast_header": True,
 }
-
-
-def _check_mmap(mmap: Any) -> None:
-    if isinstance(mmap, bool) or (isinstance(mmap, str) and mmap.lower() == "auto"):
-        return
-    raise ValueError("mmap must be bool or 'auto'")
 
 
 def _reraise(exc: FitsError, prefix: str) -> FitsError:
@@ -134,7 +129,7 @@ def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, 
     """
     _validate_hdu_arg(hdu)
     device = validate_device(device)
-    _check_mmap(mmap)
+    check_mmap(mmap)
     fp = parse_path(path)
     try:
         tensor, img = _image_tensor(fp, hdu, device=device, raw_scale=raw_scale, half=_half(fp16, bf16),
@@ -171,7 +166,7 @@ def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode:
     if mode == "image" and (opts["columns"] is not None or opts["start_row"] != 1 or opts["num_rows"] != -1):
         raise ValueError("table options (columns, start_row, num_rows) cannot be used with mode='image'")
     device = validate_device(device)
-    _check_mmap(mmap)
+    check_mmap(mmap)
     if isinstance(path, (list, tuple)):
         if isinstance(hdu, (list, tuple)):
             raise ValueError("Batch read requires a single integer HDU")

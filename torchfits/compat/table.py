@@ -22,6 +22,7 @@ from ..tables.scan import Scanner, TableSource, validate_row_slice
 from ..tables.decode import decode_table_numpy, select_columns
 from .._torch_adapter import validate_device
 from ..errors import HDUNotFoundError, InvalidRowError
+from .common import check_mmap, require_module
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -85,13 +86,6 @@ def _check_backend(backend: Any) -> None:
     # Case as given: 1.2.3 rejected "AUTO".
     if not isinstance(backend, str) or backend not in TABLE_BACKENDS:
         raise ValueError("backend must be one of: auto, torch, cpp")
-
-
-def _check_mmap(mmap: Any) -> None:
-    # mmap only ever chose an I/O strategy; the engine always maps, but the value is checked.
-    if isinstance(mmap, bool) or (isinstance(mmap, str) and mmap.lower() == "auto"):
-        return
-    raise ValueError("mmap must be bool or 'auto'")
 
 
 def _check_batch_size(batch_size: Any) -> int:
@@ -229,7 +223,7 @@ def _compat_scan(path: Any, hdu: Any, *, func: str, columns: Any = None, row_sli
     """Check every argument (the cheap ones before any I/O) and plan the scan; nothing is
     decoded yet, but a projected complex column is refused now."""
     _check_backend(backend)
-    _check_mmap(mmap)
+    check_mmap(mmap)
     batch_size = _check_batch_size(batch_size)
     _check_encoding(encoding)
     _check_where(where)
@@ -609,7 +603,7 @@ def read_torch(path: Any, hdu: Any = 1, columns: Any = None, start_row: int = 1,
     """
     start_row, num_rows = _check_start_rows(start_row, num_rows)
     device = validate_device(device)
-    _check_mmap(mmap)
+    check_mmap(mmap)
     _check_where(where)
     _check_table_hdu(hdu, "read_torch")
     src = _open_source(path, hdu)
@@ -641,7 +635,7 @@ def scan_torch(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = No
     """
     batch_size = _check_batch_size(batch_size)
     device = validate_device(device)
-    _check_mmap(mmap)
+    check_mmap(mmap)
     _check_table_hdu(hdu, "scan_torch")
     src = _open_source(path, hdu)
     projection = [s.name for s in select_columns(src.specs, _columns_arg(columns))]
@@ -664,13 +658,6 @@ def clear_cache(*, disk: bool = False) -> None:
 
 
 # ============================================================================ interop (§10.2)
-
-
-def _require(module: str, package: str, what: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(f"{package} is required for {what}: pip install {package}") from exc
 
 
 def _select_where(table: Any, columns: Any, where: Optional[str]) -> Any:
@@ -744,7 +731,7 @@ def to_pandas(data: Any, stream: bool = False, **kw: Any) -> Any:
     ``data`` is a path (``kw`` go to `read`/`scan`), an Arrow Table, RecordBatch, reader, or an
     iterable of batches. Vector and variable-length cells become NumPy arrays.
     """
-    _require("pandas", "pandas", "to_pandas conversion")
+    require_module("pandas", "pandas", "to_pandas conversion")
     if stream:
         _schema, batches = _as_batches(data, **kw)
         return (b.to_pandas() for b in batches)
@@ -753,7 +740,7 @@ def to_pandas(data: Any, stream: bool = False, **kw: Any) -> Any:
 
 def to_polars(data: Any, stream: bool = False, *, rechunk: bool = False, **kw: Any) -> Any:
     """A ``polars.DataFrame`` (or an iterator of one per batch with ``stream=True``)."""
-    pl = _require("polars", "polars", "to_polars conversion")
+    pl = require_module("polars", "polars", "to_polars conversion")
     if stream:
         _schema, batches = _as_batches(data, **kw)
         return (pl.from_arrow(b, rechunk=rechunk) for b in batches)
@@ -892,7 +879,7 @@ def to_astropy(data: Any, **kw: Any) -> Any:
     """An ``astropy.table.Table``: TNULL and null cells masked (``MaskedColumn``), TUNIT as
     ``.unit``, vector columns ``(N, r)``. ``data`` as in `to_pandas`; ``columns``/``where``
     are honoured for every kind of input."""
-    _require("astropy", "astropy", "to_astropy conversion")
+    require_module("astropy", "astropy", "to_astropy conversion")
     if _is_path(data):
         kw.setdefault("include_fits_metadata", True)
     return _arrow_to_astropy(_as_table(data, **kw))

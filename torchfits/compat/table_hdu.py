@@ -13,6 +13,7 @@ import numpy as np
 from ..fits.paths import fspath
 from .._torch_adapter import is_tensor, validate_device
 from ..fits.header import Header
+from .common import check_mmap, hdu_name
 
 __all__ = ["TableHDURef", "TableHDU", "TableDataAccessor"]
 
@@ -186,8 +187,7 @@ class TableHDURef:
 
     @property
     def name(self) -> str:
-        name = self.header.get("EXTNAME")
-        return str(name).strip() if name else f"HDU{self._hdu}"
+        return hdu_name(self.header, self._hdu)
 
     @property
     def columns(self) -> list[str]:
@@ -231,7 +231,7 @@ class TableHDURef:
              device: Any = "cpu") -> dict[str, Any]:
         """Columns as tensors (`read_torch` shapes); ``row_slice`` is 0-based within the window."""
         t = _table()
-        t._check_mmap(mmap)
+        check_mmap(mmap)
         device = validate_device(device)
         src = self._source()
         start, stop = self._window()
@@ -474,8 +474,7 @@ class TableHDU:
 
     @property
     def name(self) -> str:
-        name = self._header.get("EXTNAME")
-        return str(name).strip() if name else "TABLE"
+        return hdu_name(self._header, None, default="TABLE")
 
     @property
     def columns(self) -> list[str]:

@@ -162,24 +162,38 @@ class _Rows:
         return int(self.index[k]) if self.index is not None else self.first + k
 
 
+def check_row_indices(rows: Any, nrows: int) -> np.ndarray:
+    """Validate 0-based row indices of an ``nrows``-row table; returns them as int64.
+
+    Raises
+    ------
+    ValueError
+        Not a 1-D sequence of integers, or a negative index.
+    IndexError
+        An index at or beyond ``nrows``.
+    """
+    index = np.asarray(rows)
+    if index.ndim != 1:
+        raise ValueError("rows must be a 1-D sequence of integer row indices")
+    if index.size == 0:
+        return np.empty(0, np.int64)
+    if index.dtype.kind not in "iu":
+        raise ValueError(f"rows must be a 1-D sequence of integer row indices, not {index.dtype}")
+    index = np.ascontiguousarray(index, dtype=np.int64)
+    lo, hi = int(index.min()), int(index.max())
+    if lo < 0:
+        raise ValueError(f"row {lo} is negative; rows are 0-based indices")
+    if hi >= nrows:
+        raise IndexError(f"row {hi} out of range for a {nrows}-row table")
+    return index
+
+
 def _plan_rows(nrows: int, rows: Any, row_range: Optional[tuple[int, int]]) -> _Rows:
     if rows is not None and row_range is not None:
         raise ValueError("Only one of rows or row_range may be provided")
     if rows is not None:
-        index = np.asarray(rows)
-        if index.ndim != 1:
-            raise ValueError("rows must be a 1-D sequence of row indices")
-        if index.size == 0:
-            return _Rows(0)
-        if not np.issubdtype(index.dtype, np.integer):
-            raise TypeError(f"rows must hold integers, not {index.dtype}")
-        index = np.ascontiguousarray(index, dtype=np.int64)
-        lo, hi = int(index.min()), int(index.max())
-        if lo < 0:
-            raise ValueError(f"row {lo} is negative; rows are 0-based indices")
-        if hi >= nrows:
-            raise IndexError(f"row {hi} out of range for a {nrows}-row table")
-        return _Rows(len(index), index=index)
+        index = check_row_indices(rows, nrows)
+        return _Rows(len(index), index=index) if len(index) else _Rows(0)
     if row_range is None:
         return _Rows(nrows)
     start, stop = row_range

@@ -19,7 +19,7 @@ from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
 from ..query.pushdown import plan_pushdown
-from .decode import arrow_schema, decode_table, select_columns
+from .decode import arrow_schema, check_row_indices, decode_table, select_columns
 from ..errors import HDUTypeError, UnsupportedColumnError
 
 __all__ = ["scan", "Scanner", "TableSource", "resolve_sources"]
@@ -131,21 +131,6 @@ def validate_row_slice(row_slice: Any) -> Optional[tuple[int, Optional[int]]]:
     return start, None if stop is None else int(stop)
 
 
-def _validate_rows(rows: Any, nrows: int) -> np.ndarray:
-    arr = np.asarray(rows)
-    if arr.size == 0:
-        return np.empty(0, np.int64)
-    if arr.dtype.kind not in "iu" or arr.ndim != 1:
-        raise ValueError("rows must be a 1-D sequence of integer row indices")
-    arr = arr.astype(np.int64)
-    if (arr < 0).any():
-        raise ValueError("rows must be non-negative (0-based row indices)")
-    bad = arr[arr >= nrows]
-    if bad.size:
-        raise IndexError(f"row {int(bad[0])} out of range for a {nrows}-row table")
-    return arr
-
-
 class Scanner:
     """A lazy scan of one or more FITS tables; every ``to_*`` call reads the file(s) again.
 
@@ -173,7 +158,7 @@ class Scanner:
                 raise ValueError(f"{src.path}: columns differ from {first.path}")
         self._batch_size = int(batch_size)
         self._row_slice = validate_row_slice(row_slice)
-        self._rows = None if rows is None else [_validate_rows(rows, s.nrows) for s in self._sources]
+        self._rows = None if rows is None else [check_row_indices(rows, s.nrows) for s in self._sources]
         self._options: dict[str, Any] = dict(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
                              encoding=encoding, apply_nulls=apply_nulls, threads=threads,
                              metadata=field_metadata)
