@@ -25,7 +25,7 @@ from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
 from ..errors import CodecError
-from .codec_registry import Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1
+from .codec_registry import get_codec
 from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.header import Card, Header
 from .plain import Image, Region, _check_out, plan_image, region_from_key
@@ -241,20 +241,14 @@ class _TileDecoder:
         self.storage: np.dtype[Any] = _FLOAT_DTYPES[zb] if zb < 0 else _INT_DTYPES[zb]
         p = layout.params
         t = layout.zcmptype
-        if t == "RICE_1":
-            bytepix = p.get("BYTEPIX", 4 if zb < 0 else abs(zb) // 8)
-            self.codec: Any = Rice1(int(p.get("BLOCKSIZE", 32)), int(bytepix))
-        elif t == "GZIP_1":
-            self.codec = Gzip1()
-        elif t == "GZIP_2":
-            self.codec = Gzip2()
-        elif t == "PLIO_1":
-            self.codec = Plio1()
-        elif t == "HCOMPRESS_1":
-            self.codec = None  # built per tile shape
+        self.codec: Any = None
+        if t == "HCOMPRESS_1":  # its codec is built per tile shape
             self.smooth = bool(p.get("SMOOTH", 0))
+        elif t == "RICE_1":
+            bytepix = p.get("BYTEPIX", 4 if zb < 0 else abs(zb) // 8)
+            self.codec = get_codec(t, blocksize=int(p.get("BLOCKSIZE", 32)), bytepix=int(bytepix))
         else:
-            self.codec = NoCompress()
+            self.codec = get_codec(t)
 
     def tile_sizes(self) -> np.ndarray:
         """Pixels in every tile (edge tiles are smaller), in tile order."""
@@ -386,7 +380,7 @@ class _TileDecoder:
         if data is None:
             alt = self._bytes("GZIP_COMPRESSED_DATA", k)
             if alt is not None:
-                return self._raw_tile(Gzip1().decode(alt, max_size=8 * npix), shape, k)
+                return self._raw_tile(get_codec("GZIP_1").decode(alt, max_size=8 * npix), shape, k)
             alt = self._bytes("UNCOMPRESSED_DATA", k)
             if alt is not None:
                 return self._raw_tile(bytes(alt), shape, k,
@@ -408,7 +402,7 @@ class _TileDecoder:
                 hshape = (1, shape[0])
             else:
                 hshape = (math.prod(shape[:-1]), shape[-1])
-            ints = Hcompress1(hshape, self.smooth).decode(data).reshape(-1)
+            ints = get_codec("HCOMPRESS_1", tile_shape=hshape, smooth=self.smooth).decode(data).reshape(-1)
         else:
             raw: Any = None
             if t == "GZIP_1":
@@ -416,7 +410,7 @@ class _TileDecoder:
             elif t == "NOCOMPRESS":
                 raw = self.codec.decode(data)
             else:
-                inflated = Gzip1().decode(data, max_size=8 * npix)
+                inflated = get_codec("GZIP_1").decode(data, max_size=8 * npix)
                 itemsize = len(inflated) // npix if npix else 1
                 if itemsize not in (1, 2, 4, 8) or itemsize * npix != len(inflated):
                     raise CompressedTileError(

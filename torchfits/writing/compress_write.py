@@ -14,7 +14,7 @@ import numpy as np
 
 from .._kernels import _quantize
 from ..fits.threads import default_threads, run_parallel
-from ..image.codec_registry import Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1
+from ..image.codec_registry import get_codec
 from ..fits.header import Card, Header, format_card
 from ..fits.layout import finish_header, flip_sign_bit
 
@@ -216,18 +216,15 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
 
     def _encode_ints(t: np.ndarray) -> bytes:
         if codec == "RICE_1":
-            return Rice1(blocksize, t.dtype.itemsize).encode(t)
+            return get_codec(codec, blocksize=blocksize, bytepix=t.dtype.itemsize).encode(t)
         if codec == "PLIO_1":
-            return Plio1().encode(t)
+            return get_codec(codec).encode(t)
         if codec == "HCOMPRESS_1":
             two_d = t.reshape(-1, t.shape[-1]) if t.ndim >= 2 else t.reshape(1, -1)
-            return Hcompress1(two_d.shape, scale=hcomp_scale).encode(two_d)
-        big = t.astype(t.dtype.newbyteorder(">"))
-        if codec == "GZIP_1":
-            return Gzip1().encode(big)
-        if codec == "GZIP_2":
-            return Gzip2(big.dtype.itemsize).encode(big)
-        return NoCompress().encode(big)
+            return get_codec(codec, tile_shape=two_d.shape, scale=hcomp_scale).encode(two_d)
+        big = t.astype(t.dtype.newbyteorder(">"))  # the byte codecs store big-endian pixels
+        params = {"itemsize": big.dtype.itemsize} if codec == "GZIP_2" else {}
+        return get_codec(codec, **params).encode(big)
 
     def _encode_quantized(t: np.ndarray, k: int) -> tuple[bytes, bytes, float, float, bool]:
         finite = t[np.isfinite(t)]
@@ -240,7 +237,7 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
         if fallback:
             # not quantisable (constant, too few values, infinite, or too wide): lossless gzip
             big = t.astype(t.dtype.newbyteorder(">"))
-            return b"", Gzip1().encode(big), 0.0, 0.0, False
+            return b"", get_codec("GZIP_1").encode(big), 0.0, 0.0, False
         zero = lo
         codes = np.empty(t.shape, np.int32)
         has_null = _quantize.quantize(t, codes, step, zero, method,
