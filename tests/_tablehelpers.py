@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from torchfits.fits.columns import parse_columns
-from torchfits.tables.decode import (decode_table, decode_table_numpy, split_data_unit)
+from torchfits.tables.decode import (DecodeOptions, decode_table, decode_table_numpy, split_data_unit)
 
 BLOCK = 2880
 
@@ -103,7 +103,9 @@ def decode(path: os.PathLike | str, hdu: int = 1, **kwargs: Any):
     """torchfits' Arrow decode of a whole table HDU."""
     header, rows, heap = table_bytes(path, hdu)
     specs = parse_columns(header, kind_of(header))
-    return decode_table(rows, heap, specs, header["NAXIS1"], header["NAXIS2"], **kwargs)
+    where = {k: kwargs.pop(k) for k in ("columns", "rows", "row_range") if k in kwargs}
+    return decode_table(rows, heap, specs, header["NAXIS1"], header["NAXIS2"],
+                        options=DecodeOptions(**kwargs), **where)
 
 
 def decode_numpy(path: os.PathLike | str, hdu: int = 1, **kwargs: Any) -> dict:

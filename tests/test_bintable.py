@@ -16,7 +16,7 @@ pa = pytest.importorskip("pyarrow")
 
 from torchfits.tables import decode as _table_decode  # noqa: E402
 from torchfits.fits.columns import ColumnSpec, arrow_type, conversion, field_metadata, parse_columns  # noqa: E402
-from torchfits.tables.decode import (arrow_schema, decode_ascii_table, decode_table,  # noqa: E402
+from torchfits.tables.decode import (DecodeOptions, arrow_schema, decode_ascii_table, decode_table,  # noqa: E402
                                      decode_table_numpy, select_columns, split_data_unit)
 from torchfits.errors import (ColumnNotFoundError, CorruptHeaderError, FitsError,  # noqa: E402
                               TruncatedFileError, UnsupportedColumnError)
@@ -960,8 +960,8 @@ def test_ascii_chunked_equals_serial(ascii_file, tiny_chunks):
     header, rows, _ = table_bytes(ascii_file)
     specs = parse_columns(header, "table")
     many = np.random.default_rng(5).integers(0, N, 300)
-    serial = decode_ascii_table(rows, specs, header["NAXIS1"], N, rows=many, threads=1)
-    assert_batches_equal(decode_ascii_table(rows, specs, header["NAXIS1"], N, rows=many, threads=3), serial)
+    serial = decode_ascii_table(rows, specs, header["NAXIS1"], N, rows=many, options=DecodeOptions(threads=1))
+    assert_batches_equal(decode_ascii_table(rows, specs, header["NAXIS1"], N, rows=many, options=DecodeOptions(threads=3)), serial)
     assert serial.column("s").to_pylist()[:3] == [
         x.rstrip() for x in np.asarray(astropy_column(ascii_file, "s"))[many[:3]].tolist()]
 

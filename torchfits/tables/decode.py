@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
 
 __all__ = [
+    "DecodeOptions",
     "arrow_schema",
     "decode_ascii_table",
     "decode_table",
@@ -664,13 +665,53 @@ def _plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: str, *, arro
     return outs, fixed, progs, scales, counts
 
 
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How a table decode turns stored values into Arrow values.
+
+    Attributes
+    ----------
+    mapping : {"native", "compat"}
+        The type mapping (`torchfits.fits.columns.arrow_type`); ``"compat"`` is the 1.x one.
+    decode_bytes : bool
+        Character columns as strings (True) or fixed-width binary with their padding (False).
+    strip : bool
+        Remove trailing spaces and NULs (True) or trailing NULs only (False).
+    encoding : str
+        Text encoding of character columns; undecodable bytes become U+FFFD, never an error.
+    apply_nulls : bool
+        TNULL sentinels (and, natively, zero logical bytes) become nulls.
+    binary_strings : bool
+        With ``decode_bytes``, return stripped bytes (``binary``) instead of text.
+    threads : int, optional
+        Row chunks decoded in parallel for big tables (default: ``$TORCHFITS_THREADS`` or the
+        CPU count, see `torchfits.fits.threads`).
+    metadata : bool
+        Attach ``fits_*`` field metadata (`torchfits.fits.columns.field_metadata`).
+    """
+
+    mapping: Literal["native", "compat"] = "native"
+    decode_bytes: bool = True
+    strip: bool = True
+    encoding: str = "ascii"
+    apply_nulls: bool = True
+    binary_strings: bool = False
+    threads: Optional[int] = None
+    metadata: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mapping not in ("native", "compat"):
+            raise ValueError(f"mapping must be 'native' or 'compat', not {self.mapping!r}")
+        _check_encoding(self.encoding)
+
+
+DEFAULT_OPTIONS = DecodeOptions()
+
+
 def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_bytes: int,
                  nrows: int, *, columns: Any = None, rows: Any = None,
                  row_range: Optional[tuple[int, int]] = None,
-                 mapping: Literal["native", "compat"] = "native", decode_bytes: bool = True,
-                 strip: bool = True, encoding: str = "ascii", apply_nulls: bool = True,
-                 binary_strings: bool = False, threads: Optional[int] = None,
-                 metadata: bool = True) -> "pa.RecordBatch":
+                 options: DecodeOptions = DEFAULT_OPTIONS) -> "pa.RecordBatch":
     """Decode rows of a FITS binary table into one Arrow record batch.
 
     Parameters
@@ -691,23 +732,8 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
         0-based row indices, any order, duplicates kept.
     row_range : (start, stop), optional
         A 0-based half-open row range; ``stop`` past the end is clamped.
-    mapping : {"native", "compat"}
-        The type mapping (`torchfits._columns.arrow_type`).
-    decode_bytes : bool
-        Character columns as strings (True) or fixed-width binary with their padding (False).
-    strip : bool
-        Remove trailing spaces and NULs (True) or trailing NULs only (False).
-    encoding : str
-        Text encoding of character columns; undecodable bytes become U+FFFD, never an error.
-    apply_nulls : bool
-        TNULL sentinels (and, natively, zero logical bytes) become nulls.
-    binary_strings : bool
-        With ``decode_bytes``, return stripped bytes (``binary``) instead of text.
-    threads : int, optional
-        Row chunks decoded in parallel for big tables (default: ``$TORCHFITS_THREADS`` or the
-        CPU count, see `torchfits._threads`).
-    metadata : bool
-        Attach ``fits_*`` field metadata (`torchfits._columns.field_metadata`).
+    options : DecodeOptions
+        How values are decoded (type mapping, strings, nulls, threads, metadata).
 
     Returns
     -------
@@ -726,12 +752,10 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
     """
     if specs and specs[0].is_ascii:
         return decode_ascii_table(data, specs, row_bytes, nrows, columns=columns, rows=rows,
-                                  row_range=row_range, mapping=mapping, decode_bytes=decode_bytes,
-                                  strip=strip, encoding=encoding, apply_nulls=apply_nulls,
-                                  binary_strings=binary_strings, threads=threads, metadata=metadata)
-    if mapping not in ("native", "compat"):
-        raise ValueError(f"mapping must be 'native' or 'compat', not {mapping!r}")
-    _check_encoding(encoding)
+                                  row_range=row_range, options=options)
+    mapping, decode_bytes, strip, encoding, apply_nulls, binary_strings, threads, metadata = (
+        options.mapping, options.decode_bytes, options.strip, options.encoding, options.apply_nulls,
+        options.binary_strings, options.threads, options.metadata)
     pa = _pa()
     chosen = select_columns(specs, columns)
     _refuse_complex(chosen, mapping)
@@ -918,10 +942,7 @@ def _decode_ascii(chosen: Sequence[ColumnSpec], buf: np.ndarray, row_bytes: int,
 def decode_ascii_table(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int, nrows: int, *,
                        columns: Any = None, rows: Any = None,
                        row_range: Optional[tuple[int, int]] = None,
-                       mapping: Literal["native", "compat"] = "native", decode_bytes: bool = True,
-                       strip: bool = True, encoding: str = "ascii", apply_nulls: bool = True,
-                       binary_strings: bool = False, threads: Optional[int] = None,
-                       metadata: bool = True) -> "pa.RecordBatch":
+                       options: DecodeOptions = DEFAULT_OPTIONS) -> "pa.RecordBatch":
     """Decode rows of a FITS ASCII table (``XTENSION='TABLE'``) into one Arrow record batch.
 
     Arguments as in `decode_table` (there is no heap). ``Iw`` fields become int32 (int64 for
@@ -935,9 +956,9 @@ def decode_ascii_table(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
     CorruptHeaderError
         A numeric field that does not parse (the message names column, row and text).
     """
-    if mapping not in ("native", "compat"):
-        raise ValueError(f"mapping must be 'native' or 'compat', not {mapping!r}")
-    _check_encoding(encoding)
+    mapping, decode_bytes, strip, encoding, apply_nulls, binary_strings, threads, metadata = (
+        options.mapping, options.decode_bytes, options.strip, options.encoding, options.apply_nulls,
+        options.binary_strings, options.threads, options.metadata)
     pa = _pa()
     chosen = select_columns(specs, columns)
     if any(not s.is_ascii for s in chosen):

@@ -6,6 +6,8 @@ columns are then decoded (late materialisation). Batches stream, so memory is bo
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import copy
 import glob as _glob
 import os
@@ -19,7 +21,7 @@ from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
 from ..query.pushdown import plan_pushdown
-from .decode import arrow_schema, check_row_indices, decode_table, select_columns
+from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
 from ..errors import HDUTypeError, UnsupportedColumnError
 
 __all__ = ["scan", "Scanner", "TableSource", "resolve_sources"]
@@ -70,10 +72,10 @@ class TableSource:
         return rows, heap
 
     def decode(self, *, columns: Any, rows: Optional[np.ndarray] = None,
-               row_range: Optional[tuple[int, int]] = None, options: dict) -> Any:
+               row_range: Optional[tuple[int, int]] = None, options: DecodeOptions) -> Any:
         data, heap = self.buffers()
         return decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
-                            columns=columns, rows=rows, row_range=row_range, **options)
+                            columns=columns, rows=rows, row_range=row_range, options=options)
 
 
 def _refuse_complex(tree: Any, complex_cols: set) -> None:
@@ -159,11 +161,12 @@ class Scanner:
         self._batch_size = int(batch_size)
         self._row_slice = validate_row_slice(row_slice)
         self._rows = None if rows is None else [check_row_indices(rows, s.nrows) for s in self._sources]
-        self._options: dict[str, Any] = dict(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
-                             encoding=encoding, apply_nulls=apply_nulls, threads=threads,
-                             metadata=field_metadata)
+        self._options = DecodeOptions(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
+                                      encoding=encoding, apply_nulls=apply_nulls, threads=threads,
+                                      metadata=field_metadata)
         self._schema_metadata = schema_metadata
-        self._predicate_options = {**self._options, "decode_bytes": True, "strip": True}
+        # the residual predicate always sees strings as text, stripped
+        self._predicate_options = replace(self._options, decode_bytes=True, strip=True)
         self._pushdown = pushdown
         self._plan_predicate(where, filter)
 
@@ -184,10 +187,10 @@ class Scanner:
         # Predicates see strings decoded and stripped whatever the output options (1.x §8.4);
         # complex columns have no compat Arrow type and can only be refused if referenced.
         complex_cols = {s.name for s in first.specs if s.code in "CM"} \
-            if self._options["mapping"] == "compat" else set()
+            if self._options.mapping == "compat" else set()
         typed = [s for s in first.specs if s.name not in complex_cols]
         names = [s.name for s in first.specs]
-        schema = arrow_schema(typed, mapping=self._options["mapping"], decode_bytes=True)
+        schema = arrow_schema(typed, mapping=self._options.mapping, decode_bytes=True)
         types = {s.name: schema.field(s.name).type for s in typed}
         tree: Any = None
         if where is not None:
@@ -210,8 +213,8 @@ class Scanner:
         residual_tree = tree
         if tree is not None and self._pushdown:
             self._kernel, residual_tree = plan_pushdown(
-                tree, first.specs, types, mapping=self._options["mapping"],
-                apply_nulls=self._options["apply_nulls"])
+                tree, first.specs, types, mapping=self._options.mapping,
+                apply_nulls=self._options.apply_nulls)
         parts = [] if residual_tree is None else [_expr.to_pyarrow(residual_tree, schema)]
         needed = [] if residual_tree is None else _expr.columns(residual_tree)
         if opaque is not None:
@@ -237,7 +240,7 @@ class Scanner:
 
     def _schema_options(self) -> dict:
         o = self._options
-        return dict(mapping=o["mapping"], decode_bytes=o["decode_bytes"], metadata=o["metadata"])
+        return dict(mapping=o.mapping, decode_bytes=o.decode_bytes, metadata=o.metadata)
 
     def _table_metadata(self, src: TableSource) -> dict:
         meta = {b"fits_hdu": str(src.entry.index).encode(), b"fits_path": src.path.encode()}

@@ -105,7 +105,7 @@ def _chunk_stats(batch: Any) -> dict[str, dict[str, Any]]:
 
 def _file_entry(path: str, hdu: Any, columns: Optional[Sequence[str]], chunk_rows: int) -> dict[str, Any]:
     from .scan import TableSource
-    from .decode import arrow_schema
+    from .decode import DecodeOptions, arrow_schema
 
     st = os.stat(path)
     src = TableSource.open(path, hdu)
@@ -119,7 +119,7 @@ def _file_entry(path: str, hdu: Any, columns: Optional[Sequence[str]], chunk_row
         stop = min(start + chunk_rows, src.nrows)
         stats: dict[str, Any] = {}
         if chosen:
-            batch = src.decode(columns=chosen, row_range=(start, stop), options={"threads": 1})
+            batch = src.decode(columns=chosen, row_range=(start, stop), options=DecodeOptions(threads=1))
             stats = _chunk_stats(batch)
         chunks.append({"start": start, "stop": stop, "stats": stats})
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "hdu": src.entry.index,
