@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import codecs
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -395,14 +395,41 @@ def _run_chunked(kernel: Any, bounds: list[int], ncols: int, nstats: int,
     return total
 
 
-def _decode_fixed(outs: list[_Out], progs: list[list[int]], scales: list[tuple[float, float]],
-                  data: np.ndarray, row_bytes: int, sel: _Rows, threads: int,
-                  counts: list[int]) -> None:
+@dataclass
+class ColumnProgram:
+    """The fixed-width columns that one fused kernel pass decodes.
+
+    Each column contributes its output buffers (an `_Out`), one program row for the kernel (the
+    operation, element size and source offset, and the addresses of its output buffers, which
+    the `_Out` keeps alive), its ``(TSCAL, TZERO)`` and its per-row element count.
+    """
+
+    outs: list[_Out] = field(default_factory=list)
+    rows: list[list[int]] = field(default_factory=list)
+    scales: list[tuple[float, float]] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+
+    def add(self, out: _Out, row: list[int], scale: tuple[float, float], count: int) -> None:
+        self.outs.append(out)
+        self.rows.append(row)
+        self.scales.append(scale)
+        self.counts.append(count)
+
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel's program table (int64, one row per column) and scale table (float64)."""
+        n = len(self.rows)
+        prog = np.array(self.rows, dtype=np.int64).reshape(n, _bintable.P_NFIELDS)
+        scale = np.array(self.scales, dtype=np.float64).reshape(n, 2)
+        return np.ascontiguousarray(prog), np.ascontiguousarray(scale)
+
+
+def _decode_fixed(program: ColumnProgram, data: np.ndarray, row_bytes: int, sel: _Rows,
+                  threads: int) -> None:
+    outs, counts = program.outs, program.counts
     if not outs:
         return
     assert all(o.values is not None for o in outs)
-    prog = np.ascontiguousarray(np.array(progs, dtype=np.int64).reshape(len(progs), _bintable.P_NFIELDS))
-    scale = np.ascontiguousarray(np.array(scales, dtype=np.float64).reshape(len(scales), 2))
+    prog, scale = program.tables()
     bounds = _chunk_bounds(sel.count, row_bytes, threads)
 
     def kernel(start: int, n: int, stats: np.ndarray) -> None:
@@ -634,14 +661,11 @@ def _strip_mode(strip: bool) -> int:
 
 def _plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: str, *, arrow: bool,
                  apply_nulls: bool, decode_strings: bool, strip: int
-                 ) -> tuple[list[_Out], list[_Out], list[list[int]], list[tuple[float, float]], list[int]]:
-    """Allocate every projected column's outputs; return (all outputs, the fixed-width ones
-    the fused kernel decodes, their program rows, their (TSCAL, TZERO), their per-row counts)."""
+                 ) -> tuple[list[_Out], ColumnProgram]:
+    """Allocate every projected column's outputs; return them all and the program of the
+    fixed-width ones, which the fused kernel decodes in one pass."""
     zero_null = arrow and apply_nulls and mapping == "native"
-    fixed: list[_Out] = []
-    progs: list[list[int]] = []
-    scales: list[tuple[float, float]] = []
-    counts: list[int] = []
+    program = ColumnProgram()
     outs: list[_Out] = []
     for spec in chosen:
         conv = conversion(spec, mapping)  # type: ignore[arg-type]
@@ -658,11 +682,8 @@ def _plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: str, *, arro
             if out.offsets is not None:
                 out.offsets[:] = 0
             continue  # nothing to read; the outputs are already final
-        fixed.append(out)
-        progs.append(prog)
-        scales.append(scale)
-        counts.append(count)
-    return outs, fixed, progs, scales, counts
+        program.add(out, prog, scale, count)
+    return outs, program
 
 
 @dataclass(frozen=True)
@@ -765,10 +786,10 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
     _check_extent(buf, row_bytes, nrows, sel, chosen)
     nthreads = _default_threads(threads)
     smode = _strip_mode(strip)
-    outs, fixed, progs, scales, counts = _plan_binary(
+    outs, program = _plan_binary(
         chosen, sel.count, mapping, arrow=True, apply_nulls=apply_nulls,
         decode_strings=decode_bytes, strip=smode)
-    _decode_fixed(fixed, progs, scales, buf, row_bytes, sel, nthreads, counts)
+    _decode_fixed(program, buf, row_bytes, sel, nthreads)
     for out in outs:
         if out.spec.is_vla:
             _decode_vla(out, buf, heap_buf, row_bytes, sel, arrow=True, apply_nulls=apply_nulls,
@@ -818,9 +839,9 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
                 result[out.spec.name] = out.values  # type: ignore[assignment]
         return result
     heap_buf = _bytes_view(heap, "heap")
-    outs, fixed, progs, scales, counts = _plan_binary(
+    outs, program = _plan_binary(
         chosen, n, "torch", arrow=False, apply_nulls=False, decode_strings=False, strip=_STRIP_NONE)
-    _decode_fixed(fixed, progs, scales, buf, row_bytes, sel, nthreads, counts)
+    _decode_fixed(program, buf, row_bytes, sel, nthreads)
     for out in outs:
         spec = out.spec
         if spec.is_vla:
