@@ -315,7 +315,7 @@ def native(dt) -> np.dtype:
 
 
 def result_rule(bitpix, bscale=1.0, bzero=0, blank=None, *, api="native", raw_scale=False):
-    """(result dtype, kind) per DESIGN.md (api="native") or API.md Part 2 §3 (api="compat").
+    """(result dtype, kind) per docs/images.md (api="native") or docs/compatibility.md (api="compat").
 
     kind: "raw" (stored values), "offset" (integer offset convention), "uint64-float"
     (compat: uint64 convention as float64), "scaled" (physical float, BLANK → NaN).

@@ -1,4 +1,4 @@
-"""The torchfits 1.2.3 image API (API.md Part 2 §1–§4, §14): read, read_tensor, read_hdus,
+"""The torchfits 1.2.3 image API (docs/compatibility.md): read, read_tensor, read_hdus,
 read_batch, read_subset, open_subset_reader, open/HDUList/TensorHDU/DataView, dtype table §3."""
 from __future__ import annotations
 

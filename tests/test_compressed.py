@@ -413,7 +413,7 @@ def test_scaled_blank_int8_float64_and_1d(tmp_path, fits, fitsio):
     p = tmp_path / "s.fits"
     fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(p)
     got = read_numpy(p, 1)
-    with fits.open(p) as hl:  # BSCALE/BZERO applied, BLANK → NaN (DESIGN.md), as astropy does
+    with fits.open(p) as hl:  # BSCALE/BZERO applied, BLANK → NaN (docs/images.md), as astropy does
         np.testing.assert_array_equal(got, hl[1].data)
     assert got.dtype == np.float32 and np.isnan(got[0, 0])
     assert read_numpy(p, 1, raw_scale=True)[0, 0] == -32768

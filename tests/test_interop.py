@@ -1,4 +1,4 @@
-"""Root interop helpers over column dicts (API.md Part 2 §10.1): to_arrow, to_pandas, to_polars,
+"""Root interop helpers over column dicts (docs/compatibility.md): to_arrow, to_pandas, to_polars,
 to_astropy."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The root namespace: the torchfits 1.x names (API.md Part 2 §0.1) plus the native API,
+"""The root namespace: the torchfits 1.x names (docs/compatibility.md) plus the native API,
 all resolvable, lazily, without importing torch or pyarrow."""
 import subprocess
 import sys

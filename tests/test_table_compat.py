@@ -1,4 +1,4 @@
-"""``torchfits.table``: the torchfits 1.2.3 table API (API.md Part 2 §8, §10.2, §14, §15).
+"""``torchfits.table``: the torchfits 1.2.3 table API (docs/compatibility.md).
 
 Files are written with astropy (or as raw bytes under an astropy-formatted header) into
 temporary directories; expected values come from what was written.

@@ -1,4 +1,4 @@
-"""Table HDU objects (API.md Part 2 §4.5 `TableHDURef`, §4.6 `TableHDU`), incl. ``open()``."""
+"""Table HDU objects (docs/compatibility.md), incl. ``open()``."""
 from __future__ import annotations
 
 import io

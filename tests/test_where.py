@@ -749,7 +749,7 @@ def _arrow_rows(text: str, table: "Optional[pa.Table]" = None) -> List[int]:
 @pytest.mark.parametrize(
     "text, rows",
     [
-        # API.md Part 2 §9.3 examples and null semantics
+        # docs/where.md examples and null semantics
         ("NUL != 4", [1, 2]),
         ("NOT NUL > 3", [1, 2]),
         ("NUL IN (1, 4)", [1, 4]),
@@ -1132,7 +1132,7 @@ def test_from_pyarrow_duckdb_filters():
 # =============================================================================================
 
 # A plain-Python three-valued evaluator of trees: True, False or None (unknown) per row,
-# written from API.md Part 2 §9.3 and the ``_expr`` module docstring, independently of
+# written from docs/where.md and the `torchfits.query.expr` module docstring, independently of
 # ``to_pyarrow``.
 
 F32_MAX = float(np.finfo(np.float32).max)

@@ -1,6 +1,6 @@
 """Column dicts (``torchfits.read`` / ``read_torch`` output) → Arrow, pandas, Polars, astropy.
 
-The root helpers of API.md Part 2 §10.1. Numeric columns reach Arrow without a copy (a later
+The root helpers of the 1.x API (docs/compatibility.md). Numeric columns reach Arrow without a copy (a later
 change to the source tensor is visible); pyarrow, pandas, polars and astropy are imported only
 by the function that needs them.
 """

@@ -1,4 +1,4 @@
-"""``open_table_reader``: one table HDU opened once for many tensor reads (API.md Part 2 §8.7).
+"""``open_table_reader``: one table HDU opened once for many tensor reads (docs/compatibility.md).
 
 The handle keeps the file version it opened (its map and column layout); reads go through the
 same tensor decode as `torchfits.table.read_torch`.

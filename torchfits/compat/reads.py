@@ -1,4 +1,4 @@
-"""The torchfits 1.x read functions (API.md Part 2 §2) over the native image engine.
+"""The torchfits 1.x read functions (docs/compatibility.md) over the native image engine.
 
 Thin by design: argument checks, 1.x error wording and the torch conversion; decoding is the
 engine's (`torchfits.image`). Table HDUs are handed to `torchfits.table`.
@@ -144,7 +144,7 @@ def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode:
          **kwargs: Any) -> Any:
     """Read an image or table HDU (torchfits 1.x ``read``).
 
-    Images → ``torch.Tensor`` (dtype rules of API.md Part 2 §3); tables → ``dict`` of tensors.
+    Images → ``torch.Tensor`` (dtype rules of docs/images.md); tables → ``dict`` of tensors.
     ``path`` may be a list of paths and ``hdu`` a list of HDUs (both return lists).
     """
     opts = dict(_READ_OPTIONS)

@@ -1,4 +1,4 @@
-"""``torchfits.table``: the torchfits 1.2.3 table API (API.md Part 2 §8, §10.2) over the scanner.
+"""``torchfits.table``: the torchfits 1.2.3 table API (docs/compatibility.md) over the scanner.
 
 Every function here is a thin layer: it checks arguments with the 1.2.3 wording and conventions,
 then runs the native `torchfits._scan.Scanner` / `torchfits._table_decode` kernels with the
@@ -304,7 +304,7 @@ def read(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None, ro
     rows : sequence of int, optional
         0-based row indices (any order, duplicates kept); exclusive with ``row_slice``.
     where : str, optional
-        A where-expression (API.md Part 2 §9), applied within ``rows``/``row_slice``. Columns
+        A where-expression (docs/where.md), applied within ``rows``/``row_slice``. Columns
         it references but the projection does not are not returned.
     batch_size : int
         Rows decoded at a time (bounds memory of filtered reads).
@@ -597,7 +597,7 @@ def read_torch(path: Any, hdu: Any = 1, columns: Any = None, start_row: int = 1,
     Returns
     -------
     dict or (dict, Header)
-        Column name → tensor per API.md Part 2 §8.3 (repeat-1 ``(N,)``, vectors ``(N, r)``,
+        Column name → tensor per docs/compatibility.md (repeat-1 ``(N,)``, vectors ``(N, r)``,
         strings ``uint8 (N, w)``, variable-length columns a list of tensors); TNULL is never
         applied. A table without rows gives ``{}``.
     """

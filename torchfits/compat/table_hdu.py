@@ -1,4 +1,4 @@
-"""Table HDU objects of the torchfits 1.x object API (API.md Part 2 §4.5, §4.6).
+"""Table HDU objects of the torchfits 1.x object API (docs/compatibility.md).
 
 `TableHDURef` is a file-backed table (what ``open()`` returns): it holds a path, an HDU, a
 projection and a row window, and reads through `torchfits.table` on demand (reopening by path,
@@ -130,7 +130,7 @@ class TableHDURef:
 
     Notes
     -----
-    Tensor reads follow API.md Part 2 §8.3 (TNULL never applied, strings as ``uint8 (N, w)``,
+    Tensor reads follow docs/compatibility.md (TNULL never applied, strings as ``uint8 (N, w)``,
     variable-length columns as lists of tensors). There is no ``to_tensor``.
     """
 

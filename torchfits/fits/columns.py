@@ -391,7 +391,7 @@ def _is_unsigned(spec: ColumnSpec, mapping: str) -> bool:
 def conversion(spec: ColumnSpec, mapping: MappingName = "native") -> Conversion:
     """Decide how one column's elements are converted under ``mapping``.
 
-    ``"native"`` follows DESIGN.md, ``"compat"`` the Arrow mapping of the 1.2.3 contract
+    ``"native"`` follows docs/tables.md, ``"compat"`` the Arrow mapping of the 1.2.3 contract
     (§8.2) and ``"torch"`` its tensor mapping (§8.3). All three share one decoder; only this
     choice differs.
     """
@@ -463,7 +463,7 @@ def arrow_type(spec: ColumnSpec, mapping: Literal["native", "compat"] = "native"
     spec : ColumnSpec
         The column.
     mapping : {"native", "compat"}
-        ``"native"`` follows DESIGN.md (TDIM nesting, int8/uint64, complex pairs, a zero
+        ``"native"`` follows docs/tables.md (TDIM nesting, int8/uint64, complex pairs, a zero
         logical byte is null); ``"compat"`` follows §8.2 of the 1.2.3 contract (flat vectors,
         float64 for int8 and uint64, a zero logical byte is False, complex refused).
     decode_bytes : bool

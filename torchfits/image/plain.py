@@ -54,7 +54,7 @@ def _number(header: Header, key: str, default: float) -> float:
 
 def plan_image(entry: HduEntry, header: Header, *, raw_scale: bool = False,
                uint64_as_float: bool = False) -> ImagePlan:
-    """Choose the decode for one image HDU (the dtype rules of DESIGN.md / API.md Part 2 §3).
+    """Choose the decode for one image HDU (the dtype rules of docs/images.md).
 
     ``uint64_as_float`` selects the torchfits 1.x rule for BITPIX=64 + BZERO=2^63 (float64)
     instead of the native uint64.
@@ -376,7 +376,7 @@ def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any =
     Returns
     -------
     numpy.ndarray
-        Physical values with the dtype rules of DESIGN.md. Unscaled BITPIX=8 images are a
+        Physical values with the dtype rules of docs/images.md. Unscaled BITPIX=8 images are a
         read-only zero-copy view of the file map when ``out`` is not given.
     """
     return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads)

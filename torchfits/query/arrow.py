@@ -125,7 +125,7 @@ class _ArrowCompiler:
         return pc.if_else(pc.is_valid(val.expr), pc.scalar(result), self.null_bool)
 
     def nan_to_null(self, val: _Val) -> Any:
-        """NaN is unknown in comparisons (API.md Part 2 §9.3)."""
+        """NaN is unknown in comparisons (docs/where.md)."""
         if val.kind != "float":
             return val.expr
         return pc.if_else(pc.is_nan(val.expr), self.scalar(None, val.type), val.expr)

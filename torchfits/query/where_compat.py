@@ -46,7 +46,7 @@ _COMPARISON_OPS = ("==", "!=", ">=", "<=", ">", "<")
 _WORD_RE = re.compile(r"[A-Za-z0-9_.+\-]+")
 _IDENT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
-# messages fixed by the 1.2.3 contract (API.md Part 2 §9.3); positions are appended after them
+# messages fixed by the 1.2.3 contract (docs/where.md); positions are appended after them
 _MSG_EMPTY = "where must be a non-empty string expression"
 _MSG_UNBALANCED = "Unbalanced parentheses in where expression"
 _MSG_TRAILING = "Unexpected trailing tokens in where expression"
@@ -302,7 +302,7 @@ def _word_value(text: str) -> Literal:
 
 
 class _CompatParser:
-    """Recursive descent over the 1.2.3 grammar (API.md Part 2 §9.1)."""
+    """Recursive descent over the 1.2.3 grammar (docs/where.md)."""
 
     def __init__(self, text: str, tokens: List[_Token]) -> None:
         self.text = text

@@ -16,7 +16,7 @@ import numpy as np
 from .._kernels import _asciitable
 from .._kernels import _bintable
 from ..fits import threads as _threads
-from ..fits.columns import ColumnSpec, Conversion, conversion
+from ..fits.columns import ColumnSpec, Conversion, MappingName, conversion
 from ..fits.columns import _element_arrow_type, arrow_type
 from ..fits.columns import field_metadata as _field_metadata
 from ..errors import (ColumnNotFoundError, CorruptHeaderError, TruncatedFileError,
@@ -659,7 +659,7 @@ def _strip_mode(strip: bool) -> int:
     return _STRIP_BLANK if strip else _STRIP_NUL
 
 
-def _plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: str, *, arrow: bool,
+def _plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: MappingName, *, arrow: bool,
                  apply_nulls: bool, decode_strings: bool, strip: int
                  ) -> tuple[list[_Out], ColumnProgram]:
     """Allocate every projected column's outputs; return them all and the program of the

@@ -2,7 +2,7 @@
 
 A `ColumnPlan` is decided once per column (TFORM, TNULL, TZERO, TDIM, metadata cards); then
 `encode_rows` turns each batch of `ColumnValues` into big-endian row bytes plus heap bytes.
-This is the inverse of the reader's FITS → Arrow mapping (DESIGN.md).
+This is the inverse of the reader's FITS → Arrow mapping (docs/tables.md).
 """
 from __future__ import annotations
 
