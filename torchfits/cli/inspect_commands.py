@@ -1,4 +1,4 @@
-"""CLI commands that inspect, compare, copy, cut and convert files (torchfits 1.x §12.3).
+"""CLI commands that inspect, compare, copy, cut and convert files (docs/cli.md).
 
 Each ``cmd_*`` takes the parsed arguments and returns the exit code; `add_parsers` wires them.
 """

@@ -1,4 +1,4 @@
-"""Cache controls (torchfits 1.x API, Part 2 §7) over the one real cache: the HDU index.
+"""Cache controls (torchfits 1.x API, docs/compatibility.md) over the one real cache: the HDU index.
 
 Pixels and rows are read from the file map on every call, so there is no data cache to go
 stale; the configuration objects keep the 1.x surface as policy hints.

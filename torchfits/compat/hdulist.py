@@ -1,4 +1,4 @@
-"""The torchfits 1.x object API: ``open()`` → `HDUList` of `TensorHDU` / `TableHDURef` (Part 2 §4).
+"""The torchfits 1.x object API: ``open()`` → `HDUList` of `TensorHDU` / `TableHDURef` (docs/compatibility.md).
 
 Image access goes through the native `Image` engine; table access through `torchfits.table`.
 """

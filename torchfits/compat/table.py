@@ -143,7 +143,7 @@ def _check_start_rows(start_row: Any, num_rows: Any) -> tuple[int, int]:
 
 
 def _open_source(path: Any, hdu: Any) -> TableSource:
-    """Open one table HDU, with the 1.2.3 error wording of ``table.read`` (§8.5, §14)."""
+    """Open one table HDU, with the 1.2.3 error wording of ``table.read`` (docs/compatibility.md)."""
     index = get_index(path)
     try:
         return TableSource.open(index.path, hdu)
@@ -157,7 +157,7 @@ def _open_source(path: Any, hdu: Any) -> TableSource:
 
 def _decode_numpy(src: TableSource, *, columns: Any, rows: Optional[np.ndarray] = None,
                   row_range: Optional[tuple[int, int]] = None) -> dict[str, Any]:
-    """The tensor mapping of §8.3 (``decode_table_numpy``) for some rows of ``src``."""
+    """The tensor mapping of the 1.x API (docs/compatibility.md) (``decode_table_numpy``) for some rows of ``src``."""
     data, heap = src.buffers()
     return decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
                               columns=columns, rows=rows, row_range=row_range)
@@ -201,7 +201,7 @@ class _CompatScan:
 
     def batches(self) -> Iterator[Any]:
         """Batches carrying exactly ``schema``; a filtered scan that keeps nothing yields one
-        empty batch (§8.6)."""
+        empty batch (docs/compatibility.md)."""
         produced = False
         for batch in self.scanner.to_batches():
             produced = True
@@ -270,7 +270,7 @@ def _selected_rows(src: TableSource, tree: Any, *, row_range: Optional[tuple[int
 
 
 def _window(row_slice: Any, nrows: int) -> tuple[int, int]:
-    """Check a 0-based half-open ``row_slice`` (§8.1) and clamp it to ``nrows``: ``(start, stop)``
+    """Check a 0-based half-open ``row_slice`` (docs/compatibility.md) and clamp it to ``nrows``: ``(start, stop)``
     with ``start <= stop``."""
     checked = validate_row_slice(row_slice)
     if checked is None:
@@ -505,7 +505,7 @@ def _tensor_dict(arrays: Mapping[str, Any], device: str, *, non_blocking: bool =
 
 
 def _torch_where(where: str) -> Any:
-    """Parse a read_torch where (comparisons, BETWEEN and AND only, §8.7)."""
+    """Parse a read_torch where (comparisons, BETWEEN and AND only, docs/compatibility.md)."""
     tree = _parse_where(where)
 
     def supported(node: Any) -> bool:
@@ -557,7 +557,7 @@ def _read_torch_source(src: TableSource, *, columns: Any, start_row: int, num_ro
     if tree is None:
         arrays = _decode_numpy(src, columns=chosen, row_range=(first, stop))
     else:
-        # The row window first, then the predicate; TNULL and NaN never satisfy it (§8.7).
+        # The row window first, then the predicate; TNULL and NaN never satisfy it (docs/compatibility.md).
         selected = _selected_rows(src, tree, row_range=(first, stop))
         arrays = _decode_numpy(src, columns=chosen, rows=selected)
     return _tensor_dict(arrays, device)
@@ -657,7 +657,7 @@ def clear_cache(*, disk: bool = False) -> None:
     _clear(disk=disk)
 
 
-# ============================================================================ interop (§10.2)
+# ============================================================================ interop (docs/compatibility.md)
 
 
 def _select_where(table: Any, columns: Any, where: Optional[str]) -> Any:

@@ -44,7 +44,7 @@ _VLA_REST = re.compile(r"^([LXBIJKAEDCM])\s*(?:\(\s*(\d+)\s*\))?\s*$")
 _ASCII_TFORM = re.compile(r"^\s*([AIFED])\s*(\d+)(?:\.(\d+))?\s*$")
 _TDIM = re.compile(r"^\s*\(\s*(\d+(?:\s*,\s*\d+)*)\s*\)\s*$")
 
-# The torch mapping follows §3 of the compatibility contract: an unsigned TZERO within this
+# The torch mapping follows the 1.x contract (docs/compatibility.md): an unsigned TZERO within this
 # distance of the convention still counts (files written with imprecise floats exist).
 _TORCH_TZERO_TOLERANCE = 1e-5
 
@@ -392,7 +392,7 @@ def conversion(spec: ColumnSpec, mapping: MappingName = "native") -> Conversion:
     """Decide how one column's elements are converted under ``mapping``.
 
     ``"native"`` follows docs/tables.md, ``"compat"`` the Arrow mapping of the 1.2.3 contract
-    (§8.2) and ``"torch"`` its tensor mapping (§8.3). All three share one decoder; only this
+    (docs/compatibility.md) and ``"torch"`` its tensor mapping (docs/compatibility.md). All three share one decoder; only this
     choice differs.
     """
     code = spec.code
@@ -464,7 +464,7 @@ def arrow_type(spec: ColumnSpec, mapping: Literal["native", "compat"] = "native"
         The column.
     mapping : {"native", "compat"}
         ``"native"`` follows docs/tables.md (TDIM nesting, int8/uint64, complex pairs, a zero
-        logical byte is null); ``"compat"`` follows §8.2 of the 1.2.3 contract (flat vectors,
+        logical byte is null); ``"compat"`` follows the 1.2.3 Arrow mapping (docs/compatibility.md) (flat vectors,
         float64 for int8 and uint64, a zero logical byte is False, complex refused).
     decode_bytes : bool
         Character columns as strings (True) or raw fixed-width binary (False).
@@ -512,7 +512,7 @@ def field_metadata(spec: ColumnSpec) -> dict[bytes, bytes]:
     """Field metadata describing where a column came from.
 
     ``fits_tform``, ``fits_tscal`` and ``fits_tzero`` are always present (``b"1.0"``,
-    ``b"0.0"`` by default, as in §8.2); ``fits_tnull``, ``fits_tunit``, ``fits_tdim``,
+    ``b"0.0"`` by default, as in 1.2.3); ``fits_tnull``, ``fits_tunit``, ``fits_tdim``,
     ``fits_tucd``, ``fits_tdisp`` when the header has them.
     """
     meta = {

@@ -808,7 +808,7 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
                        nrows: int, *, columns: Any = None, rows: Any = None,
                        row_range: Optional[tuple[int, int]] = None,
                        threads: Optional[int] = None) -> dict[str, Union[np.ndarray, list[np.ndarray]]]:
-    """Decode table rows into NumPy arrays with the tensor mapping of §8.3.
+    """Decode table rows into NumPy arrays with the tensor mapping of the 1.x API (docs/compatibility.md)
 
     Repeat-1 columns are ``(N,)``, vectors ``(N, r)`` (TDIM not applied), character columns
     ``uint8 (N, w)`` byte matrices with their padding, complex columns complex64/complex128,

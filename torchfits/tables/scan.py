@@ -184,7 +184,7 @@ class Scanner:
             where = filter if where is None else f"({where}) AND ({filter})"
             filter = None
         first = self._sources[0]
-        # Predicates see strings decoded and stripped whatever the output options (1.x §8.4);
+        # Predicates see strings decoded and stripped whatever the output options (docs/compatibility.md);
         # complex columns have no compat Arrow type and can only be refused if referenced.
         complex_cols = {s.name for s in first.specs if s.code in "CM"} \
             if self._options.mapping == "compat" else set()

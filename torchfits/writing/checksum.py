@@ -182,7 +182,7 @@ def write_checksums(path: Any, hdu: int = 0) -> None:
 
 
 def checksum_status(buf: memoryview, entry: HduEntry, header: Any) -> dict:
-    """The §6.4 status dict of one HDU whose bytes are in ``buf``."""
+    """The 1.x checksum status dict of one HDU whose bytes are in ``buf``."""
     padded = padded_size(entry.data_size)
     datasum = _data_sum(buf, entry.data_offset, padded)
     has_data = "DATASUM" in header
