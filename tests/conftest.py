@@ -2,14 +2,8 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
-
-# The conformance helpers live next to the tests (tests/_oracles.py).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
 
 
 @pytest.fixture(autouse=True)

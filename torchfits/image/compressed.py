@@ -25,7 +25,7 @@ from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
 from ..errors import CodecError
-from .codec_registry import get_codec
+from .codec_registry import Gzip1, get_codec
 from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.header import Card, Header
 from .plain import Image, Region, _check_out, plan_image, region_from_key
@@ -380,7 +380,7 @@ class _TileDecoder:
         if data is None:
             alt = self._bytes("GZIP_COMPRESSED_DATA", k)
             if alt is not None:
-                return self._raw_tile(get_codec("GZIP_1").decode(alt, max_size=8 * npix), shape, k)
+                return self._raw_tile(Gzip1().decode(alt, max_size=8 * npix), shape, k)
             alt = self._bytes("UNCOMPRESSED_DATA", k)
             if alt is not None:
                 return self._raw_tile(bytes(alt), shape, k,
@@ -410,7 +410,7 @@ class _TileDecoder:
             elif t == "NOCOMPRESS":
                 raw = self.codec.decode(data)
             else:
-                inflated = get_codec("GZIP_1").decode(data, max_size=8 * npix)
+                inflated = Gzip1().decode(data, max_size=8 * npix)
                 itemsize = len(inflated) // npix if npix else 1
                 if itemsize not in (1, 2, 4, 8) or itemsize * npix != len(inflated):
                     raise CompressedTileError(

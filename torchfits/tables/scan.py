@@ -12,7 +12,7 @@ import copy
 import glob as _glob
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Literal, Optional, Sequence
 
 import numpy as np
 
@@ -142,7 +142,7 @@ class Scanner:
     def __init__(self, sources: Sequence[TableSource], *, columns: Any = None, where: Any = None,
                  filter: Any = None, rows: Any = None, row_slice: Any = None,
                  batch_size: int = 65_536, threads: Optional[int] = None,
-                 mapping: str = "native", decode_bytes: bool = True, strip: bool = True,
+                 mapping: Literal["native", "compat"] = "native", decode_bytes: bool = True, strip: bool = True,
                  encoding: str = "ascii", apply_nulls: bool = True, field_metadata: bool = True,
                  schema_metadata: bool = True, pushdown: bool = True) -> None:
         if not sources:

@@ -31,7 +31,7 @@ _TYPES = {np.dtype(np.uint8): (8, None), np.dtype(np.int8): (8, -128),
           np.dtype(np.int32): (32, None), np.dtype(np.uint32): (32, 2147483648),
           np.dtype(np.int64): (64, None),
           np.dtype(np.float32): (-32, None), np.dtype(np.float64): (-64, None)}
-_STORAGE = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
+_STORAGE: dict[int, np.dtype[Any]] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
             64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
 _OWNED = {"SIMPLE", "XTENSION", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCOUNT", "TFIELDS",
           "THEAP", "BSCALE", "BZERO", "BLANK", "END", "ZIMAGE", "ZCMPTYPE", "ZBITPIX", "ZNAXIS",
@@ -188,7 +188,7 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
     native = np.ascontiguousarray(arr, dtype=dtype)
     if bzero is not None:  # offset conventions: store value - BZERO
         stored = flip_sign_bit(native, big_endian=False)
-        native = stored.view(_STORAGE[zbitpix] if zbitpix != 8 else np.uint8)
+        native = stored.view(np.dtype(np.uint8) if zbitpix == 8 else _STORAGE[zbitpix])
     if codec == "PLIO_1":
         if zbitpix < 0:
             raise ValueError("PLIO_1 compresses only integer masks")

@@ -1043,7 +1043,7 @@ def test_numpy_path_needs_no_pyarrow(tmp_path):
         f"out = decode_table_numpy({rows!r}, b'', parse_columns(h, 'bintable'), 8, 3)\n"
         "assert out['a'].shape == (3, 2) and float(out['a'].sum()) == 6.0\n"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(tmp_path), env=env)
 
