@@ -26,6 +26,8 @@ __all__ = [
     "CompressedTileError",
     "CodecError",
     "FitsWriteError",
+    "TransformError",
+    "TransformInverseError",
 ]
 
 
@@ -112,3 +114,15 @@ class CodecError(FitsError, ValueError):
 
 class FitsWriteError(FitsError, RuntimeError, ValueError, TypeError):
     """A write failed; the message names the file (``Failed to write FITS file '<path>'``)."""
+
+
+class TransformError(FitsError, ValueError, TypeError):
+    """A transform got a bad parameter, or an input (shape, dtype, payload) it cannot take.
+
+    torchfits 1.x raised ``ValueError`` for bad parameters and ``TypeError`` for bad inputs;
+    both ``except`` clauses catch this.
+    """
+
+
+class TransformInverseError(FitsError, RuntimeError):
+    """``inverse()`` cannot run: the transform has none, or no ``forward()`` ran on this thread."""
