@@ -4,6 +4,7 @@ Private; the public names live in the sibling modules and ``torchfits.transforms
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple, Union
 
@@ -86,7 +87,7 @@ def positive(value: Any, name: str, who: str, *, allow_zero: bool = False) -> fl
     except (TypeError, ValueError):
         raise TransformError(f"{who}: {name} must be a number, got {value!r}") from None
     ok = v >= 0 if allow_zero else v > 0
-    if not (ok and v == v and v != float("inf")):
+    if not (ok and math.isfinite(v)):
         bound = ">= 0" if allow_zero else "> 0"
         raise TransformError(f"{who}: {name} must be finite and {bound}, got {value!r}")
     return v
@@ -132,14 +133,17 @@ class View:
 
 def make_view(x: Any, mask: Optional[torch.Tensor], who: str) -> View:
     """Split ``x`` into flux/ivar/validity; check the payload and mask shapes."""
+    ivar: Optional[torch.Tensor] = None
+    own_mask: Optional[torch.Tensor] = None
     if isinstance(x, torch.Tensor):
-        flux, ivar, own_mask = x, None, None
+        flux = x
     elif isinstance(x, dict):
-        flux = x.get("flux")
-        if not isinstance(flux, torch.Tensor):
+        entry = x.get("flux")
+        if not isinstance(entry, torch.Tensor):
             keys = ", ".join(sorted(map(str, x))) or "none"
             raise TransformError(f"{who}: a dict payload needs a tensor 'flux' entry "
                                  f"(keys present: {keys})")
+        flux = entry
         ivar = x.get("ivar") if isinstance(x.get("ivar"), torch.Tensor) else None
         own_mask = x.get("mask") if isinstance(x.get("mask"), torch.Tensor) else None
     else:

@@ -7,6 +7,7 @@ dicts, or data from other readers.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
@@ -64,9 +65,9 @@ class FITSHeaderScale(FITSTransform):
     def __init__(self, bscale: float = 1.0, bzero: float = 0.0) -> None:
         self.bscale = _number({"BSCALE": bscale}, "BSCALE", 1.0, "FITSHeaderScale")
         self.bzero = _number({"BZERO": bzero}, "BZERO", 0.0, "FITSHeaderScale")
-        if self.bscale == 0 or self.bscale != self.bscale or abs(self.bscale) == float("inf"):
+        if self.bscale == 0 or not math.isfinite(self.bscale):
             raise TransformError(f"FITSHeaderScale: bscale must be finite and non-zero, got {bscale!r}")
-        if self.bzero != self.bzero or abs(self.bzero) == float("inf"):
+        if not math.isfinite(self.bzero):
             raise TransformError(f"FITSHeaderScale: bzero must be finite, got {bzero!r}")
 
     @classmethod
@@ -315,6 +316,8 @@ class TNullToNan(FITSTransform):
             if name not in out:
                 continue
             col = _column(out, name, type(self).__name__)
+            if col.dtype == torch.bool:
+                continue  # logical columns have no TNULL (FITS nulls them with a zero byte)
             if col.dtype.is_floating_point:
                 hit = col == float(tnull)
             else:
