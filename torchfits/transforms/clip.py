@@ -12,7 +12,7 @@ import torch
 from ..errors import TransformError
 from ._common import Dims, View, as_work, check_dim_param, choice, out_dtype, positive, reduce_dims
 from .base import FITSTransform
-from .stats import estimate_background, flatten, quantile_sorted, sorted_rows, unflatten
+from .stats import estimate_background, flatten, row_quantiles, unflatten
 
 __all__ = ["SigmaClip", "AsymmetricSigmaClip"]
 
@@ -24,8 +24,7 @@ def _masked_mean(flat: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 
 def _masked_median(flat: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    s, n = sorted_rows(flat, keep)
-    return quantile_sorted(s, n, 0.5)
+    return row_quantiles(flat, keep, (0.5,))[0]
 
 
 class _Clip(FITSTransform):

@@ -12,7 +12,7 @@ import torch
 
 from ..errors import TransformError
 from ._common import positive
-from .stats import quantile_sorted, sorted_rows
+from .stats import row_quantiles
 
 __all__ = ["lupton_rgb", "rgb"]
 
@@ -38,17 +38,23 @@ def _soft_q(Q: float) -> float:
     return min(Q, 1e10)
 
 
-def _lupton(channels: torch.Tensor, Q: float, stretch: Union[float, torch.Tensor]) -> torch.Tensor:
-    """Lupton mapping of ``(..., H, W, 3)`` minimum-subtracted channels."""
+def _lupton(bands: Sequence[torch.Tensor], Q: float,
+            stretch: Union[float, torch.Tensor]) -> torch.Tensor:
+    """Lupton mapping of three minimum-subtracted bands ``(..., H, W)`` -> ``(..., H, W, 3)``.
+
+    Works band by band and stacks last, so no reduction runs over a size-3 axis.
+    """
     q = _soft_q(Q)
-    intensity = channels.mean(dim=-1, keepdim=True)
+    r, g, b = bands
+    intensity = (r + g + b) / 3
     f = torch.asinh(intensity * (q / stretch)) * (_FRAC / math.asinh(_FRAC * q))
-    ratio = torch.where(intensity > 0, f / torch.where(intensity > 0, intensity, 1.0),
-                        torch.zeros_like(intensity))
-    out = torch.clamp_min(channels * ratio, 0)
-    peak = out.amax(dim=-1, keepdim=True)
+    positive_i = intensity > 0
+    ratio = torch.where(positive_i, f / torch.where(positive_i, intensity, 1.0), 0.0)
+    out = [torch.clamp_min(band * ratio, 0) for band in (r, g, b)]
+    peak = torch.maximum(torch.maximum(out[0], out[1]), out[2])
     # Scale each over-bright pixel by its own peak (keeps star colours; never the field max).
-    return torch.where(peak > 1, out / torch.where(peak > 1, peak, 1.0), out)
+    scale = torch.where(peak > 1, 1 / torch.where(peak > 1, peak, 1.0), 1.0)
+    return torch.stack([band * scale for band in out], dim=-1)
 
 
 def lupton_rgb(r: Any, g: Any, b: Any, *, Q: float = 8.0, stretch: float = 0.5,
@@ -92,9 +98,8 @@ def lupton_rgb(r: Any, g: Any, b: Any, *, Q: float = 8.0, stretch: float = 0.5,
     mins = [float(minimum)] * 3 if isinstance(minimum, (int, float)) else [float(m) for m in minimum]
     if len(mins) != 3:
         raise TransformError(f"lupton_rgb: minimum takes 1 or 3 values, got {len(mins)}")
-    channels = torch.stack([band.to(device=device, dtype=work) - m for band, m in zip(bands, mins)],
-                           dim=-1)
-    out = _lupton(channels, float(Q), float(stretch))
+    out = _lupton([band.to(device=device, dtype=work) - m for band, m in zip(bands, mins)],
+                  float(Q), float(stretch))
     return out if dtype is None else out.to(dtype)
 
 
@@ -142,11 +147,9 @@ def _image_stats(img: torch.Tensor, qs: Sequence[float]) -> Tuple[torch.Tensor, 
         img = img[..., ::10, ::10]
     flat = img.reshape(*img.shape[:-2], -1)
     valid = torch.isfinite(flat)
-    s, n = sorted_rows(flat, valid)
-    med = quantile_sorted(s, n, 0.5)
-    s2, _ = sorted_rows((flat - med).abs(), valid)
-    mad = quantile_sorted(s2, n, 0.5)
-    out = [med, mad] + [quantile_sorted(s, n, q) for q in qs]
+    med, *rest = row_quantiles(flat, valid, (0.5,) + tuple(qs))
+    mad = row_quantiles((flat - med).abs(), valid, (0.5,))[0]
+    out = [med, mad] + rest
     return tuple(o.unsqueeze(-1) for o in out)
 
 
@@ -251,7 +254,7 @@ def rgb(*bands: Any, brightness: float = 0.15, saturation: float = 2.0, scene: s
                                        float(brightness), q))
     shifted = torch.nan_to_num(torch.clamp_min(mixed - black.unsqueeze(-1), 0), nan=0.0,
                                posinf=0.0, neginf=0.0)
-    mapped = _lupton(shifted, q, stretch.unsqueeze(-1))
+    mapped = _lupton(shifted.unbind(-1), q, stretch)
     luma709 = (mapped * torch.tensor([0.2126, 0.7152, 0.0722], dtype=mapped.dtype,
                                      device=mapped.device)).sum(-1, keepdim=True)
     mapped = torch.clamp(luma709 + float(saturation) * (mapped - luma709), 0, 1)
