@@ -309,6 +309,29 @@ def test_dtypes_float16_float64_int(make):
     yi = make()(t_((a * 100).astype(np.int16)))
     assert yi.dtype == torch.float32
     assert make()(t_((a * 100).astype(np.int32))).dtype == torch.float64
+    yb = make()(x64.bfloat16())
+    assert yb.dtype == torch.bfloat16
+    torch.testing.assert_close(yb.double(), make()(x64.bfloat16().double()), rtol=2e-2, atol=2e-2,
+                               equal_nan=True)
+
+
+@pytest.mark.parametrize("make", ALL_IMAGE_TRANSFORMS)
+def test_device_path_on_cpu(make, monkeypatch):
+    """What runs on a GPU (sort-based quantiles, no NumPy) gives the CPU path's results."""
+    from torchfits.transforms import stats
+
+    x = t_(sky((2, 3, 21, 19), seed=27))
+    x[0, 1, 2, 3] = float("nan")
+    expected = make()(x)
+    monkeypatch.setattr(stats, "SELECT_WITH_NUMPY", False)
+    torch.testing.assert_close(make()(x), expected, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_gradients_flow():
+    x = t_(sky((2, 12, 12), seed=28)).requires_grad_()
+    for t in (T.RobustNormalize(), T.ArcsinhStretch(0.1), T.SigmaClip(), T.ZScaleNormalize()):
+        (g,) = torch.autograd.grad(t(x).nansum(), x)
+        assert torch.isfinite(g).all() and g.abs().sum() > 0
 
 
 @pytest.mark.parametrize("make", ALL_IMAGE_TRANSFORMS)
@@ -630,6 +653,18 @@ def test_bad_inputs():
     y = t(torch.rand(2, 4, 4, dtype=torch.float64))
     with pytest.raises(TransformError, match="match"):
         t.inverse(y[:, :3, :3].reshape(3, 2, 3))
+
+
+def test_import_without_torch_says_what_to_install():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import torchfits\n"
+            "try:\n    torchfits.transforms\nexcept ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pip install 'torchfits[torch]'" in out.stdout
 
 
 def test_namespace_and_lazy_import():

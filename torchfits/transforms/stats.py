@@ -102,11 +102,16 @@ def _lerp_np(a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
     return b - diff * (1 - t) if t >= 0.5 else a + diff * t
 
 
+# Select with NumPy on CPU tensors (the tests switch this off to run the device path on CPU).
+SELECT_WITH_NUMPY = True
+
+
 def row_quantiles(flat: torch.Tensor, valid: torch.Tensor,
                   qs: Sequence[float]) -> List[torch.Tensor]:
     """Quantiles of the valid entries of each row of ``flat`` (shape ``(..., n)``), keepdim,
     NumPy's linear rule; NaN for a row with no valid entry."""
-    if flat.device.type == "cpu" and flat.numel() and flat.dtype in (torch.float32, torch.float64):
+    if (SELECT_WITH_NUMPY and flat.device.type == "cpu" and flat.numel()
+            and flat.dtype in (torch.float32, torch.float64)):
         return _row_quantiles_numpy(flat, valid, qs)
     s, count = sorted_rows(flat, valid)
     return [quantile_sorted(s, count, q) for q in qs]
