@@ -1,6 +1,6 @@
 """The FITS-keyword transforms against files written by astropy: BSCALE/BZERO and BITPIX for
 images (oracle: torchfits' own physical read, itself checked against astropy and fitsio in
-test_image.py), TSCALn/TZEROn and TNULLn for table columns (oracle: astropy's scaled column)."""
+tests/image/test_image.py), TSCALn/TZEROn and TNULLn for table columns (oracle: astropy's scaled column)."""
 from __future__ import annotations
 
 import numpy as np
