@@ -710,3 +710,11 @@ def test_quantile_paths_agree_with_numpy():
     for j in range(len(qs)):
         close(fast[j][:, 0], expected[j], 1e-14, 1e-15)
         close(slow[j][:, 0], expected[j], 1e-14, 1e-15)
+
+
+@pytest.mark.parametrize("shape", [(0, 1, 8, 8), (2, 1, 1, 1), (3, 0, 4)])
+@pytest.mark.parametrize("make", ALL_IMAGE_TRANSFORMS)
+def test_empty_and_tiny_inputs(make, shape):
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(1))
+    y = make()(x)
+    assert y.shape == x.shape

@@ -27,7 +27,8 @@ def flatten(x: torch.Tensor, dims: Tuple[int, ...]) -> torch.Tensor:
     """Move ``dims`` last and merge them: ``(*kept, n)``."""
     keep = [d for d in range(x.ndim) if d not in dims]
     moved = x.permute(*keep, *dims)
-    return moved.reshape(*moved.shape[: len(keep)], -1)
+    n = math.prod(x.shape[d] for d in dims)  # explicit: -1 is ambiguous for empty tensors
+    return moved.reshape(*moved.shape[: len(keep)], n)
 
 
 def unflatten(reduced: torch.Tensor, shape: Sequence[int], dims: Tuple[int, ...]) -> torch.Tensor:
@@ -214,9 +215,9 @@ def _zscale_iraf(xw: torch.Tensor, dims: Tuple[int, ...], mask: Optional[torch.T
     flat = flatten(xw, dims)
     kept_shape = flat.shape[:-1]
     n = flat.shape[-1]
-    flat = flat.reshape(-1, n).to(torch.float64)
-    valid = flatten(valid_of(xw, mask), dims).reshape(-1, n)
-    groups = flat.shape[0]
+    groups = math.prod(kept_shape)
+    flat = flat.reshape(groups, n).to(torch.float64)
+    valid = flatten(valid_of(xw, mask), dims).reshape(groups, n)
     count = valid.sum(dim=-1, keepdim=True)
     stride = torch.clamp_min(torch.div(count, n_samples, rounding_mode="floor"), 1)
     rank = valid.cumsum(dim=-1) - 1
