@@ -302,7 +302,7 @@ def test_images_pickle_small():
 
 def test_to_fits_round_trip_with_sidecar(client, catalogs, astropy_frame, tmp_path):
     out = tmp_path / "out"
-    ddf = tfd.read_table(str(catalogs), where="flag >= 1", index="id", split_row_groups=2000)
+    ddf = tfd.read_table(str(catalogs), where="flag >= 1", index="id")
     paths = tfd.to_fits(ddf, str(out))
     assert len(paths) == ddf.npartitions
     assert sorted(os.listdir(out)) == sorted([os.path.basename(p) for p in paths] + [INDEX_NAME])
@@ -333,14 +333,14 @@ def test_to_fits_deferred(client, tmp_path):
 
 
 def _slow_identity(df):
-    time.sleep(0.25)
+    time.sleep(0.2)
     return df
 
 
 def test_zz_killed_worker_is_retried_with_the_same_result(client, catalogs, astropy_frame):
     """Runs last (zz): SIGKILL one worker mid-computation; the nanny restarts it and the
     scheduler reruns the lost tasks elsewhere."""
-    ddf = tfd.read_table(str(catalogs), where="mag < 22", split_row_groups=1000)
+    ddf = tfd.read_table(str(catalogs), where="mag < 22", split_row_groups=False)
     slow = ddf.map_partitions(_slow_identity, meta=ddf._meta)
     future = client.compute(slow.groupby("band").ra.sum())
     deadline = time.monotonic() + 30

@@ -35,11 +35,15 @@ def _split_points(fragment: Any, rows: int) -> list[int]:
     a, b = fragment.row_range
     stats = fragment.stats
     if stats is not None and stats.nrows == fragment._open().nrows and stats.chunks:
-        cuts, start = [a], a
+        cuts = [a]
         for ch in stats.chunks:
-            if a < ch.stop < b and ch.stop - start >= rows:
-                cuts.append(ch.stop)
-                start = ch.stop
+            lo, hi = max(ch.start, a), min(ch.stop, b)
+            if lo >= hi:
+                continue
+            if hi - lo > rows:  # a chunk larger than a partition: cut inside it too
+                cuts += [c for c in range(lo + rows, hi, rows) if c - cuts[-1] >= rows]
+            if hi < b and hi - cuts[-1] >= rows:
+                cuts.append(hi)
         return cuts + [b]
     return list(range(a, b, rows)) + [b] if b > a else [a, b]
 
@@ -125,19 +129,26 @@ def _nullable_mapper(arrow_type: Any) -> Any:
     return None
 
 
-def arrow_to_pandas(table: Any, nullable: frozenset) -> Any:
-    """``table`` as a pandas DataFrame, with pandas' nullable dtypes for the ``nullable`` columns."""
-    names = table.column_names
-    plain = [n for n in names if n not in nullable]
-    df = table.select(plain).to_pandas() if plain else None
-    if len(plain) == len(names):
-        return df
+def _string_mapper(arrow_type: Any) -> Any:
     import pandas as pd
 
-    cols = {n: (df[n] if n not in nullable else table.column(n).to_pandas(types_mapper=_nullable_mapper))
-            for n in names} if df is not None else \
-        {n: table.column(n).to_pandas(types_mapper=_nullable_mapper) for n in names}
-    return pd.DataFrame(cols, columns=names)
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return pd.StringDtype("pyarrow")
+    return None
+
+
+def arrow_to_pandas(table: Any, nullable: frozenset, arrow_strings: bool = False) -> Any:
+    """``table`` as a pandas DataFrame: pandas' nullable dtypes for the ``nullable`` columns, and
+    pyarrow-backed strings when ``arrow_strings`` (what Dask would convert them to anyway)."""
+    names = table.column_names
+    plain = [n for n in names if n not in nullable]
+    df = table.select(plain).to_pandas(types_mapper=_string_mapper if arrow_strings else None)
+    if len(plain) == len(names):
+        return df
+    for n in names:
+        if n in nullable:
+            df[n] = table.column(n).to_pandas(types_mapper=_nullable_mapper)
+    return df[names]
 
 
 class FragmentReader:
@@ -149,20 +160,21 @@ class FragmentReader:
     """
 
     def __init__(self, schema: Any, filter: Any, index: Optional[str], nullable: frozenset,
-                 sort_index: bool, use_threads: bool) -> None:
+                 sort_index: bool, use_threads: bool, arrow_strings: bool = False) -> None:
         self.schema = schema
         self.filter = filter
         self.index = index
         self.nullable = nullable
         self.sort_index = sort_index
         self.use_threads = use_threads
+        self.arrow_strings = arrow_strings
 
     def __call__(self, fragment: Any, columns: Optional[Sequence[str]] = None) -> Any:
         names = [n for n in self.schema.names if n != self.index] if columns is None else list(columns)
         wanted = names + [self.index] if self.index is not None and self.index not in names else names
         table = fragment.to_table(schema=self.schema, columns=wanted, filter=self.filter,
                                   batch_size=max(1, fragment.num_rows), use_threads=self.use_threads)
-        df = arrow_to_pandas(table, self.nullable)
+        df = arrow_to_pandas(table, self.nullable, self.arrow_strings)
         if self.index is not None:
             df = df.set_index(self.index)
             if self.sort_index:
@@ -171,12 +183,13 @@ class FragmentReader:
 
     def meta(self) -> Any:
         """The empty DataFrame every partition looks like (no data is read)."""
-        df = arrow_to_pandas(self.schema.empty_table(), self.nullable)
+        df = arrow_to_pandas(self.schema.empty_table(), self.nullable, self.arrow_strings)
         return df.set_index(self.index) if self.index is not None else df
 
     def __dask_tokenize__(self) -> Any:
         return ("torchfits.FragmentReader", self.schema.to_string(show_schema_metadata=False),
-                repr(self.filter), self.index, sorted(self.nullable), self.sort_index, self.use_threads)
+                repr(self.filter), self.index, sorted(self.nullable), self.sort_index, self.use_threads,
+                self.arrow_strings)
 
     def __repr__(self) -> str:
         return f"<FragmentReader filter={self.filter!r} index={self.index!r}>"
@@ -190,7 +203,10 @@ def from_fragments(reader: FragmentReader, fragments: Sequence[Any], projection:
         import dask.dataframe as dd
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("Dask DataFrames need Dask: pip install 'torchfits[dask]'") from exc
+    from dask.dataframe.utils import pyarrow_strings_enabled
 
+    # strings leave the workers in the dtype Dask would convert them to (no conversion pass)
+    reader.arrow_strings = pyarrow_strings_enabled()
     meta = reader.meta()
     if not fragments:  # nothing can match: an empty frame with the right columns
         return dd.from_pandas(meta if projection is None else meta[list(projection)], npartitions=1)
