@@ -57,7 +57,7 @@ class ImageBlocks:
                                   self.raw_scale, self.storage_options))
 
     def __dask_tokenize__(self) -> Any:
-        stamps = []
+        stamps: list[tuple[str, Optional[int], Optional[int]]] = []
         for p in self.paths:
             try:
                 st = os.stat(p)
