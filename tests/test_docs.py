@@ -28,7 +28,7 @@ def sample_dir(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("code", list(_examples()))
 def test_doc_example_runs(code, sample_dir):
-    needs = {m for m in ("torch", "duckdb", "polars", "pandas", "astropy") if re.search(rf"\b{m}\b", code)}
+    needs = {m for m in ("torch", "duckdb", "polars", "pandas", "astropy", "dask", "distributed") if re.search(rf"\b{m}\b", code)}
     for module in sorted(needs):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"example needs {module}")

@@ -77,6 +77,8 @@ _SUBMODULES = {
     "fits", "image", "query", "tables", "writing", "compat", "cli",
     # adapters (need their optional dependency)
     "transforms",
+    # optional adapters (their dependencies load only when called)
+    "dask",
 }
 
 __all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner", "FitsFragment",

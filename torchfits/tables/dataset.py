@@ -718,6 +718,56 @@ class FitsDataset(pds.Dataset):
         return FitsDataset(frags, self._schema, add_path_column=self._add_path_column, filter=self._filter,
                            index_path=self._index_path)
 
+    def to_dask_dataframe(self, columns: Optional[Sequence[str]] = None, where: Any = None, *,
+                          index: Optional[str] = None, split_row_groups: Any = "auto",
+                          use_threads: bool = False) -> Any:
+        """A ``dask.dataframe.DataFrame`` over this dataset (needs the ``dask`` extra).
+
+        Parameters
+        ----------
+        columns : list of str, optional
+            Columns to read; Dask's optimizer narrows this further to what the graph uses.
+        where : str or pyarrow.compute.Expression, optional
+            A filter run inside every partition's scan (ANDed with the dataset's filter);
+            partitions the sidecar statistics rule out are not in the graph at all.
+        index : str, optional
+            A column to use as the index; with statistics proving each partition's range is
+            disjoint from the others, the divisions are known (and partitions sorted by it).
+        split_row_groups : "auto", bool or int
+            "auto"/True: about 128 MB of decoded rows per partition (cut at statistics chunk
+            boundaries); False: one partition per file; an int: at most that many rows.
+        use_threads : bool
+            Decode each partition on the shared thread pool (default: one thread per task,
+            since Dask already runs tasks in parallel).
+
+        Returns
+        -------
+        dask.dataframe.DataFrame
+        """
+        from .dask_frame import FragmentReader, from_fragments, nullable_columns, sorted_divisions, split_ranges
+
+        filter = _combine(self._filter, where)
+        path_columns = PATH_COLUMNS if self._add_path_column else ()
+        plan = _make_plan(self._schema, columns, filter, path_columns)  # checks columns and filter
+        if index is not None and index not in self._schema.names:
+            raise ColumnNotFoundError(f"index column {index!r} is not in the dataset "
+                                      f"(columns: {', '.join(self._schema.names)})")
+        parts = [p for f in self._fragments for p in
+                 ([f] if split_ranges(f, split_row_groups) == [f.row_range] else
+                  [FitsFragment(f.path, f.hdu, r, schema=f._schema, add_path_column=f.add_path_column,
+                                stats=f.stats) for r in split_ranges(f, split_row_groups)])]
+        nullable = nullable_columns(parts, self._schema)
+        if plan.tree is not None:
+            # partitions the statistics (or path columns) rule out never become tasks
+            probe = _make_plan(self._schema, [], filter, path_columns)
+            parts = [f for f in parts if _FragmentScan(f, probe).ranges(_WHOLE)]
+        divisions = None
+        if index is not None and parts:
+            parts, divisions = sorted_divisions(parts, index)
+        reader = FragmentReader(self._schema, filter, index, nullable, divisions is not None, use_threads)
+        projection = None if columns is None else [c for c in plan.projection if c != index]
+        return from_fragments(reader, parts, projection, divisions)
+
     def sort_by(self, sorting: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("FitsDataset.sort_by is not supported: use "
                                   "ds.to_table(...).sort_by(...) or SQL ORDER BY")

@@ -28,7 +28,7 @@ import numpy as np
 from ..query import expr as _expr
 
 __all__ = ["INDEX_NAME", "ColumnStats", "ChunkStats", "FileStats", "StatsIndex", "build_index",
-           "load_index", "find_index", "may_match"]
+           "load_index", "find_index", "may_match", "file_entry", "write_index_document"]
 
 INDEX_NAME = "_torchfits_index.json"
 FORMAT = "torchfits-index"
@@ -162,11 +162,26 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
         directory = base if base and os.path.isdir(base) else os.path.dirname(os.path.abspath(paths[0]))
         output = os.path.join(directory, INDEX_NAME)
     output = fspath(output)
-    root = os.path.dirname(os.path.abspath(output))
     entries = run_parallel(lambda p: _file_entry(p, hdu, columns, int(chunk_rows)), paths)
-    files = {_key(p, root): e for p, e in zip(paths, entries)}
+    return write_index_document(dict(zip(paths, entries)), output, int(chunk_rows))
+
+
+def file_entry(path: str, hdu: Any = 1, columns: Optional[Sequence[str]] = None,
+               chunk_rows: int = DEFAULT_CHUNK_ROWS) -> dict[str, Any]:
+    """One file's sidecar entry (what `write_index_document` takes): computed where the file
+    is, e.g. by the Dask worker that just wrote it."""
+    return _file_entry(path, hdu, columns, int(chunk_rows))
+
+
+def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, chunk_rows: int) -> str:
+    """Write the sidecar ``output`` from file entries keyed by file path (atomically)."""
+    from ..fits.paths import fspath
+
+    output = fspath(output)
+    root = os.path.dirname(os.path.abspath(output))
+    files = {_key(p, root): dict(e) for p, e in entries.items()}
     document = {"format": FORMAT, "version": VERSION, "chunk_rows": int(chunk_rows),
-                "columns": sorted({c for e in entries for ch in e["chunks"] for c in ch["stats"]}),
+                "columns": sorted({c for e in files.values() for ch in e["chunks"] for c in ch["stats"]}),
                 "files": files}
     tmp = output + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:

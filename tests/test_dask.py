@@ -1,0 +1,363 @@
+"""torchfits.dask on a real distributed.LocalCluster (2 worker processes on 127.0.0.1).
+
+One module-scoped cluster keeps startup to a few seconds; the worker-failure test runs last
+because it kills a worker (the nanny restarts it). Oracles: astropy reads of the same files,
+NumPy for images.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+dd = pytest.importorskip("dask.dataframe")
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+pd = pytest.importorskip("pandas")
+fits = pytest.importorskip("astropy.io.fits")
+
+import torchfits  # noqa: E402
+import torchfits.dask as tfd  # noqa: E402
+from torchfits.errors import ColumnNotFoundError, FitsError, FitsFileExistsError  # noqa: E402
+from torchfits.tables.stats_index import INDEX_NAME, build_index  # noqa: E402
+
+NFILES = 12
+NROWS = 4000
+BANDS = np.array(["g", "r", "i", "z"])
+
+
+# -- fixtures ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def client():
+    """A LocalCluster with 2 single-threaded worker processes, closed at the end of the module."""
+    env_path = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(torchfits.__file__)),
+                                           os.environ.get("PYTHONPATH", "")] if p)
+    os.environ["PYTHONPATH"] = env_path  # workers import this torchfits, not another install
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=40)
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+def _write_catalog(path: str, k: int) -> None:
+    rng = np.random.default_rng(k)
+    ids = np.arange(k * NROWS, (k + 1) * NROWS, dtype=np.int64)
+    mag = rng.uniform(14, 24, NROWS).astype(np.float32)
+    flag = rng.integers(-1, 3, NROWS).astype(np.int32)
+    cols = [
+        fits.Column("id", "K", array=ids),
+        fits.Column("ra", "D", array=rng.uniform(0, 360, NROWS)),
+        fits.Column("dec", "D", array=rng.uniform(-90, 90, NROWS)),
+        fits.Column("mag", "E", array=mag),
+        fits.Column("flag", "J", array=flag, null=-1),  # TNULL: -1 reads as null
+        fits.Column("band", "1A", array=BANDS[rng.integers(0, 4, NROWS)]),
+    ]
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols)]).writeto(path)
+
+
+@pytest.fixture(scope="module")
+def catalogs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("catalogs")
+    for k in range(NFILES):
+        _write_catalog(str(d / f"cat{k:02d}.fits"), k)
+    build_index(str(d), chunk_rows=1000)
+    return d
+
+
+@pytest.fixture(scope="module")
+def astropy_frame(catalogs):
+    """The same catalogs read by astropy, as one pandas frame (flag nulls → pandas NA)."""
+    frames = []
+    for k in range(NFILES):
+        with fits.open(catalogs / f"cat{k:02d}.fits") as hdul:
+            data = hdul[1].data
+            flag = np.asarray(data["flag"])
+            nullable = pd.array(flag.astype(np.int32), dtype="Int32")
+            nullable[flag == -1] = pd.NA
+            frames.append(pd.DataFrame({
+                "id": np.asarray(data["id"]), "ra": np.asarray(data["ra"]), "dec": np.asarray(data["dec"]),
+                "mag": np.asarray(data["mag"]),
+                "flag": nullable,
+                "band": [s.strip() for s in data["band"]],
+            }))
+    return pd.concat(frames, ignore_index=True)
+
+
+# -- install-free checks ----------------------------------------------------------------------------
+def test_importing_torchfits_dask_does_not_import_dask():
+    code = ("import sys, torchfits, torchfits.dask; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')]; "
+            "assert not bad, bad; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "dask" in dir(torchfits)
+
+
+def test_meta_comes_from_the_schema_without_decoding(catalogs, monkeypatch):
+    from torchfits.tables.scan import TableSource
+
+    def refuse(self, **kwargs):
+        raise AssertionError("building the graph decoded data")
+
+    monkeypatch.setattr(TableSource, "decode", refuse)
+    ddf = tfd.read_table(str(catalogs), where="mag < 20")
+    assert list(ddf.columns) == ["id", "ra", "dec", "mag", "flag", "band"]
+    dtypes = ddf.dtypes.to_dict()
+    assert dtypes["id"] == np.int64 and dtypes["mag"] == np.float32
+    assert str(dtypes["flag"]) == "Int32"  # TNULL column: a nullable dtype in every partition
+    assert ddf.npartitions == NFILES
+
+
+def test_bad_arguments_raise_clear_errors(catalogs):
+    with pytest.raises(ColumnNotFoundError, match="nope"):
+        tfd.read_table(str(catalogs), columns=["ra", "nope"])
+    with pytest.raises(ColumnNotFoundError, match="index column 'nope'"):
+        tfd.read_table(str(catalogs), index="nope")
+    with pytest.raises(ValueError, match="split_row_groups"):
+        tfd.read_table(str(catalogs), split_row_groups=0)
+    with pytest.raises(ValueError, match="unknown column 'nope'"):
+        tfd.read_table(str(catalogs), where="nope > 3")
+
+
+def test_storage_options_without_remote_support_is_a_fits_error(catalogs, monkeypatch):
+    import torchfits.tables.dataset as dsmod
+
+    def local_only(*args, storage_options=None, **kwargs):
+        if storage_options:
+            raise NotImplementedError("remote sources (storage_options) are not supported yet")
+        raise AssertionError("storage_options was not forwarded")
+
+    monkeypatch.setattr(dsmod, "dataset", local_only)
+    with pytest.raises(FitsError, match="remote support"):
+        tfd.read_table("s3://bucket/cat.fits", storage_options={"anon": True})
+
+
+def test_split_row_groups_and_stats_chunks(catalogs):
+    ddf = tfd.read_table(str(catalogs), split_row_groups=1500)
+    # cuts fall on the sidecar's 1000-row chunks: 2000 + 2000 rows per file
+    assert ddf.npartitions == 2 * NFILES
+    whole = tfd.read_table(str(catalogs), split_row_groups=False)
+    assert whole.npartitions == NFILES
+    assert len(ddf) == NFILES * NROWS
+
+
+# -- on the cluster -----------------------------------------------------------------------------------
+def test_filtered_groupby_matches_pandas_over_astropy(client, catalogs, astropy_frame):
+    where = "mag < 21.5 AND dec > -30"
+    ddf = tfd.read_table(str(catalogs), where=where)
+    got = ddf.groupby("band").agg({"ra": "mean", "mag": "sum", "id": "count", "flag": "sum"}).compute()
+    ref = astropy_frame[(astropy_frame.mag < np.float32(21.5)) & (astropy_frame.dec > -30)]
+    want = ref.groupby("band").agg({"ra": "mean", "mag": "sum", "id": "count", "flag": "sum"})
+    got = got.sort_index()
+    assert list(got.index) == list(want.index)
+    np.testing.assert_allclose(got["ra"].to_numpy(), want["ra"].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(got["mag"].to_numpy(np.float64), want["mag"].to_numpy(np.float64), rtol=1e-5)
+    assert got["id"].tolist() == want["id"].tolist()
+    assert got["flag"].astype("int64").tolist() == want["flag"].astype("int64").tolist()
+
+
+def _install_decode_counter():
+    from torchfits.tables.scan import TableSource
+
+    if getattr(TableSource, "_counted", None) is None:
+        original = TableSource.decode
+        seen: list = []
+
+        def counting(self, *, columns, **kwargs):
+            seen.append(tuple(sorted(columns)) if columns is not None else ("<all>",))
+            return original(self, columns=columns, **kwargs)
+
+        TableSource._counted = (original, seen)
+        TableSource.decode = counting
+    TableSource._counted[1].clear()
+    return True
+
+
+def _collect_decode_counter():
+    from torchfits.tables.scan import TableSource
+
+    original, seen = TableSource._counted
+    TableSource.decode = original
+    del TableSource._counted
+    return list(seen)
+
+
+def test_projection_decodes_only_requested_columns_in_workers(client, catalogs, astropy_frame):
+    client.run(_install_decode_counter)
+    try:
+        ddf = tfd.read_table(str(catalogs), where="mag < 20")
+        got = ddf[["ra", "dec"]].sum().compute()
+    finally:
+        seen = client.run(_collect_decode_counter)
+    decoded = {c for calls in seen.values() for cols in calls for c in cols}
+    assert sum(len(calls) for calls in seen.values()) >= NFILES  # the workers did decode
+    # the where-term ran in the predicate kernel on raw rows: only ra and dec were decoded
+    assert decoded == {"ra", "dec"}
+    ref = astropy_frame[astropy_frame.mag < np.float32(20)]
+    np.testing.assert_allclose([got["ra"], got["dec"]], [ref.ra.sum(), ref.dec.sum()], rtol=1e-12)
+
+
+def test_statistics_skip_files_and_give_divisions(client, catalogs, astropy_frame):
+    lo, hi = 3 * NROWS + 10, 5 * NROWS - 10
+    ddf = tfd.read_table(str(catalogs), where=f"id >= {lo} AND id < {hi}")
+    assert ddf.npartitions == 2  # the other ten files never become tasks
+    assert len(ddf) == hi - lo
+    indexed = tfd.read_table(str(catalogs), index="id", split_row_groups=1000)
+    assert indexed.known_divisions
+    assert indexed.npartitions == NFILES * NROWS // 1000
+    assert indexed.divisions[0] == 0 and indexed.divisions[-1] == NFILES * NROWS - 1
+    part = indexed.loc[lo:hi].compute()
+    ref = astropy_frame.set_index("id").loc[lo:hi]
+    np.testing.assert_array_equal(part.index.to_numpy(), ref.index.to_numpy())
+    np.testing.assert_array_equal(part["ra"].to_numpy(), ref["ra"].to_numpy())
+    # no sidecar: unknown divisions
+    assert not tfd.read_table(str(catalogs), index="id", sidecar=False).known_divisions
+
+
+def test_dataset_to_dask_dataframe(client, catalogs, astropy_frame):
+    ds = torchfits.dataset(str(catalogs), add_path_column=True).filter("band == 'g'")
+    ddf = ds.to_dask_dataframe(columns=["mag", "filename"])
+    assert list(ddf.columns) == ["mag", "filename"]
+    counts = ddf.groupby("filename").mag.count().compute()
+    ref = astropy_frame[astropy_frame.band == "g"]
+    assert int(counts.sum()) == len(ref)
+    assert len(counts) == NFILES
+
+
+def _write_images(d, n, shape, fits_mod):
+    rng = np.random.default_rng(7)
+    arrays = []
+    for k in range(n):
+        a = rng.integers(0, 60000, shape).astype(np.uint16)  # written as int16 + BZERO 32768
+        arrays.append(a)
+        fits_mod.PrimaryHDU(a).writeto(str(d / f"img{k}.fits"))
+    return arrays
+
+
+def test_image_stack_sum_and_blocks(client, tmp_path):
+    arrays = _write_images(tmp_path, 6, (64, 80), fits)
+    stack = tfd.read_images(str(tmp_path))
+    assert stack.shape == (6, 64, 80) and stack.dtype == np.uint16
+    assert int(stack.astype(np.int64).sum().compute()) == int(sum(a.astype(np.int64).sum() for a in arrays))
+    ref = np.stack(arrays)
+    small = tfd.read_images([str(tmp_path / f"img{k}.fits") for k in range(6)], chunks=(2, 32, 40))
+    assert small.numblocks == (3, 2, 2)
+    np.testing.assert_array_equal(small.blocks[1, 1, 0].compute(), ref[2:4, 32:64, 0:40])
+    np.testing.assert_array_equal(small[:, 5, ::7].compute(), ref[:, 5, ::7])
+
+
+def test_large_image_blocks_decode_their_region(client, tmp_path):
+    rng = np.random.default_rng(3)
+    img = rng.normal(size=(900, 700)).astype(np.float32)
+    fits.PrimaryHDU(img).writeto(str(tmp_path / "big.fits"))
+    arr = tfd.read_images(str(tmp_path / "big.fits"), chunks=(256, 300))
+    assert arr.chunks == ((256, 256, 256, 132), (300, 300, 100))
+    np.testing.assert_array_equal(arr.blocks[1, 1].compute(), img[256:512, 300:600])
+    np.testing.assert_allclose(float(arr.sum().compute()), float(img.astype(np.float64).sum()), rtol=1e-6)
+    auto = tfd.read_images(str(tmp_path / "big.fits"))
+    assert auto.chunks[1] == (700,)  # whole rows: every block is one contiguous byte range
+
+
+def test_compressed_image_blocks_are_whole_tiles(client, tmp_path):
+    rng = np.random.default_rng(5)
+    img = rng.integers(-2000, 2000, (500, 400)).astype(np.int32)
+    hdu = fits.CompImageHDU(img, compression_type="RICE_1", tile_shape=(50, 40))
+    fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(str(tmp_path / "c.fits"))
+    import dask
+
+    with dask.config.set({"array.chunk-size": "64KiB"}):
+        arr = tfd.read_images(str(tmp_path / "c.fits"), hdu=1)
+    assert arr.dtype == np.int32
+    assert all(c % 50 == 0 for c in arr.chunks[0][:-1]) and all(c % 40 == 0 for c in arr.chunks[1][:-1])
+    assert arr.npartitions > 1
+    np.testing.assert_array_equal(arr.compute(), img)
+    np.testing.assert_array_equal(arr[123:321, 17:390].compute(), img[123:321, 17:390])
+
+
+def test_read_images_refuses_mixed_shapes(tmp_path):
+    fits.PrimaryHDU(np.zeros((4, 5), np.float32)).writeto(str(tmp_path / "a.fits"))
+    fits.PrimaryHDU(np.zeros((4, 6), np.float32)).writeto(str(tmp_path / "b.fits"))
+    with pytest.raises(ValueError, match="same-shaped"):
+        tfd.read_images(str(tmp_path))
+
+
+def test_images_pickle_small():
+    import pickle
+
+    blocks = tfd.ImageBlocks(["/data/a.fits"] * 3, 0, (10, 10), np.float32, stack=True)
+    payload = pickle.dumps(blocks)
+    assert len(payload) < 400
+    back = pickle.loads(payload)
+    assert back.shape == (3, 10, 10) and back.dtype == np.float32
+
+
+def test_to_fits_round_trip_with_sidecar(client, catalogs, astropy_frame, tmp_path):
+    out = tmp_path / "out"
+    ddf = tfd.read_table(str(catalogs), where="flag >= 1", index="id")
+    paths = tfd.to_fits(ddf, str(out))
+    assert len(paths) == ddf.npartitions
+    assert sorted(os.listdir(out)) == sorted([os.path.basename(p) for p in paths] + [INDEX_NAME])
+    back = tfd.read_table(str(out), index="id")
+    assert back.known_divisions  # the sidecar written by to_fits knows each file's id range
+    got = back.compute()
+    ref = astropy_frame[astropy_frame.flag.fillna(-1) >= 1].set_index("id")
+    np.testing.assert_array_equal(got.index.to_numpy(), ref.index.to_numpy())
+    np.testing.assert_array_equal(got["mag"].to_numpy(), ref["mag"].to_numpy())
+    assert got["band"].tolist() == ref["band"].tolist()
+    # files are independent FITS tables astropy reads
+    with fits.open(paths[0]) as hdul:
+        assert "id" in hdul[1].columns.names
+    with pytest.raises(FitsFileExistsError, match="overwrite=True"):
+        tfd.to_fits(ddf, str(out))
+    assert len(tfd.to_fits(ddf, str(out), overwrite=True)) == len(paths)
+
+
+def test_to_fits_deferred(client, tmp_path):
+    df = pd.DataFrame({"a": np.arange(10, dtype=np.int64), "b": np.linspace(0, 1, 10)})
+    ddf = dd.from_pandas(df, npartitions=3)
+    job = tfd.to_fits(ddf, str(tmp_path / "d"), compute=False, sidecar=False)
+    assert not os.path.exists(tmp_path / "d" / "part-00000.fits")
+    paths = job.compute()
+    assert len(paths) == 3 and not os.path.exists(tmp_path / "d" / INDEX_NAME)
+    got = pd.concat([torchfits.scan(p).to_pandas() for p in paths], ignore_index=True)
+    pd.testing.assert_frame_equal(got, df)
+
+
+def _slow_identity(df):
+    time.sleep(0.2)
+    return df
+
+
+def test_zz_killed_worker_is_retried_with_the_same_result(client, catalogs, astropy_frame):
+    """Runs last (zz): SIGKILL one worker mid-computation; the nanny restarts it and the
+    scheduler reruns the lost tasks elsewhere."""
+    ddf = tfd.read_table(str(catalogs), where="mag < 22", split_row_groups=False)
+    slow = ddf.map_partitions(_slow_identity, meta=ddf._meta)
+    future = client.compute(slow.groupby("band").ra.sum())
+    deadline = time.monotonic() + 30
+    victim = None
+    while time.monotonic() < deadline and victim is None:
+        processing = client.processing()
+        busy = [w for w, tasks in processing.items() if tasks]
+        done = sum(1 for v in client.who_has().values() if v)
+        if busy and done >= 2:
+            victim = busy[0]
+        else:
+            time.sleep(0.05)
+    if victim is None or future.done():
+        pytest.skip("the computation finished before a worker could be killed mid-way")
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, signal.SIGKILL)
+    got = future.result(timeout=120).sort_index()
+    ref = astropy_frame[astropy_frame.mag < np.float32(22)].groupby("band").ra.sum()
+    np.testing.assert_allclose(got.to_numpy(), ref.to_numpy(), rtol=1e-12)
+    assert list(got.index) == list(ref.index)

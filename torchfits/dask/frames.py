@@ -1,0 +1,167 @@
+"""FITS tables in and out of Dask DataFrames.
+
+`read_table` opens the files as a `FitsDataset` (headers only) and hands its fragments to
+``dask.dataframe.from_map`` (see `FitsDataset.to_dask_dataframe`). `to_fits` ends a pipeline:
+every partition is written by its worker as one FITS file (atomically), and a statistics
+sidecar over the written files lets later reads skip them.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Sequence
+
+from ..errors import FitsError, FitsFileExistsError
+
+__all__ = ["read_table", "to_fits"]
+
+
+def _open_dataset(source: Any, hdu: Any, *, schema: Any, add_path_column: bool, sidecar: Any,
+                  storage_options: Optional[dict]) -> Any:
+    from ..tables.dataset import dataset
+
+    if storage_options is None:
+        return dataset(source, hdu, schema=schema, add_path_column=add_path_column, index=sidecar)
+    try:
+        return dataset(source, hdu, schema=schema, add_path_column=add_path_column, index=sidecar,
+                       storage_options=storage_options)
+    except NotImplementedError as exc:
+        raise FitsError(f"{source!r}: reading remote sources (storage_options) needs torchfits' "
+                        f"remote support, which this installation lacks ({exc})") from None
+
+
+def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = None, where: Any = None, *,
+               index: Optional[str] = None, split_row_groups: Any = "auto", schema: Any = None,
+               add_path_column: bool = False, sidecar: Any = None,
+               storage_options: Optional[dict] = None) -> Any:
+    """FITS tables as a ``dask.dataframe.DataFrame``, one partition per fragment.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, glob, directory or list
+        The catalog files (a directory means its ``*.fit*`` files).
+    hdu : int or str
+        The table HDU in every file.
+    columns : list of str, optional
+        Columns to read. Dask's optimizer narrows this to what the graph uses, so
+        ``ddf[["ra", "dec"]]`` decodes two columns only.
+    where : str or pyarrow.compute.Expression, optional
+        A filter (where-string in the native dialect) run inside every partition's scan, on the
+        raw rows where the predicate kernel can; partitions that the sidecar statistics rule
+        out never become tasks.
+    index : str, optional
+        A column to make the index. When the statistics show the partitions hold disjoint
+        ranges of it, partitions are ordered by it and the divisions are known.
+    split_row_groups : "auto", bool or int
+        "auto"/True: about 128 MB of decoded data per partition; False: one per file; an int:
+        at most that many rows per partition.
+    schema : pyarrow.Schema, optional
+        The schema to read into (default: the files' schemas unified by name).
+    add_path_column : bool
+        Add ``filename`` and ``hdu`` columns.
+    sidecar : None, False, str or os.PathLike
+        The statistics sidecar (``_torchfits_index.json``): None finds one beside the files,
+        False uses none.
+    storage_options : dict, optional
+        fsspec options for remote sources (needs torchfits' remote support).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+    """
+    ds = _open_dataset(source, hdu, schema=schema, add_path_column=add_path_column, sidecar=sidecar,
+                       storage_options=storage_options)
+    return ds.to_dask_dataframe(columns, where, index=index, split_row_groups=split_row_groups)
+
+
+
+
+def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
+                     chunk_rows: int) -> tuple[str, dict]:
+    """Write one partition as a FITS table (atomic rename) and return its sidecar entry."""
+    from ..tables.stats_index import file_entry
+    from ..writing.api import write
+
+    if write_index:
+        df = df.reset_index()
+    write(path, df, overwrite=overwrite)
+    return path, file_entry(path, 1, None, chunk_rows)
+
+
+def _finish(results: Sequence[tuple[str, dict]], directory: str, chunk_rows: int, sidecar: bool) -> list[str]:
+    from ..tables.stats_index import INDEX_NAME, write_index_document
+
+    paths = [p for p, _ in results]
+    if sidecar:
+        write_index_document({p: e for p, e in results}, os.path.join(directory, INDEX_NAME), chunk_rows)
+    return paths
+
+
+def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bool = False,
+            write_index: Optional[bool] = None, sidecar: bool = True, chunk_rows: Optional[int] = None,
+            compute: bool = True) -> Any:
+    """Write a Dask DataFrame as one FITS table file per partition, plus a statistics sidecar.
+
+    Every partition is written by the worker that computes it, to a temporary file renamed into
+    place when complete, so readers never see half a file. The directory must be one the
+    workers share with the caller (a local directory for a local cluster).
+
+    Parameters
+    ----------
+    df : dask.dataframe.DataFrame
+        The data (a pandas DataFrame is written as one partition).
+    directory : str or os.PathLike
+        Created if missing.
+    name_function : callable, optional
+        Partition number → file name; default ``part-{i:05d}.fits``.
+    overwrite : bool
+        Replace existing files of the same names (otherwise they are an error, found before
+        anything is written).
+    write_index : bool, optional
+        Write the index as a column; default: when it is named or not a default range index.
+    sidecar : bool
+        Write ``_torchfits_index.json`` (per-chunk statistics of every file) in the directory,
+        so `read_table` over it skips files and knows divisions.
+    chunk_rows : int, optional
+        Statistics granularity (default: the sidecar's default).
+    compute : bool
+        Write now and return the paths; False returns a ``dask.delayed`` object that does it.
+
+    Returns
+    -------
+    list of str, or dask.delayed.Delayed when ``compute=False``
+    """
+    import dask
+    import dask.dataframe as dd
+
+    from ..fits.paths import fspath
+    from ..tables.stats_index import DEFAULT_CHUNK_ROWS
+
+    if not isinstance(df, dd.DataFrame):
+        type_name = type(df).__module__.split(".")[0]
+        if type_name == "pandas":
+            df = dd.from_pandas(df, npartitions=1)
+        else:
+            raise TypeError(f"to_fits needs a dask.dataframe.DataFrame, not {type(df).__name__}")
+    directory = fspath(directory)
+    rows = DEFAULT_CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
+    if rows <= 0:
+        raise ValueError("chunk_rows must be > 0")
+    name_function = name_function or (lambda i: f"part-{i:05d}.fits")
+    names = [str(name_function(i)) for i in range(df.npartitions)]
+    if len(set(names)) != len(names) or any(os.sep in n or n in ("", ".", "..") for n in names):
+        raise ValueError("name_function must give a distinct plain file name for every partition")
+    os.makedirs(directory, exist_ok=True)
+    paths = [os.path.join(directory, n) for n in names]
+    if not overwrite:
+        existing = [p for p in paths if os.path.exists(p)]
+        if existing:
+            raise FitsFileExistsError(f"{existing[0]} already exists ({len(existing)} of the partition "
+                                      "files do); pass overwrite=True to replace them")
+    if write_index is None:
+        meta_index = df._meta.index
+        write_index = meta_index.name is not None or type(meta_index).__name__ != "RangeIndex"
+    parts = df.to_delayed()
+    writes = [dask.delayed(_write_partition, pure=False)(part, path, overwrite, bool(write_index), rows)
+              for part, path in zip(parts, paths)]
+    done = dask.delayed(_finish, pure=False)(writes, directory, rows, bool(sidecar))
+    return done.compute() if compute else done
