@@ -75,6 +75,8 @@ _SUBMODULES = {
     "errors", "cache", "io", "hdu", "where", "table",
     # role subpackages
     "fits", "image", "query", "tables", "writing", "compat", "cli",
+    # adapters
+    "data",
 }
 
 __all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner", "FitsFragment",
