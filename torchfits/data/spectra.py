@@ -56,7 +56,7 @@ class _SpectrumPayloads:
         arr = np.asarray(arr.data if isinstance(arr, np.ma.MaskedArray) else arr)
         if arr.ndim > 1 and arr.shape[0] == 1:
             arr = arr[0]  # one row of a vector column: the spectrum itself
-        return torch.from_numpy(np.ascontiguousarray(arr)).to(self.device)
+        return torch.from_numpy(np.array(arr, order="C")).to(self.device)  # owned, writable
 
     def _arm(self, path: str, k: int) -> dict[str, torch.Tensor]:
         hdu = self.hdus[k]
