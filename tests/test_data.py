@@ -575,3 +575,22 @@ def test_import_torchfits_data_is_an_attribute():
     assert "data" in dir(torchfits)
     assert all(not n.startswith("_") for n in torchfits.data.__all__)
     assert len(torchfits.data.__all__) == 17
+
+
+def test_replaced_files_are_reread_and_large_files_mapped(tmp_path):
+    import os
+    import time
+
+    path = str(tmp_path / "x.fits")
+    fits.PrimaryHDU(np.zeros((4, 4), np.float32)).writeto(path)
+    ds = FitsTensorDataset(path)
+    assert float(ds[0][0].sum()) == 0
+    time.sleep(0.01)
+    fits.PrimaryHDU(np.ones((4, 4), np.float32)).writeto(path, overwrite=True)
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert float(ds[0][0].sum()) == 16  # same size, new version: read again
+    big = np.random.default_rng(0).normal(size=(700, 700)).astype(np.float32)  # > 1 MiB: mapped
+    bpath = str(tmp_path / "big.fits")
+    fits.PrimaryHDU(big).writeto(bpath)
+    assert np.array_equal(FitsImageDataset(bpath)[0][0][0].numpy(), big)
+    assert np.array_equal(FitsCutoutDataset([(bpath, 0, 600, 650, 200)])[0][0].numpy(), big[650:, 600:])

@@ -224,6 +224,8 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
                     cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device)
         self.label_key = label_key
         self.labels = _labels_from(self.files, self.hdus[0], label_key, labels)
+        self._label_values = self.labels if self.labels is not None else \
+            torch.zeros(len(self.files), dtype=torch.int64)
 
     def __len__(self) -> int:
         return len(self.files)
@@ -237,8 +239,7 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
             raise IndexError(f"index {i} out of range for a dataset of {n} files")
         i %= n
         payload = self._finish(self._payload(self.files[i]))
-        label = self.labels[i].clone() if self.labels is not None else torch.tensor(0, dtype=torch.int64)
-        return payload, label
+        return payload, self._label_values[i].clone()
 
 
 class FitsImageDataset(FitsTensorDataset):

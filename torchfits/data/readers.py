@@ -19,28 +19,65 @@ import torch
 
 from .._kernels import _image
 from .._torch_adapter import numpy_decode_dtype, torch_dtype
+from ..errors import FitsFileNotFoundError
+from ..fits.hdu_index import HduIndex, get_index
+from ..fits.source import ByteSource, stat_key
 from ..image.plain import Image
 
 __all__ = ["image_reader", "read_pixels", "device_decode", "validity_mask", "clear_readers"]
 
 _CAPACITY = 128
 _lock = threading.Lock()
-_readers: "OrderedDict[tuple, Image]" = OrderedDict()
+_readers: "OrderedDict[tuple, tuple[Image, tuple]]" = OrderedDict()
+
+
+_SMALL_FILE = 1 << 20  # read whole below this: one read() beats setting up and tearing down a map
+
+
+class _FileBytes(ByteSource):
+    """A small file read whole into memory (no map to set up and tear down per file)."""
+
+    supports_mmap = True  # buffer() is available (it is this process's own copy)
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path = path
+        data = bytearray(size)
+        try:
+            with open(path, "rb", buffering=0) as fh:
+                got = fh.readinto(data)
+        except OSError as exc:
+            raise FitsFileNotFoundError(f"Could not open FITS file: {path} ({exc.strerror})") from None
+        self.size = got or 0
+        self._view = memoryview(data)[:self.size].toreadonly()
+
+    def read(self, offset: int, size: int) -> bytes:
+        offset = max(0, offset)
+        return bytes(self._view[offset:offset + max(0, size)])
+
+    def buffer(self) -> memoryview:
+        return self._view
 
 
 def image_reader(path: str, hdu: Any) -> Image:
     """The open `Image` of (path, HDU) in this process (an LRU of recently used ones).
 
-    The HDU index behind it is revalidated by the index cache, so a replaced file reopens."""
+    Each call checks the file's identity (one stat), so a replaced file is reopened. Files under
+    1 MiB are read whole (stamps: one read per file per epoch); larger ones go through the
+    shared HDU index cache and its file map."""
     key = (os.getpid(), path, hdu)
+    version = stat_key(path)
     with _lock:
-        img = _readers.get(key)
-        if img is not None:
+        cached = _readers.get(key)
+        if cached is not None and cached[1] == version:
             _readers.move_to_end(key)
-            return img
-    img = Image(path, hdu)
+            return cached[0]
+    if version[2] <= _SMALL_FILE:
+        index = HduIndex(path, version, _FileBytes(path, version[2]))  # type: ignore[arg-type]
+    else:
+        index = get_index(path)
+    img = Image(path, hdu, index=index)
     with _lock:
-        _readers[key] = img
+        _readers[key] = (img, version)
         while len(_readers) > _CAPACITY:
             _readers.popitem(last=False)
     return img
@@ -68,6 +105,13 @@ def read_pixels(path: str, hdu: Any, *, dtype: Any = None, device: str = "cpu",
                 scale_on_device: bool = False) -> torch.Tensor:
     """One image HDU (or leading-axis selection ``lead`` and cutout ``box`` of it) as a tensor."""
     img = image_reader(path, hdu)
+    if box is not None and not lead and not scale_on_device and dtype is None:
+        # The common stamp: one C call clamps, allocates and decodes every leading plane.
+        reader = img._cutout_reader() if not getattr(img, "is_compressed", False) \
+            and img.dtype != np.uint64 else None
+        if reader is not None:
+            t = torch.from_numpy(reader.cutout(*box))
+            return t if device == "cpu" else t.to(device, non_blocking=True)
     key = _box_key(img, lead, box)
     if scale_on_device and not getattr(img, "is_compressed", False):
         return device_decode(img, key, device, dtype)

@@ -155,8 +155,9 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     blank = plan.blank if plan.blank is not None else 0
     args = (plan.bitpix, plan.mode)
     tail: tuple[Any, ...] = (plan.bscale, plan.bzero, plan.blank is not None, blank)
-    nthreads = default_threads() if threads is None else max(1, int(threads))
-    if nthreads == 1 or out.nbytes < _PARALLEL_BYTES or counts[0] < 2:
+    small = out.nbytes < _PARALLEL_BYTES or counts[0] < 2
+    nthreads = 1 if small else default_threads() if threads is None else max(1, int(threads))
+    if nthreads == 1:
         _image.decode_region(buf, entry.data_offset, out_bytes, *args, shape, starts, steps,
                              counts, *tail)
         return out
@@ -253,7 +254,10 @@ class Image:
                 f"{self._index.path}: HDU {self._entry.index} is a {self._entry.kind}, not an "
                 "image: Could not read image parameters"
             )
-        self._plan = plan_image(self._entry, self._index.header_view(self._entry),
+        # BSCALE/BZERO/BLANK are structural keywords the index already holds: opening an image
+        # does not parse its whole header (thousands of small files per epoch in training).
+        scaling = self._entry.structural or self._index.header_view(self._entry)
+        self._plan = plan_image(self._entry, scaling,  # type: ignore[arg-type]
                                 raw_scale=raw_scale, uint64_as_float=uint64_as_float)
         self._raw_scale, self._uint64_as_float = raw_scale, uint64_as_float
 
