@@ -594,3 +594,16 @@ def test_replaced_files_are_reread_and_large_files_mapped(tmp_path):
     fits.PrimaryHDU(big).writeto(bpath)
     assert np.array_equal(FitsImageDataset(bpath)[0][0][0].numpy(), big)
     assert np.array_equal(FitsCutoutDataset([(bpath, 0, 600, 650, 200)])[0][0].numpy(), big[650:, 600:])
+
+
+def test_cutout_batches_equal_items(files, tmp_path):
+    comp = str(tmp_path / "comp.fits")
+    data = np.arange(30 * 40, dtype=np.float32).reshape(30, 40)
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(data, compression_type="GZIP_1")]).writeto(comp)
+    specs = [(files[k % 3], "R", k, k // 2, 4) for k in range(9)] + [(comp, 1, 3, 4, 10), (files[0], 0, 6, 5, 9)]
+    ds = FitsCutoutDataset(specs, transform=lambda t: t * 2)
+    batch = ds.__getitems__(list(range(len(specs))))
+    assert all(torch.equal(a, ds[i]) for i, a in enumerate(batch))
+    assert torch.equal(batch[9][0], torch.from_numpy(data[4:14, 3:13] * 2))
+    with pytest.raises(IndexError):
+        ds.__getitems__([0, 99])

@@ -12,7 +12,7 @@ import torch
 from .._torch_adapter import torch_dtype, validate_device
 from ..fits.paths import fspath
 from .images import _check_hdu, _ImagePayloads, resolve_paths
-from .readers import image_reader, read_pixels, validity_mask
+from .readers import cutout_reader, image_reader, read_pixels, validity_mask
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
@@ -71,14 +71,40 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self._specs)
 
-    def __getitem__(self, i: int) -> torch.Tensor:
+    def _position(self, i: Any) -> int:
         n = len(self._specs)
         if isinstance(i, bool) or not hasattr(i, "__index__"):
             raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
         i = int(i)
         if not -n <= i < n:
             raise IndexError(f"index {i} out of range for {n} cutouts")
-        path, hdu, box = self._specs[i % n]
+        return i % n
+
+    def __getitems__(self, indices: list) -> list:
+        """A DataLoader batch: each file's reader is looked up (and its version checked) once
+        per batch instead of once per cutout."""
+        if self.scale_on_device or self.dtype is not None:
+            return [self[i] for i in indices]
+        readers: dict = {}
+        out = []
+        for i in indices:
+            path, hdu, box = self._specs[self._position(i)]
+            reader = readers.get((path, hdu), False)
+            if reader is False:
+                reader = readers[(path, hdu)] = cutout_reader(path, hdu)
+            if reader is None:
+                out.append(self[i])
+                continue
+            t = torch.from_numpy(reader.cutout(*box))
+            if self.device != "cpu":
+                t = t.to(self.device, non_blocking=True)
+            if self.add_channel_dim and t.dim() == 2:
+                t = t.unsqueeze(0)
+            out.append(self.transform(t) if self.transform is not None else t)
+        return out
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        path, hdu, box = self._specs[self._position(i)]
         t = read_pixels(path, hdu, dtype=self.dtype, device=self.device, box=box,
                         scale_on_device=self.scale_on_device)
         if self.add_channel_dim and t.dim() == 2:

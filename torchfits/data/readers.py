@@ -24,7 +24,7 @@ from ..fits.hdu_index import HduIndex, get_index
 from ..fits.source import ByteSource, stat_key
 from ..image.plain import Image
 
-__all__ = ["image_reader", "read_pixels", "device_decode", "validity_mask", "clear_readers"]
+__all__ = ["image_reader", "cutout_reader", "read_pixels", "device_decode", "validity_mask", "clear_readers"]
 
 _CAPACITY = 128
 _lock = threading.Lock()
@@ -83,6 +83,15 @@ def image_reader(path: str, hdu: Any) -> Image:
     return img
 
 
+def cutout_reader(path: str, hdu: Any) -> Any:
+    """The C cutout reader of an uncompressed image HDU (None where cutouts take the general
+    path: compressed or truncated files, uint64 results)."""
+    img = image_reader(path, hdu)
+    if getattr(img, "is_compressed", False) or img.dtype == np.uint64:
+        return None
+    return img._cutout_reader()
+
+
 def clear_readers() -> None:
     """Forget every open reader (tests; after files were rewritten in place)."""
     with _lock:
@@ -107,8 +116,7 @@ def read_pixels(path: str, hdu: Any, *, dtype: Any = None, device: str = "cpu",
     img = image_reader(path, hdu)
     if box is not None and not lead and not scale_on_device and dtype is None:
         # The common stamp: one C call clamps, allocates and decodes every leading plane.
-        reader = img._cutout_reader() if not getattr(img, "is_compressed", False) \
-            and img.dtype != np.uint64 else None
+        reader = cutout_reader(path, hdu)
         if reader is not None:
             t = torch.from_numpy(reader.cutout(*box))
             return t if device == "cpu" else t.to(device, non_blocking=True)
