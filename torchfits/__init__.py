@@ -79,6 +79,8 @@ _SUBMODULES = {
     "transforms",
     # optional adapters (their dependencies load only when called)
     "dask",
+    # adapters
+    "data",
 }
 
 __all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner", "FitsFragment",

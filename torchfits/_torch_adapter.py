@@ -8,7 +8,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["require_torch", "to_tensor", "validate_device", "is_tensor", "tensor_to_numpy"]
+__all__ = ["require_torch", "to_tensor", "validate_device", "is_tensor", "tensor_to_numpy", "torch_dtype",
+           "numpy_decode_dtype", "image_tensor", "iterable_dataset", "worker_slot"]
 
 _DEVICE_ERROR = "device must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'mps:N'"
 
@@ -71,3 +72,83 @@ def to_tensor(arr: np.ndarray, device: Any = "cpu", *, half: Optional[str] = Non
             t = t.to(torch.float32 if t.dtype == torch.float64 else torch.complex64)
         t = t.to(device, non_blocking=non_blocking)
     return t
+
+
+# -- dtypes ---------------------------------------------------------------------------------------
+def torch_dtype(spec: Any) -> Any:
+    """A dtype request (torch dtype, NumPy dtype, or a name such as ``"bfloat16"``) as a
+    ``torch.dtype``; None stays None."""
+    if spec is None:
+        return None
+    torch = require_torch()
+    if isinstance(spec, torch.dtype):
+        return spec
+    name = spec.lower() if isinstance(spec, str) else None
+    if name in ("bfloat16", "bf16"):
+        return torch.bfloat16
+    if name in ("half", "fp16"):
+        return torch.float16
+    try:
+        dt = np.dtype(spec)
+    except TypeError:
+        raise TypeError(f"dtype {spec!r} is not a torch or NumPy dtype") from None
+    return torch.from_numpy(np.empty(0, dt)).dtype
+
+
+def numpy_decode_dtype(tdtype: Any) -> np.dtype:
+    """The NumPy dtype to decode into for a tensor of ``tdtype`` (float32 for bfloat16, which
+    NumPy lacks; the cast to bfloat16 then happens in torch)."""
+    name = str(tdtype).rpartition(".")[2]
+    return np.dtype("float32" if name == "bfloat16" else name)
+
+
+def image_tensor(img: Any, device: Any = "cpu", dtype: Any = None, *, key: Any = None,
+                 non_blocking: bool = False) -> Any:
+    """An `Image` (or the region ``img[key]``) as a tensor of ``dtype`` on ``device``."""
+    tdt = torch_dtype(dtype)
+    if tdt is None:
+        arr = img.read() if key is None else img[key]
+    else:
+        want = numpy_decode_dtype(tdt)
+        arr = img.read(dtype=want) if key is None else img[key].astype(want, copy=False)
+    t = to_tensor(arr, device, non_blocking=non_blocking)
+    return t if tdt is None or t.dtype == tdt else t.to(tdt)
+
+
+# -- IterableDataset wrapper ----------------------------------------------------------------------
+_ITERABLE_CLASS: Any = None
+
+
+def iterable_dataset(source: Any) -> Any:
+    """Wrap an iterable (re-iterable, picklable) object as a ``torch.utils.data.IterableDataset``
+    so a DataLoader takes it directly. The wrapper pickles as its source."""
+    global _ITERABLE_CLASS
+    torch = require_torch()
+    if _ITERABLE_CLASS is None:
+        class TorchIterable(torch.utils.data.IterableDataset):  # type: ignore[misc, name-defined]
+            """An IterableDataset over a torchfits stream (see its ``source``)."""
+
+            def __init__(self, source: Any) -> None:
+                self.source = source
+
+            def __iter__(self) -> Any:
+                return iter(self.source)
+
+            def __reduce__(self) -> Any:
+                return (iterable_dataset, (self.source,))
+
+            def __repr__(self) -> str:
+                return f"TorchIterable({self.source!r})"
+
+        _ITERABLE_CLASS = TorchIterable
+    return _ITERABLE_CLASS(source)
+
+
+def worker_slot() -> tuple[int, int]:
+    """(worker id, number of workers) of the current DataLoader worker; (0, 1) outside one.
+    Does not import torch when nothing has."""
+    import sys
+
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    return (0, 1) if info is None else (int(info.id), int(info.num_workers))

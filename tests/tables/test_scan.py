@@ -173,7 +173,7 @@ def test_to_torch(catalog):
         torchfits.scan(catalog, columns=["NAME"]).to_torch()
     with pytest.raises(TypeError, match="nulls"):
         torchfits.scan(catalog, columns=["CNT"]).to_torch()
-    batches = list(torchfits.scan(catalog, columns=["RA"], where="CNT IS NOT NULL").to_torch_batches(2000))
+    batches = list(torchfits.scan(catalog, columns=["RA"], where="CNT IS NOT NULL").to_torch_batches(2000, stack=False))
     assert all(b["RA"].shape[0] <= 2000 for b in batches)
     assert sum(b["RA"].shape[0] for b in batches) == torchfits.scan(catalog, where="CNT IS NOT NULL").count_rows()
 

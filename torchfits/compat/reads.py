@@ -13,7 +13,7 @@ import numpy as np
 from .._kernels import _image
 from ..fits.hdu_index import get_index
 from ..fits.paths import FitsPath, fspath, parse_path
-from .._torch_adapter import to_tensor, validate_device
+from .._torch_adapter import image_tensor, to_tensor, validate_device
 from ..errors import FitsError, HDUNotFoundError, HDUTypeError
 from ..image.plain import Image, region_from_key
 from .common import check_mmap
@@ -53,17 +53,42 @@ def _reraise(exc: FitsError, prefix: str) -> FitsError:
     return new
 
 
+def _check_dtype(dtype: Any, fp16: bool, bf16: bool) -> None:
+    if dtype is not None and (fp16 or bf16):
+        raise ValueError("give either dtype= or fp16/bf16, not both")
+
+
+def _cast_columns(result: Any, dtype: Any) -> Any:
+    """``dtype=`` on a table read: floating columns take it (others keep their type)."""
+    from .._torch_adapter import torch_dtype
+
+    tdt = torch_dtype(dtype)
+    cols = result[0] if isinstance(result, tuple) else result
+    for name, t in list(cols.items()):
+        if getattr(t, "is_floating_point", lambda: False)():
+            cols[name] = t.to(tdt)
+    return result
+
+
 def _half(fp16: bool, bf16: bool) -> Optional[str]:
     # torchfits 1.2.3 returns float16 for bf16=True as well; programs may rely on it.
     return "fp16" if (fp16 or bf16) else None
 
 
 def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half: Optional[str],
-                  allow_auto: bool = False, out: Any = None) -> tuple[Any, Image]:
+                  allow_auto: bool = False, out: Any = None, dtype: Any = None) -> tuple[Any, Image]:
     index = get_index(fp.path)
     entry = index.resolve(fp.hdu if fp.hdu is not None and hdu in (0, None, "auto") else hdu,
                           allow_auto=allow_auto)
     img = Image(fp.path, entry.index, raw_scale=raw_scale, uint64_as_float=True, index=index)
+    if dtype is not None:
+        # Decoded straight into the requested type when NumPy has it (bfloat16: via float32).
+        tensor = image_tensor(img, device, dtype, key=fp.section)
+        if out is not None:
+            _check_out_tensor(out, tensor)
+            out.copy_(tensor)
+            return out, img
+        return tensor, img
     if out is not None and half is None:
         return _read_into(out, lambda buf: img.read(buf) if fp.section is None
                           else img.read_region(*_section_region(img, fp.section), out=buf)), img
@@ -121,19 +146,22 @@ def _name_error(exc: HDUNotFoundError, hdu: Any) -> HDUNotFoundError:
 
 def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, fp16: bool = False,
                 bf16: bool = False, raw_scale: bool = False, return_header: bool = False,
-                fallback_get_header: Optional[Callable] = None, *, out: Any = None) -> Any:
+                fallback_get_header: Optional[Callable] = None, *, out: Any = None,
+                dtype: Any = None) -> Any:
     """Read an image HDU into a ``torch.Tensor`` (or ``(tensor, Header)``).
 
     ``out`` is a preallocated tensor of the result shape and dtype to read into (returned).
-    ``fallback_get_header`` is accepted for compatibility and ignored.
+    ``dtype`` (a torch or NumPy dtype; ``torch.bfloat16`` and ``torch.float16`` included)
+    sets the result type. ``fallback_get_header`` is accepted for compatibility and ignored.
     """
+    _check_dtype(dtype, fp16, bf16)
     _validate_hdu_arg(hdu)
     device = validate_device(device)
     check_mmap(mmap)
     fp = parse_path(path)
     try:
         tensor, img = _image_tensor(fp, hdu, device=device, raw_scale=raw_scale, half=_half(fp16, bf16),
-                                    out=out)
+                                    out=out, dtype=dtype)
     except HDUNotFoundError as exc:
         raise _name_error(exc, hdu) from None
     return (tensor, img.header) if return_header else tensor
@@ -141,11 +169,13 @@ def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, 
 
 def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode: str = "auto",
          options: Optional[dict] = None, return_header: bool = False, *, out: Any = None,
-         **kwargs: Any) -> Any:
+         dtype: Any = None, **kwargs: Any) -> Any:
     """Read an image or table HDU (torchfits 1.x ``read``).
 
-    Images → ``torch.Tensor`` (dtype rules of docs/images.md); tables → ``dict`` of tensors.
-    ``path`` may be a list of paths and ``hdu`` a list of HDUs (both return lists).
+    Images → ``torch.Tensor`` (dtype rules of docs/images.md); tables → ``dict`` of
+    tensors. ``path`` may be a list of paths and ``hdu`` a list of HDUs (both return lists).
+    ``dtype`` (torch or NumPy dtype, ``torch.bfloat16``/``torch.float16`` included) sets the
+    image tensor type; on tables it applies to the floating-point columns.
     """
     opts = dict(_READ_OPTIONS)
     if options is not None:
@@ -170,13 +200,15 @@ def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode:
     if isinstance(path, (list, tuple)):
         if isinstance(hdu, (list, tuple)):
             raise ValueError("Batch read requires a single integer HDU")
-        return [read(p, hdu, device, mmap, mode, None, return_header, **kwargs) for p in path]
+        return [read(p, hdu, device, mmap, mode, None, return_header, dtype=dtype, **kwargs)
+                for p in path]
     if isinstance(path, str) and not path:
         raise ValueError("Path must be a non-empty string")
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError("Path must be a string or list of strings")
     if isinstance(hdu, (list, tuple)):
-        return [read(path, h, device, mmap, mode, None, return_header, **kwargs) for h in hdu]
+        return [read(path, h, device, mmap, mode, None, return_header, dtype=dtype, **kwargs)
+                for h in hdu]
     fp = parse_path(path)
     prefix = f"Failed to read FITS file '{fp.path}': "
     try:
@@ -188,12 +220,14 @@ def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode:
                 raise HDUTypeError(f"{fp.path}: HDU {entry.index} is a table: Could not read image parameters")
             from . import table
 
-            return table._read_torch_for_read(fp.path, entry.index, device=device, opts=opts,
-                                              return_header=return_header)
+            result = table._read_torch_for_read(fp.path, entry.index, device=device, opts=opts,
+                                                return_header=return_header)
+            return result if dtype is None else _cast_columns(result, dtype)
         if mode == "table":
             raise HDUTypeError(f"{fp.path}: HDU {entry.index} is an image: Failed to get table dimensions")
+        _check_dtype(dtype, opts["fp16"], opts["bf16"])
         tensor, img = _image_tensor(fp, entry.index, device=device, raw_scale=opts["raw_scale"],
-                                    half=_half(opts["fp16"], opts["bf16"]), out=out)
+                                    half=_half(opts["fp16"], opts["bf16"]), out=out, dtype=dtype)
     except HDUNotFoundError as exc:
         raise _reraise(_name_error(exc, hdu), prefix) from None
     except FitsError as exc:

@@ -510,6 +510,7 @@ class CompressedImage(Image):
         self._decoder_lock = threading.Lock()
         self._cache: "OrderedDict[int, np.ndarray]" = OrderedDict()
         self._cache_bytes = int(cache_bytes)
+        self._raw_scale, self._uint64_as_float = raw_scale, uint64_as_float
         self._cached = 0
         self._cache_lock = threading.Lock()
 
@@ -660,8 +661,8 @@ class CompressedImage(Image):
         return out
 
     # -- reads --------------------------------------------------------------------------------------
-    def read(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
-        """Decode the whole image (every tile once, in parallel; into ``out`` when given)."""
+    def _read_native(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
+        # Every tile once, in parallel (the public `read` casts when a dtype was asked for).
         if out is None:
             out = np.empty(self.shape, self._plan.dtype)
         else:
@@ -757,23 +758,21 @@ class CompressedImage(Image):
             run_parallel(place, [range(i, ntiles, nthreads) for i in range(nthreads)])
         return out
 
-    def read_region(self, region: Region, out_shape: tuple[int, ...], out: Any = None,
-                    *, threads: Optional[int] = None) -> np.ndarray:
-        """Decode ``(starts, steps, counts)`` into an array of ``out_shape`` (touched tiles only)."""
+    def _read_region_native(self, region: Region, out_shape: tuple[int, ...], out: Any = None,
+                            *, threads: Optional[int] = None) -> np.ndarray:
+        # Touched tiles only.
         if out is None:
             out = np.empty(out_shape, self._plan.dtype)
         else:
             out = _check_out(out, out_shape, self._plan.dtype)
         return self._decode_into(region, out, threads if threads is not None else 1, use_cache=True)
 
-    def __getitem__(self, key: Any) -> np.ndarray:
+    def _getitem_native(self, key: Any) -> np.ndarray:
         region, out_shape = region_from_key(self.shape, key)
-        return self.read_region(region, out_shape)
+        return self._read_region_native(region, out_shape)
 
-    def to_torch(self, device: Any = "cpu") -> Any:
-        from .._torch_adapter import to_tensor
-
-        return to_tensor(self.read(), device=device)
+    def _reopen_args(self) -> dict:
+        return {**super()._reopen_args(), "cache_bytes": self._cache_bytes}
 
     def __repr__(self) -> str:
         return (f"CompressedImage(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, "

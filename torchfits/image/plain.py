@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -16,7 +17,7 @@ from ..fits.threads import default_threads, run_parallel
 from ..errors import HDUTypeError
 from ..fits.header import Header
 
-__all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image"]
+__all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "result_dtype"]
 
 _STORAGE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
             64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
@@ -154,8 +155,9 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     blank = plan.blank if plan.blank is not None else 0
     args = (plan.bitpix, plan.mode)
     tail: tuple[Any, ...] = (plan.bscale, plan.bzero, plan.blank is not None, blank)
-    nthreads = default_threads() if threads is None else max(1, int(threads))
-    if nthreads == 1 or out.nbytes < _PARALLEL_BYTES or counts[0] < 2:
+    small = out.nbytes < _PARALLEL_BYTES or counts[0] < 2
+    nthreads = 1 if small else default_threads() if threads is None else max(1, int(threads))
+    if nthreads == 1:
         _image.decode_region(buf, entry.data_offset, out_bytes, *args, shape, starts, steps,
                              counts, *tail)
         return out
@@ -172,6 +174,31 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
 
     run_parallel(band, range(nthreads))
     return out
+
+
+def result_dtype(dtype: Any) -> Optional[np.dtype]:
+    """A requested result dtype as a NumPy dtype (None stays None).
+
+    Accepts NumPy dtypes and their names, Python types and ``torch.<dtype>`` objects (read by
+    name, so torch is not imported). ``bfloat16`` has no NumPy dtype: ask a tensor reader
+    (``torchfits.read(..., dtype=torch.bfloat16)``) for it.
+    """
+    if dtype is None:
+        return None
+    if type(dtype).__module__ == "torch" or str(dtype).startswith("torch."):
+        dtype = str(dtype).rpartition(".")[2]
+    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
+        raise TypeError("bfloat16 has no NumPy dtype: read a tensor instead "
+                        "(torchfits.read(..., dtype=torch.bfloat16) or to_torch(dtype=...))")
+    if isinstance(dtype, str) and dtype.lower() in ("half", "fp16"):
+        dtype = "float16"
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype {dtype!r} is not a NumPy or torch dtype") from None
+    if dt.kind not in "biuf":
+        raise TypeError(f"images read as booleans, integers or floats, not {dt}")
+    return dt
 
 
 def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -204,6 +231,11 @@ class Image:
     #: one), so ``Image(...)`` gives the right engine behind one interface without an import cycle.
     _engines: dict[str, type] = {}
 
+    # Result dtype asked for with `astype` / ``dtype=`` (None: the FITS rules of `plan_image`).
+    _out_dtype: Optional[np.dtype] = None
+    _raw_scale: bool = False
+    _uint64_as_float: bool = False
+
     def __new__(cls, source: Any = None, hdu: Any = 0, *, index: Optional[HduIndex] = None,
                 **kwargs: Any) -> "Image":
         if cls is Image:
@@ -222,8 +254,41 @@ class Image:
                 f"{self._index.path}: HDU {self._entry.index} is a {self._entry.kind}, not an "
                 "image: Could not read image parameters"
             )
-        self._plan = plan_image(self._entry, self._index.header_view(self._entry),
+        # BSCALE/BZERO/BLANK are structural keywords the index already holds: opening an image
+        # does not parse its whole header (thousands of small files per epoch in training).
+        scaling = self._entry.structural or self._index.header_view(self._entry)
+        self._plan = plan_image(self._entry, scaling,  # type: ignore[arg-type]
                                 raw_scale=raw_scale, uint64_as_float=uint64_as_float)
+        self._raw_scale, self._uint64_as_float = raw_scale, uint64_as_float
+
+    # -- pickling: (path, HDU, options); the map is reopened in the receiving process ------------
+    def _reopen_args(self) -> dict:
+        return {"raw_scale": self._raw_scale, "uint64_as_float": self._uint64_as_float}
+
+    def __reduce__(self) -> Any:
+        return (_reopen_image, (self.path, self.hdu, self._reopen_args(), self._out_dtype))
+
+    def astype(self, dtype: Any) -> "Image":
+        """The same open image whose reads (``read``, slicing, ``to_torch``) give ``dtype``.
+
+        Parameters
+        ----------
+        dtype : numpy dtype, str, or torch dtype
+            The result type (``float16`` included; ``bfloat16`` only through tensor reads).
+        """
+        clone = copy.copy(self)
+        clone.__dict__.pop("_cutouts", None)
+        clone._out_dtype = result_dtype(dtype)
+        return clone
+
+    def _want(self, dtype: Any = None) -> Optional[np.dtype]:
+        """The dtype to cast decoded pixels to, or None when the decode already gives it."""
+        want = result_dtype(dtype) if dtype is not None else self._out_dtype
+        return None if want is None or want == self._plan.dtype else want
+
+    def _result(self, arr: np.ndarray, dtype: Any = None) -> np.ndarray:
+        want = self._want(dtype)
+        return arr if want is None else arr.astype(want)
 
     @property
     def path(self) -> str:
@@ -243,7 +308,8 @@ class Image:
 
     @property
     def dtype(self) -> np.dtype:
-        return self._plan.dtype
+        """The dtype reads give: the requested one, else the FITS rules (docs/images.md)."""
+        return self._out_dtype if self._out_dtype is not None else self._plan.dtype
 
     @property
     def header(self) -> Header:
@@ -263,8 +329,34 @@ class Image:
         return np.frombuffer(self._index.source.buffer(), np.uint8, n,
                              self._entry.data_offset).reshape(self.shape)
 
-    def read(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
-        """Decode the whole image (into ``out`` when given)."""
+    def read(self, out: Any = None, *, threads: Optional[int] = None, dtype: Any = None) -> np.ndarray:
+        """Decode the whole image (into ``out`` when given).
+
+        ``dtype`` overrides the result type for this call (see `astype`); ``out`` must then
+        have that dtype.
+        """
+        want = self._want(dtype)
+        if want is None:
+            return self._read_native(out, threads=threads)
+        if out is None:
+            return self._read_native(None, threads=threads).astype(want)
+        out = _check_out(out, self.shape, want)
+        np.copyto(out, self._read_native(None, threads=threads), casting="unsafe")
+        return out
+
+    def read_region(self, region: Region, out_shape: tuple[int, ...], out: Any = None, *,
+                    dtype: Any = None) -> np.ndarray:
+        """Decode ``(starts, steps, counts)`` into an array of ``out_shape``."""
+        want = self._want(dtype)
+        if want is None:
+            return self._read_region_native(region, out_shape, out)
+        if out is None:
+            return self._read_region_native(region, out_shape).astype(want)
+        out = _check_out(out, out_shape, want)
+        np.copyto(out, self._read_region_native(region, out_shape), casting="unsafe")
+        return out
+
+    def _read_native(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
         if out is None and self._zero_copy_ok():
             return self._mapped_bytes()
         if out is None:
@@ -274,8 +366,8 @@ class Image:
         return decode_region(self._index, self._entry, self._plan, full_region(self.shape), out,
                              threads)
 
-    def read_region(self, region: Region, out_shape: tuple[int, ...], out: Any = None) -> np.ndarray:
-        """Decode ``(starts, steps, counts)`` into an array of ``out_shape``."""
+    def _read_region_native(self, region: Region, out_shape: tuple[int, ...],
+                            out: Any = None) -> np.ndarray:
         if out is None:
             out = np.empty(out_shape, self._plan.dtype)
         else:
@@ -283,6 +375,11 @@ class Image:
         return decode_region(self._index, self._entry, self._plan, region, out)
 
     def __getitem__(self, key: Any) -> np.ndarray:
+        if self._out_dtype is not None:
+            return self._result(self._getitem_native(key))
+        return self._getitem_native(key)
+
+    def _getitem_native(self, key: Any) -> np.ndarray:
         if self._zero_copy_ok():
             return self._mapped_bytes()[key]
         if (type(key) is tuple and len(key) == 2 and len(self.shape) == 2
@@ -296,7 +393,7 @@ class Image:
                 x0, x1, _ = key[1].indices(w)
                 return cutouts.cutout(x0, y0, x1, y1)
         region, out_shape = region_from_key(self.shape, key)
-        return self.read_region(region, out_shape)
+        return self._read_region_native(region, out_shape)
 
     def _cutout_reader(self) -> Any:
         """The C cutout reader over the file map (None for a file cut short)."""
@@ -316,12 +413,14 @@ class Image:
         arr = self.read()
         return arr if dtype is None else arr.astype(dtype)
 
-    def to_torch(self, device: Any = "cpu") -> Any:
-        """The whole image as a ``torch.Tensor`` on ``device`` (needs torch)."""
-        from .._torch_adapter import to_tensor
+    def to_torch(self, device: Any = "cpu", dtype: Any = None) -> Any:
+        """The whole image as a ``torch.Tensor`` on ``device`` (needs torch).
 
-        arr = self.read() if not self._zero_copy_ok() else self._mapped_bytes().copy()
-        return to_tensor(arr, device=device)
+        ``dtype`` (a torch or NumPy dtype, ``torch.bfloat16`` included) sets the tensor type.
+        """
+        from .._torch_adapter import image_tensor
+
+        return image_tensor(self, device=device, dtype=dtype)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -332,7 +431,15 @@ class Image:
         return f"Image(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, dtype={self.dtype})"
 
 
-def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False,
+def _reopen_image(path: str, hdu: int, options: dict, out_dtype: Optional[np.dtype]) -> Image:
+    """Unpickle an `Image`: reopen (path, HDU) in this process with the same options."""
+    img = Image(path, hdu, **options)
+    if out_dtype is not None:
+        img._out_dtype = out_dtype
+    return img
+
+
+def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False, dtype: Any = None,
                storage_options: Optional[dict] = None) -> Image:
     """Open an image HDU for NumPy-style slicing; only the indexed pixels are decoded.
 
@@ -344,20 +451,25 @@ def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False,
         HDU index or EXTNAME.
     raw_scale : bool
         Return stored values instead of physical ones.
+    dtype : numpy dtype, str or torch dtype, optional
+        Result type of every read (see `Image.astype`); default: the FITS rules.
     storage_options : dict, optional
         Reserved for remote sources (fsspec); must be None for local files.
 
     Returns
     -------
     Image
+        Picklable: it pickles as (path, HDU, options) and reopens the file where it is
+        unpickled (DataLoader workers, fork or spawn).
     """
     if storage_options:
         raise NotImplementedError("remote sources (storage_options) are not supported yet")
-    return Image(source, hdu, raw_scale=raw_scale)
+    img = Image(source, hdu, raw_scale=raw_scale)
+    return img if dtype is None else img.astype(dtype)
 
 
 def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any = None,
-               threads: Optional[int] = None) -> np.ndarray:
+               threads: Optional[int] = None, dtype: Any = None) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 
     Parameters
@@ -372,11 +484,14 @@ def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any =
         A writable C-contiguous array of the result shape and dtype to read into.
     threads : int, optional
         Decode threads for large images (default: all cores).
+    dtype : numpy dtype, str or torch dtype, optional
+        Result type (``float16`` included). Default: the FITS rules. ``bfloat16`` has no
+        NumPy dtype and raises ``TypeError``; tensor reads give it.
 
     Returns
     -------
     numpy.ndarray
         Physical values with the dtype rules of docs/images.md. Unscaled BITPIX=8 images are a
-        read-only zero-copy view of the file map when ``out`` is not given.
+        read-only zero-copy view of the file map when ``out`` and ``dtype`` are not given.
     """
-    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads)
+    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads, dtype=dtype)

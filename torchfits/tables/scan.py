@@ -22,9 +22,9 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
 from ..query.pushdown import plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
-from ..errors import HDUTypeError, UnsupportedColumnError
+from ..errors import ColumnNotFoundError, HDUTypeError, UnsupportedColumnError
 
-__all__ = ["scan", "Scanner", "TableSource", "resolve_sources"]
+__all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "resolve_sources"]
 
 _WHOLE = 1 << 62  # a batch size meaning "everything in one batch"
 
@@ -152,6 +152,12 @@ class Scanner:
         if rows is not None and row_slice is not None:
             raise ValueError("Only one of rows or row_slice may be provided")
         self._sources = list(sources)
+        # What pickling needs to plan the same scan again in another process (no maps cross).
+        self._init_args: dict[str, Any] = dict(
+            columns=columns, where=where, filter=filter, rows=rows, threads=threads,
+            mapping=mapping, decode_bytes=decode_bytes, strip=strip, encoding=encoding,
+            apply_nulls=apply_nulls, field_metadata=field_metadata,
+            schema_metadata=schema_metadata, pushdown=pushdown)
         first = self._sources[0]
         self._projection = [s.name for s in select_columns(first.specs, columns)]
         for src in self._sources[1:]:
@@ -316,9 +322,11 @@ class Scanner:
         selected = candidates[kept] if candidates is not None else kept + rng[0]
         return selected, batch.take(pa.array(kept))
 
-    def _batches_of(self, k: int, src: TableSource) -> Iterator[Any]:
+    def _batches_of(self, k: int, src: TableSource, mine: Any = None) -> Iterator[Any]:
         meta = self._table_metadata(src) if self._schema_metadata else None
         for rows, rng in self._chunks(k, src):
+            if mine is not None and not mine():
+                continue  # another DataLoader worker's chunk: not even decoded here
             if not self._has_predicate:
                 batch = src.decode(columns=self._projection, rows=rows, row_range=rng, options=self._options)
             else:
@@ -397,17 +405,53 @@ class Scanner:
 
         return numpy_to_torch(self.to_numpy(), device=device, dtype=dtype, exclusive=True)
 
-    def to_torch_batches(self, batch_size: Optional[int] = None, device: Any = "cpu",
-                         dtype: Any = None) -> Iterator[dict[str, Any]]:
-        """Stream ``{column: tensor}`` dicts of at most ``batch_size`` rows."""
-        import pyarrow as pa
+    def to_torch_batches(self, batch_size: Optional[int] = None, columns: Any = None,
+                         dtype: Any = None, stack: bool = True, device: Any = "cpu") -> Any:
+        """Stream the rows as tensors, ``batch_size`` rows at a time (bounded memory).
 
-        from .arrow_numpy import numpy_to_torch, table_to_numpy
+        Parameters
+        ----------
+        batch_size : int, optional
+            Rows per batch (default: the scanner's ``batch_size``).
+        columns : list of str, optional
+            Feature columns, in order (default: the scan's projection). With ``stack=True``
+            they must be numeric scalars.
+        dtype : torch or NumPy dtype, optional
+            The feature type (``stack=True``: default float32) or, with ``stack=False``, the
+            type floating-point columns are cast to.
+        stack : bool
+            True: one ``(N, F)`` tensor per batch, column ``j`` in ``[:, j]``. False: a
+            ``{column: tensor}`` dict per batch.
+        device : str
+            Where the tensors go.
+
+        Returns
+        -------
+        torch.utils.data.IterableDataset
+            Re-iterable and picklable: hand it to a DataLoader (``batch_size=None``) directly;
+            with several workers each worker decodes a disjoint share of the batches.
+        """
+        from .._torch_adapter import iterable_dataset, validate_device
 
         scanner = self if batch_size is None else self._with_batch_size(batch_size)
-        for batch in scanner.to_batches():
-            yield numpy_to_torch(table_to_numpy(pa.Table.from_batches([batch])), device=device,
-                                 dtype=dtype, exclusive=True)
+        if columns is not None:
+            if isinstance(columns, str):
+                columns = [columns]
+            missing = [c for c in columns if c not in self._projection]
+            if missing and self._init_args["columns"] is not None:
+                raise ColumnNotFoundError(f"Column {missing[0]!r} not found in the scan's columns "
+                                          f"{self._projection}")
+            scanner = copy.copy(scanner)
+            scanner._projection = [s.name for s in select_columns(self._sources[0].specs, columns)]
+            scanner._init_args = {**scanner._init_args, "columns": list(columns)}
+        return iterable_dataset(TorchBatches(scanner, dtype=dtype, stack=bool(stack),
+                                             device=validate_device(device)))
+
+    def __reduce__(self) -> Any:
+        kwargs = {**self._init_args, "batch_size": self._batch_size, "row_slice": self._row_slice}
+        if self._rows is None:
+            kwargs["rows"] = None
+        return (_rebuild_scanner, ([(s.path, s.entry.index) for s in self._sources], kwargs))
 
     def _with_batch_size(self, batch_size: int) -> "Scanner":
         if isinstance(batch_size, bool) or int(batch_size) <= 0:
@@ -452,6 +496,63 @@ class Scanner:
         files = len(self._sources)
         return (f"Scanner({self._sources[0].path!r}{f' +{files - 1} files' if files > 1 else ''}, "
                 f"columns={self._projection}, kernel={bool(self._kernel)}, residual={self._residual is not None})")
+
+
+def _rebuild_scanner(sources: list, kwargs: dict) -> Scanner:
+    """Unpickle a `Scanner`: reopen each (path, HDU) here and plan the scan again."""
+    return Scanner([TableSource.open(path, hdu) for path, hdu in sources], **kwargs)
+
+
+class TorchBatches:
+    """The rows of a `Scanner` as tensor batches (see `Scanner.to_torch_batches`).
+
+    In a DataLoader worker, batch ``i`` belongs to worker ``i % num_workers``: every batch is
+    delivered once, and a worker skips the others' chunks before decoding them.
+    """
+
+    def __init__(self, scanner: Scanner, *, dtype: Any, stack: bool, device: str) -> None:
+        self.scanner, self.dtype, self.stack, self.device = scanner, dtype, stack, device
+        if stack:
+            specs = select_columns(scanner._sources[0].specs, scanner._projection)
+            bad = [s.name for s in specs if s.code not in "BIJKEDFL" or s.repeat != 1 or s.is_vla]
+            if bad:
+                raise TypeError(f"columns {bad} are not numeric scalars and cannot be stacked into "
+                                "(N, F) features: leave them out of columns= or use stack=False")
+
+    def __iter__(self) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from .._torch_adapter import require_torch, torch_dtype, worker_slot
+        from .arrow_numpy import numpy_to_torch, table_to_numpy
+
+        torch = require_torch()
+        worker, workers = worker_slot()
+        counter = iter(range(1 << 62))
+        mine = None if workers == 1 else (lambda: next(counter) % workers == worker)
+        tdt = torch_dtype(self.dtype)
+        names = self.scanner._projection
+        for k, src in enumerate(self.scanner._sources):
+            for batch in self.scanner._batches_of(k, src, mine):
+                cols = table_to_numpy(pa.Table.from_batches([batch]))
+                if not self.stack:
+                    yield numpy_to_torch(cols, device=self.device, dtype=tdt, exclusive=True)
+                    continue
+                for name in names:
+                    if isinstance(cols[name], np.ma.MaskedArray):
+                        raise TypeError(f"column {name!r} has nulls, which tensors cannot hold: "
+                                        f"filter them (where='{name} IS NOT NULL')")
+                feats = np.empty((batch.num_rows, len(names)), np.dtype("float32") if tdt is None
+                                 else np.dtype(str(tdt).rpartition(".")[2].replace("bfloat16", "float32")))
+                for j, name in enumerate(names):
+                    feats[:, j] = cols[name]
+                t = torch.from_numpy(feats)
+                if tdt is not None and t.dtype != tdt:
+                    t = t.to(tdt)
+                yield t if self.device == "cpu" else t.to(self.device)
+
+    def __repr__(self) -> str:
+        form = "stacked (N, F)" if self.stack else "dict"
+        return f"TorchBatches({self.scanner!r}, {form})"
 
 
 def scan(source: Any, hdu: Any = 1, *, columns: Any = None, where: Optional[str] = None,

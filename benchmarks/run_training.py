@@ -1,0 +1,270 @@
+"""Training-loader benchmark: one epoch through torchfits.data against plain loops over fitsio
+and astropy (same batches, same process) and torchfits 1.2.3's torchfits.data (its own venv,
+benchmarks/.venv-tf123, see setup_incumbent.sh).
+
+Scenarios (num_workers=0 unless stated):
+  images   N files of 64x64 float32 → FitsImageDataset + make_loader(batch_size=64)
+  cutouts  M random 64x64 cutouts of one 4096² float32 image → FitsCutoutDataset +
+           make_loader(batch_size=256)
+  table    the 2M-row catalog, 4 float32 columns → FitsTableIterableDataset(as_batches=True,
+           batch_size=65536)
+  workers  the images scenario with num_workers=2 (images/s)
+
+Every case also returns the float64 sum of everything it delivered; the runner refuses a case
+whose sum differs from the fitsio anchor's. Times are best of --repeat epochs, cases interleaved.
+
+Usage: python benchmarks/run_training.py [--files 2000] [--cutouts 5000] [--repeat 3]
+       [--no-incumbent] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import generate  # noqa: E402
+
+INCUMBENT = HERE / ".venv-tf123" / "bin" / "python"
+COLUMNS = ["mag_g", "mag_r", "mag_i", "mag_z"]
+
+
+def make_stamps(n: int) -> list[str]:
+    folder = generate.DATA_DIR / f"stamps_{n}"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [str(folder / f"s{i:05d}.fits") for i in range(n)]
+    if not all(os.path.exists(p) for p in paths):
+        import fitsio
+
+        rng = np.random.default_rng(11)
+        for p in paths:
+            fitsio.write(p, rng.normal(100, 5, (64, 64)).astype(np.float32), clobber=True)
+    return paths
+
+
+def boxes(n: int, size: int = 4096, stamp: int = 64) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(5)
+    return [(int(x), int(y)) for x, y in rng.integers(0, size - stamp, (n, 2))]
+
+
+def rounds(group: dict, repeat: int) -> dict:
+    """Best of ``repeat`` epochs per case, the cases interleaved round by round (after one
+    untimed warm-up epoch each: imports, first opens, page cache)."""
+    totals = {name: fn() for name, fn in group.items()}
+    times: dict = {name: [] for name in group}
+    for _ in range(repeat):
+        for name, fn in group.items():
+            t0 = time.perf_counter()
+            totals[name] = fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: {"best_s": min(times[name]), "sum": totals[name]} for name in group}
+
+
+# -- in-process cases --------------------------------------------------------------------------
+def cases(paths: list[str], big: str, cat: str, corners: list) -> dict:
+    import fitsio
+    import torch
+    from astropy.io import fits
+
+    import torchfits.data as td
+
+    def batched(items, n):
+        for a in range(0, len(items), n):
+            yield items[a:a + n]
+
+    def tf_images(workers: int = 0):
+        total = 0.0
+        loader = td.make_loader(td.FitsImageDataset(paths), batch_size=64, num_workers=workers)
+        for x, _ in loader:
+            total += float(x.double().sum())
+        return total
+
+    def fitsio_images():
+        total = 0.0
+        for chunk in batched(paths, 64):
+            x = torch.stack([torch.from_numpy(fitsio.read(p)[None]) for p in chunk])
+            total += float(x.double().sum())
+        return total
+
+    def astropy_images():
+        total = 0.0
+        for chunk in batched(paths, 64):
+            x = torch.stack([torch.from_numpy(fits.getdata(p, memmap=False).astype("<f4")[None])
+                             for p in chunk])
+            total += float(x.double().sum())
+        return total
+
+    specs = [(big, 0, x, y, 64) for x, y in corners]
+
+    def tf_cutouts():
+        total = 0.0
+        for x in td.make_loader(td.FitsCutoutDataset(specs), batch_size=256, shuffle=False):
+            total += float(x.double().sum())
+        return total
+
+    def fitsio_cutouts():
+        total = 0.0
+        with fitsio.FITS(big) as f:
+            hdu = f[0]
+            for chunk in batched(corners, 256):
+                x = torch.stack([torch.from_numpy(hdu[y:y + 64, x:x + 64][None]) for x, y in chunk])
+                total += float(x.double().sum())
+        return total
+
+    def astropy_cutouts():
+        total = 0.0
+        with fits.open(big, memmap=True) as hdul:
+            data = hdul[0].data
+            for chunk in batched(corners, 256):
+                x = torch.stack([torch.from_numpy(data[y:y + 64, x:x + 64].astype("<f4")[None])
+                                 for x, y in chunk])
+                total += float(x.double().sum())
+        return total
+
+    def tf_table():
+        total = 0.0
+        for b in td.FitsTableIterableDataset(cat, columns=COLUMNS, batch_size=65536, as_batches=True):
+            total += sum(float(b[c].double().sum()) for c in COLUMNS)
+        return total
+
+    def fitsio_table():
+        total = 0.0
+        with fitsio.FITS(cat) as f:
+            hdu = f[1]
+            n = hdu.get_nrows()
+            for a in range(0, n, 65536):
+                rows = hdu.read(columns=COLUMNS, rows=np.arange(a, min(a + 65536, n)))
+                b = {c: torch.from_numpy(np.ascontiguousarray(rows[c]).astype("=f4")) for c in COLUMNS}
+                total += sum(float(b[c].double().sum()) for c in COLUMNS)
+        return total
+
+    def astropy_table():
+        total = 0.0
+        with fits.open(cat, memmap=True) as hdul:
+            data = hdul[1].data
+            for a in range(0, len(data), 65536):
+                part = data[a:a + 65536]
+                b = {c: torch.from_numpy(np.asarray(part[c], dtype="<f4")) for c in COLUMNS}
+                total += sum(float(b[c].double().sum()) for c in COLUMNS)
+        return total
+
+    return {
+        "images": {"torchfits": tf_images, "fitsio loop": fitsio_images, "astropy loop": astropy_images},
+        "cutouts": {"torchfits": tf_cutouts, "fitsio loop": fitsio_cutouts, "astropy loop": astropy_cutouts},
+        "table": {"torchfits": tf_table, "fitsio loop": fitsio_table, "astropy loop": astropy_table},
+        "workers": {"torchfits": lambda: tf_images(2)},
+    }
+
+
+# -- torchfits 1.2.3 -----------------------------------------------------------------------------
+INCUMBENT_CODE = r'''
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+import torch, torchfits, torchfits.data as td
+job = json.loads(sys.stdin.read())
+paths, big, cat, corners, cols, repeat = (job[k] for k in ("paths", "big", "cat", "corners", "cols", "repeat"))
+def images(workers=0):
+    total = 0.0
+    for x, _ in td.make_loader(td.FitsImageDataset(paths), batch_size=64, num_workers=workers):
+        total += float(x.double().sum())
+    return total
+def cutouts():
+    total = 0.0
+    ds = td.FitsCutoutDataset([(big, 0, x, y, 64) for x, y in corners])
+    for x in td.make_loader(ds, batch_size=256, shuffle=False):
+        total += float(x.double().sum())
+    return total
+def table():
+    total = 0.0
+    for b in td.FitsTableIterableDataset(cat, columns=cols, batch_size=65536, as_batches=True):
+        total += sum(float(b[c].double().sum()) for c in cols)
+    return total
+out = {"version": torchfits.__version__}
+for name, fn in (("images", images), ("cutouts", cutouts), ("table", table), ("workers", lambda: images(2))):
+    try:
+        fn()
+        times, total = [], None
+        for _ in range(repeat):
+            t0 = time.perf_counter(); total = fn(); times.append(time.perf_counter() - t0)
+        out[name] = {"best_s": min(times), "sum": total}
+    except Exception as exc:
+        out[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+print(json.dumps(out))
+'''
+
+
+def run_incumbent(job: dict) -> dict:
+    if not INCUMBENT.exists():
+        return {"error": "benchmarks/.venv-tf123 missing (run benchmarks/setup_incumbent.sh)"}
+    proc = subprocess.run([str(INCUMBENT), "-I", "-c", INCUMBENT_CODE], input=json.dumps(job),
+                          capture_output=True, text=True, timeout=3600, cwd="/")
+    if proc.returncode:
+        return {"error": proc.stderr[-500:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--cutouts", type=int, default=5000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-incumbent", action="store_true")
+    ap.add_argument("--json", type=str, default=None)
+    args = ap.parse_args()
+    paths = make_stamps(args.files)
+    big = str(generate.ensure("image_f32", verbose=False))
+    cat = str(generate.ensure("catalog_2m", verbose=False))
+    corners = boxes(args.cutouts)
+    job = {"paths": paths, "big": big, "cat": cat, "corners": corners, "cols": COLUMNS,
+           "repeat": max(1, args.repeat // 2)}
+    # 1.2.3 runs in its own process before and after the in-process rounds (pooled best), so
+    # load drift on a shared machine does not favour whichever ran last.
+    before = {} if args.no_incumbent else run_incumbent(job)
+    results: dict = {}
+    for scenario, group in cases(paths, big, cat, corners).items():
+        results[scenario] = rounds(group, args.repeat)
+        for name, r in results[scenario].items():
+            print(f"{scenario:8s} {name:14s} {r['best_s']:8.3f} s", file=sys.stderr)
+    after = {} if args.no_incumbent else run_incumbent(job)
+    for inc in (before, after):
+        if "error" in inc:
+            print("incumbent:", inc["error"], file=sys.stderr)
+        for scenario in results:
+            r = inc.get(scenario)
+            if r is None:
+                continue
+            have = results[scenario].get("torchfits 1.2.3")
+            if have is None or ("best_s" in r and r["best_s"] < have.get("best_s", float("inf"))):
+                results[scenario]["torchfits 1.2.3"] = r
+    units = {"images": args.files, "cutouts": args.cutouts, "table": 2_000_000, "workers": args.files}
+    unit_name = {"images": "images/s", "cutouts": "cutouts/s", "table": "rows/s", "workers": "images/s"}
+    print(f"| scenario | case | best of {args.repeat} (s) | {'throughput'} | anchor time / torchfits time |")
+    print("|---|---|---|---|---|")
+    for scenario, group in results.items():
+        ref = group.get("fitsio loop", group["torchfits"])["sum"]
+        tf = group["torchfits"]["best_s"]
+        for name, r in group.items():
+            if "error" in r:
+                print(f"| {scenario} | {name} | failed: {r['error'][:80]} | | |")
+                continue
+            ok = abs(r["sum"] - ref) <= 1e-6 * max(1.0, abs(ref))
+            rate = units[scenario] / r["best_s"]
+            ratio = "" if name == "torchfits" else f"{r['best_s'] / tf:.1f}x"
+            mark = "" if ok else " (sum differs: not comparable)"
+            print(f"| {scenario} | {name} | {r['best_s']:.3f}{mark} | {rate:,.0f} {unit_name[scenario]} | {ratio} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,221 @@
+"""Cutouts: a map-style dataset of explicit boxes and an iterable one of random stamps per
+mosaic. Each worker keeps one open cutout reader per file (the C reader over the file map)."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+from .._torch_adapter import torch_dtype, validate_device
+from ..fits.paths import fspath
+from .images import _check_hdu, _ImagePayloads, resolve_paths
+from .readers import cutout_reader, image_reader, read_pixels, validity_mask
+from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
+
+__all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
+
+CutoutSpec = tuple[str, int, int, int, int, int]
+_SPEC_ERROR = "cutout must be (path, hdu, x, y, size) or (path, hdu, x1, y1, x2, y2)"
+
+
+def _parse_spec(spec: Any) -> tuple[str, Any, tuple[int, int, int, int]]:
+    if not isinstance(spec, (tuple, list)) or len(spec) not in (5, 6):
+        raise ValueError(_SPEC_ERROR)
+    path, hdu = fspath(spec[0]), spec[1]
+    _check_hdu(hdu)
+    try:
+        nums = [int(v) for v in spec[2:]]
+    except (TypeError, ValueError):
+        raise ValueError(f"{_SPEC_ERROR}; got {tuple(spec)!r}") from None
+    if len(nums) == 3:
+        x, y, size = nums
+        if size <= 0:
+            raise ValueError(f"cutout size must be positive, got {size}")
+        return path, hdu, (x, y, x + size, y + size)
+    return path, hdu, (nums[0], nums[1], nums[2], nums[3])
+
+
+class FitsCutoutDataset(torch.utils.data.Dataset):
+    """One cutout per spec: ``(path, hdu, x, y, size)`` (top-left corner, square box
+    ``[x, x+size) × [y, y+size)``) or ``(path, hdu, x1, y1, x2, y2)``; boxes are clamped at the
+    image edges. Items are the cutout tensor alone (``(1, h, w)`` with ``add_channel_dim``).
+
+    Parameters
+    ----------
+    cutouts : sequence of specs
+    transform : callable, optional
+    device : str
+    add_channel_dim : bool
+    dtype : torch or NumPy dtype, optional
+        The tensor type (``torch.bfloat16``/``torch.float16`` included).
+    scale_on_device : bool
+        Ship the raw bytes of each box to ``device`` and decode there (uncompressed images).
+    """
+
+    def __init__(self, cutouts: Any, transform: Optional[Callable] = None, device: Any = "cpu",
+                 add_channel_dim: bool = True, *, dtype: Any = None,
+                 scale_on_device: bool = False) -> None:
+        self._specs = [_parse_spec(s) for s in cutouts]
+        self.files = list(dict.fromkeys(p for p, _, _ in self._specs))
+        if transform is not None and not callable(transform):
+            raise TypeError("transform must be callable")
+        self.transform = transform
+        self.device = validate_device(device)
+        self.add_channel_dim = bool(add_channel_dim)
+        torch_dtype(dtype)
+        self.dtype, self.scale_on_device = dtype, bool(scale_on_device)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def _position(self, i: Any) -> int:
+        n = len(self._specs)
+        if isinstance(i, bool) or not hasattr(i, "__index__"):
+            raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
+        i = int(i)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for {n} cutouts")
+        return i % n
+
+    def __getitems__(self, indices: list) -> list:
+        """A DataLoader batch: each file's reader is looked up (and its version checked) once
+        per batch instead of once per cutout."""
+        if self.scale_on_device or self.dtype is not None:
+            return [self[i] for i in indices]
+        readers: dict = {}
+        out = []
+        for i in indices:
+            path, hdu, box = self._specs[self._position(i)]
+            reader = readers.get((path, hdu), False)
+            if reader is False:
+                reader = readers[(path, hdu)] = cutout_reader(path, hdu)
+            if reader is None:
+                out.append(self[i])
+                continue
+            t = torch.from_numpy(reader.cutout(*box))
+            if self.device != "cpu":
+                t = t.to(self.device, non_blocking=True)
+            if self.add_channel_dim and t.dim() == 2:
+                t = t.unsqueeze(0)
+            out.append(self.transform(t) if self.transform is not None else t)
+        return out
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        path, hdu, box = self._specs[self._position(i)]
+        t = read_pixels(path, hdu, dtype=self.dtype, device=self.device, box=box,
+                        scale_on_device=self.scale_on_device)
+        if self.add_channel_dim and t.dim() == 2:
+            t = t.unsqueeze(0)
+        return self.transform(t) if self.transform is not None else t
+
+    def __repr__(self) -> str:
+        return f"FitsCutoutDataset(n={len(self._specs)}, files={len(self.files)}, device={self.device!r})"
+
+
+class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.data.IterableDataset):
+    """``cutouts_per_file`` random stamps from each mosaic, streamed.
+
+    Files are sharded like `FitsTensorIterableDataset` (``shuffle_files`` permutes each worker's
+    block per epoch). Stamps are ``cutout_size`` (int or ``(H, W)``) boxes drawn uniformly inside
+    the image with a generator fixed by ``(seed, epoch, rank, worker, file)``, or chosen by
+    ``cutout_generator(height, width, ch, cw) -> (x1, y1, x2, y2)``. Payloads follow
+    `FitsTensorDataset` (companions cut with the same box). Remote mosaics would be staged into
+    ``staging_dir`` (``$SLURM_TMPDIR``/``$TMPDIR``), deleted after use when ``cleanup``; local
+    files are read in place.
+    """
+
+    def __init__(self, paths: Any, cutouts_per_file: int = 100, cutout_size: Any = 128,
+                 hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None, *,
+                 staging_dir: Any = None, cleanup: bool = True,
+                 cutout_generator: Optional[Callable] = None, transform: Optional[Callable] = None,
+                 device: Any = "cpu", add_channel_dim: bool = True, shuffle_files: bool = False,
+                 shuffle_buffer_size: Optional[int] = None, seed: int = 0,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 mask_is_dq: bool = False, bad_bits: Any = None, dtype: Any = None,
+                 scale_on_device: bool = False) -> None:
+        if isinstance(hdu, (list, tuple)):
+            raise ValueError("staged cutouts read one flux HDU per file")
+        self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, True, add_channel_dim,
+                    None, mask_is_dq, bad_bits, dtype, scale_on_device)
+        if isinstance(cutouts_per_file, bool) or not isinstance(cutouts_per_file, int) \
+                or cutouts_per_file <= 0:
+            raise ValueError("cutouts_per_file must be a positive integer")
+        size = (cutout_size, cutout_size) if isinstance(cutout_size, int) else tuple(cutout_size)
+        if len(size) != 2 or any(isinstance(s, bool) or int(s) <= 0 for s in size):
+            raise ValueError("cutout_size must be a positive int or an (H, W) pair")
+        if cutout_generator is not None and not callable(cutout_generator):
+            raise TypeError("cutout_generator must be callable")
+        self.cutouts_per_file, self.cutout_size = cutouts_per_file, (int(size[0]), int(size[1]))
+        self.staging_dir = None if staging_dir is None else fspath(staging_dir)
+        self.cleanup, self.cutout_generator = bool(cleanup), cutout_generator
+        self.shuffle_files, self.shuffle_buffer_size = bool(shuffle_files), shuffle_buffer_size
+        self.seed = int(seed)
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.epoch = 0
+
+    def _staging_root(self) -> str:
+        return self.staging_dir or os.environ.get("SLURM_TMPDIR") or os.environ.get("TMPDIR") \
+            or tempfile.gettempdir()
+
+    def _stage(self, path: str) -> tuple[str, bool]:
+        """A local path for ``path`` and whether it is a staged copy to clean up."""
+        if "://" not in path:
+            return path, False
+        raise NotImplementedError(f"remote mosaics are not supported yet: {path} (stage it to "
+                                  f"{self._staging_root()} yourself and pass the local path)")
+
+    def _stamps(self, path: str, file_index: int, epoch: int) -> Iterator[Any]:
+        h, w = image_reader(path, self.hdu).shape[-2:]
+        ch, cw = self.cutout_size
+        rng = epoch_rng(self.seed, epoch, self.rank, file_index)
+        for _ in range(self.cutouts_per_file):
+            if self.cutout_generator is not None:
+                box = tuple(int(v) for v in self.cutout_generator(h, w, ch, cw))
+                if len(box) != 4:
+                    raise ValueError("cutout_generator must return (x1, y1, x2, y2)")
+            else:
+                x1 = int(rng.integers(0, max(w - cw, 0) + 1))
+                y1 = int(rng.integers(0, max(h - ch, 0) + 1))
+                box = (x1, y1, x1 + cw, y1 + ch)
+            yield self._finish(self._cut(path, box))
+
+    def _cut(self, path: str, box: tuple) -> Any:
+        def read(hdu: Any, dtype: Any) -> torch.Tensor:
+            return read_pixels(path, hdu, dtype=dtype, device=self.device, box=box,
+                               scale_on_device=self.scale_on_device)
+
+        flux = read(self.hdu, self.dtype)
+        if self.ivar_hdus is None and self.mask_hdus is None:
+            return self._channel(flux)
+        out = {"flux": flux}
+        if self.ivar_hdus is not None:
+            out["ivar"] = read(self.ivar_hdus[0], self.dtype)
+        if self.mask_hdus is not None:
+            out["mask"] = validity_mask(read(self.mask_hdus[0], None), is_dq=self.mask_is_dq,
+                                        bad_bits=self.bad_bits)
+        for key in ("ivar", "mask"):
+            if key in out and tuple(out[key].shape) != tuple(flux.shape):
+                raise ValueError(f"{path}: {key} cutout has shape {tuple(out[key].shape)} but the "
+                                 f"flux cutout has shape {tuple(flux.shape)}")
+        return {k: self._channel(v) for k, v in out.items()}
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self._next_epoch()
+        order = file_shard(len(self.files), self.rank, self.world_size)
+        rng = epoch_rng(self.seed, epoch, self.rank)
+        if self.shuffle_files:
+            order = [order[k] for k in rng.permutation(len(order))]
+
+        def stream() -> Iterator[Any]:
+            for i in order:
+                local, staged = self._stage(self.files[i])
+                try:
+                    yield from self._stamps(local, i, epoch)
+                finally:
+                    if staged and self.cleanup:
+                        shutil.rmtree(local, ignore_errors=True)
+
+        return reservoir(stream(), self.shuffle_buffer_size, rng)

@@ -1,0 +1,381 @@
+"""Image, cube and generic tensor datasets (map-style and iterable) over FITS files.
+
+Each item is read through a per-process open-once `Image` (the HDU index is cached per file
+version); datasets pickle as their arguments, so DataLoader workers (fork or spawn) reopen the
+files themselves.
+"""
+from __future__ import annotations
+
+import glob as _glob
+import os
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import torch
+
+from .._torch_adapter import torch_dtype, validate_device
+from ..errors import KeywordNotFoundError
+from ..fits.hdu_index import get_index
+from ..fits.paths import fspath
+from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
+from .readers import read_pixels, validity_mask
+from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
+
+__all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
+           "FitsImageIterableDataset", "FitsCubeDataset", "FitsCubeIterableDataset"]
+
+
+def resolve_paths(paths: Any) -> list[str]:
+    """A path, glob pattern or list of them → file list. A string pattern is expanded and sorted;
+    a pattern matching nothing stays a literal path (reading it then fails)."""
+    if isinstance(paths, (str, os.PathLike)):
+        items = [paths]
+    else:
+        try:
+            items = list(paths)
+        except TypeError:
+            raise TypeError(f"paths must be a path, a glob pattern or a list of paths, not "
+                            f"{type(paths).__name__}") from None
+    if not items:
+        raise ValueError("paths must be non-empty")
+    out: list[str] = []
+    for item in items:
+        text = fspath(item)
+        if any(ch in text for ch in "*?[") and not os.path.exists(text):
+            found = sorted(_glob.glob(text))
+            out += found if found else [text]
+        else:
+            out.append(text)
+    return out
+
+
+def _hdu_list(hdu: Any) -> list[Any]:
+    if isinstance(hdu, (list, tuple)):
+        if not hdu:
+            raise ValueError("hdu must be an index, an EXTNAME or a non-empty list of them")
+        return list(hdu)
+    return [hdu]
+
+
+def _check_hdu(hdu: Any) -> None:
+    if isinstance(hdu, bool) or not isinstance(hdu, (int, str)):
+        raise ValueError(f"hdu must be an integer index or an EXTNAME, not {hdu!r}")
+    if isinstance(hdu, int) and hdu < 0:
+        raise ValueError(f"hdu must be a non-negative integer, got {hdu}")
+
+
+def _companions(spec: Any, n_flux: int, what: str) -> Optional[list[Any]]:
+    if spec is None:
+        return None
+    hdus = _hdu_list(spec)
+    if len(hdus) not in (1, n_flux):
+        raise ValueError(f"{what} must be one HDU or one per flux HDU ({n_flux}), got {len(hdus)}")
+    for h in hdus:
+        _check_hdu(h)
+    return hdus
+
+
+class _ImagePayloads:
+    """What every image dataset shares: argument checks and building one file's payload."""
+
+    _lead: tuple = ()
+    _default_channel_dim = False
+
+    def _setup(self, paths: Any, hdu: Any, ivar_hdu: Any, mask_hdu: Any, transform: Any,
+               device: Any, mmap: Any, add_channel_dim: bool, cache_dir: Any, mask_is_dq: bool,
+               bad_bits: Any, dtype: Any, scale_on_device: bool) -> None:
+        self.files = resolve_paths(paths)
+        self.hdu = hdu
+        self.hdus = _hdu_list(hdu)
+        for h in self.hdus:
+            _check_hdu(h)
+        self.ivar_hdus = _companions(ivar_hdu, len(self.hdus), "ivar_hdu")
+        self.mask_hdus = _companions(mask_hdu, len(self.hdus), "mask_hdu")
+        self.ivar_hdu, self.mask_hdu = ivar_hdu, mask_hdu
+        if transform is not None and not callable(transform):
+            raise TypeError("transform must be callable")
+        self.transform = transform
+        self.device = validate_device(device)
+        if not (isinstance(mmap, bool) or (isinstance(mmap, str) and mmap.lower() == "auto")):
+            raise ValueError("mmap must be bool or 'auto'")
+        self.mmap = mmap
+        self.add_channel_dim = bool(add_channel_dim)
+        if cache_dir is not None:
+            cache_dir = fspath(cache_dir)
+        self.cache_dir = cache_dir
+        self.mask_is_dq = bool(mask_is_dq)
+        self.bad_bits = bad_bits
+        torch_dtype(dtype)  # a bad dtype fails here, not in a worker
+        self.dtype = dtype
+        self.scale_on_device = bool(scale_on_device)
+
+    # -- reading -----------------------------------------------------------------------------------
+    def _read(self, path: str, hdu: Any, dtype: Any) -> torch.Tensor:
+        return read_pixels(path, hdu, dtype=dtype, device=self.device, lead=self._lead,
+                           scale_on_device=self.scale_on_device)
+
+    def _stack(self, path: str, hdus: list[Any], dtype: Any) -> torch.Tensor:
+        parts = [self._read(path, h, dtype) for h in hdus]
+        if len(parts) == 1:
+            return parts[0]
+        shapes = {tuple(p.shape) for p in parts}
+        if len(shapes) > 1:
+            raise ValueError(f"{path}: HDUs {hdus} have different shapes {sorted(shapes)}; "
+                             "stacked HDUs must match")
+        return torch.stack(parts)
+
+    def _payload(self, path: str) -> Any:
+        if self.mask_hdus is None and self.ivar_hdus is None:
+            flux = self._stack(path, self.hdus, self.dtype)
+            return self._channel(flux)
+        flux = self._stack(path, self.hdus, self.dtype)
+        out = {"flux": flux}
+        if self.ivar_hdus is not None:
+            ivar = self._companion(path, self.ivar_hdus, self.dtype)
+            self._check_shape(path, flux, ivar, "ivar", self.ivar_hdus)
+            out["ivar"] = ivar
+        if self.mask_hdus is not None:
+            raw = self._companion(path, self.mask_hdus, None)
+            self._check_shape(path, flux, raw, "mask", self.mask_hdus)
+            out["mask"] = validity_mask(raw, is_dq=self.mask_is_dq, bad_bits=self.bad_bits)
+        return {k: self._channel(v) for k, v in out.items()}
+
+    def _companion(self, path: str, hdus: list[Any], dtype: Any) -> torch.Tensor:
+        if len(hdus) == 1 and len(self.hdus) > 1:
+            one = self._read(path, hdus[0], dtype)  # one shared companion for every flux HDU
+            return one.expand((len(self.hdus),) + tuple(one.shape)).clone()
+        return self._stack(path, hdus, dtype)
+
+    def _check_shape(self, path: str, flux: torch.Tensor, comp: torch.Tensor, kind: str,
+                     hdus: list[Any]) -> None:
+        if tuple(comp.shape) != tuple(flux.shape):
+            raise ValueError(f"{path}: {kind} HDU {hdus if len(hdus) > 1 else hdus[0]!r} has shape "
+                             f"{tuple(comp.shape)} but the flux has shape {tuple(flux.shape)}")
+
+    def _channel(self, t: torch.Tensor) -> torch.Tensor:
+        return t.unsqueeze(0) if self.add_channel_dim and t.dim() == 2 else t
+
+    def _finish(self, payload: Any) -> Any:
+        return self.transform(payload) if self.transform is not None else payload
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={len(self.files)}, hdu={self.hdu!r}, device={self.device!r})"
+
+
+def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: Any) -> Any:
+    if labels is not None:
+        labels = list(labels)
+        if len(labels) != len(files):
+            raise ValueError(f"labels length {len(labels)} != files length {len(files)}")
+        return torch.as_tensor([int(v) for v in labels], dtype=torch.int64)
+    if label_key is not None:
+        values = []
+        for path in files:
+            index = get_index(path)
+            header = index.header_view(index.resolve(hdu))
+            if label_key not in header:
+                raise KeywordNotFoundError(f"{path}: HDU {hdu!r} has no keyword {label_key!r} "
+                                           "(label_key)")
+            values.append(int(header[label_key]))
+        return torch.as_tensor(values, dtype=torch.int64)
+    return None
+
+
+class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
+    """One item per file: ``(payload, label)``.
+
+    The payload is the HDU's tensor (several HDUs stacked on a new dim 0), or
+    ``{"flux", "ivar", "mask"}`` when companions are given (``mask``: bool, True = valid).
+    The label is a 0-d int64 tensor: ``labels[i]``, else ``int(header[label_key])`` read at
+    construction, else 0.
+
+    Parameters
+    ----------
+    paths : str, os.PathLike, glob pattern or list of them
+    hdu : int, str or list of them
+    ivar_hdu, mask_hdu : int, str or list, optional
+        Companions: one shared HDU or one per flux HDU; shapes must match the flux.
+    label_key : str, optional
+    labels : sequence of int, optional
+    transform : callable, optional
+        Called with the payload.
+    device : str
+    mmap : bool or "auto"
+        Accepted for compatibility (reads always go through the file map).
+    add_channel_dim : bool
+        Prepend ``C=1`` to 2-D flux and companions.
+    cache_dir : str, optional
+        Accepted for compatibility (remote prefetch; local files are read in place).
+    mask_is_dq : bool
+        Decode masks as data-quality bitfields (0 = good).
+    bad_bits : int or sequence of int, optional
+        With ``mask_is_dq``: the fatal bit positions (default: any bit set is bad).
+    dtype : torch or NumPy dtype, optional
+        Flux and ivar type (``torch.bfloat16`` and ``torch.float16`` included).
+    scale_on_device : bool
+        Copy raw big-endian bytes to ``device`` and swap/scale there (uncompressed images).
+    """
+
+    def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
+                 label_key: Optional[str] = None, labels: Any = None,
+                 transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
+                 add_channel_dim: bool = False, cache_dir: Any = None, *, mask_is_dq: bool = False,
+                 bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False) -> None:
+        self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, mmap, add_channel_dim,
+                    cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device)
+        self.label_key = label_key
+        self.labels = _labels_from(self.files, self.hdus[0], label_key, labels)
+        self._label_values = self.labels if self.labels is not None else \
+            torch.zeros(len(self.files), dtype=torch.int64)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> tuple[Any, torch.Tensor]:
+        n = len(self.files)
+        if isinstance(i, bool) or not hasattr(i, "__index__"):
+            raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
+        i = int(i)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for a dataset of {n} files")
+        i %= n
+        payload = self._finish(self._payload(self.files[i]))
+        return payload, self._label_values[i].clone()
+
+
+class FitsImageDataset(FitsTensorDataset):
+    """2-D images as ``(C, H, W)`` (channel dim on by default); see `FitsTensorDataset`."""
+
+    def __init__(self, paths: Any, hdu: Any = 0, *, add_channel_dim: bool = True, **kw: Any) -> None:
+        super().__init__(paths, hdu, add_channel_dim=add_channel_dim, **kw)
+
+    @classmethod
+    def from_bands(cls, paths: Any, bands: Optional[Sequence[str]] = None, *,
+                   ivar_suffixes: Sequence[str] = IVAR_SUFFIXES,
+                   mask_suffixes: Sequence[str] = MASK_SUFFIXES, mask_is_dq: Optional[bool] = None,
+                   bad_bits: Any = None, **kw: Any) -> "FitsImageDataset":
+        """Bands by EXTNAME (``"G"``, ``"R"``...), stacked as channels, with ``<band>_IVAR`` and
+        ``<band>_MASK``/``<band>_DQ`` companions attached when every band has one (``_DQ``
+        companions decode as bitfields unless ``mask_is_dq=False``). ``bands=None`` takes every
+        extension that is not a companion."""
+        files = resolve_paths(paths)
+        infos = discover_bands(files[0])
+        available = [b.name for b in infos]
+        if bands is None:
+            selected = [b.name for b in infos if b.role == "flux"] or available
+        else:
+            selected = list(bands)
+            missing = [b for b in selected if b not in available]
+            if missing:
+                raise ValueError(f"bands not found in {files[0]!r}: {missing}; available: {available}")
+        if not selected:
+            raise ValueError(f"no image bands found in {files[0]!r}")
+
+        def companion(band: str, suffixes: Sequence[str]) -> Optional[tuple[str, str]]:
+            return next(((band + s, s) for s in suffixes if band + s in available), None)
+
+        ivar = [companion(b, ivar_suffixes) for b in selected]
+        mask = [companion(b, mask_suffixes) for b in selected]
+        ivar_hdu = [h[0] for h in ivar if h] if all(ivar) else None
+        mask_hdu = None
+        detected = False
+        if all(mask):
+            kinds = {h[1] in DQ_SUFFIXES for h in mask if h}
+            if len(kinds) > 1:
+                raise ValueError("mask companions mix DQ bitfields and plain masks across bands; "
+                                 "give mask_hdu= and mask_is_dq= explicitly")
+            detected = kinds.pop()
+            mask_hdu = [h[0] for h in mask if h]
+        return cls(files, selected, ivar_hdu=ivar_hdu, mask_hdu=mask_hdu,
+                   mask_is_dq=detected if mask_is_dq is None else mask_is_dq, bad_bits=bad_bits,
+                   **kw)
+
+    def band_zeropoints(self) -> dict[str, Optional[float]]:
+        """``{band: zeropoint}`` of the flux HDUs (from the first file's headers)."""
+        names = {h.upper() for h in self.hdus if isinstance(h, str)}
+        indices = {h for h in self.hdus if isinstance(h, int)}
+        return {b.name: b.zeropoint for b in discover_bands(self.files[0])
+                if b.name.upper() in names or b.index in indices}
+
+
+def _cube_lead(slice_index: Optional[int], spectral_slice: Any) -> tuple:
+    if slice_index is not None and spectral_slice is not None:
+        raise ValueError("give slice_index or spectral_slice, not both")
+    if slice_index is not None:
+        if isinstance(slice_index, bool) or not isinstance(slice_index, int):
+            raise ValueError("slice_index must be an integer")
+        return (slice_index,)
+    if spectral_slice is not None:
+        try:
+            a, b = spectral_slice
+        except (TypeError, ValueError):
+            raise ValueError("spectral_slice must be a (start, stop) pair") from None
+        return (slice(int(a), int(b)),)
+    return ()
+
+
+class FitsCubeDataset(FitsTensorDataset):
+    """Data cubes; ``slice_index`` picks one plane of the leading axis, ``spectral_slice=(a, b)``
+    keeps planes ``a..b-1``. Only the selected planes are decoded."""
+
+    def __init__(self, paths: Any, hdu: Any = 0, slice_index: Optional[int] = None,
+                 spectral_slice: Optional[tuple[int, int]] = None, *, add_channel_dim: bool = False,
+                 **kw: Any) -> None:
+        self._lead = _cube_lead(slice_index, spectral_slice)
+        self.slice_index, self.spectral_slice = slice_index, spectral_slice
+        super().__init__(paths, hdu, add_channel_dim=add_channel_dim, **kw)
+
+
+class FitsTensorIterableDataset(_ImagePayloads, EpochMixin, torch.utils.data.IterableDataset):
+    """Payloads streamed file by file (no label), sharded by rank then DataLoader worker.
+
+    Files go ``files[rank::world_size]``, then contiguous near-equal blocks per worker.
+    ``shuffle=True`` permutes each worker's block with an order fixed by
+    ``(seed, epoch, rank, worker)``; the epoch advances on every pass (see ``set_epoch``).
+    ``shuffle_buffer_size > 1`` adds a reservoir shuffle over the stream. Other arguments as in
+    `FitsTensorDataset`.
+    """
+
+    def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
+                 transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
+                 shuffle: bool = False, shuffle_buffer_size: Optional[int] = None, seed: int = 0,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 add_channel_dim: bool = False, cache_dir: Any = None, *, mask_is_dq: bool = False,
+                 bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False) -> None:
+        self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, mmap, add_channel_dim,
+                    cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device)
+        self.shuffle = bool(shuffle)
+        if shuffle_buffer_size is not None and (isinstance(shuffle_buffer_size, bool)
+                                                or int(shuffle_buffer_size) < 0):
+            raise ValueError("shuffle_buffer_size must be a non-negative integer or None")
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.seed = int(seed)
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self._next_epoch()
+        order = file_shard(len(self.files), self.rank, self.world_size)
+        rng = epoch_rng(self.seed, epoch, self.rank)
+        if self.shuffle:
+            order = [order[k] for k in rng.permutation(len(order))]
+        stream = (self._finish(self._payload(self.files[i])) for i in order)
+        return reservoir(stream, self.shuffle_buffer_size, rng)
+
+
+class FitsImageIterableDataset(FitsTensorIterableDataset):
+    """`FitsTensorIterableDataset` with the channel dim on (``(C, H, W)`` images)."""
+
+    def __init__(self, paths: Any, hdu: Any = 0, *, add_channel_dim: bool = True, **kw: Any) -> None:
+        super().__init__(paths, hdu, add_channel_dim=add_channel_dim, **kw)
+
+
+class FitsCubeIterableDataset(FitsTensorIterableDataset):
+    """`FitsTensorIterableDataset` over cubes, with ``slice_index``/``spectral_slice`` as in
+    `FitsCubeDataset`."""
+
+    def __init__(self, paths: Any, hdu: Any = 0, slice_index: Optional[int] = None,
+                 spectral_slice: Optional[tuple[int, int]] = None, *, add_channel_dim: bool = False,
+                 **kw: Any) -> None:
+        self._lead = _cube_lead(slice_index, spectral_slice)
+        self.slice_index, self.spectral_slice = slice_index, spectral_slice
+        super().__init__(paths, hdu, add_channel_dim=add_channel_dim, **kw)

@@ -1,0 +1,121 @@
+"""Batching: `fits_collate_fn` and `make_loader` (a DataLoader that advances dataset epochs and,
+given a CUDA device, pins host batches and copies them with ``non_blocking``)."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from .._torch_adapter import validate_device
+
+__all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader"]
+
+
+def _stack_values(values: list, name: str) -> Any:
+    first = values[0]
+    if isinstance(first, dict):
+        return {k: _stack_values([v[k] for v in values], f"{name}.{k}") for k in first}
+    if not all(torch.is_tensor(v) for v in values):
+        bad = next(type(v).__name__ for v in values if not torch.is_tensor(v))
+        raise ValueError(f"column {name!r} holds {bad} values, which fits_collate_fn cannot stack; "
+                         "pass a custom collate_fn to the DataLoader")
+    return torch.stack(values)
+
+
+def fits_collate_fn(batch: list) -> Any:
+    """Collate dataset items: tensors are stacked, dicts become dicts of stacks (nested dicts
+    too), ``(payload, label)`` pairs become ``(payloads, labels)``.
+
+    Raises
+    ------
+    ValueError
+        A dict value that is not a tensor (the message names the column).
+    TypeError
+        Items of another kind.
+    RuntimeError
+        Tensors of different shapes (from ``torch.stack``).
+    """
+    if not batch:
+        return []
+    first = batch[0]
+    if torch.is_tensor(first):
+        return torch.stack(batch)
+    if isinstance(first, dict):
+        return {k: _stack_values([item[k] for item in batch], k) for k in first}
+    if isinstance(first, tuple) and len(first) == 2 and torch.is_tensor(first[1]):
+        payloads = fits_collate_fn([item[0] for item in batch])
+        return payloads, torch.stack([item[1] for item in batch])
+    raise TypeError(f"fits_collate_fn cannot collate {type(first).__name__} items; pass a custom "
+                    "collate_fn")
+
+
+def _to_device(obj: Any, device: str) -> Any:
+    if torch.is_tensor(obj):
+        return obj.to(device, non_blocking=True)
+    if isinstance(obj, dict):
+        return {k: _to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_to_device(v, device) for v in obj)
+    return obj
+
+
+class FitsDataLoader(torch.utils.data.DataLoader):
+    """A ``DataLoader`` that sets the dataset's epoch before each pass (so worker copies
+    shuffle differently every epoch) and optionally moves batches to ``device``."""
+
+    def __init__(self, dataset: Any, *args: Any, device: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init__(dataset, *args, **kwargs)
+        self.target_device = device
+        self._epochs = 0
+
+    def __iter__(self) -> Any:
+        if self.num_workers > 0 and hasattr(self.dataset, "set_epoch") and not self.persistent_workers:
+            self.dataset.set_epoch(self._epochs)  # workers copy the dataset: tell them the epoch
+        self._epochs += 1
+        it = super().__iter__()
+        if self.target_device is None:
+            return it
+        return (_to_device(batch, self.target_device) for batch in it)
+
+
+def make_loader(dataset: Any, batch_size: Optional[int] = 32, shuffle: Optional[bool] = None,
+                num_workers: int = 0, pin_memory: bool = False, prefetch_factor: Optional[int] = 2,
+                drop_last: bool = False, *, optimize_cache: bool = True,
+                avg_file_size_mb: float = 10.0, device: Any = None,
+                **loader_kwargs: Any) -> torch.utils.data.DataLoader:
+    """A DataLoader for a torchfits dataset.
+
+    Parameters
+    ----------
+    dataset : Dataset or IterableDataset
+    batch_size : int or None
+        None turns automatic batching off (for datasets that yield whole batches).
+    shuffle : bool, optional
+        Default: True for map-style datasets, False for iterable ones (they shuffle themselves).
+    num_workers, pin_memory, prefetch_factor, drop_last
+        As in ``DataLoader``; ``prefetch_factor`` is dropped when ``num_workers == 0``.
+    optimize_cache, avg_file_size_mb
+        Accepted for compatibility: local files need no prefetch (the HDU index cache
+        already holds every opened file's layout).
+    device : str, optional
+        Move every batch there. For CUDA (when available) host batches are pinned and copied
+        with ``non_blocking=True``; pair it with ``scale_on_device=True`` datasets to decode on
+        the GPU instead.
+    **loader_kwargs
+        Passed to ``DataLoader`` (``collate_fn`` defaults to `fits_collate_fn`).
+    """
+    iterable = isinstance(dataset, torch.utils.data.IterableDataset)
+    if shuffle is None:
+        shuffle = not iterable
+    kwargs = dict(loader_kwargs)
+    if batch_size is not None:
+        kwargs.setdefault("collate_fn", fits_collate_fn)
+    if num_workers > 0 and prefetch_factor is not None:
+        kwargs["prefetch_factor"] = prefetch_factor
+    target = None
+    if device is not None:
+        target = validate_device(device)
+        if target.startswith("cuda") and torch.cuda.is_available():
+            pin_memory = True
+    return FitsDataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
+                          pin_memory=pin_memory, drop_last=drop_last, device=target, **kwargs)

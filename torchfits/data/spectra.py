@@ -1,0 +1,180 @@
+"""1-D spectra from image HDUs or table columns, one or several arms per file."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import torch
+
+from .._torch_adapter import validate_device
+from ..fits.hdu_index import get_index
+from ..fits.paths import fspath
+from ..tables.scan import scan
+from .images import _check_hdu, _companions, _hdu_list, _labels_from, resolve_paths
+from .readers import read_pixels, validity_mask
+from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
+
+__all__ = ["FitsSpectrumDataset", "FitsSpectrumIterableDataset"]
+
+_LAYOUTS = ("dict", "stack", "concat")
+
+
+class _SpectrumPayloads:
+    def _setup_spectra(self, paths: Any, hdu: Any, ivar_hdu: Any, mask_hdu: Any, column: Any,
+                       ivar_column: Any, mask_column: Any, wavelength_column: Any,
+                       wavelength_hdu: Any, row: Any, layout: str, transform: Any, device: Any,
+                       mmap: Any, cache_dir: Any, mask_is_dq: bool, bad_bits: Any) -> None:
+        self.files = resolve_paths(paths)
+        self.hdu = hdu
+        self.hdus = _hdu_list(hdu)
+        for h in self.hdus:
+            _check_hdu(h)
+        self.ivar_hdus = _companions(ivar_hdu, len(self.hdus), "ivar_hdu")
+        self.mask_hdus = _companions(mask_hdu, len(self.hdus), "mask_hdu")
+        if wavelength_hdu is not None:
+            _check_hdu(wavelength_hdu)
+        if layout not in _LAYOUTS:
+            raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
+        if row is not None and (isinstance(row, bool) or not isinstance(row, int) or row < 0):
+            raise ValueError("row must be a non-negative integer (0-based) or None")
+        if transform is not None and not callable(transform):
+            raise TypeError("transform must be callable")
+        self.column, self.ivar_column, self.mask_column = column, ivar_column, mask_column
+        self.wavelength_column, self.wavelength_hdu = wavelength_column, wavelength_hdu
+        self.row, self.layout, self.transform = row, layout, transform
+        self.device = validate_device(device)
+        self.mmap = mmap
+        self.cache_dir = None if cache_dir is None else fspath(cache_dir)
+        self.mask_is_dq, self.bad_bits = bool(mask_is_dq), bad_bits
+
+    def _column(self, path: str, hdu: Any, name: Optional[str]) -> torch.Tensor:
+        if name is None:
+            raise ValueError(f"{path}: HDU {hdu!r} is a table: give column= (and ivar_column=, "
+                             "mask_column=, wavelength_column= for the companions)")
+        rows = None if self.row is None else [self.row]
+        arr = scan(path, hdu, columns=[name], rows=rows).to_numpy()[name]
+        arr = np.asarray(arr.data if isinstance(arr, np.ma.MaskedArray) else arr)
+        if arr.ndim > 1 and arr.shape[0] == 1:
+            arr = arr[0]  # one row of a vector column: the spectrum itself
+        return torch.from_numpy(np.array(arr, order="C")).to(self.device)  # owned, writable
+
+    def _arm(self, path: str, k: int) -> dict[str, torch.Tensor]:
+        hdu = self.hdus[k]
+        index = get_index(path)
+        is_table = index.resolve(hdu).is_table
+        out: dict[str, torch.Tensor] = {}
+
+        def companion(hdus: Optional[list], column: Optional[str]) -> Optional[torch.Tensor]:
+            if hdus is not None:
+                h = hdus[k] if len(hdus) > 1 else hdus[0]
+                if index.resolve(h).is_table:
+                    return self._column(path, h, column)
+                return read_pixels(path, h, device=self.device)
+            if is_table and column is not None:
+                return self._column(path, hdu, column)
+            return None
+
+        out["flux"] = self._column(path, hdu, self.column) if is_table else \
+            read_pixels(path, hdu, device=self.device)
+        ivar = companion(self.ivar_hdus, self.ivar_column)
+        if ivar is not None:
+            out["ivar"] = ivar
+        mask = companion(self.mask_hdus, self.mask_column)
+        if mask is not None:
+            out["mask"] = validity_mask(mask, is_dq=self.mask_is_dq, bad_bits=self.bad_bits)
+        wave = companion(None if self.wavelength_hdu is None else [self.wavelength_hdu],
+                         self.wavelength_column)
+        if wave is not None:
+            out["wavelength"] = wave
+        for key, t in out.items():
+            if key != "flux" and key != "wavelength" and tuple(t.shape) != tuple(out["flux"].shape):
+                raise ValueError(f"{path}: {key} has shape {tuple(t.shape)} but the flux has shape "
+                                 f"{tuple(out['flux'].shape)}")
+        return out
+
+    def _arm_name(self, path: str, k: int) -> str:
+        entry = get_index(path).resolve(self.hdus[k])
+        return entry.extname or str(self.hdus[k])
+
+    def _payload(self, path: str) -> Any:
+        arms = [self._arm(path, k) for k in range(len(self.hdus))]
+        if len(arms) == 1:
+            payload: Any = arms[0]
+        elif self.layout == "dict":
+            payload = {self._arm_name(path, k): a for k, a in enumerate(arms)}
+        else:
+            keys = [k for k in arms[0] if all(k in a for a in arms)]
+            if self.layout == "stack":
+                sizes = [a["flux"].shape[-1] for a in arms]
+                if len(set(sizes)) > 1:
+                    raise ValueError(f"layout='stack' requires equal nwave per arm; {path} has "
+                                     f"{sizes} (use layout='dict' or 'concat')")
+                payload = {k: torch.stack([a[k] for a in arms]) for k in keys}
+            else:
+                payload = {k: torch.cat([a[k].reshape(-1) for a in arms]) for k in keys}
+        return self.transform(payload) if self.transform is not None else payload
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={len(self.files)}, hdu={self.hdu!r}, device={self.device!r})"
+
+
+class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
+    """One spectrum payload per file (no label): ``{"flux", "ivar"?, "mask"?, "wavelength"?}``.
+
+    Several arms (``hdu=[...]``): ``layout="dict"`` gives ``{arm_name: {...}}``, ``"stack"``
+    stacks the arms (``flux`` of shape ``(C, nwave)``; equal lengths required), ``"concat"``
+    concatenates them. Table HDUs take ``column``/``ivar_column``/``mask_column``/
+    ``wavelength_column``; ``row`` (0-based) picks one row of a vector column.
+    """
+
+    def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
+                 column: Optional[str] = None, ivar_column: Optional[str] = None,
+                 mask_column: Optional[str] = None, wavelength_column: Optional[str] = None,
+                 wavelength_hdu: Any = None, row: Optional[int] = None, layout: str = "dict",
+                 label_key: Optional[str] = None, labels: Any = None,
+                 transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
+                 cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None) -> None:
+        self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
+                            wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
+                            cache_dir, mask_is_dq, bad_bits)
+        self.labels = _labels_from(self.files, self.hdus[0], label_key, labels)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> Any:
+        n = len(self.files)
+        if isinstance(i, bool) or not hasattr(i, "__index__"):
+            raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
+        i = int(i)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for a dataset of {n} files")
+        return self._payload(self.files[i % n])
+
+
+class FitsSpectrumIterableDataset(_SpectrumPayloads, EpochMixin, torch.utils.data.IterableDataset):
+    """`FitsSpectrumDataset` payloads streamed with the sharding and shuffles of
+    `FitsTensorIterableDataset`."""
+
+    def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
+                 column: Optional[str] = None, ivar_column: Optional[str] = None,
+                 mask_column: Optional[str] = None, wavelength_column: Optional[str] = None,
+                 wavelength_hdu: Any = None, row: Optional[int] = None, layout: str = "dict",
+                 transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
+                 shuffle: bool = False, shuffle_buffer_size: Optional[int] = None, seed: int = 0,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None) -> None:
+        self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
+                            wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
+                            cache_dir, mask_is_dq, bad_bits)
+        self.shuffle, self.shuffle_buffer_size, self.seed = bool(shuffle), shuffle_buffer_size, int(seed)
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self._next_epoch()
+        order = file_shard(len(self.files), self.rank, self.world_size)
+        rng = epoch_rng(self.seed, epoch, self.rank)
+        if self.shuffle:
+            order = [order[k] for k in rng.permutation(len(order))]
+        return reservoir((self._payload(self.files[i]) for i in order), self.shuffle_buffer_size, rng)

@@ -1,0 +1,183 @@
+"""Catalog rows for training: a map-style table dataset (filtered rows loaded once) and an
+iterable one streaming each (rank, worker) slot's contiguous row range through the scanner
+(where-pushdown runs inside the range, so every matching row is delivered once)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import torch
+
+from .._torch_adapter import validate_device
+from ..fits.paths import fspath
+from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
+from ..tables.scan import TableSource, resolve_sources, scan
+from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
+
+__all__ = ["FitsTableDataset", "FitsTableIterableDataset"]
+
+
+def _row_arrays(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Scanner columns → arrays indexable per row: strings as fixed-width uint8 rows, nulls as
+    their stored values."""
+    out = {}
+    for name, arr in columns.items():
+        if isinstance(arr, np.ma.MaskedArray):
+            arr = np.asarray(arr.data)
+        if arr.dtype.kind in "US":
+            raw = np.char.encode(arr, "utf-8") if arr.dtype.kind == "U" else arr
+            width = max(raw.dtype.itemsize, 1)
+            raw = raw.astype(f"S{width}")
+            arr = np.frombuffer(raw.tobytes(), np.uint8).reshape(len(raw), width)
+        out[name] = arr
+    return out
+
+
+def _row_dict(arrays: dict[str, np.ndarray], i: int, device: str) -> dict[str, torch.Tensor]:
+    row = {}
+    for name, arr in arrays.items():
+        value = arr[i]
+        if arr.dtype == object:
+            value = np.asarray(value)
+        t = torch.tensor(value) if arr.dtype != np.uint64 else torch.tensor(float(value), dtype=torch.float64)
+        row[name] = t if device == "cpu" else t.to(device)
+    return row
+
+
+class FitsTableDataset(torch.utils.data.Dataset):
+    """The rows of a FITS table matching ``where``, loaded at construction: item ``i`` is
+    ``(row_dict, label)``, row values 0-d tensors (strings: uint8 vectors), label a 0-d int64
+    (``labels[i]`` or 0).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    hdu : int or str
+    columns : list of str, optional
+    where : str, optional
+        A where-expression (docs/tables.md), evaluated by the scanner on raw rows.
+    labels : sequence of int, optional
+        One per matching row.
+    transform : callable, optional
+        Called with the row dict.
+    device : str
+    mmap : bool or "auto"
+        Accepted for compatibility.
+    """
+
+    def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = None,
+                 labels: Any = None, transform: Optional[Callable] = None, device: Any = "cpu",
+                 mmap: Any = "auto") -> None:
+        self.path = fspath(path)
+        self.hdu, self.columns, self.where = hdu, columns, where
+        self.device = validate_device(device)
+        if transform is not None and not callable(transform):
+            raise TypeError("transform must be callable")
+        self.transform, self.mmap = transform, mmap
+        self._arrays = _row_arrays(scan(self.path, hdu, columns=columns, where=where).to_numpy())
+        self._n = len(next(iter(self._arrays.values()))) if self._arrays else 0
+        if labels is not None:
+            labels = list(labels)
+            if len(labels) != self._n:
+                raise ValueError(f"labels length {len(labels)} != rows length {self._n}")
+            self.labels: Optional[torch.Tensor] = torch.as_tensor([int(v) for v in labels],
+                                                                  dtype=torch.int64)
+        else:
+            self.labels = None
+
+    @property
+    def files(self) -> list[str]:
+        return [self.path]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        if isinstance(i, bool) or not hasattr(i, "__index__"):
+            raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
+        i = int(i)
+        if not -self._n <= i < self._n:
+            raise IndexError(f"row {i} out of range for a dataset of {self._n} rows")
+        i %= self._n
+        row = _row_dict(self._arrays, i, self.device)
+        if self.transform is not None:
+            row = self.transform(row)
+        label = self.labels[i].clone() if self.labels is not None else torch.tensor(0, dtype=torch.int64)
+        return row, label
+
+    def __repr__(self) -> str:
+        return f"FitsTableDataset(n={self._n}, path={self.path!r}, hdu={self.hdu!r}, device={self.device!r})"
+
+
+class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
+    """Rows of a FITS table streamed in ``batch_size`` chunks (memory bounded by the chunk).
+
+    Each (rank, DataLoader worker) slot reads a contiguous row range (near-equal split over
+    ``world_size × num_workers`` slots) and ``where`` filters inside it. Yields one dict of 0-d
+    tensors per row (strings as uint8 vectors), or with ``as_batches=True`` one dict of column
+    tensors per chunk (string, bit and variable-length columns dropped).
+    ``shuffle_buffer_size > 1`` reservoir-shuffles the rows (or chunks) with an order fixed by
+    ``(seed, epoch, rank, worker)``.
+    """
+
+    def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = None,
+                 batch_size: int = 65536, transform: Optional[Callable] = None, device: Any = "cpu",
+                 mmap: Any = "auto", shuffle_buffer_size: Optional[int] = None, seed: int = 0,
+                 rank: Optional[int] = None, world_size: Optional[int] = None, *,
+                 as_batches: bool = False) -> None:
+        self.paths = resolve_sources(path)
+        self.hdu, self.columns, self.where = hdu, columns, where
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError("batch_size must be > 0")
+        self.batch_size = batch_size
+        if transform is not None and not callable(transform):
+            raise TypeError("transform must be callable")
+        self.transform, self.mmap = transform, mmap
+        self.device = validate_device(device)
+        self.shuffle_buffer_size, self.seed = shuffle_buffer_size, int(seed)
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.as_batches = bool(as_batches)
+        self.epoch = 0
+        # Plan once here so a bad column, HDU or where fails now, not in a worker; the scanner
+        # itself is not kept (each worker plans its own over its row range).
+        first = scan(self.paths[0], hdu, columns=columns, where=where)
+        specs = {s.name: s for s in first._sources[0].specs}
+        self._batch_columns = [n for n in first._projection
+                               if specs[n].code not in "AXPQ" and not specs[n].is_vla]
+        self.nrows = [first._sources[0].nrows] + [TableSource.open(p, hdu).nrows
+                                                   for p in self.paths[1:]]
+
+    @property
+    def files(self) -> list[str]:
+        return list(self.paths)
+
+    def _chunks(self) -> Iterator[Any]:
+        for path, nrows in zip(self.paths, self.nrows):
+            a, b = row_shard(nrows, self.rank, self.world_size)
+            if a == b:
+                continue
+            scanner = scan(path, self.hdu, columns=self.columns, where=self.where,
+                           batch_size=self.batch_size, row_slice=(a, b))
+            import pyarrow as pa
+
+            for batch in scanner.to_batches():
+                cols = table_to_numpy(pa.Table.from_batches([batch]))
+                if self.as_batches:
+                    yield numpy_to_torch({n: cols[n] for n in self._batch_columns},
+                                         device=self.device, exclusive=True)
+                else:
+                    arrays = _row_arrays(cols)
+                    for i in range(batch.num_rows):
+                        yield _row_dict(arrays, i, self.device)
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self._next_epoch()
+        rng = epoch_rng(self.seed, epoch, self.rank)
+        stream = reservoir(self._chunks(), self.shuffle_buffer_size, rng)
+        if self.transform is None:
+            return stream
+        return (self.transform(item) for item in stream)
+
+    def __repr__(self) -> str:
+        return (f"FitsTableIterableDataset(path={self.paths[0]!r}, hdu={self.hdu!r}, "
+                f"batch_size={self.batch_size}, as_batches={self.as_batches}, device={self.device!r})")
