@@ -3,7 +3,7 @@
 Usage: ``python benchmarks/plots.py [--page docs/benchmarks.md] [--out docs/img]`` (needs
 matplotlib: ``pip install torchfits[bench]``). Each ``## `` section becomes
 ``<out>/bench_<slug>.png``: one horizontal bar chart per results table in the section (its first
-column against its first time column, in ms, log scale), so the pictures never disagree with
+column against its time column, in ms; log scale when the values span > 30×), so the pictures never disagree with
 the numbers next to them. Rerun it after pasting a runner's new report into the page.
 """
 from __future__ import annotations
@@ -51,8 +51,11 @@ def parse_sections(page: str) -> dict[str, list[tuple[str, list[str], list[float
             while i < len(lines) and lines[i].startswith("|"):
                 rows.append([c.strip() for c in lines[i].strip("|").split("|")])
                 i += 1
-            col = next((k for k, h in enumerate(header) if k and _TIME_HEADER.search(h)
-                        and any(_number(r[k]) is not None for r in rows if k < len(r))), None)
+            usable = [k for k, h in enumerate(header) if k and _TIME_HEADER.search(h)
+                      and "×" not in h and any(_number(r[k]) is not None for r in rows if k < len(r))]
+            # the newest median when a table shows before and after
+            preferred = [k for k in usable if "after" in header[k].lower() and "median" in header[k].lower()]
+            col = (preferred or usable or [None])[0]
             if title and col is not None:
                 pairs = [(r[0], _number(r[col])) for r in rows if col < len(r)]
                 labels = [a for a, b in pairs if b is not None and b > 0]
@@ -85,12 +88,15 @@ def draw(title: str, tables: list[tuple[str, list[str], list[float]]], out: Path
         ax.set_yticks(list(ypos))
         ax.set_yticklabels([lab if len(lab) <= 60 else lab[:57] + "…" for lab in labels], fontsize=7)
         ax.invert_yaxis()
-        ax.set_xscale("log")
+        if max(values) / min(values) > 30:
+            ax.set_xscale("log")
+        else:
+            ax.set_xlim(0, max(values) * 1.12)
         ax.set_title(caption if len(caption) <= 90 else caption[:87] + "…", fontsize=8, loc="left")
         ax.tick_params(axis="x", labelsize=7)
         for y, v in zip(ypos, values):
             ax.text(v, y, f" {v:g}", va="center", fontsize=6)
-    fig.suptitle(f"{title} (ms, log scale; red: floor or anchor, blue: torchfits)", fontsize=9)
+    fig.suptitle(f"{title} (ms; red: floor or anchor, blue: torchfits)", fontsize=9)
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench_{slug(title)}.png"
