@@ -1077,13 +1077,15 @@ def test_scalar_logical_bytes_any_alignment(tmp_path, tiny_chunks):
     for kwargs, pick in [({}, slice(None)), ({"row_range": (3, 2_990)}, slice(3, 2_990)),
                          ({"row_range": (1_017, 1_031)}, slice(1_017, 1_031))]:
         for threads in (1, 3):
-            got = decode_table(data, b"", specs, 11, n, columns=["l"], threads=threads, **kwargs)
+            got = decode_table(data, b"", specs, 11, n, columns=["l"],
+                               options=DecodeOptions(threads=threads), **kwargs)
             col = got.column("l")
             want = [bool(t) if d else None for t, d in zip(truth[pick], defined[pick])]
             assert col.to_pylist() == want
             assert col.null_count == int((~defined[pick]).sum())
-            compat = decode_table(data, b"", specs, 11, n, columns=["l"], mapping="compat",
-                                  threads=threads, **kwargs).column("l")
+            compat = decode_table(data, b"", specs, 11, n, columns=["l"],
+                                  options=DecodeOptions(mapping="compat", threads=threads),
+                                  **kwargs).column("l")
             assert compat.null_count == 0 and compat.to_pylist() == truth[pick].tolist()
     rows = np.random.default_rng(6).integers(0, n, 2_500)
     got = decode_table(data, b"", specs, 11, n, columns=["l"], rows=rows).column("l")
