@@ -375,6 +375,33 @@ register(Dataset(
 ))
 
 
+def catalog_uniform_rows(nrows: int = CATALOG_ROWS, seed: int = CATALOG_SEED + 1) -> np.ndarray:
+    """`catalog_rows` with ``ra`` uniform in 0–360 and the five magnitudes uniform in 14–26, so
+    a predicate's literals set the fraction of rows it keeps (``benchmarks/run_query.py``)."""
+    rows = catalog_rows(nrows, seed)
+    rng = np.random.default_rng(seed + 1)
+    rows["ra"] = rng.uniform(0.0, 360.0, nrows)
+    for name in ("mag_u", "mag_g", "mag_r", "mag_i", "mag_z"):
+        rows[name] = rng.uniform(14.0, 26.0, nrows).astype(np.float32)
+    return rows
+
+
+def _write_catalog_uniform(path: Path) -> None:
+    import fitsio
+
+    fitsio.write(str(path), catalog_uniform_rows(), extname="CATALOG", clobber=True,
+                 header=[{"name": "SEED", "value": CATALOG_SEED + 1, "comment": "numpy.random.default_rng seed"}])
+
+
+register(Dataset(
+    name="catalog_uniform",
+    filename="catalog_uniform_2m.fits",
+    expected_size=hdu_size(6, 0) + hdu_size(8 + 2 * len(CATALOG_COLUMNS) + 2, CATALOG_ROWS * CATALOG_ROW_BYTES),
+    write=_write_catalog_uniform,
+    description=f"catalog_2m's columns with ra uniform in 0-360 and magnitudes uniform in 14-26, "
+    f"{CATALOG_ROWS:,} rows",
+))
+
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: build (or list) registered data sets."""

@@ -325,6 +325,55 @@ cdef void run_scale(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept 
             c.nulls += tnull_elements(row_at(bl, k) + c.src_off, n, c.esize, c.tnull, c.valid, (o + k) * n)
 
 
+cdef void run_strings(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept nogil:
+    # Every field of c in a local: stores into the output bytes could alias *c (char
+    # aliasing), which would make the compiler reload c's fields for every string.
+    cdef Py_ssize_t k, j
+    cdef Py_ssize_t w = c.esize, n = c.count, off = c.src_off, pos = c.pos
+    cdef int strip = c.strip
+    cdef uint8_t* out = c.out
+    cdef int32_t* offsets = c.offsets
+    cdef int64_t high = c.high
+    cdef const uint8_t* s
+    for k in range(m):
+        s = row_at(bl, k) + off
+        for j in range(n):
+            pos = put_string(s + j * w, w, strip, out, pos, offsets, (o + k) * n + j, &high)
+    c.pos = pos
+    c.high = high
+
+
+cdef void run_logical1(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept nogil:
+    # Scalar logical column: whole output bytes of 8 rows at a time ('T' true; a zero byte
+    # null when a validity bitmap is kept), single bits only at the block's ragged ends.
+    cdef Py_ssize_t k = 0, j
+    cdef Py_ssize_t off = c.src_off
+    cdef uint8_t* bits = c.out
+    cdef uint8_t* valid = c.valid if c.zero_null else NULL
+    cdef int64_t nulls = 0
+    cdef uint8_t b, v, x
+    while k < m and ((o + k) & 7) != 0:
+        nulls += logical_elements(row_at(bl, k) + off, 1, bits, valid, o + k)
+        k += 1
+    while k + 8 <= m:
+        b = 0
+        v = 0
+        for j in range(8):
+            x = row_at(bl, k + j)[off]
+            b |= <uint8_t>((x == 84) << j)
+            v |= <uint8_t>((x != 0) << j)
+        bits[(o + k) >> 3] = b
+        if valid != NULL:
+            valid[(o + k) >> 3] = v
+            for j in range(8):
+                nulls += ((v >> j) & 1) == 0
+        k += 8
+    while k < m:
+        nulls += logical_elements(row_at(bl, k) + off, 1, bits, valid, o + k)
+        k += 1
+    c.nulls += nulls
+
+
 cdef void run_column(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept nogil:
     cdef Py_ssize_t k, j, w
     cdef Py_ssize_t n = c.count
@@ -342,9 +391,12 @@ cdef void run_column(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept
             for k in range(m):
                 memcpy(c.out + (o + k) * w, row_at(bl, k) + c.src_off, w)
     elif c.op == FOP_LOGICAL:
-        for k in range(m):
-            c.nulls += logical_elements(row_at(bl, k) + c.src_off, n, c.out,
-                                        c.valid if c.zero_null else NULL, (o + k) * n)
+        if n == 1:
+            run_logical1(c, bl, m, o)
+        else:
+            for k in range(m):
+                c.nulls += logical_elements(row_at(bl, k) + c.src_off, n, c.out,
+                                            c.valid if c.zero_null else NULL, (o + k) * n)
     elif c.op == FOP_LOGICAL_BYTES:
         for k in range(m):
             logical_bytes(row_at(bl, k) + c.src_off, n, c.out + (o + k) * n)
@@ -355,12 +407,7 @@ cdef void run_column(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept
         for k in range(m):
             bit_bytes(row_at(bl, k) + c.src_off, n, c.out + (o + k) * n)
     elif c.op == FOP_STRING:  # n strings of esize bytes per row
-        w = c.esize
-        for k in range(m):
-            s = row_at(bl, k) + c.src_off
-            for j in range(n):
-                c.pos = put_string(s + j * w, w, c.strip, c.out, c.pos, c.offsets,
-                                   (o + k) * n + j, &c.high)
+        run_strings(c, bl, m, o)
 
 
 cdef int load_program(const int64_t[:, ::1] prog, const double[:, ::1] scale, Col* cols,

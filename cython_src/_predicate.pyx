@@ -2,7 +2,10 @@
 """Predicate kernel: evaluate a compiled where-program on raw big-endian table rows.
 
 Three-valued logic per row (false, true, unknown); only rows that end true are selected.
-The program is planned in Python (`torchfits._pushdown`); this module only runs it, GIL-free.
+The program is planned in Python (`torchfits.query.pushdown`); this module only runs it, GIL-free.
+`select_rows` runs any program (three-valued, a stack of 1,024-row blocks); `select_conjunction`
+runs the common case, an AND of simple tests, with every test of a block evaluated while the
+block is in cache.
 """
 from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
 from libc.string cimport memset, memcpy
@@ -299,5 +302,226 @@ def select_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, 
                 if stack[0][k] == TRUE:
                     out[found] = rp[k] if rp != NULL else first + done + k
                     found += 1
+            done += n
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Conjunctions of simple tests: the common where-clause (``a < 1 AND b BETWEEN 2 AND 3 ...``).
+#
+# Every test of a block of rows runs while the block is in cache; the first test lists the rows
+# of the block that pass, each later test keeps those of the list that pass it too (branch-free
+# compaction), so a selective first test leaves little work for the rest. A row is selected when
+# every test is TRUE; in a conjunction an unknown (null, NaN) never selects, so the tests are
+# two-valued. Ranges are inclusive: the planner turns strict bounds into inclusive ones and
+# merges the tests of one column (BETWEEN, ``a > 1 AND a < 5``) into a single range test.
+
+# test kinds
+T_FALSE = 0       # no row passes (a constant false or unknown term)
+T_INT_RANGE = 1   # lo <= stored integer <= hi
+T_INT_NE = 2      # stored integer != lit
+T_FLOAT_RANGE = 3  # flo <= value <= fhi (NaN fails)
+T_FLOAT_NE = 4    # value != flit and value is not NaN
+T_BOOL = 5        # logical byte: ('T' == 1) == lit (cmp EQ) or != lit (cmp NE); undefined fails if nullable
+T_ISNULL = 6      # (is null) != lit
+
+# integer fields of a test row
+T_KIND = 0
+T_OFFSET = 1
+T_SRC = 2
+T_HAS_NULL = 3
+T_NULL = 4
+T_LO = 5
+T_HI = 6
+T_LIT = 7
+T_SCALED = 8
+T_BITS = 9
+T_CMP = 10
+T_NFIELDS = 11
+# float fields
+D_SCAL = 0
+D_ZERO = 1
+D_LO = 2
+D_HI = 3
+D_NFIELDS = 4
+
+
+cdef struct Test:
+    int kind
+    int src
+    int64_t off
+    bint has_null
+    uint64_t tnull
+    int64_t lo
+    int64_t hi
+    int64_t lit
+    bint scaled
+    int bits
+    int cmp
+    double scal
+    double zero
+    double flo
+    double fhi
+
+
+cdef inline double _value(const Test* t, const uint8_t* p) noexcept nogil:
+    """The value the decoder produces for a float-typed column (scaled as it scales)."""
+    cdef double v
+    cdef float f
+    if not t.scaled:
+        return load_f32(p) if t.src == 5 else load_f64(p)
+    v = _load_float(p, t.src) * t.scal + t.zero
+    if t.bits == 32:
+        f = <float>v
+        v = f
+    return v
+
+
+cdef inline bint _passes(const Test* t, const uint8_t* p) noexcept nogil:
+    """The generic test of one row (``p`` points at the column's bytes)."""
+    cdef int64_t iv
+    cdef double v
+    cdef uint8_t b
+    cdef bint isnull
+    if t.kind == 6:
+        if t.src == 7:
+            isnull = t.has_null and p[0] == 0
+        else:
+            isnull = t.has_null and _load_bits(p, t.src) == t.tnull
+        return isnull != (t.lit != 0)
+    if t.kind == 5:
+        b = p[0]
+        if t.has_null and b == 0:
+            return 0
+        iv = 1 if b == 84 else 0
+        return (iv == t.lit) if t.cmp == 0 else (iv != t.lit)
+    if t.has_null and _load_bits(p, t.src) == t.tnull:
+        return 0
+    if t.kind == 1:
+        iv = _load_int(p, t.src)
+        return (iv >= t.lo) & (iv <= t.hi)
+    if t.kind == 2:
+        return _load_int(p, t.src) != t.lit
+    if t.kind == 3:
+        v = _value(t, p)
+        return (v >= t.flo) & (v <= t.fhi)
+    if t.kind == 4:
+        v = _value(t, p)
+        return (v != t.fhi) & (v == v)
+    return 0
+
+
+cdef Py_ssize_t _keep(const Test* t, const uint8_t** ptr, Py_ssize_t* idx, Py_ssize_t m) noexcept nogil:
+    """Keep the entries ``idx[:m]`` whose rows pass ``t``; return how many are left."""
+    cdef Py_ssize_t j = 0, i, k
+    cdef int64_t off = t.off, lo = t.lo, hi = t.hi, iv
+    cdef double flo = t.flo, fhi = t.fhi, v
+    if t.kind == 0:
+        return 0
+    # Tight loops for the common unscaled, non-nullable ranges; everything else is generic.
+    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 6:
+        for i in range(m):
+            k = idx[i]
+            v = load_f64(ptr[k] + off)
+            idx[j] = k
+            j += (v >= flo) & (v <= fhi)
+        return j
+    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 5:
+        for i in range(m):
+            k = idx[i]
+            v = load_f32(ptr[k] + off)
+            idx[j] = k
+            j += (v >= flo) & (v <= fhi)
+        return j
+    if t.kind == 1 and not t.has_null and t.src == 3:
+        for i in range(m):
+            k = idx[i]
+            iv = load_i32(ptr[k] + off)
+            idx[j] = k
+            j += (iv >= lo) & (iv <= hi)
+        return j
+    if t.kind == 1 and not t.has_null and t.src == 4:
+        for i in range(m):
+            k = idx[i]
+            iv = load_i64(ptr[k] + off)
+            idx[j] = k
+            j += (iv >= lo) & (iv <= hi)
+        return j
+    for i in range(m):
+        k = idx[i]
+        idx[j] = k
+        j += _passes(t, ptr[k] + off)
+    return j
+
+
+def select_conjunction(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, ::1] tests,
+                       const double[:, ::1] floats, int64_t first, Py_ssize_t nrows,
+                       const int64_t[::1] rows, int64_t[::1] out):
+    """Select the rows that pass every test of ``tests`` (rows of ``T_NFIELDS`` integers, with
+    ``floats`` rows of ``D_NFIELDS``), among rows ``first .. first+nrows`` or among ``rows``
+    when it is not empty; write their row numbers to ``out`` and return their count.
+
+    The caller checks that every row and every tested field lies inside ``data``.
+    """
+    cdef Py_ssize_t ntests = tests.shape[0]
+    cdef Py_ssize_t total = rows.shape[0] if rows.shape[0] > 0 else nrows
+    cdef Py_ssize_t done = 0, n, k, i, m, found = 0
+    cdef Py_ssize_t idx[CHUNK]
+    cdef const uint8_t* ptr[CHUNK]
+    cdef const uint8_t* base = &data[0] if data.shape[0] > 0 else NULL
+    cdef Test* ts
+    cdef Test one
+    cdef bytearray ts_bytes
+    if tests.shape[1] != T_NFIELDS or floats.shape[0] != ntests or floats.shape[1] != D_NFIELDS:
+        raise ValueError("malformed predicate tests")
+    if out.shape[0] < total:
+        raise ValueError("output buffer too small")
+    for i in range(ntests):
+        if not 0 <= tests[i, 0] <= 6 or not 1 <= tests[i, 2] <= 7:
+            raise ValueError("malformed predicate tests")
+    if total == 0:
+        return 0
+    ts_bytes = bytearray(max(ntests, 1) * sizeof(Test))
+    ts = <Test*><char*>ts_bytes
+    for i in range(ntests):
+        one.kind = <int>tests[i, 0]
+        one.src = <int>tests[i, 2]
+        one.off = tests[i, 1]
+        one.has_null = tests[i, 3] != 0
+        one.tnull = <uint64_t>tests[i, 4]
+        one.lo = tests[i, 5]
+        one.hi = tests[i, 6]
+        one.lit = tests[i, 7]
+        one.scaled = tests[i, 8] != 0
+        one.bits = <int>tests[i, 9]
+        one.cmp = <int>tests[i, 10]
+        one.scal = floats[i, 0]
+        one.zero = floats[i, 1]
+        one.flo = floats[i, 2]
+        one.fhi = floats[i, 3]
+        ts[i] = one
+    with nogil:
+        while done < total:
+            n = total - done if total - done < CHUNK else CHUNK
+            if rows.shape[0] > 0:
+                for k in range(n):
+                    ptr[k] = base + rows[done + k] * row_bytes
+            else:
+                for k in range(n):
+                    ptr[k] = base + (first + done + k) * row_bytes
+            for k in range(n):
+                idx[k] = k
+            m = n
+            for i in range(ntests):
+                m = _keep(&ts[i], ptr, idx, m)
+                if m == 0:
+                    break
+            if rows.shape[0] > 0:
+                for k in range(m):
+                    out[found + k] = rows[done + idx[k]]
+            else:
+                for k in range(m):
+                    out[found + k] = first + done + idx[k]
+            found += m
             done += n
     return found

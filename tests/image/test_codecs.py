@@ -129,3 +129,44 @@ def test_gzip_inflate_is_bounded():
         Gzip1().decode(bomb, max_size=1000)
     with pytest.raises(CodecError):
         Gzip2(4).decode(bomb, np.empty(10, np.int32))
+
+
+@pytest.mark.parametrize("backend", ["zlib", "isal"])
+def test_gzip_inflate_backends_agree(backend, monkeypatch):
+    """GZIP tiles inflate to the same bytes through ISA-L (when installed) and through zlib,
+    with the same errors for corrupt, truncated and oversized tiles."""
+    import zlib
+
+    from torchfits.image import codec_registry
+
+    module = zlib if backend == "zlib" else pytest.importorskip("isal.isal_zlib")
+    monkeypatch.setattr(codec_registry, "inflate_backend", lambda: module)
+    a = np.random.default_rng(3).normal(1000, 1, 5000).astype(">f4")
+    for wbits in (31, 15):  # gzip and zlib framing
+        c = zlib.compressobj(6, zlib.DEFLATED, wbits)
+        blob = c.compress(a.tobytes()) + c.flush()
+        assert Gzip1().decode(blob) == a.tobytes()
+        out = np.empty(5000, ">f4")
+        assert np.array_equal(Gzip1().decode(blob, out), a)
+        with pytest.raises(CodecError):
+            Gzip1().decode(blob[:len(blob) // 2], np.empty(5000, ">f4"))
+    shuffled = Gzip2(4).encode(a)
+    out = np.empty(5000, ">f4")
+    assert np.array_equal(Gzip2(4).decode(shuffled, out), a)
+    with pytest.raises(CodecError):
+        Gzip1().decode(b"not gzip at all")
+    with pytest.raises(CodecError, match="more than"):
+        Gzip1().decode(Gzip1().encode(bytes(10**6)), max_size=1000)
+
+
+def test_inflate_backend_prefers_isal():
+    from torchfits.image.codec_registry import inflate_backend
+
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        import zlib
+
+        assert inflate_backend() is zlib
+    else:
+        assert inflate_backend() is isal_zlib

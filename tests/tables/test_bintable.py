@@ -1059,3 +1059,34 @@ def test_ascii_scaled_fields(tmp_path):
     assert batch.column("c2").to_pylist() == [6.0, -9.0, 0.0]
     assert_bits_equal(arrow_to_numpy(batch.column("c1"))[:2], fitsio_column(path, "c1")[:2])
     assert_bits_equal(arrow_to_numpy(batch.column("c2")), fitsio_column(path, "c2"))
+
+
+def test_scalar_logical_bytes_any_alignment(tmp_path, tiny_chunks):
+    """'T', 'F', zero and other bytes in a scalar L column, decoded whole, by ranges that
+    start and stop off a byte of output bits, and by row indices; nulls only natively."""
+    n = 3_001
+    raw = np.random.default_rng(5).choice(np.frombuffer(b"TF\0x", np.uint8), n)
+    rec = np.zeros(n, dtype=[("a", ">i2"), ("l", "u1"), ("b", ">f8")])
+    rec["l"] = raw
+    header = {"NAXIS1": 11, "NAXIS2": n, "TFIELDS": 3, "TFORM1": "I", "TTYPE1": "a",
+              "TFORM2": "L", "TTYPE2": "l", "TFORM3": "D", "TTYPE3": "b"}
+    specs = parse_columns(header, "bintable")
+    data = rec.tobytes()
+    truth = raw == ord("T")
+    defined = raw != 0
+    for kwargs, pick in [({}, slice(None)), ({"row_range": (3, 2_990)}, slice(3, 2_990)),
+                         ({"row_range": (1_017, 1_031)}, slice(1_017, 1_031))]:
+        for threads in (1, 3):
+            got = decode_table(data, b"", specs, 11, n, columns=["l"],
+                               options=DecodeOptions(threads=threads), **kwargs)
+            col = got.column("l")
+            want = [bool(t) if d else None for t, d in zip(truth[pick], defined[pick])]
+            assert col.to_pylist() == want
+            assert col.null_count == int((~defined[pick]).sum())
+            compat = decode_table(data, b"", specs, 11, n, columns=["l"],
+                                  options=DecodeOptions(mapping="compat", threads=threads),
+                                  **kwargs).column("l")
+            assert compat.null_count == 0 and compat.to_pylist() == truth[pick].tolist()
+    rows = np.random.default_rng(6).integers(0, n, 2_500)
+    got = decode_table(data, b"", specs, 11, n, columns=["l"], rows=rows).column("l")
+    assert got.to_pylist() == [bool(truth[r]) if defined[r] else None for r in rows]

@@ -16,7 +16,7 @@ pytest.importorskip("astropy")
 from _datasets import arrow_table, catalog_arrays, make_catalog_dir, write_fits  # noqa: E402
 
 from torchfits.tables import scan as _scan  # noqa: E402
-from torchfits.query.pushdown import KernelPlan  # noqa: E402
+from torchfits.query.pushdown import FusedPredicate  # noqa: E402
 from torchfits.tables.stats_index import build_index, load_index, may_match  # noqa: E402
 from torchfits.query import expr as _expr  # noqa: E402
 from torchfits.tables.dataset import FitsDataset, FitsFragment, dataset  # noqa: E402
@@ -149,10 +149,10 @@ def test_statistics_skip_files_and_chunks(tmp_path, reference, catalog, monkeypa
     assert len(index) == 4 and "ra" in index.columns
 
     ranges = []
-    real_select = KernelPlan.select
+    real_select = FusedPredicate.select
     real_decode = _scan.TableSource.decode
 
-    def spy_select(self, data, row_bytes, *, first=0, count=0, rows=None):
+    def spy_select(self, data, row_bytes, *, first=0, count=0, rows=None, threads=None):
         if rows is None:
             ranges.append((first, first + count))
         elif len(rows):
@@ -164,7 +164,7 @@ def test_statistics_skip_files_and_chunks(tmp_path, reference, catalog, monkeypa
             ranges.append(row_range)
         return real_decode(self, columns=columns, rows=rows, row_range=row_range, **kwargs)
 
-    monkeypatch.setattr(KernelPlan, "select", spy_select)
+    monkeypatch.setattr(FusedPredicate, "select", spy_select)
     monkeypatch.setattr(_scan.TableSource, "decode", spy_decode)
     ds = dataset(str(local))
     assert ds.index_path == path
@@ -350,3 +350,44 @@ def test_may_match_never_skips_a_matching_chunk():
             assert hits == 0, (tree, ints, floats)
 
     check()
+
+
+def test_first_rows_cost_o_n(catalog, reference, monkeypatch):
+    """head(n), a stream's first batch, DuckDB LIMIT and Polars head decode O(n) rows, not a
+    wave of full batches; whatever batch_size, ranges are planned lazily."""
+    fdir, _ = catalog
+    decoded = []
+    real_decode = _scan.TableSource.decode
+
+    def spy(self, *, columns, rows=None, row_range=None, **kwargs):
+        decoded.append(len(rows) if rows is not None else row_range[1] - row_range[0])
+        return real_decode(self, columns=columns, rows=rows, row_range=row_range, **kwargs)
+
+    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    ds = dataset(fdir)
+    assert ds.head(3, columns=["id"]).column("id").to_pylist() == reference.column("id").to_pylist()[:3]
+    assert sum(decoded) <= 1024
+    decoded.clear()
+    first = ds.scanner(columns=["id"]).to_reader().read_next_batch()
+    assert first.num_rows <= 1024 and sum(decoded) <= 1024
+    decoded.clear()
+    # one-row batches over every file: only the rows read are ever planned
+    got = ds.scanner(columns=["id"], batch_size=1).head(2)
+    assert got.column("id").to_pylist() == reference.column("id").to_pylist()[:2] and sum(decoded) == 2
+    # the ramp keeps every row once, in order, and batches within batch_size
+    decoded.clear()
+    batches = list(ds.to_batches(columns=["id"], batch_size=5000))
+    assert max(b.num_rows for b in batches) <= 5000 and min(b.num_rows for b in batches[:1]) == 1024
+    assert pa.Table.from_batches(batches).column("id").to_pylist() == reference.column("id").to_pylist()
+    duckdb = pytest.importorskip("duckdb")
+    decoded.clear()
+    con = duckdb.connect()
+    con.register("t", ds)
+    assert len(con.sql("SELECT id FROM t LIMIT 5").fetchall()) == 5
+    assert sum(decoded) <= 1024 + 4096 * 2  # DuckDB may pull one more batch ahead
+    pl = pytest.importorskip("polars")
+    from torchfits.tables.polars_source import scan_polars
+
+    decoded.clear()
+    assert scan_polars(ds).head(1).collect()["id"].to_list() == reference.column("id").to_pylist()[:1]
+    assert sum(decoded) <= 1024 and pl is not None

@@ -34,11 +34,46 @@ F_LIT: int
 F_BITS: int
 F_SCALED: int
 NFIELDS: int
+T_FALSE: int
+T_INT_RANGE: int
+T_INT_NE: int
+T_FLOAT_RANGE: int
+T_FLOAT_NE: int
+T_BOOL: int
+T_ISNULL: int
+T_KIND: int
+T_OFFSET: int
+T_SRC: int
+T_HAS_NULL: int
+T_NULL: int
+T_LO: int
+T_HI: int
+T_LIT: int
+T_SCALED: int
+T_BITS: int
+T_CMP: int
+T_NFIELDS: int
+D_SCAL: int
+D_ZERO: int
+D_LO: int
+D_HI: int
+D_NFIELDS: int
 
 def select_rows(
     data: Any,
     row_bytes: int,
     program: np.ndarray,
+    floats: np.ndarray,
+    first: int,
+    nrows: int,
+    rows: np.ndarray,
+    out: np.ndarray,
+) -> int: ...
+
+def select_conjunction(
+    data: Any,
+    row_bytes: int,
+    tests: np.ndarray,
     floats: np.ndarray,
     first: int,
     nrows: int,

@@ -5,6 +5,7 @@ Every codec has ``codec_id`` (its ZCMPTYPE), ``decode(buf, out=None)``, ``encode
 """
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Any, ClassVar, Optional
 
@@ -17,7 +18,7 @@ from .._kernels import _rice
 from ..errors import CodecError
 
 __all__ = ["Codec", "Rice1", "Gzip1", "Gzip2", "Plio1", "Hcompress1", "NoCompress", "REGISTRY",
-           "get_codec", "CodecError"]
+           "get_codec", "CodecError", "inflate_backend"]
 
 
 _ERRORS = {-1: "truncated tile", -2: "corrupt tile", -3: "out of memory"}
@@ -26,6 +27,19 @@ _ERRORS = {-1: "truncated tile", -2: "corrupt tile", -3: "out of memory"}
 def _check(rc: int, codec_id: str) -> None:
     if rc != 0:
         raise CodecError(f"{codec_id}: {_ERRORS.get(rc, f'error {rc}')}")
+
+
+@functools.lru_cache(maxsize=None)
+def inflate_backend() -> Any:
+    """The module GZIP tiles are inflated with: ``isal.isal_zlib`` (ISA-L's inflate, about twice
+    zlib's speed) when the optional ``isal`` package is installed (``pip install torchfits[isal]``),
+    else the standard library's ``zlib``. Both produce the same bytes; compression always uses
+    ``zlib`` so files do not depend on what is installed."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib
+    return isal_zlib
 
 
 def _as_bytes(buf: Any) -> np.ndarray:
@@ -104,11 +118,12 @@ class Gzip1(Codec):
         ``max_size`` bounds the inflated size (a hostile tile cannot balloon in memory).
         """
         limit = max_size if max_size is not None else (out.nbytes if out is not None else None)
+        backend = inflate_backend()
         try:
-            d = zlib.decompressobj(47)
+            d = backend.decompressobj(47)  # 32 + 15: gzip or zlib framing
             data = bytes(buf) if not isinstance(buf, bytes) else buf
             raw = d.decompress(data, limit + 1) if limit is not None else d.decompress(data)
-        except zlib.error as exc:
+        except (zlib.error, backend.error) as exc:
             raise CodecError(f"{self.codec_id}: corrupt tile ({exc})") from None
         if limit is not None and len(raw) > limit:
             raise CodecError(f"{self.codec_id}: tile inflates to more than {limit} bytes")

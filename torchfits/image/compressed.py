@@ -417,7 +417,7 @@ class _TileDecoder:
                         f"{self.where}: tile {k}: inflates to {len(inflated)} bytes for {npix} pixels")
                 out = np.empty(len(inflated), np.uint8)
                 _quantize.unshuffle(np.frombuffer(inflated, np.uint8), out, itemsize)
-                raw = out.tobytes()
+                raw = out  # _raw_tile reads any buffer: no bytes copy of the tile
             return self._raw_tile(raw, shape, k, quantized=quantized)
         if quantized:
             return self._dequantize(ints, shape, k)
@@ -425,7 +425,7 @@ class _TileDecoder:
             raise CompressedTileError(f"{self.where}: tile {k}: float image tile without ZSCALE")
         return ints.astype(self.storage, copy=False).reshape(shape)
 
-    def _raw_tile(self, raw: bytes, shape: tuple[int, ...], k: int, *, itemsize: Optional[int] = None,
+    def _raw_tile(self, raw: Any, shape: tuple[int, ...], k: int, *, itemsize: Optional[int] = None,
                   code: Optional[str] = None, quantized: bool = False) -> np.ndarray:
         npix = math.prod(shape)
         if itemsize is None:

@@ -13,9 +13,10 @@ import numpy as np
 
 from . import expr as _expr
 from .._kernels import _predicate as K
+from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec
 
-__all__ = ["KernelPlan", "plan_pushdown"]
+__all__ = ["KernelPlan", "FusedPredicate", "fuse", "plan_pushdown"]
 
 _CMP = {"==": K.CMP_EQ, "!=": K.CMP_NE, "<": K.CMP_LT, "<=": K.CMP_LE, ">": K.CMP_GT, ">=": K.CMP_GE}
 _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -210,3 +211,167 @@ def plan_pushdown(expr: Any, specs: Sequence[ColumnSpec], types: dict[str, Any],
         plans.append(KernelPlan(np.array(c.ins, np.int64).reshape(-1, K.NFIELDS),
                                 np.array(c.flt, np.float64).reshape(-1, 3), c.used))
     return plans, _expr.and_all(residual)
+
+
+# -- fused evaluation ---------------------------------------------------------------------------
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+# Below this many row bytes a selection runs on the calling thread (as the decoder does).
+_PARALLEL_MIN_BYTES = 4 << 20
+# Parallel pieces start at multiples of this many rows (the kernel's block size).
+_ALIGN = 1024
+
+
+def _false_test() -> tuple[list[int], list[float]]:
+    ints = [0] * K.T_NFIELDS
+    ints[K.T_KIND], ints[K.T_SRC] = K.T_FALSE, K.SRC_U8
+    return ints, [1.0, 0.0, 0.0, 0.0]
+
+
+def _test_of(ins: np.ndarray, flt: np.ndarray) -> tuple[list[int], list[float]]:
+    """One leaf instruction as a two-valued test (TRUE passes; false and unknown fail)."""
+    ints = [0] * K.T_NFIELDS
+    floats = [float(flt[0]), float(flt[1]), 0.0, 0.0]
+    op, cmp = int(ins[K.F_OP]), int(ins[K.F_CMP])
+    ints[K.T_OFFSET], ints[K.T_SRC] = int(ins[K.F_OFFSET]), int(ins[K.F_SRC])
+    ints[K.T_HAS_NULL], ints[K.T_NULL] = int(ins[K.F_HAS_NULL]), int(ins[K.F_NULL])
+    ints[K.T_CMP], ints[K.T_LIT] = cmp, int(ins[K.F_LIT])
+    if op == K.OP_CMP_BOOL:
+        ints[K.T_KIND] = K.T_BOOL
+    elif op == K.OP_ISNULL:
+        ints[K.T_KIND] = K.T_ISNULL
+    elif op == K.OP_CMP_INT:
+        ilit = int(ins[K.F_LIT])
+        if cmp == K.CMP_NE:
+            ints[K.T_KIND] = K.T_INT_NE
+            return ints, floats
+        lo, hi = {K.CMP_EQ: (ilit, ilit), K.CMP_LT: (_I64_MIN, ilit - 1), K.CMP_LE: (_I64_MIN, ilit),
+                  K.CMP_GT: (ilit + 1, _I64_MAX), K.CMP_GE: (ilit, _I64_MAX)}[cmp]
+        if lo > _I64_MAX or hi < _I64_MIN:
+            return _false_test()
+        ints[K.T_KIND], ints[K.T_LO], ints[K.T_HI] = K.T_INT_RANGE, lo, hi
+    elif op == K.OP_CMP_FLOAT:
+        ints[K.T_SCALED], ints[K.T_BITS] = int(ins[K.F_SCALED]), int(ins[K.F_BITS])
+        flit = float(flt[2])
+        inf = float("inf")
+        if cmp == K.CMP_NE:
+            ints[K.T_KIND] = K.T_FLOAT_NE
+            floats[3] = flit
+            return ints, floats
+        # Values are doubles (float32 values widen exactly), so a strict bound is the inclusive
+        # bound one double further in; no value lies beyond an infinite strict bound.
+        if (cmp == K.CMP_GT and flit == inf) or (cmp == K.CMP_LT and flit == -inf):
+            return _false_test()
+        flo, fhi = {K.CMP_EQ: (flit, flit), K.CMP_LT: (-inf, float(np.nextafter(flit, -inf))),
+                    K.CMP_LE: (-inf, flit), K.CMP_GT: (float(np.nextafter(flit, inf)), inf),
+                    K.CMP_GE: (flit, inf)}[cmp]
+        ints[K.T_KIND] = K.T_FLOAT_RANGE
+        floats[2], floats[3] = flo, fhi
+    else:  # pragma: no cover - callers pass leaves only
+        raise AssertionError(op)
+    return ints, floats
+
+
+def _conjunction(plans: Sequence[KernelPlan]) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """The plans as one list of two-valued tests when together they are a pure conjunction of
+    leaves (no OR or NOT), with the range tests of one column merged into one; else None."""
+    tests: list[tuple[list[int], list[float]]] = []
+    merged: dict[tuple, int] = {}
+    for plan in plans:
+        for ins, flt in zip(plan.program, plan.floats):
+            op = int(ins[K.F_OP])
+            if op == K.OP_AND:
+                continue
+            if op == K.OP_CONST:
+                if int(ins[K.F_LIT]) != 1:
+                    tests.append(_false_test())
+                continue
+            if op in (K.OP_OR, K.OP_NOT):
+                return None
+            ints, floats = _test_of(ins, flt)
+            kind = ints[K.T_KIND]
+            if kind in (K.T_INT_RANGE, K.T_FLOAT_RANGE):
+                key = (kind, ints[K.T_OFFSET], ints[K.T_SRC], ints[K.T_HAS_NULL], ints[K.T_NULL],
+                       ints[K.T_SCALED], ints[K.T_BITS], floats[0], floats[1])
+                if key in merged:  # BETWEEN, or a > 1 AND a < 5: one test, not two passes
+                    prev_i, prev_f = tests[merged[key]]
+                    if kind == K.T_INT_RANGE:
+                        prev_i[K.T_LO] = max(prev_i[K.T_LO], ints[K.T_LO])
+                        prev_i[K.T_HI] = min(prev_i[K.T_HI], ints[K.T_HI])
+                    else:
+                        prev_f[2], prev_f[3] = max(prev_f[2], floats[2]), min(prev_f[3], floats[3])
+                    continue
+                merged[key] = len(tests)
+            tests.append((ints, floats))
+    if not tests:  # every term was a constant TRUE
+        tests.append(([0] * K.T_NFIELDS, [1.0, 0.0, 0.0, 0.0]))
+        t = tests[0][0]
+        t[K.T_KIND], t[K.T_SRC], t[K.T_LO], t[K.T_HI] = K.T_INT_RANGE, K.SRC_U8, _I64_MIN, _I64_MAX
+    ints_arr = np.array([t[0] for t in tests], np.int64).reshape(-1, K.T_NFIELDS)
+    floats_arr = np.array([t[1] for t in tests], np.float64).reshape(-1, K.D_NFIELDS)
+    return ints_arr, floats_arr
+
+
+class FusedPredicate:
+    """Kernel plans ANDed into one evaluation: every term of a block of rows is tested while the
+    block is in cache, and big selections run in pieces on the shared thread pool.
+
+    Parameters
+    ----------
+    plans : sequence of KernelPlan
+        The top-level AND terms, most selective first (the order the tests run in).
+    """
+
+    def __init__(self, plans: Sequence[KernelPlan]) -> None:
+        if not plans:
+            raise ValueError("nothing to fuse")
+        self.columns = list(dict.fromkeys(c for p in plans for c in p.columns))
+        self.conjunction = _conjunction(plans)
+        and_row = np.zeros((1, K.NFIELDS), np.int64)
+        and_row[0, K.F_OP] = K.OP_AND
+        program, floats = [plans[0].program], [plans[0].floats]
+        for p in plans[1:]:
+            program += [p.program, and_row]
+            floats += [p.floats, np.array([[1.0, 0.0, 0.0]])]
+        self.program = np.ascontiguousarray(np.concatenate(program), np.int64)
+        self.floats = np.ascontiguousarray(np.concatenate(floats), np.float64)
+
+    def _run(self, data: np.ndarray, row_bytes: int, first: int, count: int, rows: np.ndarray,
+             out: np.ndarray) -> int:
+        if self.conjunction is not None:
+            return K.select_conjunction(data, row_bytes, self.conjunction[0], self.conjunction[1],
+                                        first, count, rows, out)
+        return K.select_rows(data, row_bytes, self.program, self.floats, first, count, rows, out)
+
+    def select(self, data: Any, row_bytes: int, *, first: int = 0, count: int = 0,
+               rows: Optional[np.ndarray] = None, threads: Optional[int] = None) -> np.ndarray:
+        """Row numbers (absolute, in order) that satisfy every term; bounds are the caller's.
+
+        ``threads`` (default: `torchfits.fits.threads.default_threads`) pieces run on the pool
+        when the rows cover at least a few MiB.
+        """
+        buf = np.frombuffer(data, np.uint8)
+        idx = np.empty(0, np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
+        total = len(idx) if rows is not None else count
+        out = np.empty(total, np.int64)
+        nthreads = _threads.default_threads() if threads is None else max(1, int(threads))
+        if nthreads <= 1 or total * max(row_bytes, 1) < _PARALLEL_MIN_BYTES or total < 2 * _ALIGN:
+            return out[:self._run(buf, row_bytes, first, count, idx, out)]
+        step = -(-total // nthreads)
+        step = -(-step // _ALIGN) * _ALIGN
+        starts = list(range(0, total, step))
+
+        def piece(a: int) -> int:
+            b = min(a + step, total)
+            if rows is not None:
+                return self._run(buf, row_bytes, 0, 0, idx[a:b], out[a:b])
+            return self._run(buf, row_bytes, first + a, b - a, idx, out[a:b])
+
+        found = _threads.run_parallel(piece, starts)
+        if len(starts) == 1:
+            return out[:found[0]]
+        return np.concatenate([out[a:a + n] for a, n in zip(starts, found)])
+
+
+def fuse(plans: Sequence[KernelPlan]) -> FusedPredicate:
+    """One `FusedPredicate` of ``plans`` (ANDed, evaluated in the order given)."""
+    return FusedPredicate(plans)

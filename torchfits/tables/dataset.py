@@ -8,6 +8,7 @@ range); a scan runs row chunks of the fragments on the shared thread pool.
 """
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple, Optional, Sequence
@@ -26,6 +27,7 @@ from ..errors import ColumnNotFoundError
 __all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
 
 DEFAULT_BATCH_SIZE = 131_072  # pyarrow.dataset's default
+_RAMP_FIRST = 1_024  # rows of a stream's first task (then 4×, 16×, ... up to batch_size)
 PATH_COLUMNS = ("filename", "hdu")
 _WHOLE = 1 << 62
 
@@ -292,15 +294,20 @@ class _FragmentScan:
 
     def ranges(self, batch_size: int) -> list[tuple[int, int]]:
         """Row ranges to read, in order: the fragment's rows minus chunks statistics exclude."""
+        return list(self.iter_ranges(batch_size))
+
+    def iter_ranges(self, batch_size: int) -> Iterator[tuple[int, int]]:
+        """`ranges`, lazily: a scan that stops early (``head``, ``LIMIT``) plans only what it
+        reads, whatever ``batch_size``."""
         if self.skip:
-            return []
+            return
         a, b = self.fragment.row_range
         kept = [(a, b)]
         stats = self.fragment.stats
         tree = self.plan.tree
         if stats is not None and tree is not None and stats.nrows == self.src.nrows:
             if not may_match(tree, stats.summary, stats.nrows):
-                return []
+                return
             kept = []
             for ch in stats.chunks:
                 lo, hi = max(ch.start, a), min(ch.stop, b)
@@ -310,11 +317,9 @@ class _FragmentScan:
                     kept[-1] = (kept[-1][0], hi)
                 else:
                     kept.append((lo, hi))
-        out = []
         for lo, hi in kept:
             for s in range(lo, hi, batch_size):
-                out.append((s, min(s + batch_size, hi)))
-        return out
+                yield s, min(s + batch_size, hi)
 
     def run(self, rng: tuple[int, int]) -> Optional[Any]:
         """Decode one row range → a batch in the plan's output schema, or None when empty."""
@@ -428,25 +433,45 @@ class FitsScanner:
             self._scans = [_FragmentScan(f, self._plan) for f in self._fragments]
         return self._scans
 
-    def _tasks(self) -> list[tuple[_FragmentScan, tuple[int, int]]]:
-        tasks = []
+    def _iter_tasks(self) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
         for fs in self._planned():
-            ranges = fs.ranges(self._batch_size)
-            if ranges:
-                fs.scanner  # noqa: B018 - plan here, once, not racing in the workers
-                tasks += [(fs, r) for r in ranges]
-        return tasks
+            planned = False
+            for r in fs.iter_ranges(self._batch_size):
+                if not planned:
+                    fs.scanner  # noqa: B018 - plan here, once, not racing in the workers
+                    planned = True
+                yield fs, r
+
+    def _tasks(self) -> list[tuple[_FragmentScan, tuple[int, int]]]:
+        return list(self._iter_tasks())
+
+    def _ramped(self) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
+        """The tasks, the first ones cut small and growing 4× up to ``batch_size``: a consumer
+        that stops after a few rows (DuckDB's ``LIMIT n``) pays for O(n) rows, not a wave of
+        full batches."""
+        size = _RAMP_FIRST
+        for fs, (lo, hi) in self._iter_tasks():
+            while size < self._batch_size and hi - lo > size:
+                yield fs, (lo, lo + size)
+                lo += size
+                size *= 4
+            yield fs, (lo, hi)
 
     def _stream(self) -> Iterator[tuple[Any, FitsFragment]]:
-        tasks = self._tasks()
+        tasks = self._ramped()
         width = max(2, 2 * default_threads()) if self._threads else 1
-        # waves keep memory bounded while the pool decodes several chunks at once
-        for i in range(0, len(tasks), width):
-            wave = tasks[i:i + width]
+        wave_size = 1
+        # waves keep memory bounded while the pool decodes several chunks at once; they start
+        # at one task and double, so the first rows come back after the least work
+        while True:
+            wave = list(itertools.islice(tasks, wave_size))
+            if not wave:
+                return
             results = run_parallel(lambda t: t[0].run(t[1]), wave) if self._threads else [t[0].run(t[1]) for t in wave]
             for (fs, _), batch in zip(wave, results):
                 if batch is not None:
                     yield batch, fs.fragment
+            wave_size = min(width, 2 * wave_size)
 
     def to_batches(self) -> Iterator[Any]:
         """Stream record batches (at most ``batch_size`` rows each; empty ones skipped)."""
@@ -499,7 +524,7 @@ class FitsScanner:
             raise ValueError("num_rows must be >= 0")
         got, have = [], 0
         if num_rows:
-            for fs, rng in self._tasks():
+            for fs, rng in self._ramped():
                 batch = fs.run(rng)
                 if batch is None:
                     continue

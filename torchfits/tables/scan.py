@@ -20,7 +20,7 @@ from ..query import expr as _expr
 from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
-from ..query.pushdown import plan_pushdown
+from ..query.pushdown import fuse, plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
 from ..errors import ColumnNotFoundError, HDUTypeError, UnsupportedColumnError
 
@@ -182,6 +182,7 @@ class Scanner:
         residual pyarrow Expression (with the columns it needs decoded)."""
         self._kernel: list = []
         self._kernel_ordered = False
+        self._fused: Any = None
         self._residual = None
         self._residual_columns: list[str] = []
         if where is None and filter is None:
@@ -301,14 +302,16 @@ class Scanner:
                 src.index.check_data(src.entry, (last + 1) * src.entry.row_bytes)
             if len(self._kernel) > 1 and not self._kernel_ordered:
                 self._order_kernel(data, src.entry.row_bytes, rows, rng)
-            for plan in self._kernel:
-                if candidates is not None:
-                    candidates = plan.select(data, src.entry.row_bytes, rows=candidates)
-                else:
-                    candidates = plan.select(data, src.entry.row_bytes, first=rng[0],
-                                             count=rng[1] - rng[0])
-                if not candidates.size:
-                    break
+            if self._fused is None:
+                # Every term in one pass over blocks of rows, most selective first.
+                self._fused = fuse(self._kernel)
+            threads = self._options.threads
+            if candidates is not None:
+                candidates = self._fused.select(data, src.entry.row_bytes, rows=candidates,
+                                                threads=threads)
+            else:
+                candidates = self._fused.select(data, src.entry.row_bytes, first=rng[0],
+                                                count=rng[1] - rng[0], threads=threads)
             rng = None
             if self._residual is None:
                 return candidates, None

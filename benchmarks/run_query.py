@@ -1,0 +1,192 @@
+"""Query benchmarks: where-queries at four selectivities, the full read to Arrow, first rows
+(Polars ``head(n)``, DuckDB ``LIMIT n``) and a DuckDB aggregate against uncompressed Parquet.
+
+Usage: ``python benchmarks/run_query.py [--repeat N] [--json PATH]`` with the dev venv.
+
+Data: ``catalog_uniform`` (``generate.py``): 2,000,000 rows, the 12 columns of ``catalog_2m``
+(59 bytes a row) but ``ra`` uniform in 0–360 and the five magnitudes uniform in 14–26, so the
+fraction of rows a predicate keeps is set by its literals. Every ratio is a median over the
+median of the floor (``np.frombuffer(mm, '>u4', ...).astype('<u4')`` of the table's bytes,
+fresh mapping, fresh allocation) timed in the same interleaved rounds. Every result is first
+checked against NumPy on fitsio's values.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import generate  # noqa: E402
+from _harness import Case, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
+
+COLUMNS = ["id", "ra", "mag_r"]
+# (label, where, NumPy mask on the reference columns): ~0.1 %, ~4 %, ~25 %, ~50 % of rows kept.
+SELECTIVITY: list[tuple[str, str, Callable[[dict], np.ndarray]]] = [
+    ("0.1 %", "mag_r < 14.048 AND ra BETWEEN 10 AND 100",
+     lambda c: (c["mag_r"] < np.float32(14.048)) & (c["ra"] >= 10) & (c["ra"] <= 100)),
+    ("4 %", "mag_r < 16 AND ra BETWEEN 10 AND 100",
+     lambda c: (c["mag_r"] < np.float32(16)) & (c["ra"] >= 10) & (c["ra"] <= 100)),
+    ("25 %", "mag_r < 20 AND ra BETWEEN 10 AND 190",
+     lambda c: (c["mag_r"] < np.float32(20)) & (c["ra"] >= 10) & (c["ra"] <= 190)),
+    ("50 %", "mag_r < 24 AND ra BETWEEN 0 AND 216",
+     lambda c: (c["mag_r"] < np.float32(24)) & (c["ra"] >= 0) & (c["ra"] <= 216)),
+]
+AGGREGATE = "SELECT count(*), avg(mag_g) FROM {t} WHERE mag_r < 16 AND ra BETWEEN 10 AND 100"
+HEAD_N = (1, 100)
+
+
+def table_layout(path: Path) -> tuple[int, int]:
+    """(byte offset of the table data, NAXIS1×NAXIS2)."""
+    from astropy.io import fits
+
+    with fits.open(path) as hdul:
+        info = hdul.fileinfo(1)
+        header = hdul[1].header
+        return int(info["datLoc"]), int(header["NAXIS1"]) * int(header["NAXIS2"])
+
+
+def make_floor(path: Path) -> Callable[[], np.ndarray]:
+    offset, nbytes = table_layout(path)
+    count = nbytes // 4
+
+    def floor() -> np.ndarray:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            view = np.frombuffer(mm, dtype=">u4", count=count, offset=offset)
+            out = view.astype("<u4")
+            del view
+        return out
+
+    return floor
+
+
+def check_table(got: Any, want: dict[str, np.ndarray], what: str) -> None:
+    for name, values in want.items():
+        col = got.column(name).to_numpy()
+        if col.shape != values.shape or not np.array_equal(col, values):
+            raise SystemExit(f"{what}: column {name} differs from the reference")
+
+
+def section(title: str, note: str, timings: dict, floor_key: str | None, unit: str = "ms") -> str:
+    base = timings[floor_key].median if floor_key else None
+    rows = []
+    for label, t in timings.items():
+        ratio = fmt_ratio(t.median / base) if base else "—"
+        rows.append([label, fmt_ms(t.median), fmt_ms(t.best), ratio])
+    head = ["case", f"median {unit}", f"best {unit}", "× floor" if floor_key else "—"]
+    return "\n".join([f"### {title}", "", note, "", markdown_table(head, rows), ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--json", type=Path, default=None, help="write every sample here")
+    parser.add_argument("--only", default="", help="comma list of sections: where,full,head,duckdb")
+    args = parser.parse_args(argv)
+    only = set(filter(None, args.only.split(",")))
+
+    import fitsio
+
+    import torchfits
+
+    path = generate.ensure("catalog_uniform")
+    ref = fitsio.read(str(path), ext=1, columns=COLUMNS + ["mag_g"])
+    cols = {n: ref[n].astype(ref[n].dtype.newbyteorder("=")) for n in ref.dtype.names}
+    floor = make_floor(path)
+    out: list[str] = []
+    samples: dict[str, Any] = {}
+    info = machine_info()
+    out.append(f"{info['date']}; {info['cpu']}, {info['cores']} cores; {info['python']}. "
+               f"Command: `python benchmarks/run_query.py --repeat {args.repeat}`; medians of "
+               "interleaved rounds, warm page cache.")
+    out.append("")
+
+    if not only or "where" in only:
+        cases: dict[str, Case] = {"floor: astype('<u4') of the table bytes": Case(floor)}
+        for label, where, mask in SELECTIVITY:
+            m = mask(cols)
+            want = {n: cols[n][m] for n in COLUMNS}
+            got = torchfits.scan(str(path), columns=COLUMNS, where=where).to_arrow()
+            check_table(got, want, f"where {where}")
+            kept = f"{100 * m.mean():.2f} %"
+            cases[f"{label} kept ({kept}): {where}"] = Case(
+                lambda w=where: torchfits.scan(str(path), columns=COLUMNS, where=w).to_arrow())
+        log("timing where-queries ...")
+        t = measure_group(cases, repeat=args.repeat, warmup=1)
+        samples["where"] = {k: v.to_json() for k, v in t.items()}
+        out.append(section("Where-queries, 3 of 12 columns out (`scan(...).to_arrow()`)",
+                           "Targets: ≤ 0.8× floor at ≤ 4 % kept, ≤ 1.0× at 25–50 %.", t,
+                           "floor: astype('<u4') of the table bytes"))
+
+    if not only or "full" in only:
+        got = torchfits.scan(str(path)).to_arrow()
+        check_table(got, {n: cols[n] for n in COLUMNS}, "full read")
+        cases = {"floor: astype('<u4') of the table bytes": Case(floor),
+                 "scan(path).to_arrow(), 12 columns": Case(lambda: torchfits.scan(str(path)).to_arrow()),
+                 "read_table → Arrow (threads=1)": Case(lambda: torchfits.scan(str(path), threads=1).to_arrow())}
+        log("timing the full read ...")
+        t = measure_group(cases, repeat=args.repeat, warmup=1)
+        samples["full"] = {k: v.to_json() for k, v in t.items()}
+        out.append(section("Full read to Arrow", "Target: ≤ 1.2× floor.", t,
+                           "floor: astype('<u4') of the table bytes"))
+
+    if not only or "head" in only:
+        import duckdb
+        import polars as pl
+
+        ds = torchfits.dataset(str(path))
+        con = duckdb.connect()
+        con.register("cat", ds)
+        cases = {}
+        for n in HEAD_N:
+            lf = torchfits.scan_polars(str(path))
+            first = lf.head(n).collect()
+            assert first["id"].to_list() == cols["id"][:n].tolist()
+            got = con.sql(f"SELECT id FROM cat LIMIT {n}").fetchall()
+            assert len(got) == n
+            cases[f"Polars scan_polars(cat).head({n}).collect()"] = Case(
+                lambda n=n: torchfits.scan_polars(str(path)).head(n).collect())
+            cases[f"DuckDB SELECT * FROM dataset LIMIT {n}"] = Case(
+                lambda n=n: con.sql(f"SELECT * FROM cat LIMIT {n}").fetchall())
+        cases["Polars full collect (reference)"] = Case(lambda: torchfits.scan_polars(str(path)).collect())
+        assert pl is not None
+        log("timing first rows ...")
+        t = measure_group(cases, repeat=args.repeat, warmup=1)
+        samples["head"] = {k: v.to_json() for k, v in t.items()}
+        out.append(section("First rows: `head(n)` and `LIMIT n`", "Target: ≤ 5 ms at n ≤ 100.", t, None))
+
+    if not only or "duckdb" in only:
+        import duckdb
+        import pyarrow.parquet as pq
+
+        parquet = path.with_suffix(".uncompressed.parquet")
+        if not parquet.exists() or parquet.stat().st_mtime < path.stat().st_mtime:
+            pq.write_table(torchfits.dataset(str(path)).to_table(), parquet, compression="none")
+        con = duckdb.connect()
+        con.register("fits_ds", torchfits.dataset(str(path)))
+        queries = {"DuckDB over Parquet (uncompressed)": AGGREGATE.format(t=f"read_parquet('{parquet}')"),
+                   "DuckDB over torchfits.dataset": AGGREGATE.format(t="fits_ds")}
+        res = {k: con.sql(q).fetchall() for k, q in queries.items()}
+        a, b = res.values()
+        assert a[0][0] == b[0][0] and abs(a[0][1] - b[0][1]) < 1e-6, res
+        cases = {k: Case(lambda q=q: con.sql(q).fetchall()) for k, q in queries.items()}
+        log("timing DuckDB ...")
+        t = measure_group(cases, repeat=args.repeat, warmup=2)
+        samples["duckdb"] = {k: v.to_json() for k, v in t.items()}
+        out.append(section(f"DuckDB `{AGGREGATE.format(t='t')}`",
+                           "Ratio: over the Parquet row. Target: ≤ 1.0×.", t,
+                           "DuckDB over Parquet (uncompressed)").replace("× floor", "× Parquet"))
+
+    print("\n".join(out))
+    if args.json:
+        args.json.write_text(json.dumps(samples, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
