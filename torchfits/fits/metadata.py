@@ -14,6 +14,7 @@ from .header import Header
 
 __all__ = [
     "HduInfo",
+    "FileInfo",
     "info",
     "read_header",
     "read_keys",
@@ -154,21 +155,99 @@ class HduInfo:
     kind: str  # primary | image | bintable | table | compressed_image
     shape: tuple[int, ...]  # images: C-order pixel shape; tables: (nrows, ncols)
     bitpix: Optional[int]
-    dtype: Optional[str]  # result dtype of an image read
+    dtype: Optional[str]  # result dtype of an image read (compressed images too)
     nrows: Optional[int]
     ncols: Optional[int]
     codec: Optional[str]
     ncards: int
 
+    @property
+    def type(self) -> str:
+        """``EMPTY`` (an HDU without data), ``IMAGE``, ``COMPRESSED_IMAGE``, ``BINTABLE`` or ``TABLE``."""
+        if self.kind in (KIND_BINTABLE, KIND_TABLE):
+            return "BINTABLE" if self.kind == KIND_BINTABLE else "TABLE"
+        if not self.shape or 0 in self.shape:
+            return "EMPTY"
+        return "COMPRESSED_IMAGE" if self.kind == KIND_COMPRESSED else "IMAGE"
+
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def info(path: Any) -> list[HduInfo]:
-    """Summaries of every HDU in the file."""
+_INFO_COLUMNS = ("No.", "Name", "Type", "Dimensions", "Format", "Cards")
+
+
+class FileInfo(list):  # type: ignore[type-arg]  # list[HduInfo]; kept a list so 1.x-style loops work
+    """:func:`info`'s result: a list of :class:`HduInfo` (iterate, index, ``len``) whose repr
+    is a table of the HDUs, like ``astropy.io.fits.info``."""
+
+    def __init__(self, path: str, hdus: list[HduInfo]) -> None:
+        super().__init__(hdus)
+        self.path = path
+
+    def rows(self) -> list[tuple[str, ...]]:
+        """The table cells: index, name, type, dimensions, format, cards."""
+        out = []
+        for h in self:
+            if h.nrows is not None:
+                dims = f"{h.nrows} rows x {h.ncols} cols"
+                fmt = ""
+            else:
+                dims = "x".join(str(n) for n in h.shape) if h.shape and 0 not in h.shape else ""
+                fmt = (h.dtype or "") if dims else ""
+                if h.codec:
+                    fmt = f"{fmt} ({h.codec})".strip()
+            out.append((str(h.index), h.name, h.type, dims, fmt, str(h.ncards)))
+        return out
+
+    def __repr__(self) -> str:
+        rows = [_INFO_COLUMNS] + self.rows()
+        widths = [max(len(r[i]) for r in rows) for i in range(len(_INFO_COLUMNS))]
+        lines = [f"{self.path}: {len(self)} HDU{'s' if len(self) != 1 else ''}"]
+        for r in rows:
+            lines.append("  ".join(c.rjust(w) if i in (0, 5) else c.ljust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        import html
+
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in _INFO_COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                       for r in self.rows())
+        return (f"<p><code>{html.escape(self.path)}</code></p>"
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
+    """The dtype a read of a tile-compressed image returns: ZBITPIX with the image's
+    BSCALE/BZERO/BLANK (ZBLANK) rules, like a plain image."""
+    from types import SimpleNamespace
+
     from ..image.plain import plan_image  # numpy-only
 
-    index = get_index(parse_path(path).path)
+    h = index.header_view(e)
+    zbitpix = h.get("ZBITPIX")
+    if not isinstance(zbitpix, int) or zbitpix not in (8, 16, 32, 64, -32, -64):
+        return None
+    plan_header = {k: h.get(k) for k in ("BSCALE", "BZERO", "BLANK") if h.get(k) is not None}
+    if "BLANK" not in plan_header and isinstance(h.get("ZBLANK"), int):
+        plan_header["BLANK"] = h.get("ZBLANK")
+    fake = SimpleNamespace(bitpix=zbitpix, naxes=(1,), shape=(1,))
+    try:
+        return str(plan_image(fake, plan_header).dtype)  # type: ignore[arg-type]
+    except (FitsError, KeyError, TypeError, ValueError):
+        return None
+
+
+def info(path: Any) -> FileInfo:
+    """Summaries of every HDU in the file: a list of :class:`HduInfo` whose repr is a table."""
+    from ..image.plain import plan_image  # numpy-only
+
+    fp = parse_path(path)
+    index = get_index(fp.path)
     out = []
     for e in index.entries:
         if e.is_table:
@@ -182,6 +261,8 @@ def info(path: Any) -> list[HduInfo]:
                 dtype = str(plan_image(e, index.header_view(e)).dtype)
             except FitsError:
                 dtype = None
+        elif e.kind == KIND_COMPRESSED:
+            dtype = _compressed_dtype(index, e)
         out.append(HduInfo(e.index, e.display_name, e.kind, tuple(reversed(naxes)), bitpix, dtype,
                            None, None, e.zcmptype, e.ncards))
-    return out
+    return FileInfo(fp.path, out)

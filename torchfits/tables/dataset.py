@@ -614,7 +614,12 @@ class FitsDataset(pds.Dataset):
     def __repr__(self) -> str:
         paths = self.files
         more = f" +{len(paths) - 1} files" if len(paths) > 1 else ""
-        return f"<FitsDataset {paths[0] if paths else ''!r}{more}, {len(self._schema)} columns>"
+        names = list(self._schema.names)
+        shown = ", ".join(names[:8]) + (f", ... ({len(names)} columns)" if len(names) > 8 else "")
+        extra = f", filter={str(self._filter)!r}" if self._filter is not None else ""
+        return (f"<FitsDataset {paths[0] if paths else ''!r}{more}, hdu={self._fragments[0].hdu if self._fragments else None!r}, "
+                f"{len(self._fragments)} fragment{'s' if len(self._fragments) != 1 else ''}, "
+                f"columns=[{shown}]{extra}>")
 
     # -- properties -------------------------------------------------------------------------------
     @property

@@ -168,6 +168,8 @@ class Scanner:
         # the residual predicate always sees strings as text, stripped
         self._predicate_options = replace(self._options, decode_bytes=True, strip=True)
         self._pushdown = pushdown
+        self._where_text = where if isinstance(where, str) else None
+        self._filter_shown = filter
         self._plan_predicate(where, filter)
 
     # -- planning ---------------------------------------------------------------------------------
@@ -450,8 +452,18 @@ class Scanner:
 
     def __repr__(self) -> str:
         files = len(self._sources)
-        return (f"Scanner({self._sources[0].path!r}{f' +{files - 1} files' if files > 1 else ''}, "
-                f"columns={self._projection}, kernel={bool(self._kernel)}, residual={self._residual is not None})")
+        first = self._sources[0]
+        parts = [f"{first.path!r}{f' +{files - 1} files' if files > 1 else ''}",
+                 f"hdu={first.entry.index}", f"columns={self._projection}"]
+        if self._where_text is not None:
+            parts.append(f"where={self._where_text!r}")
+        if self._filter_shown is not None:
+            parts.append(f"filter={str(self._filter_shown)!r}")
+        if self._rows is not None:
+            parts.append(f"rows=<{len(self._rows[0])} selected>")
+        if self._row_slice is not None:
+            parts.append(f"row_slice={self._row_slice}")
+        return f"Scanner({', '.join(parts)})"
 
 
 def scan(source: Any, hdu: Any = 1, *, columns: Any = None, where: Optional[str] = None,
