@@ -221,7 +221,7 @@ def check_outputs(outputs: Sequence[str], overwrite: bool) -> None:
                 raise UsageError(f"{o}: output exists (use --overwrite to replace it)")
 
 
-def open_output(path: str) -> IO[bytes]:
+def open_output(path: str) -> Union[IO[bytes], "_Unclosed"]:
     """A binary stream for ``path``; ``-`` is stdout (not closed by the caller's ``with``)."""
     if path == "-":
         return _Unclosed(sys.stdout.buffer)

@@ -177,7 +177,7 @@ class HduInfo:
 _INFO_COLUMNS = ("No.", "Name", "Type", "Dimensions", "Format", "Cards")
 
 
-class FileInfo(list):  # type: ignore[type-arg]  # list[HduInfo]; kept a list so 1.x-style loops work
+class FileInfo(list[HduInfo]):  # a list, so loops and indexing work as before
     """:func:`info`'s result: a list of :class:`HduInfo` (iterate, index, ``len``) whose repr
     is a table of the HDUs, like ``astropy.io.fits.info``."""
 
@@ -187,7 +187,7 @@ class FileInfo(list):  # type: ignore[type-arg]  # list[HduInfo]; kept a list so
 
     def rows(self) -> list[tuple[str, ...]]:
         """The table cells: index, name, type, dimensions, format, cards."""
-        out = []
+        out: list[tuple[str, ...]] = []
         for h in self:
             if h.nrows is not None:
                 dims = f"{h.nrows} rows x {h.ncols} cols"
