@@ -472,6 +472,19 @@ def test_python_progress_option(tmp_path, samples, capsys):
     with progress_bar(total=2, desc="work", enabled=None) as bar:  # not a terminal here
         bar.update(2)
     assert capsys.readouterr().err == ""
+    _, image, catalog = samples
+    table = torchfits.scan([catalog, catalog], columns=["id"]).to_arrow(progress=True)
+    assert table.num_rows == 20000 and "scan" in capsys.readouterr().err
+    assert torchfits.scan(catalog, columns=["id"]).to_arrow().num_rows == 10000
+    assert capsys.readouterr().err == ""  # off by default
+    from torchfits.writing.recompress import compress_file
+
+    assert compress_file(image, str(tmp_path / "p.fits.fz"), progress=True) == 2
+    assert "compress" in capsys.readouterr().err
+    from torchfits.tables.stats_index import build_index
+
+    build_index(catalog, output=str(tmp_path / "idx.json"), progress=True)
+    assert "index build" in capsys.readouterr().err
 
 
 def test_demo_runs_as_a_process(tmp_path):

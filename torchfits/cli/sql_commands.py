@@ -11,8 +11,7 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from .common import (EXIT_OK, UsageError, check_outputs, emit, format_options, hdus,
-                     progress_enabled, progress_options)
+from .common import EXIT_OK, UsageError, check_outputs, emit, format_options, hdus
 
 
 def _arrow_table(relation: Any) -> Any:
@@ -44,8 +43,6 @@ def cmd_sql(args: argparse.Namespace) -> int:
     elif args.to:
         raise UsageError("--to needs -o/--out (use -f json/jsonl for JSON on stdout)")
     con = duckdb.connect()
-    if progress_enabled(args):
-        con.execute("SET enable_progress_bar = true")
     try:
         relation = sql(args.query, con=con, hdu=spec[0])
         if relation is None:  # a statement without a result (SET, CREATE ...)
@@ -94,5 +91,4 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     p.add_argument("-e", "--hdu", default="1",
                    help="table HDU for quoted paths: index or EXTNAME (default 1)")
     format_options(p)
-    progress_options(p)
     commands["sql"] = cmd_sql

@@ -363,14 +363,24 @@ class Scanner:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.to_reader().__arrow_c_stream__(requested_schema)
 
-    def to_arrow(self) -> Any:
-        """The whole result as a ``pyarrow.Table`` (one chunk per file)."""
+    def to_arrow(self, *, progress: Optional[bool] = False) -> Any:
+        """The whole result as a ``pyarrow.Table`` (one chunk per file).
+
+        ``progress=True`` shows a bar over the files (needs tqdm; None: only when stderr is a
+        terminal)."""
         import pyarrow as pa
+
+        from .._progress import progress_bar
 
         # Materialising anyway: decode each file in one call (the decoder threads over row
         # chunks itself) instead of streaming many small batches and concatenating them.
         whole = self._with_batch_size(_WHOLE)
-        return pa.Table.from_batches(list(whole.to_batches()), schema=self.schema)
+        batches: list[Any] = []
+        with progress_bar(total=len(whole._sources), desc="scan", enabled=progress, unit="file") as bar:
+            for k, src in enumerate(whole._sources):
+                batches += whole._batches_of(k, src)
+                bar.update(1)
+        return pa.Table.from_batches(batches, schema=self.schema)
 
     to_table = to_arrow
 
