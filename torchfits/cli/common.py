@@ -158,7 +158,7 @@ class Target:
     shown: str
     path: str
     hdu: Optional[HduKey]
-    section: Optional[tuple]
+    section: Optional[tuple[Any, ...]]
 
 
 def targets(paths: Iterable[str], *, sections: bool = False) -> list[Target]:

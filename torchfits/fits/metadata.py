@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, get_index
+from .aliases import HduArg, PathArg
 from .paths import parse_path
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError, HDUTypeError, KeywordNotFoundError
 from .header import Header
@@ -38,7 +39,7 @@ def _locate(path: Any, hdu: Any, *, allow_auto: bool = False) -> tuple[Any, HduE
     return index, index.resolve(hdu, allow_auto=allow_auto)
 
 
-def read_header(path: Any, hdu: Any = 0, *, compressed: bool = False) -> Header:
+def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = False) -> Header:
     """The typed header of one HDU (``None``/``"auto"`` picks the HDU as ``read`` does).
 
     Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix. For a
@@ -50,10 +51,11 @@ def read_header(path: Any, hdu: Any = 0, *, compressed: bool = False) -> Header:
         from ..image.compressed import image_header
 
         return image_header(index.header_view(entry))
-    return index.header(entry)
+    header: Header = index.header(entry)
+    return header
 
 
-def read_keys(path: Any, keys: Any, hdu: Any = 0) -> dict[str, Any]:
+def read_keys(path: PathArg, keys: Any, hdu: HduArg = 0) -> dict[str, Any]:
     """Typed values of ``keys`` in request order; a missing keyword raises.
 
     A long string value is returned as its first card (with the trailing ``&``), as torchfits
@@ -75,19 +77,19 @@ def read_keys(path: Any, keys: Any, hdu: Any = 0) -> dict[str, Any]:
     return result
 
 
-def read_num_hdus(path: Any) -> int:
+def read_num_hdus(path: PathArg) -> int:
     """Number of HDUs in the file."""
     return len(get_index(parse_path(path).path))
 
 
-def read_hdu_type(path: Any, hdu: Any = 0) -> str:
+def read_hdu_type(path: PathArg, hdu: HduArg = 0) -> str:
     """``"IMAGE"`` (also compressed images and empty primaries), ``"BINARY_TABLE"`` or
     ``"ASCII_TABLE"``."""
     _, entry = _locate(path, hdu)
     return _HDU_TYPE.get(entry.kind, "IMAGE")
 
 
-def read_shape(path: Any, hdu: Any = 0) -> tuple[int, tuple[int, ...]]:
+def read_shape(path: PathArg, hdu: HduArg = 0) -> tuple[int, tuple[int, ...]]:
     """``(bitpix, shape)``: storage BITPIX and the C-order shape (compressed: logical image)."""
     index, entry = _locate(path, hdu)
     if entry.is_table:
@@ -96,7 +98,7 @@ def read_shape(path: Any, hdu: Any = 0) -> tuple[int, tuple[int, ...]]:
     return bitpix, tuple(reversed(naxes))
 
 
-def read_extname(path: Any, hdu: Any = 0) -> Optional[str]:
+def read_extname(path: PathArg, hdu: HduArg = 0) -> Optional[str]:
     """EXTNAME of the HDU, or None (also for a missing file or an index past the end)."""
     try:
         index, entry = _locate(path, hdu)
@@ -127,19 +129,19 @@ def _colnames(header: Header, entry: HduEntry) -> list[str]:
     return names
 
 
-def read_colnames(path: Any, hdu: Any = 1) -> list[str]:
+def read_colnames(path: PathArg, hdu: HduArg = 1) -> list[str]:
     """Column names (TTYPEn; ``colN`` for an unnamed column)."""
     _, entry, header = _table(path, hdu, "read_colnames")
     return _colnames(header, entry)
 
 
-def read_nrows(path: Any, hdu: Any = 1) -> int:
+def read_nrows(path: PathArg, hdu: HduArg = 1) -> int:
     """Number of rows of a table HDU."""
     _, entry, _ = _table(path, hdu, "read_nrows")
     return entry.nrows
 
 
-def read_table_info(path: Any, hdu: Any = 1) -> dict[str, Any]:
+def read_table_info(path: PathArg, hdu: HduArg = 1) -> dict[str, Any]:
     """``{"nrows", "colnames", "tforms"}`` with TFORMs as written."""
     _, entry, header = _table(path, hdu, "read_table_info")
     tforms = [str(header.get(f"TFORM{i}", "")).strip() for i in range(1, entry.tfields + 1)]
@@ -242,7 +244,7 @@ def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
         return None
 
 
-def info(path: Any) -> FileInfo:
+def info(path: PathArg) -> FileInfo:
     """Summaries of every HDU in the file: a list of :class:`HduInfo` whose repr is a table."""
     from ..image.plain import plan_image  # numpy-only
 

@@ -15,6 +15,7 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
 from ..errors import HDUTypeError
 from ..fits.header import Header
+from ..fits.aliases import HduArg, PathArg
 
 __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image"]
 
@@ -284,7 +285,7 @@ class Image:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if self._zero_copy_ok():
-            return self._mapped_bytes()[key]
+            return np.asarray(self._mapped_bytes()[key])
         if (type(key) is tuple and len(key) == 2 and len(self.shape) == 2
                 and type(key[0]) is slice and type(key[1]) is slice
                 and key[0].step is None and key[1].step is None):
@@ -294,7 +295,7 @@ class Image:
                 h, w = self.shape
                 y0, y1, _ = key[0].indices(h)
                 x0, x1, _ = key[1].indices(w)
-                return cutouts.cutout(x0, y0, x1, y1)
+                return np.asarray(cutouts.cutout(x0, y0, x1, y1))
         region, out_shape = region_from_key(self.shape, key)
         return self.read_region(region, out_shape)
 
@@ -332,8 +333,8 @@ class Image:
         return f"Image(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, dtype={self.dtype})"
 
 
-def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False,
-               storage_options: Optional[dict] = None) -> Image:
+def open_image(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False,
+               storage_options: Optional[dict[str, Any]] = None) -> Image:
     """Open an image HDU for NumPy-style slicing; only the indexed pixels are decoded.
 
     Parameters
@@ -356,7 +357,7 @@ def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False,
     return Image(source, hdu, raw_scale=raw_scale)
 
 
-def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any = None,
+def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out: Any = None,
                threads: Optional[int] = None) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 

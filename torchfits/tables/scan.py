@@ -12,7 +12,7 @@ import copy
 import glob as _glob
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Optional, Sequence, cast
 
 import numpy as np
 
@@ -23,6 +23,13 @@ from ..fits.paths import fspath
 from ..query.pushdown import plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
 from ..errors import HDUTypeError, UnsupportedColumnError
+from ..fits.aliases import HduArg, SourceArg
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily or optional
+    import pandas
+    import polars
+    import pyarrow as pa
+    import torch
 
 __all__ = ["scan", "Scanner", "TableSource", "resolve_sources"]
 
@@ -78,7 +85,7 @@ class TableSource:
                             columns=columns, rows=rows, row_range=row_range, options=options)
 
 
-def _refuse_complex(tree: Any, complex_cols: set) -> None:
+def _refuse_complex(tree: Any, complex_cols: set[str]) -> None:
     refused = [c for c in _expr.columns(tree) if c in complex_cols]
     if refused:
         raise UnsupportedColumnError(
@@ -176,7 +183,7 @@ class Scanner:
     def _plan_predicate(self, where: Any, filter: Any) -> None:
         """Split the predicate: top-level AND terms the row kernel can run on raw bytes, and a
         residual pyarrow Expression (with the columns it needs decoded)."""
-        self._kernel: list = []
+        self._kernel: list[Any] = []
         self._kernel_ordered = False
         self._residual = None
         self._residual_columns: list[str] = []
@@ -234,17 +241,17 @@ class Scanner:
         return bool(self._kernel) or self._residual is not None
 
     @property
-    def schema(self) -> Any:
+    def schema(self) -> "pa.Schema":
         """The Arrow schema of the results (projected columns, FITS metadata attached)."""
         first = self._sources[0]
         schema = arrow_schema(first.specs, columns=self._projection, **self._schema_options())
         return schema.with_metadata(self._table_metadata(first)) if self._schema_metadata else schema
 
-    def _schema_options(self) -> dict:
+    def _schema_options(self) -> dict[str, Any]:
         o = self._options
         return dict(mapping=o.mapping, decode_bytes=o.decode_bytes, metadata=o.metadata)
 
-    def _table_metadata(self, src: TableSource) -> dict:
+    def _table_metadata(self, src: TableSource) -> dict[bytes, bytes]:
         meta = {b"fits_hdu": str(src.entry.index).encode(), b"fits_path": src.path.encode()}
         if src.entry.extname:
             meta[b"fits_extname"] = src.entry.extname.encode()
@@ -349,12 +356,12 @@ class Scanner:
             out.append(np.concatenate(parts) if parts else np.empty(0, np.int64))
         return out
 
-    def to_batches(self) -> Iterator[Any]:
+    def to_batches(self) -> "Iterator[pa.RecordBatch]":
         """Stream ``pyarrow.RecordBatch`` objects (empty batches are skipped)."""
         for k, src in enumerate(self._sources):
             yield from self._batches_of(k, src)
 
-    def to_reader(self) -> Any:
+    def to_reader(self) -> "pa.RecordBatchReader":
         """A ``pyarrow.RecordBatchReader`` over the scan."""
         import pyarrow as pa
 
@@ -363,7 +370,7 @@ class Scanner:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.to_reader().__arrow_c_stream__(requested_schema)
 
-    def to_arrow(self, *, progress: Optional[bool] = False) -> Any:
+    def to_arrow(self, *, progress: Optional[bool] = False) -> "pa.Table":
         """The whole result as a ``pyarrow.Table`` (one chunk per file).
 
         ``progress=True`` shows a bar over the files (needs tqdm; None: only when stderr is a
@@ -384,17 +391,17 @@ class Scanner:
 
     to_table = to_arrow
 
-    def to_pandas(self, **kwargs: Any) -> Any:
+    def to_pandas(self, **kwargs: Any) -> "pandas.DataFrame":
         """The result as a ``pandas.DataFrame`` (needs pandas)."""
         return self.to_arrow().to_pandas(**kwargs)
 
-    def to_polars(self) -> Any:
+    def to_polars(self) -> "polars.DataFrame":
         """The result as a ``polars.DataFrame`` (needs polars)."""
         try:
             import polars as pl
         except ImportError as exc:
             raise ImportError("polars is required for to_polars(): pip install polars") from exc
-        return pl.from_arrow(self.to_arrow())
+        return cast("polars.DataFrame", pl.from_arrow(self.to_arrow()))  # a table gives a frame
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """``{column: ndarray}``: fixed-size lists become (N, ...) arrays, floats with nulls NaN,
@@ -403,7 +410,7 @@ class Scanner:
 
         return table_to_numpy(self.to_arrow())
 
-    def to_torch(self, device: Any = "cpu", dtype: Any = None) -> dict[str, Any]:
+    def to_torch(self, device: Any = "cpu", dtype: Any = None) -> "dict[str, torch.Tensor]":
         """``{column: torch.Tensor}`` for numeric and boolean columns (needs torch)."""
         from .arrow_numpy import numpy_to_torch
 
@@ -447,7 +454,7 @@ class Scanner:
         return sum(len(self._select(src, rows, rng)[0])
                    for k, src in enumerate(self._sources) for rows, rng in self._chunks(k, src))
 
-    def head(self, n: int = 5) -> Any:
+    def head(self, n: int = 5) -> "pa.Table":
         """The first ``n`` result rows as a ``pyarrow.Table``."""
         import pyarrow as pa
 
@@ -476,9 +483,9 @@ class Scanner:
         return f"Scanner({', '.join(parts)})"
 
 
-def scan(source: Any, hdu: Any = 1, *, columns: Any = None, where: Optional[str] = None,
+def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]] = None, where: Optional[str] = None,
          filter: Any = None, rows: Any = None, row_slice: Any = None, batch_size: int = 65_536,
-         threads: Optional[int] = None, storage_options: Optional[dict] = None) -> Scanner:
+         threads: Optional[int] = None, storage_options: Optional[dict[str, Any]] = None) -> Scanner:
     """Scan a FITS table (or several with the same columns) into Arrow.
 
     Parameters
