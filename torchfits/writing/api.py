@@ -126,7 +126,7 @@ def write(path: Any, data: Any, header: Any = None, overwrite: bool = False,
         raise FitsWriteError(f"Failed to write FITS file '{target}': {exc}") from exc
 
 
-def _write_compressed(target: str, items: list, *, compress: Any, quantize: Any,
+def _write_compressed(target: str, items: list[Any], *, compress: Any, quantize: Any,
                       overwrite: bool, checksum: bool) -> None:
     """Hand images to the tile-compression writer (:mod:`.compress_write`)."""
     from .compress_write import normalize_compress, write_compressed
