@@ -212,6 +212,7 @@ def test_diff(samples, capsys, tmp_path):
     code, out, _ = run(capsys, "diff", image, other)
     assert code == 1 and "HDU count: 3 vs 2" in out and "HDU 1 max" in out
     assert run(capsys, "diff", image, tmp_path / "nope.fits")[0] == 3
+    assert run(capsys, "diff", f"{image}[SCI]", image)[0] == 2
 
 
 # -- outputs: copy, cutout, convert --------------------------------------------------------------
@@ -230,6 +231,8 @@ def test_copy_refuses_existing_outputs_without_overwrite(samples, capsys, tmp_pa
     assert sorted(p.name for p in out_dir.iterdir()) == ["sample_catalog.fits", "sample_image.fits"]
     assert run(capsys, "copy", image, catalog, "--out-dir", out_dir)[0] == 2
     assert run(capsys, "copy", image, "-")[0] == 2  # FITS never goes to stdout
+    code, _, err = run(capsys, "copy", f"{image}[1]", tmp_path / "part.fits")
+    assert code == 2 and "whole files" in one_line_error(err)[0]
 
 
 def test_cutout(samples, capsys, tmp_path):

@@ -129,7 +129,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from ..fits.hdu_index import get_index
     from ..image.plain import read_numpy
 
-    a_path, b_path = args.path_a, args.path_b
+    a_path, b_path = (_whole_file(p, "diff") for p in (args.path_a, args.path_b))
     ia, ib = get_index(a_path), get_index(b_path)
     lines = []
     if len(ia) != len(ib):
@@ -183,6 +183,15 @@ def _outputs(args: argparse.Namespace, name: Callable[[str], str], *,
     return pairs
 
 
+def _whole_file(path: str, command: str) -> str:
+    """The file a path names; ``command`` works on whole files, so a suffix is refused."""
+    (t,) = targets([path], sections=True)
+    if t.hdu is not None or t.section is not None:
+        raise UsageError(f"{path}: {command} works on whole files; an HDU or section suffix "
+                         "does not apply")
+    return t.path
+
+
 def cmd_copy(args: argparse.Namespace) -> int:
     """An exact byte copy (the input is checked to be FITS first)."""
     from ..fits.hdu_index import get_index
@@ -193,6 +202,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
 
     def one(pair: tuple[str, str]) -> None:
         src, dst = pair
+        src = _whole_file(src, "copy")
         get_index(src)
         with open(src, "rb") as fh, atomic_output(dst) as sink:
             shutil.copyfileobj(fh, sink.fh, 1 << 22)
