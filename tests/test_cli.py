@@ -98,7 +98,8 @@ def test_exit_codes_and_one_line_errors(samples, capsys, tmp_path):
     code, _, err = run(capsys, "info", tmp_path / "missing.fits")
     assert code == 3 and "missing.fits" in one_line_error(err)[0]
     for argv in (("info", "-e", "9", image), ("info", "-e", "x,", image), ("info", "-e", "-1", image),
-                 ("nosuchcommand",), ()):
+                 ("nosuchcommand",), ("info", "--bogus", image), ("sql",),
+                 ("convert", image, "x", "--to", "xml"), ()):
         code, _, err = run(capsys, *argv)
         assert code == 2, argv
         one_line_error(err) if argv else None

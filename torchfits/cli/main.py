@@ -10,7 +10,7 @@ import argparse
 import fnmatch
 import sys
 import traceback
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from ..errors import FitsError
 
@@ -111,8 +111,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (and a pointer to -h) instead of the usage block."""
+
+    def error(self, message: str) -> "NoReturn":
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchfits", description="Fast FITS access: inspect, query, convert.")
+    parser = _Parser(prog="torchfits", description="Fast FITS access: inspect, query, convert.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("info", help="one line per HDU: type, shape/rows, dtype")
