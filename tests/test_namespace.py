@@ -38,3 +38,11 @@ def test_star_import_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_dir_lists_only_public_names():
+    names = dir(torchfits)
+    for leak in ("Any", "importlib", "threading", "annotations", "_lock", "_LAZY", "_SUBMODULES"):
+        assert leak not in names, leak
+    assert {"scan", "info", "sql", "__version__", "errors"} <= set(names)
+    assert all(not n.startswith("_") or (n.startswith("__") and n.endswith("__")) for n in names)

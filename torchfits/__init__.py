@@ -2,11 +2,10 @@
 
 Names resolve lazily on first use, so ``import torchfits`` imports neither torch nor pyarrow.
 """
-from __future__ import annotations
 
-import importlib
-import threading
-from typing import Any
+import importlib as _importlib
+import threading as _threading
+from typing import Any as _Any
 
 from ._version import __version__
 
@@ -86,10 +85,10 @@ _SUBMODULES = {
 __all__ = sorted(set(_LAZY) - {"Image", "HduInfo", "FitsError", "Scanner", "FitsFragment",
                                "FitsScanner"}) + ["__version__"]
 
-_lock = threading.RLock()
+_lock = _threading.RLock()
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _LAZY.get(name)
     if module is None and name not in _SUBMODULES:
         raise AttributeError(f"module 'torchfits' has no attribute {name!r}")
@@ -97,12 +96,14 @@ def __getattr__(name: str) -> Any:
         if name in globals():
             return globals()[name]
         if module is None:
-            value = importlib.import_module(f".{name}", __name__)
+            value = _importlib.import_module(f".{name}", __name__)
         else:
-            value = getattr(importlib.import_module(f".{module}", __name__), name)
+            value = getattr(_importlib.import_module(f".{module}", __name__), name)
         globals()[name] = value
         return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
+    # public names only: the lazy API, the subpackages, and dunders; never helper imports
+    public = {n for n in globals() if not n.startswith("_") or (n.startswith("__") and n.endswith("__"))}
+    return sorted(public | set(_LAZY) | _SUBMODULES)

@@ -4,29 +4,39 @@ from __future__ import annotations
 
 import argparse
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 
 from ..writing.recompress import compress_file, decompress_file
-from .common import EXIT_OK, UsageError, emit, hdus
+from .common import (Batch, UsageError, check_outputs, emit, format_options, hdus, jobs,
+                     output_options, progress_enabled, progress_options, select_hdus, targets)
 
 __all__ = ["cmd_compress", "cmd_decompress", "add_parsers", "compress_file", "decompress_file"]
 
-def _outputs(args: argparse.Namespace, suffix: Callable[[str], str]) -> list[tuple[str, str]]:
+def _outputs(args: argparse.Namespace, name: Callable[[str], str]) -> list[tuple[str, str]]:
+    """(input, output) pairs: ``INPUT OUTPUT`` (two paths) or ``INPUT -o OUTPUT``; one or
+    three or more inputs are written beside themselves (``name(path)``) or into ``--out-dir``.
+    Existing outputs are refused unless ``--overwrite``."""
     paths = list(args.paths)
     if not paths:
         raise UsageError("no input files")
-    if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-        pairs = [(p, os.path.join(args.out_dir, os.path.basename(suffix(p)))) for p in paths]
-    elif len(paths) == 2 and not os.path.exists(paths[1]) or (len(paths) == 2 and args.overwrite):
+    if args.out and args.out_dir:
+        raise UsageError("give -o/--out or --out-dir, not both")
+    if args.out:
+        if len(paths) != 1:
+            raise UsageError("-o/--out takes one input; use --out-dir for several")
+        pairs = [(paths[0], args.out)]
+    elif args.out_dir:
+        pairs = [(p, os.path.join(args.out_dir, os.path.basename(name(_file(p))))) for p in paths]
+    elif len(paths) == 2:
         pairs = [(paths[0], paths[1])]
     else:
-        pairs = [(p, suffix(p)) for p in paths]
-    outs = [o for _, o in pairs]
-    if len(set(outs)) != len(outs):
-        raise UsageError("two inputs would be written to the same output file")
+        pairs = [(p, name(_file(p))) for p in paths]
+    if any(o == "-" for _, o in pairs):
+        raise UsageError("FITS output cannot go to stdout (-): give a file name")
+    check_outputs([o for _, o in pairs], args.overwrite)
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
     return pairs
 
 
@@ -39,14 +49,14 @@ def _tile(text: Optional[str]) -> Optional[tuple]:
         raise UsageError(f"--tile takes comma-separated integers (C order), not {text!r}") from None
 
 
-def _run(pairs: list[tuple[str, str]], fn: Callable[[str, str], int], jobs: Optional[int],
-         fmt: str, action: str) -> int:
-    n = len(pairs)
-    workers = 1 if not jobs else (jobs if jobs > 0 else (os.cpu_count() or 1))
-    with ThreadPoolExecutor(max(1, min(workers, n))) as pool:
-        counts = list(pool.map(lambda pair: fn(*pair), pairs))
-    emit([{"file": s, "output": d, action: c} for (s, d), c in zip(pairs, counts)], fmt)
-    return EXIT_OK
+def _run(args: argparse.Namespace, pairs: list[tuple[str, str]], fn: Callable[[str, str], int],
+         action: str) -> int:
+    batch = Batch(action)
+    done = batch.run(pairs, lambda pair: fn(*pair), name=lambda pair: pair[0],
+                     workers=jobs(args.file_jobs, len(pairs)), progress=progress_enabled(args),
+                     desc=action)
+    emit([{"file": s, "output": d, "hdus": c} for (s, d), c in done], args.format)
+    return batch.code
 
 
 def cmd_compress(args: argparse.Namespace) -> int:
@@ -54,11 +64,10 @@ def cmd_compress(args: argparse.Namespace) -> int:
     tile = _tile(args.tile)
     quantize = None if args.quantize is None else (args.quantize, args.dither)
     pairs = _outputs(args, lambda p: p + ".fz")
-    which = hdus(args.hdu)
-    return _run(pairs, lambda s, d: compress_file(s, d, algorithm=args.algorithm, tile=tile,
-                                                  quantize=quantize, which=which,
-                                                  overwrite=args.overwrite),
-                args.file_jobs, args.format, "compressed")
+    spec = hdus(args.hdu)
+    return _run(args, pairs, lambda s, d: compress_file(
+        _file(s), d, algorithm=args.algorithm, tile=tile, quantize=quantize,
+        which=_which(s, spec), overwrite=True), "compress")
 
 
 def cmd_decompress(args: argparse.Namespace) -> int:
@@ -67,18 +76,35 @@ def cmd_decompress(args: argparse.Namespace) -> int:
         return p[:-3] if p.endswith(".fz") else os.path.splitext(p)[0] + "_decompressed.fits"
 
     pairs = _outputs(args, suffix)
-    which = hdus(args.hdu)
-    return _run(pairs, lambda s, d: decompress_file(s, d, which=which, overwrite=args.overwrite),
-                args.file_jobs, args.format, "decompressed")
+    spec = hdus(args.hdu)
+    return _run(args, pairs, lambda s, d: decompress_file(_file(s), d, which=_which(s, spec),
+                                                          overwrite=True),
+                "decompress")
+
+
+def _which(path: str, spec: Optional[list[Any]]) -> Optional[list[int]]:
+    """``-e`` (indices and EXTNAMEs) resolved against ``path``; None means every HDU."""
+    from ..fits.hdu_index import get_index
+
+    (t,) = targets([path])
+    if spec is None and t.hdu is None:
+        return None
+    return select_hdus(get_index(t.path), t, spec)
+
+
+def _file(path: str) -> str:
+    """The file a path names, without its CFITSIO suffix."""
+    return targets([path])[0].path
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="*", help="INPUT [OUTPUT], or several inputs")
-    p.add_argument("-e", "--hdu", help="comma-separated HDU indices to convert (default: all)")
-    p.add_argument("--out-dir", help="write outputs into this directory")
-    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    p.add_argument("paths", nargs="*", help="INPUT [OUTPUT], or several inputs written beside "
+                                            "themselves (or into --out-dir)")
+    p.add_argument("-e", "--hdu", help="HDU indices/EXTNAMEs to convert, comma-separated (default: all)")
+    output_options(p)
     p.add_argument("-J", "--file-jobs", type=int, default=None, help="files converted in parallel")
-    p.add_argument("-f", "--format", choices=("text", "json", "jsonl"), default="text")
+    format_options(p)
+    progress_options(p)
 
 
 def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int]]) -> None:

@@ -5,37 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 __all__ = ["cmd_verify", "cmd_setkey", "add_parsers"]
 
-from .common import EXIT_CHECKSUM, EXIT_OK, UsageError, common_options, emit, hdus, selected
-
-
-def _paths(args: argparse.Namespace, attr: str) -> list[str]:
-    raw = list(getattr(args, attr, []) or [])
-    if getattr(args, "stdin", False) or (not raw and not sys.stdin.isatty()):
-        raw += [line.strip() for line in sys.stdin if line.strip()]
-    paths: list[str] = []
-    for item in raw:
-        if item.startswith("@"):
-            with open(item[1:], encoding="utf-8") as fh:
-                paths += [ln.strip() for ln in fh if ln.strip() and not ln.lstrip().startswith("#")]
-        else:
-            paths.append(item)
-    if not paths:
-        raise UsageError("no input files")
-    return paths
-
-
-def _jobs(value: Optional[int], n: int) -> int:
-    if value is None:
-        return 1
-    if value == 0:
-        return (os.cpu_count() or 1) if n >= 2 else 1
-    return max(1, value)
+from .common import (EXIT_CHECKSUM, Batch, Target, UsageError, check_outputs, common_options, emit,
+                     hdus, input_paths, jobs, progress_enabled, progress_options, select_hdus,
+                     targets)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -43,21 +19,25 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from ..fits.hdu_index import get_index
     from ..writing.checksum import checksum_status
 
-    def one(path: str) -> list[dict]:
-        idx = get_index(path)
+    spec = hdus(args.hdu)
+    batch = Batch("verify")
+
+    def one(t: Target) -> list[dict[str, Any]]:
+        idx = get_index(t.path)
         buf = idx.source.buffer()
         out = []
-        for i in selected(len(idx), hdus(args.hdu), path):
+        for i in select_hdus(idx, t, spec):
             entry = idx.entries[i]
             st = checksum_status(buf, entry, idx.header_view(entry))
-            out.append({"file": path, "hdu": i, "name": entry.display_name,
-                        "ok": st["ok"], "status": st["status"], "datastatus": st["datastatus"],
+            out.append({"file": t.shown, "hdu": i, "name": entry.display_name,
+                        "ok": bool(st["ok"]), "status": st["status"], "datastatus": st["datastatus"],
                         "hdustatus": st["hdustatus"]})
         return out
 
-    paths = _paths(args, "paths")
-    with ThreadPoolExecutor(_jobs(args.file_jobs, len(paths))) as pool:
-        records = [r for rs in pool.map(one, paths) for r in rs]
+    items = targets(input_paths(args))
+    done = batch.run(items, one, name=lambda t: t.shown, workers=jobs(args.file_jobs, len(items)),
+                     progress=progress_enabled(args) and len(items) > 1)
+    records = [r for _, rs in done for r in rs]
     if args.format == "text":
         for r in records:
             if r["status"] == "ok":
@@ -69,7 +49,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"{r['file']}[{r['hdu']}] {r['name']}: {word}")
     else:
         emit(records, args.format)
-    return EXIT_CHECKSUM if any(not r["ok"] for r in records) else EXIT_OK
+    if any(not r["ok"] for r in records):
+        return max(EXIT_CHECKSUM, batch.code)
+    return batch.code
 
 
 def _typed(text: str) -> Any:
@@ -97,42 +79,47 @@ def cmd_setkey(args: argparse.Namespace) -> int:
             raise UsageError(f"--rename takes OLD=NEW, not {item!r}")
         old, new = item.split("=", 1)
         rename[old.strip()] = new.strip()
-    paths = _paths(args, "inputs")
+    paths = input_paths(args, "inputs")
+    if args.out and args.out_dir:
+        raise UsageError("give -o/--out or --out-dir, not both")
     if args.out and len(paths) != 1:
         raise UsageError("-o/--out takes one input; use --out-dir for several")
+    items = targets(paths)
+    outputs: dict[str, str] = {}
+    if args.out or args.out_dir:
+        outputs = {t.shown: args.out or os.path.join(args.out_dir, os.path.basename(t.path))
+                   for t in items}
+        if any(o == "-" for o in outputs.values()):
+            raise UsageError("FITS output cannot go to stdout (-): give a file name")
+        check_outputs(list(outputs.values()), args.overwrite)
+    if args.hdu in (None, ""):
+        spec: Optional[list[Any]] = [0]
+    elif args.hdu.strip().lower() == "all":
+        spec = None
+    else:
+        spec = hdus(args.hdu)
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
 
-    def one(path: str) -> int:
-        dest = path
-        if args.out or args.out_dir:
-            dest = args.out or os.path.join(args.out_dir, os.path.basename(path))
-            shutil.copyfile(path, dest)
-        n = len(get_index(dest))
-        if args.hdu in (None, ""):
-            wanted = [0]
-        elif args.hdu == "all":
-            wanted = list(range(n))
-        else:
-            try:
-                wanted = [int(x) for x in args.hdu.split(",") if x.strip()]
-            except ValueError:
-                raise UsageError(f"-e/--hdu takes integers or 'all', not {args.hdu!r}") from None
+    def one(t: Target) -> None:
+        index = get_index(t.path)  # a non-FITS input fails before anything is copied or edited
+        # a path suffix names the HDU itself; otherwise -e (None: every HDU)
+        wanted = select_hdus(index, t, None if t.hdu is not None else spec)
+        dest = outputs.get(t.shown, t.path)
+        if dest != t.path:
+            shutil.copyfile(t.path, dest)
         for h in wanted:
-            if not 0 <= h < n:
-                raise UsageError(f"{path}: HDU {h} out of range (file has {n} HDUs)")
             try:
                 update_header(dest, h, set={args.keyword: _typed(args.value)} if args.keyword else None,
                               delete=args.delete or (), rename=rename)
             except KeywordNotFoundError as exc:
-                raise UsageError(f"{path}[{h}]: {exc}") from None
+                raise UsageError(f"{t.shown}[{h}]: {exc.args[0] if exc.args else exc}") from None
             except ValueError as exc:
-                raise UsageError(f"{path}[{h}]: {exc}") from None
-        return EXIT_OK
+                raise UsageError(f"{t.shown}[{h}]: {exc}") from None
 
-    if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-    with ThreadPoolExecutor(_jobs(args.file_jobs, len(paths))) as pool:
-        results = list(pool.map(one, paths))
-    return max(results) if results else EXIT_OK
+    batch = Batch("setkey")
+    batch.run(items, one, name=lambda t: t.shown, workers=jobs(args.file_jobs, len(items)))
+    return batch.code
 
 
 def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int]]) -> None:
@@ -140,6 +127,7 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     p = sub.add_parser("verify", help="check CHECKSUM/DATASUM of each HDU (exit 4 on failure)")
     common_options(p)
     p.add_argument("-J", "--file-jobs", type=int, default=None, help="files checked in parallel")
+    progress_options(p)
     commands["verify"] = cmd_verify
 
     p = sub.add_parser("setkey", help="set, rename or delete header keywords (in place or copies)")
@@ -149,8 +137,10 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     p.add_argument("--value", help="value: 12 → int, 1.5 → float, anything else a string")
     p.add_argument("--rename", action="append", metavar="OLD=NEW")
     p.add_argument("--delete", action="append", metavar="KEY")
-    p.add_argument("-e", "--hdu", default="0", help="HDU index, comma list, or 'all' (default 0)")
+    p.add_argument("-e", "--hdu", default="0",
+                   help="HDU indices/EXTNAMEs, comma-separated, or 'all' (default 0)")
     p.add_argument("-o", "--out", help="write the edited copy here instead of editing in place")
     p.add_argument("--out-dir", help="write edited copies into this directory")
+    p.add_argument("--overwrite", action="store_true", help="replace existing -o/--out-dir outputs")
     p.add_argument("-J", "--file-jobs", type=int, default=None, help="files edited in parallel")
     commands["setkey"] = cmd_setkey

@@ -1,34 +1,56 @@
 """``torchfits index build DIR``: write the statistics sidecar datasets use to skip files and
-row chunks (format: `torchfits._stats_index`)."""
+row chunks (format: `torchfits.tables.stats_index`)."""
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 from typing import Any, Callable
+
+from .common import UsageError, check_outputs, emit, format_options, hdus, progress_enabled, progress_options
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Run ``torchfits index <action>``; only ``build`` exists."""
-    from ..tables.stats_index import build_index, load_index
+    from ..fits.metadata import read_colnames
+    from ..tables.scan import resolve_sources
+    from ..tables.stats_index import INDEX_NAME, build_index, load_index
 
     if args.index_command != "build":
-        print("torchfits index: expected an action: build", file=sys.stderr)
-        return 2
-    hdu: Any = int(args.hdu) if str(args.hdu).lstrip("-").isdigit() else args.hdu
+        raise UsageError("expected an action: build")
+    spec = hdus(args.hdu)
+    if spec is None or len(spec) != 1:
+        raise UsageError("-e/--hdu takes one table HDU (index or EXTNAME)")
+    hdu = spec[0]
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     if args.chunk_rows <= 0:
-        print("torchfits index build: --chunk-rows must be > 0", file=sys.stderr)
-        return 2
-    path = build_index(args.source if len(args.source) > 1 else args.source[0], hdu, columns=columns,
-                       chunk_rows=args.chunk_rows, output=args.out)
+        raise UsageError("--chunk-rows must be > 0")
+    source: Any = args.source if len(args.source) > 1 else args.source[0]
+    try:
+        paths = resolve_sources(source)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    if columns:
+        for path in paths:  # a misspelt column is an error, not a silently smaller index
+            missing = [c for c in columns if c not in read_colnames(path, hdu)]
+            if missing:
+                raise UsageError(f"{path}: no column {', '.join(map(repr, missing))} in HDU {hdu}")
+    if args.out:
+        check_outputs([args.out], args.overwrite)
+    elif not args.overwrite:
+        first = source if isinstance(source, str) and os.path.isdir(source) else os.path.dirname(
+            os.path.abspath(paths[0]))
+        check_outputs([os.path.join(first, INDEX_NAME)], False)
+    path = build_index(source, hdu, columns=columns, chunk_rows=args.chunk_rows, output=args.out,
+                       progress=progress_enabled(args))
     index = load_index(path)
-    record = {"index": path, "files": len(index), "columns": index.columns,
-              "chunk_rows": index.chunk_rows}
-    if args.format == "json":
-        sys.stdout.write(json.dumps(record) + "\n")
-    else:
-        sys.stdout.write(" ".join(f"{k}={str(record[k])!r}" for k in sorted(record)) + "\n")
+    if columns:
+        skipped = [c for c in columns if c not in index.columns]
+        if skipped:
+            print(f"torchfits index build: no statistics for {', '.join(skipped)} "
+                  "(array or unsupported column type)", file=sys.stderr)
+    emit([{"index": path, "files": len(index), "columns": index.columns,
+           "chunk_rows": index.chunk_rows}], args.format)
     return 0
 
 
@@ -42,5 +64,7 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     b.add_argument("-c", "--columns", help="comma-separated columns (default: every scalar column)")
     b.add_argument("--chunk-rows", type=int, default=65_536, help="rows per statistics chunk")
     b.add_argument("-o", "--out", help="sidecar path (default: DIR/_torchfits_index.json)")
-    b.add_argument("-f", "--format", choices=("text", "json"), default="text")
+    b.add_argument("--overwrite", action="store_true", help="replace an existing sidecar")
+    format_options(b)
+    progress_options(b)
     commands["index"] = cmd_index

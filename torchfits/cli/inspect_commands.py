@@ -9,11 +9,13 @@ import json
 import os
 import shutil
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .common import EXIT_DIFF, EXIT_OK, UsageError, common_options, emit, hdus, input_paths, selected
+from .common import (EXIT_DIFF, EXIT_OK, Batch, Target, UsageError, check_outputs, common_options,
+                     emit, format_table, hdus, input_paths, jobs, json_value, open_output,
+                     output_options, progress_enabled, progress_options, select_hdus, targets)
 
 
 def _image_stats(arr: np.ndarray) -> dict[str, Any]:
@@ -30,50 +32,90 @@ def _image_stats(arr: np.ndarray) -> dict[str, Any]:
     }
 
 
+STATS_COLUMNS = ("file", "hdu", "name", "shape", "dtype", "min", "max", "mean", "std", "median")
+
+
+def _image_hdus(index: Any) -> list[int]:
+    return [e.index for e in index.entries if (e.is_image or e.kind == "compressed_image")
+            and e.naxes and all(n > 0 for n in e.naxes)]
+
+
+def _table_hdus(index: Any) -> list[int]:
+    return [e.index for e in index.entries if e.is_table]
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     """shape, dtype, min, max, mean, std (ddof=0) and lower median of each image HDU."""
+    from ..fits.hdu_index import get_index
     from ..image.plain import read_numpy
-    from ..fits.metadata import info
 
-    records = []
-    for path in input_paths(args):
-        summaries = info(path)
-        for i in selected(len(summaries), hdus(args.hdu), path):
-            s = summaries[i]
-            if s.kind not in ("primary", "image", "compressed_image") or not s.shape:
+    spec = hdus(args.hdu)
+    batch = Batch("stats")
+
+    def one(t: Target) -> list[dict[str, Any]]:
+        index = get_index(t.path)
+        explicit = spec is not None or t.hdu is not None
+        wanted = select_hdus(index, t, spec, default=_image_hdus)
+        if not wanted:
+            raise UsageError(f"{t.shown}: no image HDU with data (stats reads images; "
+                             "for tables see `torchfits table` or `torchfits sql`)")
+        out = []
+        for i in wanted:
+            e = index.entries[i]
+            if i not in _image_hdus(index):
+                if explicit:
+                    raise UsageError(f"{t.shown}: HDU {i} ({e.display_name}) is not an image with data")
                 continue
-            arr = read_numpy(path, i)
-            records.append({"file": path, "hdu": i, "name": s.name, "shape": str(tuple(arr.shape)),
-                            "dtype": str(arr.dtype), **_image_stats(arr)})
-    emit(records, args.format)
-    return EXIT_OK
+            arr = read_numpy(t.path, i)
+            out.append({"file": t.shown, "hdu": i, "name": e.display_name, "shape": tuple(arr.shape),
+                        "dtype": str(arr.dtype), **_image_stats(arr)})
+        return out
+
+    items = targets(input_paths(args))
+    done = batch.run(items, one, name=lambda t: t.shown, workers=jobs(args.file_jobs, len(items)),
+                     progress=progress_enabled(args) and len(items) > 1)
+    emit([r for _, rs in done for r in rs], args.format, columns=STATS_COLUMNS)
+    return batch.code
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    """The Arrow schema of a table HDU and a JSON preview of its first rows."""
+    """The Arrow schema of a table HDU and a preview of its first rows."""
+    from ..fits.hdu_index import get_index
     from ..tables.scan import scan
-    from ..fits.metadata import info
 
     if args.rows < 0:
         raise UsageError("-n/--rows must be >= 0")
-    for path in input_paths(args):
-        summaries = info(path)
-        wanted = hdus(args.hdu) or [s.index for s in summaries if s.kind in ("bintable", "table")]
-        for i in selected(len(summaries), wanted, path):
-            scanner = scan(path, i)
-            schema = scanner.schema
-            preview = scanner.head(args.rows).to_pylist() if args.rows else []
-            if args.format == "text":
-                sys.stdout.write(f"# HDU {i} ({summaries[i].name}) in {path}: "
-                                 f"{summaries[i].nrows} rows\n")
-                for field in schema:
-                    sys.stdout.write(f"{field.name}: {field.type}\n")
-                for row in preview:
-                    sys.stdout.write(json.dumps(row, default=str) + "\n")
-            else:
-                emit([{"file": path, "hdu": i, "schema": {f.name: str(f.type) for f in schema},
-                       "rows": preview}], args.format)
-    return EXIT_OK
+    spec = hdus(args.hdu)
+    batch = Batch("table")
+
+    def one(t: Target) -> list[dict[str, Any]]:
+        index = get_index(t.path)
+        wanted = select_hdus(index, t, spec, default=_table_hdus)
+        if not wanted:
+            raise UsageError(f"{t.shown}: no table HDU (for images see `torchfits info` or `stats`)")
+        out = []
+        for i in wanted:
+            e = index.entries[i]
+            if not e.is_table:
+                raise UsageError(f"{t.shown}: HDU {i} ({e.display_name}) is not a table")
+            scanner = scan(t.path, i)
+            out.append({"file": t.shown, "hdu": i, "name": e.display_name, "nrows": e.nrows,
+                        "schema": {f.name: str(f.type) for f in scanner.schema},
+                        "rows": scanner.head(args.rows).to_pylist() if args.rows else []})
+        return out
+
+    done = batch.run(targets(input_paths(args)), one, name=lambda t: t.shown)
+    records = [r for _, rs in done for r in rs]
+    if args.format != "text":
+        emit(records, args.format)
+        return batch.code
+    for r in records:
+        sys.stdout.write(f"# HDU {r['hdu']} ({r['name']}) in {r['file']}: {r['nrows']} rows\n")
+        for name, type_ in r["schema"].items():
+            sys.stdout.write(f"{name}: {type_}\n")
+        if r["rows"]:
+            sys.stdout.write("\n" + format_table(r["rows"], list(r["schema"])))
+    return batch.code
 
 
 def _header_differences(a: Any, b: Any, i: int) -> list[str]:
@@ -87,7 +129,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from ..fits.hdu_index import get_index
     from ..image.plain import read_numpy
 
-    a_path, b_path = args.path_a, args.path_b
+    a_path, b_path = (_whole_file(p, "diff") for p in (args.path_a, args.path_b))
     ia, ib = get_index(a_path), get_index(b_path)
     lines = []
     if len(ia) != len(ib):
@@ -111,30 +153,63 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_DIFF if lines else EXIT_OK
 
 
-def _outputs(args: argparse.Namespace, suffix: str = "") -> list[tuple[str, str]]:
-    """(input, output) pairs from ``INPUT [OUTPUT]`` or many inputs plus ``--out-dir``."""
+def _outputs(args: argparse.Namespace, name: Callable[[str], str], *,
+             stdout: bool = False) -> list[tuple[str, str]]:
+    """(input, output) pairs from ``INPUT OUTPUT``, ``INPUT -o OUTPUT`` or inputs plus
+    ``--out-dir`` (output names from ``name(input basename)``); outputs checked against
+    ``--overwrite``."""
     paths = list(args.paths)
+    out = getattr(args, "out", None)
+    if out and args.out_dir:
+        raise UsageError("give -o/--out or --out-dir, not both")
     if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-        pairs = [(p, os.path.join(args.out_dir, os.path.basename(p) + suffix)) for p in paths]
+        if not paths:
+            raise UsageError("no input files")
+        pairs = [(p, os.path.join(args.out_dir, name(os.path.basename(p.split("[", 1)[0]))))
+                 for p in paths]
+    elif out:
+        if len(paths) != 1:
+            raise UsageError("-o/--out takes one input; use --out-dir for several")
+        pairs = [(paths[0], out)]
     elif len(paths) == 2:
         pairs = [(paths[0], paths[1])]
     else:
-        raise UsageError("give INPUT OUTPUT, or inputs with --out-dir")
-    outs = [o for _, o in pairs]
-    if len(set(outs)) != len(outs):
-        raise UsageError("two inputs would write the same output")
+        raise UsageError("give INPUT OUTPUT, INPUT -o OUTPUT, or inputs with --out-dir")
+    if not stdout and any(o == "-" for _, o in pairs):
+        raise UsageError("this command cannot write to stdout (-)")
+    check_outputs([o for _, o in pairs], args.overwrite)
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
     return pairs
+
+
+def _whole_file(path: str, command: str) -> str:
+    """The file a path names; ``command`` works on whole files, so a suffix is refused."""
+    (t,) = targets([path], sections=True)
+    if t.hdu is not None or t.section is not None:
+        raise UsageError(f"{path}: {command} works on whole files; an HDU or section suffix "
+                         "does not apply")
+    return t.path
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
     """An exact byte copy (the input is checked to be FITS first)."""
     from ..fits.hdu_index import get_index
+    from ..writing.atomic import atomic_output
 
-    for src, dst in _outputs(args):
+    pairs = _outputs(args, lambda b: b)
+    batch = Batch("copy")
+
+    def one(pair: tuple[str, str]) -> None:
+        src, dst = pair
+        src = _whole_file(src, "copy")
         get_index(src)
-        shutil.copyfile(src, dst)
-    return EXIT_OK
+        with open(src, "rb") as fh, atomic_output(dst) as sink:
+            shutil.copyfileobj(fh, sink.fh, 1 << 22)
+
+    batch.run(pairs, one, name=lambda p: p[0], workers=jobs(args.file_jobs, len(pairs)),
+              progress=progress_enabled(args) and len(pairs) > 1)
+    return batch.code
 
 
 def _box(text: str) -> tuple[int, int, int, int]:
@@ -142,80 +217,157 @@ def _box(text: str) -> tuple[int, int, int, int]:
         x1, y1, x2, y2 = (int(v) for v in text.split(","))
     except ValueError:
         raise UsageError("--box takes x1,y1,x2,y2 (0-based, half-open)") from None
+    if x2 <= x1 or y2 <= y1:
+        raise UsageError(f"--box {text}: x2 > x1 and y2 > y1 are required")
     return x1, y1, x2, y2
 
 
 def cmd_cutout(args: argparse.Namespace) -> int:
     """Write a cutout of an image HDU: ``--box x1,y1,x2,y2`` or a CFITSIO section on the path."""
-    from ..fits.paths import parse_path
+    from ..fits.hdu_index import get_index
     from ..image.plain import Image
     from ..writing.api import write
 
-    for src, dst in _outputs(args, suffix=".cutout.fits"):
-        fp = parse_path(src)
-        if (fp.section is None) == (args.box is None):
-            raise UsageError("give exactly one of --box or an image section on the path")
-        hdu = (hdus(args.hdu) or [fp.hdu if fp.hdu is not None else 0])[0]
-        img = Image(fp.path, hdu)
-        if args.box:
-            x1, y1, x2, y2 = _box(args.box)
+    pairs = _outputs(args, lambda b: os.path.splitext(b)[0] + ".cutout.fits")
+    spec = hdus(args.hdu)
+    box = _box(args.box) if args.box else None
+    batch = Batch("cutout")
+
+    def one(pair: tuple[str, str]) -> None:
+        src, dst = pair
+        (t,) = targets([src], sections=True)
+        if (t.section is None) == (box is None):
+            raise UsageError(f"{src}: give exactly one of --box or an image section on the path")
+        index = get_index(t.path)
+        wanted = select_hdus(index, t, spec, default=lambda ix: [ix.autodetect()])
+        if len(wanted) != 1:
+            raise UsageError(f"{src}: cutout takes one HDU")
+        img = Image(t.path, wanted[0])
+        if box is not None:
+            x1, y1, x2, y2 = box
             h, w = img.shape[-2:]
             key: Any = (Ellipsis, slice(max(0, y1), min(h, y2)), slice(max(0, x1), min(w, x2)))
         else:
-            key = fp.section
-        header = img.header
-        write(dst, img[key], header=header, overwrite=True)
-    return EXIT_OK
+            key = t.section
+        write(dst, img[key], header=img.header, overwrite=True)
+
+    batch.run(pairs, one, name=lambda p: p[0], workers=jobs(args.file_jobs, len(pairs)))
+    return batch.code
 
 
-_EXPORTS = {".parquet": "parquet", ".csv": "csv", ".tsv": "tsv", ".arrow": "arrow",
-            ".feather": "arrow", ".ipc": "arrow", ".fits": "fits", ".fit": "fits"}
+_EXPORTS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv",
+            ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".json": "json",
+            ".jsonl": "jsonl", ".ndjson": "jsonl", ".fits": "fits", ".fit": "fits", ".fts": "fits"}
+_FORMATS = ("parquet", "csv", "tsv", "arrow", "json", "jsonl", "fits")
+
+
+def output_format(dst: str, to: Optional[str]) -> str:
+    """``--to`` if given, else the format the output's extension names; stdout needs ``--to``
+    unless it defaults to CSV."""
+    if to:
+        return to
+    if dst == "-":
+        return "csv"
+    fmt = _EXPORTS.get(os.path.splitext(dst)[1].lower())
+    if fmt is None:
+        raise UsageError(f"cannot tell the output format of {dst!r}: use --to "
+                         f"({'/'.join(_FORMATS)})")
+    return fmt
+
+
+def write_arrow_table(table: Any, dst: str, fmt: str, *, overwrite: bool) -> None:
+    """Write an Arrow table as ``fmt`` to ``dst`` (``-``: stdout); the file appears whole or
+    not at all."""
+    import pyarrow as pa
+
+    from ..writing.atomic import atomic_output
+
+    if fmt == "fits":
+        if dst == "-":
+            raise UsageError("FITS output cannot go to stdout: give a file name")
+        from ..writing.api import write
+
+        write(dst, table, overwrite=overwrite)
+        return
+    if fmt in ("csv", "tsv"):
+        nested = [f.name for f in table.schema if pa.types.is_nested(f.type)]
+        if nested:
+            raise UsageError(f"CSV cannot hold array columns ({', '.join(nested)}): leave them out "
+                             "with -c, or write Parquet, Arrow or JSON")
+    if dst == "-":
+        _write_stream(table, fmt, open_output("-"))
+        return
+    with atomic_output(dst) as sink:
+        _write_stream(table, fmt, sink.fh)
+
+
+def _write_stream(table: Any, fmt: str, fh: Any) -> None:
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, pa.PythonFile(fh, mode="w"))
+    elif fmt in ("csv", "tsv"):
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(table, pa.PythonFile(fh, mode="w"),
+                        pacsv.WriteOptions(delimiter="\t" if fmt == "tsv" else ","))
+    elif fmt == "arrow":
+        sink = pa.PythonFile(fh, mode="w")
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        rows = (json_value(r) for batch in table.to_batches() for r in batch.to_pylist())
+        if fmt == "jsonl":
+            for r in rows:
+                fh.write((json.dumps(r) + "\n").encode())
+        else:
+            fh.write(b"[")
+            for k, r in enumerate(rows):
+                fh.write((",\n" if k else "\n").encode() + json.dumps(r).encode())
+            fh.write(b"\n]\n")
+    fh.flush()
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    """Export a table HDU (projection and where-filter applied) to Parquet, CSV/TSV, Arrow IPC
-    or FITS; the format comes from the output's extension, else ``--to``."""
-    import pyarrow as pa
-
+    """Export a table HDU (projection and where-filter applied) to Parquet, CSV/TSV, Arrow IPC,
+    JSON or FITS; the format comes from the output's extension, else ``--to``."""
+    from ..fits.hdu_index import get_index
     from ..tables.scan import scan
 
-    paths = list(args.paths)
-    if args.out:
-        pairs = [(p, args.out) for p in paths] if len(paths) == 1 else None
-        if pairs is None:
-            raise UsageError("-o takes one input")
-    elif len(paths) == 2:
-        pairs = [(paths[0], paths[1])]
-    else:
-        raise UsageError("give INPUT OUTPUT (or INPUT -o OUTPUT)")
-    for src, dst in pairs:
-        fmt = _EXPORTS.get(os.path.splitext(dst)[1].lower()) or args.to
-        if fmt not in ("parquet", "csv", "tsv", "arrow", "fits"):
-            raise UsageError(f"cannot tell the output format of {dst!r}: use --to")
-        columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
-        hdu = (hdus(args.hdu) or [1])[0]
-        table = scan(src, hdu, columns=columns, where=args.where).to_arrow()
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
+    ext = "." + (args.to or "parquet")
+    pairs = _outputs(args, lambda b: os.path.splitext(b)[0] + ext, stdout=True)
+    if sum(o == "-" for _, o in pairs) and len(pairs) > 1:
+        raise UsageError("only one input can be written to stdout")
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    spec = hdus(args.hdu)
+    formats = {dst: output_format(dst, args.to) for _, dst in pairs}
+    batch = Batch("convert")
 
-            pq.write_table(table, dst)
-        elif fmt in ("csv", "tsv"):
-            import pyarrow.csv as pacsv
+    def one(pair: tuple[str, str]) -> None:
+        src, dst = pair
+        (t,) = targets([src])
+        index = get_index(t.path)
+        wanted = select_hdus(index, t, spec, default=lambda ix: _table_hdus(ix)[:1])
+        if len(wanted) != 1 or not index.entries[wanted[0]].is_table:
+            raise UsageError(f"{src}: convert exports one table HDU (none selected or found)")
+        try:
+            scanner = scan(t.path, wanted[0], columns=columns, where=args.where)
+        except (KeyError, ValueError) as exc:  # unknown column, bad where: the arguments' fault
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise UsageError(f"{src}: {message}") from None
+        write_arrow_table(scanner.to_arrow(), dst, formats[dst], overwrite=args.overwrite)
 
-            pacsv.write_csv(table, dst, pacsv.WriteOptions(delimiter="\t" if fmt == "tsv" else ","))
-        elif fmt == "arrow":
-            with pa.OSFile(dst, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
-        else:
-            from ..writing.api import write
-
-            write(dst, table, overwrite=True)
-    return EXIT_OK
+    batch.run(pairs, one, name=lambda p: p[0], progress=progress_enabled(args) and len(pairs) > 1)
+    return batch.code
 
 
 def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int]]) -> None:
     p = sub.add_parser("stats", help="min/max/mean/std/median of image HDUs")
     common_options(p)
+    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files read in parallel")
+    progress_options(p)
     commands["stats"] = cmd_stats
 
     p = sub.add_parser("table", help="Arrow schema and a preview of table HDUs")
@@ -229,22 +381,27 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     commands["diff"] = cmd_diff
 
     p = sub.add_parser("copy", help="exact byte copy")
-    p.add_argument("paths", nargs="+")
-    p.add_argument("--out-dir")
+    p.add_argument("paths", nargs="+", help="INPUT OUTPUT, or inputs with --out-dir")
+    output_options(p)
+    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files copied in parallel")
+    progress_options(p)
     commands["copy"] = cmd_copy
 
     p = sub.add_parser("cutout", help="write a cutout of an image HDU")
-    p.add_argument("paths", nargs="+")
-    p.add_argument("-e", "--hdu")
+    p.add_argument("paths", nargs="+", help="INPUT OUTPUT, or inputs with --out-dir")
+    p.add_argument("-e", "--hdu", help="the image HDU: index or EXTNAME (default: the first image)")
     p.add_argument("--box", help="x1,y1,x2,y2 (0-based, half-open)")
-    p.add_argument("--out-dir")
+    output_options(p)
+    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files cut in parallel")
     commands["cutout"] = cmd_cutout
 
-    p = sub.add_parser("convert", help="export a table HDU to Parquet, CSV/TSV, Arrow or FITS")
-    p.add_argument("paths", nargs="+")
-    p.add_argument("-o", "--out")
-    p.add_argument("--to", choices=("parquet", "csv", "tsv", "arrow", "fits"))
-    p.add_argument("-e", "--hdu")
-    p.add_argument("-w", "--where")
+    p = sub.add_parser("convert", help="export a table HDU to Parquet, CSV/TSV, Arrow, JSON or FITS")
+    p.add_argument("paths", nargs="+", help="INPUT OUTPUT, INPUT -o OUTPUT, or inputs with --out-dir")
+    output_options(p)
+    p.add_argument("--to", choices=_FORMATS, help="output format (default: from the extension; "
+                                                  "csv for stdout)")
+    p.add_argument("-e", "--hdu", help="the table HDU: index or EXTNAME (default: the first table)")
+    p.add_argument("-w", "--where", help="row filter in the where dialect (docs/where.md)")
     p.add_argument("-c", "--columns", help="comma-separated column names")
+    progress_options(p)
     commands["convert"] = cmd_convert

@@ -1,6 +1,8 @@
 """``torchfits`` command line: inspect files (info, header), and a demo of the whole engine.
 
-Exit codes follow torchfits 1.x: 0 ok, 2 usage, 3 I/O, 4 checksum failure, 5 internal, 130 ^C.
+Exit codes: 0 ok, 1 ``diff`` found differences, 2 bad arguments, 3 a file could not be read or
+written, 4 checksum failure, 5 internal error (a bug: traceback printed), 130 interrupted.
+The grammar every subcommand shares is in `torchfits.cli.common` (see docs/cli.md).
 """
 from __future__ import annotations
 
@@ -8,35 +10,46 @@ import argparse
 import fnmatch
 import sys
 import traceback
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from ..errors import FitsError
 
-from .common import (EXIT_INTERNAL, EXIT_IO, EXIT_OK, EXIT_USAGE, UsageError, common_options,
-                     emit, hdus, input_paths, selected)
+from .common import (EXIT_INTERNAL, EXIT_IO, EXIT_OK, EXIT_USAGE, Batch, Target, UsageError,
+                     common_options, emit, hdus, input_paths, select_hdus, targets)
 
 
 # -- commands -------------------------------------------------------------------------------------
+INFO_COLUMNS = ("file", "hdu", "name", "type", "shape", "dtype", "codec", "nrows", "ncols")
+
+
+def info_record(shown: str, s: Any) -> dict[str, Any]:
+    """One ``info`` record: the HDU's type, image shape and dtype, or table rows and columns."""
+    rec: dict[str, Any] = {"file": shown, "hdu": s.index, "name": s.name, "type": s.type}
+    if s.nrows is not None:
+        rec.update(nrows=s.nrows, ncols=s.ncols)
+    elif s.type != "EMPTY":
+        rec.update(shape=tuple(s.shape), dtype=s.dtype or _storage_dtype(s.bitpix))
+        if s.codec:
+            rec["codec"] = s.codec
+    return rec
+
+
 def cmd_info(args: argparse.Namespace) -> int:
+    from ..fits.hdu_index import get_index
     from ..fits.metadata import info
 
-    records = []
-    for path in input_paths(args):
-        summaries = info(path)
-        for i in selected(len(summaries), hdus(args.hdu), path):
-            s = summaries[i]
-            rec: dict[str, Any] = {"file": path, "hdu": s.index, "name": s.name}
-            if s.kind in ("bintable", "table"):
-                rec.update(type="TABLE", nrows=s.nrows, ncols=s.ncols)
-            elif s.kind == "primary" and not s.shape:
-                rec.update(type="UNKNOWN")
-            else:
-                rec.update(type="IMAGE", shape=str(tuple(s.shape)), dtype=_storage_dtype(s.bitpix))
-                if s.codec:
-                    rec["codec"] = s.codec
-            records.append(rec)
-    emit(records, args.format)
-    return EXIT_OK
+    spec = hdus(args.hdu)
+    batch = Batch("info")
+
+    def one(t: Target) -> list[dict[str, Any]]:
+        summaries = info(t.path)
+        wanted = select_hdus(get_index(t.path), t, spec)
+        return [info_record(t.shown, summaries[i]) for i in wanted]
+
+    done = batch.run(targets(input_paths(args)), one, name=lambda t: t.shown)
+    records = [r for _, rs in done for r in rs]
+    emit(records, args.format, columns=[c for c in INFO_COLUMNS if any(c in r for r in records)])
+    return batch.code
 
 
 def _storage_dtype(bitpix: Optional[int]) -> str:
@@ -51,40 +64,40 @@ def cmd_header(args: argparse.Namespace) -> int:
     if args.keyword_table and not args.keyword:
         raise UsageError("--keyword-table requires -k/--keyword")
     patterns = [k.upper() for k in args.keyword or []]
-    records: list[dict] = []
-    for path in input_paths(args):
-        index = get_index(path)
-        for i in selected(len(index), hdus(args.hdu), path):
-            entry = index.entries[i]
-            raw = index.header(entry, raw_values=True)
-            cards = [c for c in raw.cards if not patterns or any(fnmatch.fnmatchcase(c.key.upper(), p) for p in patterns)]
-            name = entry.display_name
+    spec = hdus(args.hdu)
+    batch = Batch("header")
+
+    def matches(key: str) -> bool:
+        return not patterns or any(fnmatch.fnmatchcase(key.upper(), p) for p in patterns)
+
+    def one(t: Target) -> list[tuple[int, str, Any]]:
+        index = get_index(t.path)
+        return [(i, index.entries[i].display_name, index.header(index.entries[i]))
+                for i in select_hdus(index, t, spec)]
+
+    done = batch.run(targets(input_paths(args)), one, name=lambda t: t.shown)
+    records: list[dict[str, Any]] = []
+    for t, headers in done:
+        for i, name, header in headers:
+            cards = [c for c in header.cards if matches(c.key)]
             if args.keyword_table:
-                row: dict[str, Any] = {"file": path, "hdu": i, "name": name}
+                row: dict[str, Any] = {"file": t.shown, "hdu": i, "name": name}
                 for p in args.keyword:
                     match = next((c for c in cards if fnmatch.fnmatchcase(c.key.upper(), p.upper())), None)
                     row[p] = None if match is None else match.value
                 records.append(row)
             elif args.format in ("json", "jsonl"):
-                records += [{"file": path, "hdu": i, "name": name, "keyword": c.key,
+                records += [{"file": t.shown, "hdu": i, "name": name, "keyword": c.key,
                              "value": c.value, "comment": c.comment} for c in cards]
             else:
-                typed = index.header(entry)
-                sys.stdout.write(f"# HDU {i} ({name}) in {path}:\n")
-                for c in typed.cards:
-                    if patterns and not any(fnmatch.fnmatchcase(c.key.upper(), p) for p in patterns):
-                        continue
+                sys.stdout.write(f"# HDU {i} ({name}) in {t.shown}:\n")
+                for c in cards:
                     for line in format_card(c.key, c.value, c.comment):
                         sys.stdout.write(line.rstrip() + "\n")
-    if args.keyword_table and args.format == "text":
-        cols = ["file", "hdu", "name"] + list(args.keyword)
-        widths = [max(len(str(c)), *(len(str(r[c])) for r in records)) if records else len(c) for c in cols]
-        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip() + "\n")
-        for r in records:
-            sys.stdout.write("  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)).rstrip() + "\n")
-    elif records:
-        emit(records, args.format)
-    return EXIT_OK
+    if args.keyword_table or args.format != "text":
+        emit(records, args.format, columns=(["file", "hdu", "name"] + list(args.keyword))
+             if args.keyword_table else None)
+    return batch.code
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -98,8 +111,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (and a pointer to -h) instead of the usage block."""
+
+    def error(self, message: str) -> "NoReturn":
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchfits", description="Fast FITS access: inspect, query, convert.")
+    parser = _Parser(prog="torchfits", description="Fast FITS access: inspect, query, convert.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("info", help="one line per HDU: type, shape/rows, dtype")
@@ -113,13 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
     COMMANDS["header"] = cmd_header
 
     p = sub.add_parser("demo", help="write a sample image and catalog, then read them every way")
-    p.add_argument("--dir", help="where to write the sample files (default: a temp dir)")
+    p.add_argument("--dir", help="where to write the sample files (default: a temp dir, removed "
+                                 "afterwards unless --keep); files in a --dir you name are kept")
     p.add_argument("--keep", action="store_true", help="keep the sample files")
     COMMANDS["demo"] = cmd_demo
 
-    from . import compress_commands, edit_commands, index_commands, inspect_commands
+    from . import compress_commands, edit_commands, index_commands, inspect_commands, sql_commands
 
     inspect_commands.add_parsers(sub, COMMANDS)
+    sql_commands.add_parsers(sub, COMMANDS)
     index_commands.add_parsers(sub, COMMANDS)
     edit_commands.add_parsers(sub, COMMANDS)
     compress_commands.add_parsers(sub, COMMANDS)
@@ -135,22 +157,39 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    prefix = f"torchfits {args.command}"
     try:
         return COMMANDS[args.command](args)
     except UsageError as exc:
-        print(f"torchfits {args.command}: {exc}", file=sys.stderr)
+        print(f"{prefix}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
+        _quiet_stdout()
         return EXIT_OK
     except (FitsError, OSError) as exc:
-        print(str(exc), file=sys.stderr)
+        message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"{prefix}: {message or type(exc).__name__}", file=sys.stderr)
+        return EXIT_IO
+    except ImportError as exc:  # an optional dependency the command needs
+        print(f"{prefix}: {exc}", file=sys.stderr)
         return EXIT_IO
     except KeyboardInterrupt:
         return 130
-    except Exception:  # the last resort: report, never a bare crash
+    except Exception:  # a bug: report it with its traceback, never a bare crash
         traceback.print_exc()
         return EXIT_INTERNAL
 
+
+def _quiet_stdout() -> None:
+    """After the reader of our stdout went away, point stdout at devnull so the interpreter's
+    final flush does not raise again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 if __name__ == "__main__":
     sys.exit(main())

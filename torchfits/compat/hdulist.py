@@ -37,6 +37,14 @@ class DataView:
     def __init__(self, hdu: "TensorHDU") -> None:
         self._hdu = hdu
 
+    def __repr__(self) -> str:
+        try:
+            img = self._image
+        except (RuntimeError, ValueError) as exc:  # closed file, or no file behind the HDU
+            return f"<DataView ({exc})>"
+        return (f"<DataView of {img.path!r} HDU {img.hdu}: shape={img.shape}, dtype={img.dtype}; "
+                "view[y0:y1, x0:x1] reads that window>")
+
     @property
     def _image(self) -> Image:
         return self._hdu._open_image()

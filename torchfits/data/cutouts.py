@@ -11,7 +11,7 @@ import torch
 
 from .._torch_adapter import torch_dtype, validate_device
 from ..fits.paths import fspath
-from .images import _check_hdu, _ImagePayloads, resolve_paths
+from .images import _check_hdu, _ImagePayloads
 from .readers import cutout_reader, image_reader, read_pixels, validity_mask
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 

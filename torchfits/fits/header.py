@@ -55,7 +55,7 @@ class _Comments:
         return [c.comment for c in self._header._cards if c.key == k]
 
 
-class Header(dict):
+class Header(dict[str, Any]):
     """An ordered, case-insensitive FITS header.
 
     Parameters
@@ -207,7 +207,7 @@ class Header(dict):
             return self._cards == other._cards
         return dict.__eq__(self, other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __reduce__(self) -> Any:
         return (_rebuild, (list(self._cards),))
@@ -307,14 +307,14 @@ class Header(dict):
         return header_from_parsed(cards)
 
 
-def _rebuild(cards: list) -> "Header":
+def _rebuild(cards: list[Card]) -> "Header":
     h = Header()
     for c in cards:
         h.append(c)
     return h
 
 
-def header_from_parsed(parsed: Iterable[tuple], *, raw_values: bool = False) -> Header:
+def header_from_parsed(parsed: Iterable[tuple[Any, ...]], *, raw_values: bool = False) -> Header:
     """Assemble a `Header` from ``_header.parse_cards`` output, joining CONTINUE long strings.
 
     With ``raw_values`` the mapping holds the value text as written (the torchfits 1.x

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, get_index
+from .aliases import HduArg, PathArg
 from .paths import parse_path
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError, HDUTypeError, KeywordNotFoundError
 from .header import Header
 
 __all__ = [
     "HduInfo",
+    "FileInfo",
     "info",
     "read_header",
     "read_keys",
@@ -37,7 +39,7 @@ def _locate(path: Any, hdu: Any, *, allow_auto: bool = False) -> tuple[Any, HduE
     return index, index.resolve(hdu, allow_auto=allow_auto)
 
 
-def read_header(path: Any, hdu: Any = 0, *, compressed: bool = False) -> Header:
+def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = False) -> Header:
     """The typed header of one HDU (``None``/``"auto"`` picks the HDU as ``read`` does).
 
     Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix. For a
@@ -49,10 +51,11 @@ def read_header(path: Any, hdu: Any = 0, *, compressed: bool = False) -> Header:
         from ..image.compressed import image_header
 
         return image_header(index.header_view(entry))
-    return index.header(entry)
+    header: Header = index.header(entry)
+    return header
 
 
-def read_keys(path: Any, keys: Any, hdu: Any = 0) -> dict[str, Any]:
+def read_keys(path: PathArg, keys: Any, hdu: HduArg = 0) -> dict[str, Any]:
     """Typed values of ``keys`` in request order; a missing keyword raises.
 
     A long string value is returned as its first card (with the trailing ``&``), as torchfits
@@ -74,19 +77,19 @@ def read_keys(path: Any, keys: Any, hdu: Any = 0) -> dict[str, Any]:
     return result
 
 
-def read_num_hdus(path: Any) -> int:
+def read_num_hdus(path: PathArg) -> int:
     """Number of HDUs in the file."""
     return len(get_index(parse_path(path).path))
 
 
-def read_hdu_type(path: Any, hdu: Any = 0) -> str:
+def read_hdu_type(path: PathArg, hdu: HduArg = 0) -> str:
     """``"IMAGE"`` (also compressed images and empty primaries), ``"BINARY_TABLE"`` or
     ``"ASCII_TABLE"``."""
     _, entry = _locate(path, hdu)
     return _HDU_TYPE.get(entry.kind, "IMAGE")
 
 
-def read_shape(path: Any, hdu: Any = 0) -> tuple[int, tuple[int, ...]]:
+def read_shape(path: PathArg, hdu: HduArg = 0) -> tuple[int, tuple[int, ...]]:
     """``(bitpix, shape)``: storage BITPIX and the C-order shape (compressed: logical image)."""
     index, entry = _locate(path, hdu)
     if entry.is_table:
@@ -95,7 +98,7 @@ def read_shape(path: Any, hdu: Any = 0) -> tuple[int, tuple[int, ...]]:
     return bitpix, tuple(reversed(naxes))
 
 
-def read_extname(path: Any, hdu: Any = 0) -> Optional[str]:
+def read_extname(path: PathArg, hdu: HduArg = 0) -> Optional[str]:
     """EXTNAME of the HDU, or None (also for a missing file or an index past the end)."""
     try:
         index, entry = _locate(path, hdu)
@@ -126,19 +129,19 @@ def _colnames(header: Header, entry: HduEntry) -> list[str]:
     return names
 
 
-def read_colnames(path: Any, hdu: Any = 1) -> list[str]:
+def read_colnames(path: PathArg, hdu: HduArg = 1) -> list[str]:
     """Column names (TTYPEn; ``colN`` for an unnamed column)."""
     _, entry, header = _table(path, hdu, "read_colnames")
     return _colnames(header, entry)
 
 
-def read_nrows(path: Any, hdu: Any = 1) -> int:
+def read_nrows(path: PathArg, hdu: HduArg = 1) -> int:
     """Number of rows of a table HDU."""
     _, entry, _ = _table(path, hdu, "read_nrows")
     return entry.nrows
 
 
-def read_table_info(path: Any, hdu: Any = 1) -> dict[str, Any]:
+def read_table_info(path: PathArg, hdu: HduArg = 1) -> dict[str, Any]:
     """``{"nrows", "colnames", "tforms"}`` with TFORMs as written."""
     _, entry, header = _table(path, hdu, "read_table_info")
     tforms = [str(header.get(f"TFORM{i}", "")).strip() for i in range(1, entry.tfields + 1)]
@@ -154,21 +157,99 @@ class HduInfo:
     kind: str  # primary | image | bintable | table | compressed_image
     shape: tuple[int, ...]  # images: C-order pixel shape; tables: (nrows, ncols)
     bitpix: Optional[int]
-    dtype: Optional[str]  # result dtype of an image read
+    dtype: Optional[str]  # result dtype of an image read (compressed images too)
     nrows: Optional[int]
     ncols: Optional[int]
     codec: Optional[str]
     ncards: int
 
+    @property
+    def type(self) -> str:
+        """``EMPTY`` (an HDU without data), ``IMAGE``, ``COMPRESSED_IMAGE``, ``BINTABLE`` or ``TABLE``."""
+        if self.kind in (KIND_BINTABLE, KIND_TABLE):
+            return "BINTABLE" if self.kind == KIND_BINTABLE else "TABLE"
+        if not self.shape or 0 in self.shape:
+            return "EMPTY"
+        return "COMPRESSED_IMAGE" if self.kind == KIND_COMPRESSED else "IMAGE"
+
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def info(path: Any) -> list[HduInfo]:
-    """Summaries of every HDU in the file."""
+_INFO_COLUMNS = ("No.", "Name", "Type", "Dimensions", "Format", "Cards")
+
+
+class FileInfo(list[HduInfo]):  # a list, so loops and indexing work as before
+    """:func:`info`'s result: a list of :class:`HduInfo` (iterate, index, ``len``) whose repr
+    is a table of the HDUs, like ``astropy.io.fits.info``."""
+
+    def __init__(self, path: str, hdus: list[HduInfo]) -> None:
+        super().__init__(hdus)
+        self.path = path
+
+    def rows(self) -> list[tuple[str, ...]]:
+        """The table cells: index, name, type, dimensions, format, cards."""
+        out: list[tuple[str, ...]] = []
+        for h in self:
+            if h.nrows is not None:
+                dims = f"{h.nrows} rows x {h.ncols} cols"
+                fmt = ""
+            else:
+                dims = "x".join(str(n) for n in h.shape) if h.shape and 0 not in h.shape else ""
+                fmt = (h.dtype or "") if dims else ""
+                if h.codec:
+                    fmt = f"{fmt} ({h.codec})".strip()
+            out.append((str(h.index), h.name, h.type, dims, fmt, str(h.ncards)))
+        return out
+
+    def __repr__(self) -> str:
+        rows = [_INFO_COLUMNS] + self.rows()
+        widths = [max(len(r[i]) for r in rows) for i in range(len(_INFO_COLUMNS))]
+        lines = [f"{self.path}: {len(self)} HDU{'s' if len(self) != 1 else ''}"]
+        for r in rows:
+            lines.append("  ".join(c.rjust(w) if i in (0, 5) else c.ljust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        import html
+
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in _INFO_COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                       for r in self.rows())
+        return (f"<p><code>{html.escape(self.path)}</code></p>"
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
+    """The dtype a read of a tile-compressed image returns: ZBITPIX with the image's
+    BSCALE/BZERO/BLANK (ZBLANK) rules, like a plain image."""
+    from types import SimpleNamespace
+
     from ..image.plain import plan_image  # numpy-only
 
-    index = get_index(parse_path(path).path)
+    h = index.header_view(e)
+    zbitpix = h.get("ZBITPIX")
+    if not isinstance(zbitpix, int) or zbitpix not in (8, 16, 32, 64, -32, -64):
+        return None
+    plan_header = {k: h.get(k) for k in ("BSCALE", "BZERO", "BLANK") if h.get(k) is not None}
+    if "BLANK" not in plan_header and isinstance(h.get("ZBLANK"), int):
+        plan_header["BLANK"] = h.get("ZBLANK")
+    fake = SimpleNamespace(bitpix=zbitpix, naxes=(1,), shape=(1,))
+    try:
+        return str(plan_image(fake, plan_header).dtype)  # type: ignore[arg-type]
+    except (FitsError, KeyError, TypeError, ValueError):
+        return None
+
+
+def info(path: PathArg) -> FileInfo:
+    """Summaries of every HDU in the file: a list of :class:`HduInfo` whose repr is a table."""
+    from ..image.plain import plan_image  # numpy-only
+
+    fp = parse_path(path)
+    index = get_index(fp.path)
     out = []
     for e in index.entries:
         if e.is_table:
@@ -182,6 +263,8 @@ def info(path: Any) -> list[HduInfo]:
                 dtype = str(plan_image(e, index.header_view(e)).dtype)
             except FitsError:
                 dtype = None
+        elif e.kind == KIND_COMPRESSED:
+            dtype = _compressed_dtype(index, e)
         out.append(HduInfo(e.index, e.display_name, e.kind, tuple(reversed(naxes)), bitpix, dtype,
                            None, None, e.zcmptype, e.ncards))
-    return out
+    return FileInfo(fp.path, out)

@@ -16,6 +16,7 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
 from ..errors import HDUTypeError
 from ..fits.header import Header
+from ..fits.aliases import HduArg, PathArg
 
 __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "result_dtype"]
 
@@ -381,7 +382,7 @@ class Image:
 
     def _getitem_native(self, key: Any) -> np.ndarray:
         if self._zero_copy_ok():
-            return self._mapped_bytes()[key]
+            return np.asarray(self._mapped_bytes()[key])
         if (type(key) is tuple and len(key) == 2 and len(self.shape) == 2
                 and type(key[0]) is slice and type(key[1]) is slice
                 and key[0].step is None and key[1].step is None):
@@ -391,7 +392,7 @@ class Image:
                 h, w = self.shape
                 y0, y1, _ = key[0].indices(h)
                 x0, x1, _ = key[1].indices(w)
-                return cutouts.cutout(x0, y0, x1, y1)
+                return np.asarray(cutouts.cutout(x0, y0, x1, y1))
         region, out_shape = region_from_key(self.shape, key)
         return self._read_region_native(region, out_shape)
 
@@ -439,8 +440,8 @@ def _reopen_image(path: str, hdu: int, options: dict, out_dtype: Optional[np.dty
     return img
 
 
-def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False, dtype: Any = None,
-               storage_options: Optional[dict] = None) -> Image:
+def open_image(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, dtype: Any = None,
+               storage_options: Optional[dict[str, Any]] = None) -> Image:
     """Open an image HDU for NumPy-style slicing; only the indexed pixels are decoded.
 
     Parameters
@@ -468,7 +469,7 @@ def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False, dtype: Any
     return img if dtype is None else img.astype(dtype)
 
 
-def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any = None,
+def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out: Any = None,
                threads: Optional[int] = None, dtype: Any = None) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 

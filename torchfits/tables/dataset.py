@@ -23,6 +23,7 @@ from .stats_index import FileStats, StatsIndex, find_index, load_index, may_matc
 from .decode import arrow_schema
 from ..fits.threads import default_threads, run_parallel
 from ..errors import ColumnNotFoundError
+from ..fits.aliases import HduArg, SourceArg
 
 __all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
 
@@ -381,7 +382,7 @@ def _fields_of(expression: Any, names: Sequence[str]) -> list[str]:
     return [n for n in names if n in found]
 
 
-def _constant_true(term: Any, schema: Any, values: dict) -> bool:
+def _constant_true(term: Any, schema: Any, values: dict[str, Any]) -> bool:
     """Evaluate a term over the path columns alone (one row)."""
     table = pa.table({k: pa.array([v], schema.field(k).type) for k, v in values.items()})
     return bool(table.filter(_expr.to_pyarrow(term, schema)).num_rows)
@@ -493,7 +494,9 @@ class FitsScanner:
     def to_table(self) -> Any:
         """Every selected row as a ``pyarrow.Table``."""
         tasks = self._tasks()
-        run = (lambda t: t[0].run(t[1]))
+        def run(t: Any) -> Any:
+            return t[0].run(t[1])
+
         results = run_parallel(run, tasks) if self._threads else [run(t) for t in tasks]
         return pa.Table.from_batches([b for b in results if b is not None], schema=self.projected_schema)
 
@@ -605,7 +608,7 @@ def _widen(a: Any, b: Any) -> Any:
     return None
 
 
-class FitsDataset(pds.Dataset):
+class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type stubs
     """A ``pyarrow.dataset.Dataset`` over table HDUs of FITS files (build it with `dataset`).
 
     Projection and filters (``pyarrow.compute.Expression`` or where-strings) reach the decoder:
@@ -632,14 +635,19 @@ class FitsDataset(pds.Dataset):
                                        self._filter, self._index_path))
 
     @classmethod
-    def _restore(cls, fragments: list, schema: Any, add_path_column: bool, filter: Any,
+    def _restore(cls, fragments: list[FitsFragment], schema: Any, add_path_column: bool, filter: Any,
                  index_path: Optional[str]) -> "FitsDataset":
         return cls(fragments, schema, add_path_column=add_path_column, filter=filter, index_path=index_path)
 
     def __repr__(self) -> str:
         paths = self.files
         more = f" +{len(paths) - 1} files" if len(paths) > 1 else ""
-        return f"<FitsDataset {paths[0] if paths else ''!r}{more}, {len(self._schema)} columns>"
+        names = list(self._schema.names)
+        shown = ", ".join(names[:8]) + (f", ... ({len(names)} columns)" if len(names) > 8 else "")
+        extra = f", filter={str(self._filter)!r}" if self._filter is not None else ""
+        return (f"<FitsDataset {paths[0] if paths else ''!r}{more}, hdu={self._fragments[0].hdu if self._fragments else None!r}, "
+                f"{len(self._fragments)} fragment{'s' if len(self._fragments) != 1 else ''}, "
+                f"columns=[{shown}]{extra}>")
 
     # -- properties -------------------------------------------------------------------------------
     @property
@@ -821,8 +829,8 @@ for _name in dir(pds.Dataset):
 del _name
 
 
-def dataset(source: Any, hdu: Any = 1, *, schema: Any = None, add_path_column: bool = False,
-            index: Any = None, storage_options: Optional[dict] = None) -> FitsDataset:
+def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_column: bool = False,
+            index: Any = None, storage_options: Optional[dict[str, Any]] = None) -> FitsDataset:
     """Open FITS tables as one ``pyarrow.dataset.Dataset`` that DuckDB and Polars push into.
 
     Parameters

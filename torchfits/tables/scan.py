@@ -12,7 +12,7 @@ import copy
 import glob as _glob
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Optional, Sequence, cast
 
 import numpy as np
 
@@ -23,6 +23,13 @@ from ..fits.paths import fspath
 from ..query.pushdown import fuse, plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
 from ..errors import ColumnNotFoundError, HDUTypeError, UnsupportedColumnError
+from ..fits.aliases import HduArg, SourceArg
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily or optional
+    import pandas
+    import polars
+    import pyarrow as pa
+    import torch
 
 __all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "resolve_sources"]
 
@@ -78,7 +85,7 @@ class TableSource:
                             columns=columns, rows=rows, row_range=row_range, options=options)
 
 
-def _refuse_complex(tree: Any, complex_cols: set) -> None:
+def _refuse_complex(tree: Any, complex_cols: set[str]) -> None:
     refused = [c for c in _expr.columns(tree) if c in complex_cols]
     if refused:
         raise UnsupportedColumnError(
@@ -174,13 +181,15 @@ class Scanner:
         # the residual predicate always sees strings as text, stripped
         self._predicate_options = replace(self._options, decode_bytes=True, strip=True)
         self._pushdown = pushdown
+        self._where_text = where if isinstance(where, str) else None
+        self._filter_shown = filter
         self._plan_predicate(where, filter)
 
     # -- planning ---------------------------------------------------------------------------------
     def _plan_predicate(self, where: Any, filter: Any) -> None:
         """Split the predicate: top-level AND terms the row kernel can run on raw bytes, and a
         residual pyarrow Expression (with the columns it needs decoded)."""
-        self._kernel: list = []
+        self._kernel: list[Any] = []
         self._kernel_ordered = False
         self._fused: Any = None
         self._residual = None
@@ -239,17 +248,17 @@ class Scanner:
         return bool(self._kernel) or self._residual is not None
 
     @property
-    def schema(self) -> Any:
+    def schema(self) -> "pa.Schema":
         """The Arrow schema of the results (projected columns, FITS metadata attached)."""
         first = self._sources[0]
         schema = arrow_schema(first.specs, columns=self._projection, **self._schema_options())
         return schema.with_metadata(self._table_metadata(first)) if self._schema_metadata else schema
 
-    def _schema_options(self) -> dict:
+    def _schema_options(self) -> dict[str, Any]:
         o = self._options
         return dict(mapping=o.mapping, decode_bytes=o.decode_bytes, metadata=o.metadata)
 
-    def _table_metadata(self, src: TableSource) -> dict:
+    def _table_metadata(self, src: TableSource) -> dict[bytes, bytes]:
         meta = {b"fits_hdu": str(src.entry.index).encode(), b"fits_path": src.path.encode()}
         if src.entry.extname:
             meta[b"fits_extname"] = src.entry.extname.encode()
@@ -358,12 +367,12 @@ class Scanner:
             out.append(np.concatenate(parts) if parts else np.empty(0, np.int64))
         return out
 
-    def to_batches(self) -> Iterator[Any]:
+    def to_batches(self) -> "Iterator[pa.RecordBatch]":
         """Stream ``pyarrow.RecordBatch`` objects (empty batches are skipped)."""
         for k, src in enumerate(self._sources):
             yield from self._batches_of(k, src)
 
-    def to_reader(self) -> Any:
+    def to_reader(self) -> "pa.RecordBatchReader":
         """A ``pyarrow.RecordBatchReader`` over the scan."""
         import pyarrow as pa
 
@@ -372,28 +381,38 @@ class Scanner:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.to_reader().__arrow_c_stream__(requested_schema)
 
-    def to_arrow(self) -> Any:
-        """The whole result as a ``pyarrow.Table`` (one chunk per file)."""
+    def to_arrow(self, *, progress: Optional[bool] = False) -> "pa.Table":
+        """The whole result as a ``pyarrow.Table`` (one chunk per file).
+
+        ``progress=True`` shows a bar over the files (needs tqdm; None: only when stderr is a
+        terminal)."""
         import pyarrow as pa
+
+        from .._progress import progress_bar
 
         # Materialising anyway: decode each file in one call (the decoder threads over row
         # chunks itself) instead of streaming many small batches and concatenating them.
         whole = self._with_batch_size(_WHOLE)
-        return pa.Table.from_batches(list(whole.to_batches()), schema=self.schema)
+        batches: list[Any] = []
+        with progress_bar(total=len(whole._sources), desc="scan", enabled=progress, unit="file") as bar:
+            for k, src in enumerate(whole._sources):
+                batches += whole._batches_of(k, src)
+                bar.update(1)
+        return pa.Table.from_batches(batches, schema=self.schema)
 
     to_table = to_arrow
 
-    def to_pandas(self, **kwargs: Any) -> Any:
+    def to_pandas(self, **kwargs: Any) -> "pandas.DataFrame":
         """The result as a ``pandas.DataFrame`` (needs pandas)."""
         return self.to_arrow().to_pandas(**kwargs)
 
-    def to_polars(self) -> Any:
+    def to_polars(self) -> "polars.DataFrame":
         """The result as a ``polars.DataFrame`` (needs polars)."""
         try:
             import polars as pl
         except ImportError as exc:
             raise ImportError("polars is required for to_polars(): pip install polars") from exc
-        return pl.from_arrow(self.to_arrow())
+        return cast("polars.DataFrame", pl.from_arrow(self.to_arrow()))  # a table gives a frame
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """``{column: ndarray}``: fixed-size lists become (N, ...) arrays, floats with nulls NaN,
@@ -402,7 +421,7 @@ class Scanner:
 
         return table_to_numpy(self.to_arrow())
 
-    def to_torch(self, device: Any = "cpu", dtype: Any = None) -> dict[str, Any]:
+    def to_torch(self, device: Any = "cpu", dtype: Any = None) -> "dict[str, torch.Tensor]":
         """``{column: torch.Tensor}`` for numeric and boolean columns (needs torch)."""
         from .arrow_numpy import numpy_to_torch
 
@@ -482,7 +501,7 @@ class Scanner:
         return sum(len(self._select(src, rows, rng)[0])
                    for k, src in enumerate(self._sources) for rows, rng in self._chunks(k, src))
 
-    def head(self, n: int = 5) -> Any:
+    def head(self, n: int = 5) -> "pa.Table":
         """The first ``n`` result rows as a ``pyarrow.Table``."""
         import pyarrow as pa
 
@@ -497,8 +516,18 @@ class Scanner:
 
     def __repr__(self) -> str:
         files = len(self._sources)
-        return (f"Scanner({self._sources[0].path!r}{f' +{files - 1} files' if files > 1 else ''}, "
-                f"columns={self._projection}, kernel={bool(self._kernel)}, residual={self._residual is not None})")
+        first = self._sources[0]
+        parts = [f"{first.path!r}{f' +{files - 1} files' if files > 1 else ''}",
+                 f"hdu={first.entry.index}", f"columns={self._projection}"]
+        if self._where_text is not None:
+            parts.append(f"where={self._where_text!r}")
+        if self._filter_shown is not None:
+            parts.append(f"filter={str(self._filter_shown)!r}")
+        if self._rows is not None:
+            parts.append(f"rows=<{len(self._rows[0])} selected>")
+        if self._row_slice is not None:
+            parts.append(f"row_slice={self._row_slice}")
+        return f"Scanner({', '.join(parts)})"
 
 
 def _rebuild_scanner(sources: list, kwargs: dict) -> Scanner:
@@ -558,9 +587,9 @@ class TorchBatches:
         return f"TorchBatches({self.scanner!r}, {form})"
 
 
-def scan(source: Any, hdu: Any = 1, *, columns: Any = None, where: Optional[str] = None,
+def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]] = None, where: Optional[str] = None,
          filter: Any = None, rows: Any = None, row_slice: Any = None, batch_size: int = 65_536,
-         threads: Optional[int] = None, storage_options: Optional[dict] = None) -> Scanner:
+         threads: Optional[int] = None, storage_options: Optional[dict[str, Any]] = None) -> Scanner:
     """Scan a FITS table (or several with the same columns) into Arrow.
 
     Parameters

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..fits.aliases import HduArg
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; duckdb is optional
+    import duckdb
 
 __all__ = ["sql"]
 
@@ -44,7 +49,7 @@ def _looks_like_fits(path: str) -> bool:
         any(ch in name for ch in "*?[") and bool(re.search(r"\.fi?t", name, re.I)))
 
 
-def _call_arguments(tokens: list, i: int) -> tuple[list[tuple[Optional[str], Any]], int]:
+def _call_arguments(tokens: list[tuple[str, str, int, int]], i: int) -> tuple[list[tuple[Optional[str], Any]], int]:
     """Parse ``( 'path' [, name = value]... )`` starting at the ``(`` token index ``i``; return
     the arguments and the index of the closing ``)``."""
     args: list[tuple[Optional[str], Any]] = []
@@ -78,7 +83,8 @@ def _call_arguments(tokens: list, i: int) -> tuple[list[tuple[Optional[str], Any
     raise ValueError("fits(...): missing closing parenthesis")
 
 
-def sql(query: str, *, con: Any = None, hdu: Any = 1) -> Any:
+def sql(query: str, *, con: "Optional[duckdb.DuckDBPyConnection]" = None,
+        hdu: HduArg = 1) -> "duckdb.DuckDBPyRelation":
     """Run a DuckDB query in which FITS files are tables.
 
     Parameters

@@ -127,7 +127,8 @@ def _file_entry(path: str, hdu: Any, columns: Optional[Sequence[str]], chunk_row
 
 
 def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] = None,
-                chunk_rows: int = DEFAULT_CHUNK_ROWS, output: Any = None) -> str:
+                chunk_rows: int = DEFAULT_CHUNK_ROWS, output: Any = None,
+                progress: Optional[bool] = False) -> str:
     """Compute per-chunk statistics of the table HDU of every file and write the sidecar.
 
     Parameters
@@ -162,7 +163,15 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
         directory = base if base and os.path.isdir(base) else os.path.dirname(os.path.abspath(paths[0]))
         output = os.path.join(directory, INDEX_NAME)
     output = fspath(output)
-    entries = run_parallel(lambda p: _file_entry(p, hdu, columns, int(chunk_rows)), paths)
+    from .._progress import progress_bar
+
+    with progress_bar(total=len(paths), desc="index build", enabled=progress, unit="file") as bar:
+        def entry(p: str) -> dict[str, Any]:
+            e = _file_entry(p, hdu, columns, int(chunk_rows))
+            bar.update(1)
+            return e
+
+        entries = run_parallel(entry, paths)
     return write_index_document(dict(zip(paths, entries)), output, int(chunk_rows))
 
 

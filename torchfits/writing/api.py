@@ -6,7 +6,7 @@ checksums in :mod:`.checksum`, in-file edits in :mod:`.hdu_edit` and :mod:`.tabl
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -17,6 +17,10 @@ from .atomic import atomic_output, check_target
 from .cards import as_header
 from .image_hdu import write_image_hdu, write_quantized_image_hdu
 from .items import ImageData, TableData, as_numpy, to_items
+from ..fits.aliases import PathArg
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; torch is optional
+    import torch
 
 __all__ = ["write", "write_tensor", "write_hdus", "encode_table"]
 
@@ -41,7 +45,7 @@ def encode_table(columns: Mapping[str, Any]) -> tuple[list[Card], np.ndarray]:
     return table_cards(plan.plans, len(rows), 0), rows.reshape(-1).view(row)
 
 
-def write_hdus(path: Any, hdus: Sequence[Any], *, overwrite: bool = False,
+def write_hdus(path: PathArg, hdus: Sequence[Any], *, overwrite: bool = False,
                checksum: bool = False) -> None:
     """Write `ImageData` / `TableData` items as one file; a table first gets an empty primary."""
     target = check_target(path, overwrite=overwrite)
@@ -70,7 +74,7 @@ def write_hdus(path: Any, hdus: Sequence[Any], *, overwrite: bool = False,
             patch_file_checksums(sink.fh, spans)
 
 
-def write(path: Any, data: Any, header: Any = None, overwrite: bool = False,
+def write(path: PathArg, data: Any, header: Any = None, overwrite: bool = False,
           checksum: bool = False, compress: Any = False, quantize: Any = None) -> None:
     """Write images, tables or a list of them as one FITS file, atomically.
 
@@ -126,7 +130,7 @@ def write(path: Any, data: Any, header: Any = None, overwrite: bool = False,
         raise FitsWriteError(f"Failed to write FITS file '{target}': {exc}") from exc
 
 
-def _write_compressed(target: str, items: list, *, compress: Any, quantize: Any,
+def _write_compressed(target: str, items: list[Any], *, compress: Any, quantize: Any,
                       overwrite: bool, checksum: bool) -> None:
     """Hand images to the tile-compression writer (:mod:`.compress_write`)."""
     from .compress_write import normalize_compress, write_compressed
@@ -141,7 +145,7 @@ def _write_compressed(target: str, items: list, *, compress: Any, quantize: Any,
                      quantize=quantize, checksum=checksum)
 
 
-def write_tensor(path: Any, tensor: Any, header: Any = None, overwrite: bool = False,
+def write_tensor(path: PathArg, tensor: "torch.Tensor", header: Any = None, overwrite: bool = False,
                  compress: Any = False, quantize: Any = None, checksum: bool = False) -> None:
     """`write` for a ``torch.Tensor`` only (``TypeError`` for anything else)."""
     if not is_tensor(tensor):

@@ -14,6 +14,7 @@ from .hdu_bytes import header_from_raw, raw_cards
 from ..fits.hdu_index import get_index, invalidate
 from ..errors import KeywordNotFoundError
 from ..fits.header import COMMENTARY, format_card
+from ..fits.aliases import HduArg, PathArg
 
 __all__ = ["update_header", "raw_key"]
 
@@ -51,7 +52,7 @@ def _groups(cards: list[bytes]) -> list[list[bytes]]:
     return groups
 
 
-def update_header(path: Any, hdu: Any = 0, set: Optional[Mapping[str, Any]] = None,
+def update_header(path: PathArg, hdu: HduArg = 0, set: Optional[Mapping[str, Any]] = None,
                   delete: Iterable[str] = (), rename: Optional[Mapping[str, str]] = None) -> None:
     """Set, delete and rename keywords of one HDU.
 

@@ -12,13 +12,20 @@ from .hdu_bytes import copy_hdu
 __all__ = ["compress_file", "decompress_file"]
 
 
+def _bar(total: int, desc: str, progress: Optional[bool]) -> Any:
+    from .._progress import progress_bar
+
+    return progress_bar(total=total, desc=desc, enabled=progress, unit="HDU")
+
+
 def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Optional[tuple] = None,
                   quantize: Any = None, which: Optional[list[int]] = None,
-                  overwrite: bool = False) -> int:
+                  overwrite: bool = False, progress: Optional[bool] = False) -> int:
     """Write ``src`` to ``dst`` with its image HDUs (all, or those in ``which``) tile-compressed.
 
     Returns the number of HDUs compressed. An image primary becomes an empty primary followed by
-    the compressed image.
+    the compressed image. ``progress=True`` shows a bar over the HDUs (needs tqdm; None: only
+    when stderr is a terminal).
     """
     from .atomic import atomic_output, check_target
     from .compress_write import encode_compressed_hdu, normalize_compress
@@ -31,8 +38,9 @@ def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Option
     target = check_target(dst, overwrite=overwrite)
     done = 0
     # Streamed HDU by HDU; a failure anywhere leaves ``dst`` as it was (atomic output).
-    with atomic_output(target) as sink:
+    with atomic_output(target) as sink, _bar(len(index), f"compress {src}", progress) as bar:
         for entry in index.entries:
+            bar.update(1)
             wanted = which is None or entry.index in which
             if not (entry.kind in IMAGE_KINDS and entry.naxes and all(n > 0 for n in entry.naxes)
                     and wanted):
@@ -62,8 +70,9 @@ def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Option
 
 
 def decompress_file(src: str, dst: str, *, which: Optional[list[int]] = None,
-                    overwrite: bool = False) -> int:
-    """Write ``src`` to ``dst`` with its compressed image HDUs stored as plain images."""
+                    overwrite: bool = False, progress: Optional[bool] = False) -> int:
+    """Write ``src`` to ``dst`` with its compressed image HDUs stored as plain images
+    (``progress`` as in `compress_file`)."""
     from .atomic import atomic_output, check_target
     from ..fits.hdu_index import KIND_COMPRESSED, get_index, invalidate
     from ..image.compressed import CompressedImage
@@ -72,8 +81,9 @@ def decompress_file(src: str, dst: str, *, which: Optional[list[int]] = None,
     index = get_index(src)
     target = check_target(dst, overwrite=overwrite)
     done = 0
-    with atomic_output(target) as sink:
+    with atomic_output(target) as sink, _bar(len(index), f"decompress {src}", progress) as bar:
         for entry in index.entries:
+            bar.update(1)
             if entry.kind != KIND_COMPRESSED or (which is not None and entry.index not in which):
                 copy_hdu(sink, index, entry, primary=entry.index == 0)
                 continue

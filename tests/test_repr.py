@@ -1,0 +1,58 @@
+"""What the REPL shows: `info()` as a table (and HTML), and reprs that say what an object is."""
+import numpy as np
+import pytest
+
+import torchfits
+from torchfits.cli.demo import make_sample_files
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    d = tmp_path_factory.mktemp("repr")
+    return make_sample_files(str(d))
+
+
+def test_info_repr_is_a_table_and_stays_a_list(samples):
+    image, catalog = samples
+    hdus = torchfits.info(image)
+    lines = repr(hdus).splitlines()
+    assert lines[0] == f"{image}: 3 HDUs"
+    assert lines[1].split() == ["No.", "Name", "Type", "Dimensions", "Format", "Cards"]
+    assert lines[2].split()[:3] == ["0", "PRIMARY", "EMPTY"]
+    assert lines[3].split()[:5] == ["1", "SCI", "IMAGE", "256x256", "float32"]
+    assert str(hdus) == repr(hdus)
+    assert [h.name for h in hdus] == ["PRIMARY", "SCI", "MASK"] and len(hdus) == 3
+    assert hdus[1].shape == (256, 256) and hdus[2].dtype == "uint16"
+    html = hdus._repr_html_()
+    assert html.count("<tr>") == 4 and "<td>SCI</td>" in html
+    cat = repr(torchfits.info(catalog)).splitlines()
+    assert cat[3].split()[:3] == ["1", "CATALOG", "BINTABLE"] and "10000 rows x 8 cols" in cat[3]
+
+
+def test_info_of_compressed_hdus_shows_name_and_dtype(samples, tmp_path):
+    image, _ = samples
+    path = tmp_path / "c.fits"
+    data = np.arange(100, dtype=np.uint16).reshape(10, 10)
+    torchfits.write(str(path), [np.empty(0, np.uint8), {"data": data, "header": {"EXTNAME": "RAW"}}],
+                    compress="RICE_1", overwrite=True)
+    hdus = torchfits.info(str(path))
+    assert hdus[1].name == "RAW" and hdus[1].dtype == "uint16" and hdus[1].type == "COMPRESSED_IMAGE"
+    assert hdus[1].dtype == str(torchfits.read_numpy(str(path), 1).dtype)
+    assert "uint16 (RICE_1)" in repr(hdus)
+
+
+def test_reprs_say_what_objects_are(samples):
+    image, catalog = samples
+    img = torchfits.open_image(image, "SCI")
+    assert repr(img) == f"Image(path={image!r}, hdu=1, shape=(256, 256), dtype=float32)"
+    s = torchfits.scan(catalog, columns=["id", "ra"], where="mag_r < 16")
+    assert repr(s) == f"Scanner({catalog!r}, hdu=1, columns=['id', 'ra'], where='mag_r < 16')"
+    assert "rows=<3 selected>" in repr(torchfits.scan(catalog, rows=[0, 1, 2]))
+    ds = torchfits.dataset(catalog)
+    assert repr(ds).startswith(f"<FitsDataset {catalog!r}, hdu=1, 1 fragment, columns=[id, ra,")
+    with torchfits.open(image) as hdul:
+        view = hdul[1].data
+        assert repr(view) == (f"<DataView of {image!r} HDU 1: shape=(256, 256), dtype=float32; "
+                              "view[y0:y1, x0:x1] reads that window>")
+    header = torchfits.read_header(image, "SCI")
+    assert repr(header).splitlines()[0].startswith("XTENSION= 'IMAGE   '")
