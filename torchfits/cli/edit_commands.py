@@ -53,6 +53,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             out.append({"file": path, "hdu": i, "name": entry.display_name,
                         "ok": st["ok"], "status": st["status"], "datastatus": st["datastatus"],
                         "hdustatus": st["hdustatus"]})
+        idx.source.check()
         return out
 
     paths = _paths(args, "paths")

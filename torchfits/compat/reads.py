@@ -297,6 +297,7 @@ class SubsetReader:
             return self._read_subset_into(out, x1, y1, x2, y2)
         if self._complete:
             out = self._cutouts.cutout(x1, y1, x2, y2)
+            self._image._index.source.check()
         else:
             out = self._truncated_cutout(x1, y1, x2, y2)
         if self._fast:

@@ -1,7 +1,7 @@
 """The HDU index: one pass over a file's header blocks gives every HDU's kind and byte layout.
 
-Indexes are cached per path and file version (device, inode, size, mtime_ns); a changed file is
-re-indexed.
+Indexes are cached per path and file version (device, inode, size, mtime_ns, ctime_ns); a changed
+file is re-indexed, and so is one whose map found the file truncated under it.
 """
 from __future__ import annotations
 
@@ -203,7 +203,11 @@ class HduIndex:
         self.tail_error: Optional[str] = None
         self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
-        self._build()
+        try:
+            self._build()
+        finally:
+            # Header blocks lost to a truncation during the pass read as zeros: say so instead.
+            self.source.check()
 
     def _build(self) -> None:
         buf = self.source.buffer()
@@ -302,7 +306,9 @@ class HduIndex:
 
     # -- headers ----------------------------------------------------------------------------------
     def parsed_cards(self, entry: HduEntry) -> list[tuple]:
-        return _header.parse_cards(self.source.buffer(), entry.header_offset, entry.data_offset)
+        cards = _header.parse_cards(self.source.buffer(), entry.header_offset, entry.data_offset)
+        self.source.check()
+        return cards
 
     def header(self, entry: HduEntry, *, raw_values: bool = False) -> Header:
         """The parsed header of ``entry`` (cached; callers get a copy they may edit)."""
@@ -345,7 +351,7 @@ def get_index(path: Any) -> HduIndex:
     key = stat_key(path)
     with _lock:
         idx = _cache.get(path)
-        if idx is not None and idx.key == key:
+        if idx is not None and idx.key == key and not idx.source.faulted:
             _cache.move_to_end(path)
             _stats["hits"] += 1
             return idx

@@ -571,6 +571,8 @@ class CompressedImage(Image):
         missing = [k for k in ks if k not in found]
         if missing:
             fresh = self._tiles().decode_batch(missing)
+            # Tiles read from a map the file shrank under are zeros: never cache or return them.
+            self._index.source.check()
             with self._cache_lock:
                 for k, tile in fresh.items():
                     tile.setflags(write=False)
@@ -585,7 +587,9 @@ class CompressedImage(Image):
 
     def _tile(self, k: int, use_cache: bool) -> np.ndarray:
         if not use_cache:
-            return self._tiles().decode(k)
+            tile = self._tiles().decode(k)
+            self._index.source.check()
+            return tile
         return self._fetch([k])[k]
 
     def clear_cache(self) -> None:
@@ -660,8 +664,12 @@ class CompressedImage(Image):
         return out
 
     # -- reads --------------------------------------------------------------------------------------
-    def read(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
-        """Decode the whole image (every tile once, in parallel; into ``out`` when given)."""
+    def read(self, out: Any = None, *, threads: Optional[int] = None,
+             copy: bool = True) -> np.ndarray:
+        """Decode the whole image (every tile once, in parallel; into ``out`` when given).
+
+        The result is always owned memory (``copy`` is accepted for the plain-image signature).
+        """
         if out is None:
             out = np.empty(self.shape, self._plan.dtype)
         else:
@@ -735,6 +743,7 @@ class CompressedImage(Image):
                 chunk(bnd)
         else:
             run_parallel(chunk, bounds)
+        self._index.source.check()
         if direct:
             return out
         if contiguous:

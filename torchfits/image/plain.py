@@ -158,6 +158,7 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     if nthreads == 1 or out.nbytes < _PARALLEL_BYTES or counts[0] < 2:
         _image.decode_region(buf, entry.data_offset, out_bytes, *args, shape, starts, steps,
                              counts, *tail)
+        index.source.check()
         return out
     per_row = out.nbytes // counts[0]
     bounds = [counts[0] * k // nthreads for k in range(nthreads + 1)]
@@ -171,6 +172,7 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
                              (b - a,) + counts[1:], *tail)
 
     run_parallel(band, range(nthreads))
+    index.source.check()
     return out
 
 
@@ -263,10 +265,18 @@ class Image:
         return np.frombuffer(self._index.source.buffer(), np.uint8, n,
                              self._entry.data_offset).reshape(self.shape)
 
-    def read(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
-        """Decode the whole image (into ``out`` when given)."""
-        if out is None and self._zero_copy_ok():
-            return self._mapped_bytes()
+    def read(self, out: Any = None, *, threads: Optional[int] = None,
+             copy: bool = True) -> np.ndarray:
+        """Decode the whole image (into ``out`` when given).
+
+        ``copy=False`` returns unscaled BITPIX=8 pixels as a read-only view of the file map
+        (no copy; it shares the file's fate: a later in-place rewrite changes it, a truncation
+        turns the lost bytes into zeros). Every other result is owned memory.
+        """
+        if out is None and not copy and self._zero_copy_ok():
+            view = self._mapped_bytes()
+            self._index.source.check()
+            return view
         if out is None:
             out = np.empty(self.shape, self._plan.dtype)
         else:
@@ -284,7 +294,10 @@ class Image:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if self._zero_copy_ok():
-            return self._mapped_bytes()[key]
+            # An owned copy of just the indexed pixels (never a view the file can pull away).
+            part = np.array(self._mapped_bytes()[key], copy=True)
+            self._index.source.check()
+            return part
         if (type(key) is tuple and len(key) == 2 and len(self.shape) == 2
                 and type(key[0]) is slice and type(key[1]) is slice
                 and key[0].step is None and key[1].step is None):
@@ -294,7 +307,9 @@ class Image:
                 h, w = self.shape
                 y0, y1, _ = key[0].indices(h)
                 x0, x1, _ = key[1].indices(w)
-                return cutouts.cutout(x0, y0, x1, y1)
+                part = cutouts.cutout(x0, y0, x1, y1)
+                self._index.source.check()
+                return part
         region, out_shape = region_from_key(self.shape, key)
         return self.read_region(region, out_shape)
 
@@ -320,8 +335,7 @@ class Image:
         """The whole image as a ``torch.Tensor`` on ``device`` (needs torch)."""
         from .._torch_adapter import to_tensor
 
-        arr = self.read() if not self._zero_copy_ok() else self._mapped_bytes().copy()
-        return to_tensor(arr, device=device)
+        return to_tensor(self.read(), device=device)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -357,7 +371,7 @@ def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False,
 
 
 def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any = None,
-               threads: Optional[int] = None) -> np.ndarray:
+               threads: Optional[int] = None, copy: bool = True) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 
     Parameters
@@ -372,11 +386,14 @@ def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any =
         A writable C-contiguous array of the result shape and dtype to read into.
     threads : int, optional
         Decode threads for large images (default: all cores).
+    copy : bool
+        ``False`` lets an unscaled BITPIX=8 image come back as a read-only zero-copy view of the
+        file map, which shares the file's fate (an in-place rewrite changes it; bytes lost to a
+        truncation read as zeros). Other images are always decoded into owned memory.
 
     Returns
     -------
     numpy.ndarray
-        Physical values with the dtype rules of docs/images.md. Unscaled BITPIX=8 images are a
-        read-only zero-copy view of the file map when ``out`` is not given.
+        Physical values with the dtype rules of docs/images.md, in owned memory by default.
     """
-    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads)
+    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads, copy=copy)

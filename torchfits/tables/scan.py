@@ -74,8 +74,11 @@ class TableSource:
     def decode(self, *, columns: Any, rows: Optional[np.ndarray] = None,
                row_range: Optional[tuple[int, int]] = None, options: DecodeOptions) -> Any:
         data, heap = self.buffers()
-        return decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
-                            columns=columns, rows=rows, row_range=row_range, options=options)
+        batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
+                             columns=columns, rows=rows, row_range=row_range, options=options)
+        # Bytes past a truncation under the map read as zeros: refuse them.
+        self.index.source.check()
+        return batch
 
 
 def _refuse_complex(tree: Any, complex_cols: set) -> None:
@@ -303,6 +306,7 @@ class Scanner:
                                              count=rng[1] - rng[0])
                 if not candidates.size:
                     break
+            src.index.source.check()
             rng = None
             if self._residual is None:
                 return candidates, None
