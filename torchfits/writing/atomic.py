@@ -21,7 +21,7 @@ from ..fits.paths import fspath
 from ..errors import FitsError, FitsFileExistsError, FitsFileNotFoundError, FitsIOError, TruncatedFileError
 from ..fits.layout import padding
 
-__all__ = ["Sink", "atomic_output", "check_target", "remove_stale_temporaries"]
+__all__ = ["Sink", "atomic_output", "check_target", "in_place_errors", "remove_stale_temporaries"]
 
 _PREFIX = ".torchfits-"
 _STALE_UNKNOWN_S = 24 * 3600  # a temp file of no known owner is stale after a day
@@ -160,9 +160,21 @@ def atomic_output(target: str) -> Iterator[Sink]:
     _fsync_directory(directory)
 
 
-def _io_error(target: str, exc: OSError) -> FitsIOError:
-    err = FitsIOError(f"{target}: write failed, the file is unchanged: "
-                      f"{exc.strerror or exc} (errno {exc.errno})")
+@contextmanager
+def in_place_errors(target: str) -> Iterator[None]:
+    """Turn an OS error of an in-place edit (bytes written into the file itself) into
+    :class:`FitsIOError` naming the file."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, FitsError) or exc.errno is None:
+            raise
+        raise _io_error(target, exc, "in-place write failed") from exc
+
+
+def _io_error(target: str, exc: OSError,
+              what: str = "write failed, the file is unchanged") -> FitsIOError:
+    err = FitsIOError(f"{target}: {what}: {exc.strerror or exc} (errno {exc.errno})")
     err.errno = exc.errno
     err.strerror = exc.strerror
     err.filename = target
