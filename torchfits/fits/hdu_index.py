@@ -163,6 +163,11 @@ def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_s
             raise CorruptHeaderError(f"{path}: HDU {index}: THEAP={theap} overlaps the table rows")
         heap_offset = data_offset + theap
         heap_size = max(0, table_bytes + pcount - theap)
+    tfields = 0
+    if kind in TABLE_KINDS or kind == KIND_COMPRESSED:
+        tfields = _int_keyword(s, "TFIELDS", path, index, 0)
+        if not 0 <= tfields <= 999:
+            raise CorruptHeaderError(f"{path}: HDU {index}: TFIELDS={tfields} is outside 0..999")
     extname = s.get("EXTNAME")
     extver = s.get("EXTVER")
     zcmptype = s.get("ZCMPTYPE") if kind == KIND_COMPRESSED else None
@@ -181,7 +186,7 @@ def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_s
         extname=extname.strip() if isinstance(extname, str) else None,
         extver=extver if isinstance(extver, int) and not isinstance(extver, bool) else None,
         ncards=s["__ncards__"],
-        tfields=s.get("TFIELDS", 0) if isinstance(s.get("TFIELDS"), int) else 0,
+        tfields=tfields,
         zcmptype=zcmptype.strip() if isinstance(zcmptype, str) else None,
         structural=s,
     )

@@ -48,7 +48,7 @@ def read_header(path: Any, hdu: Any = 0, *, compressed: bool = False) -> Header:
     if entry.kind == KIND_COMPRESSED and not compressed:
         from ..image.compressed import image_header
 
-        return image_header(index.header_view(entry))
+        return image_header(index.header_view(entry), f"{index.path}: HDU {entry.index}")
     return index.header(entry)
 
 

@@ -39,6 +39,12 @@ _FLOAT_DTYPES: dict[int, np.dtype[Any]] = {-32: np.dtype(np.float32), -64: np.dt
 _DITHER = {"NO_DITHER": 0, "SUBTRACTIVE_DITHER_1": 1, "SUBTRACTIVE_DITHER_2": 2}
 _MAX_TILE_PIXELS = 1 << 31
 _CACHE_BYTES = 64 << 20
+# The most a codec can expand its input (deflate ~1032:1, Rice ~205:1 on constant blocks; PLIO
+# runs and H-compress quadtrees of constant tiles cost a few bytes each), and a floor below which
+# any allocation is allowed. The decoded image of a file is refused beyond these.
+_MAX_RATIO = {"NOCOMPRESS": 1, "RICE_1": 1100, "GZIP_1": 1100, "GZIP_2": 1100,
+              "PLIO_1": 1 << 16, "HCOMPRESS_1": 1 << 16}
+_MIN_DECODED_BOUND = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,13 @@ def tile_layout(index: HduIndex, entry: HduEntry) -> TileLayout:
     if ntiles != nrows:
         raise CorruptHeaderError(
             f"{where}: ZNAXISn / ZTILEn describe {ntiles} tiles but the table has {nrows} rows")
+    decoded = math.prod(naxes) * (abs(zbitpix) // 8) if naxes else 0
+    bound = max(_MIN_DECODED_BOUND, _MAX_RATIO.get(zcmptype, 1) * index.size)
+    if decoded > bound:
+        # No codec expands a file this small into that many bytes: the header lies.
+        raise CorruptHeaderError(
+            f"{where}: ZNAXISn = {' x '.join(map(str, naxes))} ({decoded} bytes) cannot come from "
+            f"a {index.size}-byte file with {zcmptype}")
     specs = parse_columns(h, "bintable")
     columns, scalars = {}, {}
     for spec in specs:
@@ -170,7 +183,7 @@ def _dropped(key: str) -> bool:
     return False
 
 
-def image_header(raw: Header) -> Header:
+def image_header(raw: Header, where: str = "") -> Header:
     """The header of the uncompressed image from the header of its compressed HDU.
 
     ZSIMPLE/ZTENSION, ZBITPIX, ZNAXISn, ZPCOUNT/ZGCOUNT, ZEXTEND, ZHECKSUM/ZDATASUM become their
@@ -185,7 +198,9 @@ def image_header(raw: Header) -> Header:
                         "Image extension"))
     out.append(Card("BITPIX", raw.get("ZBITPIX"), raw.comments["ZBITPIX"] if "ZBITPIX" in raw else ""))
     znaxis = raw.get("ZNAXIS", 0)
-    znaxis = znaxis if isinstance(znaxis, int) else 0
+    znaxis = znaxis if isinstance(znaxis, int) and not isinstance(znaxis, bool) else 0
+    if not 0 <= znaxis <= 999:
+        raise CorruptHeaderError(f"{where or 'compressed image'}: ZNAXIS={znaxis} is outside 0..999")
     out.append(Card("NAXIS", znaxis, raw.comments["ZNAXIS"] if "ZNAXIS" in raw else ""))
     for k in range(1, znaxis + 1):
         key = f"ZNAXIS{k}"
@@ -242,13 +257,19 @@ class _TileDecoder:
         p = layout.params
         t = layout.zcmptype
         self.codec: Any = None
-        if t == "HCOMPRESS_1":  # its codec is built per tile shape
-            self.smooth = bool(p.get("SMOOTH", 0))
-        elif t == "RICE_1":
-            bytepix = p.get("BYTEPIX", 4 if zb < 0 else abs(zb) // 8)
-            self.codec = get_codec(t, blocksize=int(p.get("BLOCKSIZE", 32)), bytepix=int(bytepix))
-        else:
-            self.codec = get_codec(t)
+        try:
+            if t == "HCOMPRESS_1":  # its codec is built per tile shape
+                self.smooth = bool(p.get("SMOOTH", 0))
+            elif t == "RICE_1":
+                bytepix = p.get("BYTEPIX", 4 if zb < 0 else abs(zb) // 8)
+                self.codec = get_codec(t, blocksize=int(p.get("BLOCKSIZE", 32)),
+                                       bytepix=int(bytepix))
+            else:
+                self.codec = get_codec(t)
+        except (TypeError, ValueError, OverflowError) as exc:
+            # A missing, garbled or absurd ZVALn (BLOCKSIZE, BYTEPIX, SMOOTH).
+            raise CorruptHeaderError(
+                f"{self.where}: invalid {t} parameters {p!r} (ZNAMEn/ZVALn): {exc}") from None
 
     def tile_sizes(self) -> np.ndarray:
         """Pixels in every tile (edge tiles are smaller), in tile order."""
@@ -496,7 +517,8 @@ class CompressedImage(Image):
         if self._entry.kind != KIND_COMPRESSED:
             raise HDUTypeError(f"{self._index.path}: HDU {self._entry.index} is not a compressed image")
         self._layout = tile_layout(self._index, self._entry)
-        self._header = image_header(self._index.header_view(self._entry))
+        self._header = image_header(self._index.header_view(self._entry),
+                                    f"{self._index.path}: HDU {self._entry.index}")
         lay = self._layout
         zblank_as_blank = lay.zbitpix > 0 and lay.zblank is not None and "BLANK" not in self._header
         plan_header = self._header

@@ -265,6 +265,11 @@ class Image:
         return np.frombuffer(self._index.source.buffer(), np.uint8, n,
                              self._entry.data_offset).reshape(self.shape)
 
+    def _require(self, region: Region) -> None:
+        """Refuse, before allocating anything, a region whose bytes the file does not hold."""
+        self._index.check_data(self._entry, _last_byte(region, self._plan.shape,
+                                                       self._plan.storage_dtype.itemsize))
+
     def read(self, out: Any = None, *, threads: Optional[int] = None,
              copy: bool = True) -> np.ndarray:
         """Decode the whole image (into ``out`` when given).
@@ -278,6 +283,7 @@ class Image:
             self._index.source.check()
             return view
         if out is None:
+            self._require(full_region(self.shape))
             out = np.empty(self.shape, self._plan.dtype)
         else:
             out = _check_out(out, self.shape, self._plan.dtype)
@@ -287,6 +293,7 @@ class Image:
     def read_region(self, region: Region, out_shape: tuple[int, ...], out: Any = None) -> np.ndarray:
         """Decode ``(starts, steps, counts)`` into an array of ``out_shape``."""
         if out is None:
+            self._require(region)
             out = np.empty(out_shape, self._plan.dtype)
         else:
             out = _check_out(out, out_shape, self._plan.dtype)
