@@ -339,9 +339,16 @@ def header_from_parsed(parsed: Iterable[tuple], *, raw_values: bool = False) -> 
         if raw_values and kind == 0 and not isinstance(value, str):
             value = raw
         cards.append(Card(key, value, comment))
+    last: dict[str, Any] = {}
     for card in cards:
         if card.key in ("HISTORY", "COMMENT") or not dict.__contains__(h, card.key):
             h._store(card.key, card.value)
+        elif card.key not in COMMENTARY and card.key != "CONTINUE":
+            last[card.key] = card.value
+    if last:
+        # The mapping keeps the first card (as astropy's Header does); readers that apply a
+        # repeated keyword (BSCALE/BZERO/BLANK) use the last one, as CFITSIO and astropy do.
+        h._last_of_duplicates = last  # type: ignore[attr-defined]
     return h
 
 

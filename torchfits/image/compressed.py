@@ -151,11 +151,20 @@ def tile_layout(index: HduIndex, entry: HduEntry) -> TileLayout:
             quantize = None
     else:
         quantize = None
+    if zbitpix < 0 and quantize is None and zcmptype in ("RICE_1", "HCOMPRESS_1", "PLIO_1"):
+        # These codecs store integers: a float image needs the quantisation scale to be read.
+        raise CorruptHeaderError(
+            f"{where}: floating-point image (ZBITPIX={zbitpix}) compressed with {zcmptype} has no "
+            "ZSCALE column or keyword (a TTYPEn naming it may be garbled)")
     zdither0 = h.get("ZDITHER0", 1)
     if isinstance(zdither0, bool) or not isinstance(zdither0, int):
         zdither0 = 1
+    if not -2**62 < zdither0 < 2**62:
+        raise CorruptHeaderError(f"{where}: ZDITHER0={zdither0} is out of range")
     zblank = h.get("ZBLANK")
     zblank = zblank if isinstance(zblank, int) and not isinstance(zblank, bool) else None
+    if zblank is not None and not -2**63 <= zblank < 2**63:
+        raise CorruptHeaderError(f"{where}: ZBLANK={zblank} does not fit a 64-bit integer")
     zscale = h.get("ZSCALE") if isinstance(h.get("ZSCALE"), (int, float)) else None
     zzero = h.get("ZZERO") if isinstance(h.get("ZZERO"), (int, float)) else None
     return TileLayout(zcmptype, zbitpix, tuple(reversed(naxes)), tuple(reversed(tiles)),
@@ -254,6 +263,10 @@ class _TileDecoder:
         zb = layout.zbitpix
         self.float_image = zb < 0
         self.storage: np.dtype[Any] = _FLOAT_DTYPES[zb] if zb < 0 else _INT_DTYPES[zb]
+        # Integer images with ZSCALE/ZZERO: linear per-tile scaling, truncated to the integer
+        # type (what CFITSIO-based readers return).
+        self.int_scaled = zb > 0 and ("ZSCALE" in self.scalars or "ZZERO" in self.scalars
+                                      or layout.zscale is not None or layout.zzero is not None)
         p = layout.params
         t = layout.zcmptype
         self.codec: Any = None
@@ -283,7 +296,8 @@ class _TileDecoder:
     def kernel_plan(self) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """For codecs with a GIL-free many-tile kernel: (usable mask, absolute offsets, sizes)."""
         lay = self.layout
-        if lay.zcmptype not in ("RICE_1", "PLIO_1", "HCOMPRESS_1") or "ZBLANK" in self.scalars:
+        if lay.zcmptype not in ("RICE_1", "PLIO_1", "HCOMPRESS_1") or "ZBLANK" in self.scalars \
+                or self.int_scaled:
             return None
         if lay.zcmptype == "RICE_1" and self.codec.bytepix != (4 if self.float_image else self.storage.itemsize):
             return None
@@ -389,9 +403,17 @@ class _TileDecoder:
     def decode(self, k: int) -> np.ndarray:
         """Tile k as an array of its clipped shape, in the storage type of the image."""
         try:
-            return self._decode(k)
+            tile = self._decode(k)
         except CodecError as exc:
             raise CompressedTileError(f"{self.where}: tile {k}: {exc}") from None
+        if self.int_scaled:
+            lay = self.layout
+            zs = float(self._scalar("ZSCALE", k, lay.zscale if lay.zscale is not None else 1.0))
+            zz = float(self._scalar("ZZERO", k, lay.zzero if lay.zzero is not None else 0.0))
+            info = np.iinfo(self.storage)
+            scaled = np.trunc(tile.astype(np.float64) * zs + zz)
+            tile = np.clip(scaled, info.min, info.max).astype(self.storage).reshape(tile.shape)
+        return tile
 
     def _decode(self, k: int) -> np.ndarray:
         shape = self.tile_shape(k)

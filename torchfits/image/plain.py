@@ -45,8 +45,16 @@ class ImagePlan:
         return _STORAGE[self.bitpix]
 
 
+def _applied(header: Header, key: str, default: Any) -> Any:
+    """The value of ``key`` that scaling applies: its last card when the keyword is repeated."""
+    last = getattr(header, "_last_of_duplicates", None)
+    if last and key in last:
+        return last[key]
+    return header.get(key, default)
+
+
 def _number(header: Header, key: str, default: float) -> float:
-    value = header.get(key, default)
+    value = _applied(header, key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return default
     return float(value)
@@ -66,9 +74,11 @@ def plan_image(entry: HduEntry, header: Header, *, raw_scale: bool = False,
         return ImagePlan(bitpix, shape, _STORAGE[bitpix], _image.MODE_RAW)
     bscale = _number(header, "BSCALE", 1.0)
     bzero = _number(header, "BZERO", 0.0)
-    blank = header.get("BLANK") if bitpix > 0 else None
+    blank = _applied(header, "BLANK", None) if bitpix > 0 else None
     if isinstance(blank, bool) or not isinstance(blank, int):
         blank = None
+    elif not -(1 << (bitpix - 1)) <= blank < (1 << (bitpix - 1)) and not (bitpix == 8 and 0 <= blank < 256):
+        blank = None  # no stored value can equal it
     if bitpix > 0 and abs(bscale - 1.0) < _TOLERANCE and bitpix in _UNSIGNED:
         offset, dtype = _UNSIGNED[bitpix]
         if abs(bzero - offset) < _TOLERANCE and not (bitpix == 64 and uint64_as_float):
