@@ -27,6 +27,7 @@ __all__ = [
     "CodecError",
     "FitsWriteError",
     "FitsIOError",
+    "WhereEvaluationError",
 ]
 
 
@@ -118,3 +119,8 @@ class FitsIOError(FitsError, OSError, RuntimeError):
 
     ``errno`` is the underlying error number.
     """
+
+
+class WhereEvaluationError(FitsError, ValueError, ArithmeticError):
+    """A where-expression that parses but cannot be evaluated on the data (64-bit integer
+    arithmetic that overflows); names the file and the expression."""

@@ -22,7 +22,7 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
 from ..query.pushdown import plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
-from ..errors import HDUTypeError, UnsupportedColumnError
+from ..errors import HDUTypeError, UnsupportedColumnError, WhereEvaluationError
 
 __all__ = ["scan", "Scanner", "TableSource", "resolve_sources"]
 
@@ -316,7 +316,15 @@ class Scanner:
                            options=self._predicate_options)
         positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
         table = pa.Table.from_batches([batch]).append_column("__torchfits_row__", positions)
-        kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
+        try:
+            kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
+        except pa.ArrowInvalid as exc:
+            if "overflow" not in str(exc).lower():
+                raise
+            raise WhereEvaluationError(
+                f"{src.path}: HDU {src.entry.index}: the where-expression overflows 64-bit "
+                f"integer arithmetic ({exc}); compare with a smaller constant or use a float "
+                "literal (e.g. 2.0 * col) to compute in floating point") from None
         selected = candidates[kept] if candidates is not None else kept + rng[0]
         return selected, batch.take(pa.array(kept))
 
