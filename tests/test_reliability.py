@@ -333,3 +333,52 @@ def test_stale_temporaries_of_killed_writers_are_removed(tmp_path):
 
 def test_truncated_error_is_fits_error():
     assert issubclass(TruncatedFileError, FitsError)
+
+
+# -- hostile where-strings -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ids_table(tmp_path_factory):
+    p = tmp_path_factory.mktemp("where") / "ids.fits"
+    n = 20_000
+    torchfits.write(p, {"id": np.arange(n, dtype=np.int64), "x": np.arange(n) * 0.5})
+    return p
+
+
+def test_in_list_of_100000_values(ids_table):
+    values = range(0, 200_000, 2)
+    t = torchfits.scan(ids_table, where=f"id IN ({','.join(map(str, values))})").to_arrow()
+    assert t.column("id").to_pylist() == list(range(0, 20_000, 2))
+
+
+def test_or_chain_of_10000_terms(ids_table):
+    t = torchfits.scan(ids_table, where=" OR ".join(f"id == {i}" for i in range(0, 30_000, 3))).to_arrow()
+    assert t.column("id").to_pylist() == list(range(0, 20_000, 3))
+    mixed = " OR ".join(f"(id == {i} AND x >= 0)" for i in range(10_000))
+    assert torchfits.scan(ids_table, where=mixed).count_rows() == 10_000
+
+
+def test_and_chain_of_2000_terms(ids_table):
+    where = " AND ".join(f"id != {i}" for i in range(2000))
+    assert torchfits.scan(ids_table, where=where).count_rows() == 18_000
+    from torchfits.query import expr
+
+    tree = expr.parse(where)
+    depth, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        depth = max(depth, d)
+        if isinstance(node, (expr.And, expr.Or)):
+            stack += [(node.left, d + 1), (node.right, d + 1)]
+    assert depth < 20  # balanced, not a 2000-deep chain
+    short = expr.parse("id > 1 AND id > 2 AND id > 3")
+    assert isinstance(short.left, expr.And)  # short chains keep their written (left) nesting
+
+
+def test_int64_overflow_in_where_is_a_clear_error(ids_table):
+    from torchfits.errors import WhereEvaluationError
+
+    with pytest.raises(WhereEvaluationError, match="overflows 64-bit") as info:
+        torchfits.scan(ids_table, where="id * 9223372036854775807 > 5").to_arrow()
+    assert str(ids_table) in str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert torchfits.scan(ids_table, where="id * 2.0 * 9223372036854775807 > 5").count_rows() == 19_999

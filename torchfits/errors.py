@@ -121,6 +121,7 @@ class FitsIOError(FitsError, OSError, RuntimeError):
     """
 
 
-class WhereEvaluationError(FitsError, ValueError, ArithmeticError):
-    """A where-expression that parses but cannot be evaluated on the data (64-bit integer
-    arithmetic that overflows); names the file and the expression."""
+class WhereEvaluationError(FitsError, ValueError):
+    """A where-expression that parses but cannot be applied to a table: a column type it cannot
+    filter, an operand of the wrong kind, 64-bit integer arithmetic that overflows; names the
+    file and HDU."""

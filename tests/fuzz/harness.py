@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Optional
 
 import numpy as np
@@ -103,6 +104,10 @@ warnings.simplefilter("ignore")
 import numpy as np
 import torchfits
 import pyarrow  # imported before the limit: its allocator reserves address space up front
+try:
+    import torch  # torchfits.read returns tensors; a first import is no read's time
+except ImportError:
+    pass
 from torchfits.errors import FitsError
 
 def vm_bytes():
@@ -112,6 +117,7 @@ def vm_bytes():
 limit = vm_bytes() + int(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 progress = open(sys.argv[1], "a", buffering=1)
+progress.write(json.dumps({"ready": True}) + "\n")
 
 def ops(path):
     yield "info", lambda: torchfits.info(path)
@@ -198,10 +204,39 @@ class Supervisor:
                    TORCHFITS_THREADS="2")
         open(self.progress_path, "w").close()
         self.offset = 0
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER, self.progress_path, str(self.memory_headroom)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env=env, cwd=ROOT)
+        self.stderr_path = os.path.join(self.workdir, "stderr.txt")
+        with open(self.stderr_path, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", WORKER, self.progress_path, str(self.memory_headroom)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                env=env, cwd=ROOT)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if any(ev.get("ready") for ev in self._events()):
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"fuzz worker failed to start: {self._stderr_tail()}")
+            time.sleep(0.01)
+        raise RuntimeError("fuzz worker did not start within 300 s")
+
+    def _stderr_tail(self) -> str:
+        try:
+            with open(self.stderr_path) as fh:
+                return fh.read()[-400:]
+        except OSError:
+            return ""
+
+    def _reap(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            if self.proc.stdin:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+            self.proc = None
 
     def close(self) -> None:
         if self.proc is not None:
@@ -209,9 +244,8 @@ class Supervisor:
                 self.proc.stdin.close()
                 self.proc.wait(timeout=30)
             except Exception:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc = None
+                pass
+            self._reap()
 
     def _events(self) -> list[dict]:
         with open(self.progress_path) as fh:
@@ -251,18 +285,16 @@ class Supervisor:
             if rc is not None:
                 stats.reads += 1
                 stats.outcomes["crash"] = stats.outcomes.get("crash", 0) + 1
-                err = self.proc.stderr.read()[-400:] if self.proc.stderr else ""
+                err = self._stderr_tail()
                 stats.findings.append(Finding("crash", current or "?", f"rc={rc}: {err}", notes, data))
-                self.proc = None
+                self._reap()
                 return
             if time.monotonic() - last > self.read_timeout:
                 stats.reads += 1
                 stats.outcomes["hang"] = stats.outcomes.get("hang", 0) + 1
                 stats.findings.append(Finding("hang", current or "?", f"> {self.read_timeout}s",
                                               notes, data))
-                self.proc.kill()
-                self.proc.wait()
-                self.proc = None
+                self._reap()
                 return
             time.sleep(0.002)
 
@@ -271,7 +303,7 @@ def campaign(seeds: list[str], *, budget_s: float, seed: int = 0, workdir: Optio
              read_timeout: float = 10.0, max_rounds: int = 3) -> Stats:
     """Mutate the seeds at random for ``budget_s`` seconds; returns the counts and findings."""
     rng = random.Random(seed)
-    originals = [open(p, "rb").read() for p in seeds]
+    originals = [Path(p).read_bytes() for p in seeds]
     stats = Stats()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         sup = Supervisor(tmp, read_timeout=read_timeout)

@@ -22,7 +22,7 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
 from ..query.pushdown import plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
-from ..errors import HDUTypeError, UnsupportedColumnError, WhereEvaluationError
+from ..errors import FitsError, HDUTypeError, UnsupportedColumnError, WhereEvaluationError
 
 __all__ = ["scan", "Scanner", "TableSource", "resolve_sources"]
 
@@ -201,7 +201,15 @@ class Scanner:
                 raise ValueError("where must be a non-empty string expression")
             tree = _expr.parse(where, columns=set(names))
             _refuse_complex(tree, complex_cols)
-            _expr.validate(tree, types)
+            try:
+                _expr.validate(tree, types)
+            except ValueError as exc:
+                if isinstance(exc, FitsError):
+                    raise
+                # The expression parses but does not fit this table (a VLA column, an operand
+                # of the wrong type): say which file.
+                raise WhereEvaluationError(
+                    f"{first.path}: HDU {first.entry.index}: {exc}") from None
         opaque = None  # a pyarrow filter our tree cannot represent
         if filter is not None:
             # An already-translated tree (datasets translate once per scan) or a pyarrow
