@@ -149,12 +149,21 @@ def _last_byte(region: Region, shape: Sequence[int], itemsize: int) -> int:
 
 
 def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Region,
-                  out: np.ndarray, threads: Optional[int] = None) -> np.ndarray:
-    """Decode ``region`` of the image into the C-contiguous ``out`` (size already checked)."""
+                  out: Optional[np.ndarray], threads: Optional[int] = None,
+                  out_shape: Optional[tuple[int, ...]] = None) -> np.ndarray:
+    """Decode ``region`` of the image into the C-contiguous ``out`` (size already checked), or
+    into a new array of ``out_shape`` allocated only once the file is known to hold the bytes."""
     starts, steps, counts = region
-    if out.size == 0:
-        return out
-    index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
+    if out is None:
+        if all(counts):
+            index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
+        out = np.empty(out_shape if out_shape is not None else counts, plan.dtype)
+        if out.size == 0:
+            return out
+    else:
+        if out.size == 0:
+            return out
+        index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
     buf = index.source.buffer()
     out_bytes = out.reshape(-1).view(np.uint8)
     shape = plan.shape
@@ -275,11 +284,6 @@ class Image:
         return np.frombuffer(self._index.source.buffer(), np.uint8, n,
                              self._entry.data_offset).reshape(self.shape)
 
-    def _require(self, region: Region) -> None:
-        """Refuse, before allocating anything, a region whose bytes the file does not hold."""
-        self._index.check_data(self._entry, _last_byte(region, self._plan.shape,
-                                                       self._plan.storage_dtype.itemsize))
-
     def read(self, out: Any = None, *, threads: Optional[int] = None,
              copy: bool = True) -> np.ndarray:
         """Decode the whole image (into ``out`` when given).
@@ -292,22 +296,18 @@ class Image:
             view = self._mapped_bytes()
             self._index.source.check()
             return view
-        if out is None:
-            self._require(full_region(self.shape))
-            out = np.empty(self.shape, self._plan.dtype)
-        else:
+        if out is not None:
             out = _check_out(out, self.shape, self._plan.dtype)
+        # Without ``out``, the array is allocated once the file is known to hold the pixels.
         return decode_region(self._index, self._entry, self._plan, full_region(self.shape), out,
-                             threads)
+                             threads, self.shape)
 
     def read_region(self, region: Region, out_shape: tuple[int, ...], out: Any = None) -> np.ndarray:
         """Decode ``(starts, steps, counts)`` into an array of ``out_shape``."""
-        if out is None:
-            self._require(region)
-            out = np.empty(out_shape, self._plan.dtype)
-        else:
+        if out is not None:
             out = _check_out(out, out_shape, self._plan.dtype)
-        return decode_region(self._index, self._entry, self._plan, region, out)
+        return decode_region(self._index, self._entry, self._plan, region, out,
+                             out_shape=out_shape)
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if self._zero_copy_ok():
