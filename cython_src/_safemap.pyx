@@ -128,7 +128,7 @@ cdef extern from "<sys/stat.h>" nogil:
 cdef extern from "<errno.h>":
     int errno
 
-import os
+from os import strerror as _strerror
 
 
 def install_handler():
@@ -168,7 +168,7 @@ cdef class SafeMap:
         if size < 0:
             raise ValueError("size must be >= 0")
         if fstat(fd, &st) != 0:
-            raise OSError(errno, os.strerror(errno))
+            raise OSError(errno, _strerror(errno))
         if size > st.st_size:
             size = st.st_size
         if size == 0:
@@ -176,7 +176,7 @@ cdef class SafeMap:
         tf_install()
         p = mmap(NULL, <size_t>size, PROT_READ, MAP_SHARED, fd, 0)
         if <intptr_t>p == MAP_FAILED_INT:
-            raise OSError(errno, os.strerror(errno))
+            raise OSError(errno, _strerror(errno))
         self.slot = tf_register(<uintptr_t>p, <size_t>size)
         if self.slot < 0:
             munmap(p, <size_t>size)
