@@ -114,6 +114,8 @@ class CodecError(FitsError, ValueError):
 
 class FitsWriteError(FitsError, RuntimeError, ValueError, TypeError):
     """A write failed; the message names the file (``Failed to write FITS file '<path>'``)."""
+
+
 class FitsIOError(FitsError, OSError, RuntimeError):
     """The operating system refused a read or write (a full disk, an I/O error); names the file.
 
