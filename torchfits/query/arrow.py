@@ -399,7 +399,7 @@ class _ArrowCompiler:
                 if isinstance(number, float) and math.isnan(number):
                     unknown = True
                     continue
-                plan = integer_compare_plan("==", number, *bounds)
+                plan = integer_compare_plan("==", number, *bounds)  # type: ignore[misc]
                 if plan[0] == "cmp":
                     members.append(plan[2])
             elif val.kind == "float":

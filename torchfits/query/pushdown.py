@@ -200,7 +200,8 @@ def _fold_equalities(term: Any) -> Any:
     ``col IN (...)`` (one hash lookup per row instead of one comparison per term)."""
     if not isinstance(term, _expr.Or):
         return term
-    leaves, stack = [], [term]
+    leaves: list[Any] = []
+    stack: list[Any] = [term]
     while stack:
         node = stack.pop()
         if isinstance(node, _expr.Or):
@@ -210,7 +211,8 @@ def _fold_equalities(term: Any) -> Any:
             leaves.append(node)
     if len(leaves) <= _KERNEL_IN_MAX:
         return term
-    name, values = None, []
+    name: Optional[str] = None
+    values: list[Any] = []
     for leaf in leaves:
         if not isinstance(leaf, _expr.Compare) or leaf.op != "==":
             return term
@@ -222,7 +224,7 @@ def _fold_equalities(term: Any) -> Any:
             return term
         name = col.name
         values.append(lit.value)
-    return _expr.InList(_expr.Column(name), tuple(values))
+    return _expr.InList(_expr.Column(str(name)), tuple(values))
 
 
 def plan_pushdown(expr: Any, specs: Sequence[ColumnSpec], types: dict[str, Any], *,
