@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._kernels import _header
-from .source import LocalSource, stat_key
+from .source import LocalSource, faults_seen, stat_key
 from ..errors import (
     CorruptHeaderError,
     FitsError,
@@ -312,7 +312,8 @@ class HduIndex:
     # -- headers ----------------------------------------------------------------------------------
     def parsed_cards(self, entry: HduEntry) -> list[tuple]:
         cards = _header.parse_cards(self.source.buffer(), entry.header_offset, entry.data_offset)
-        self.source.check()
+        if faults_seen():
+            self.source.check()
         return cards
 
     def header(self, entry: HduEntry, *, raw_values: bool = False) -> Header:
@@ -356,7 +357,7 @@ def get_index(path: Any) -> HduIndex:
     key = stat_key(path)
     with _lock:
         idx = _cache.get(path)
-        if idx is not None and idx.key == key and not idx.source.faulted:
+        if idx is not None and idx.key == key and not (faults_seen() and idx.source.faulted):
             _cache.move_to_end(path)
             _stats["hits"] += 1
             return idx

@@ -10,9 +10,10 @@ from abc import ABC, abstractmethod
 from typing import Sequence
 
 from .._kernels._safemap import SafeMap
+from .._kernels._safemap import fault_count as faults_seen  # 0 until any map faulted: the hot-path test
 from ..errors import FitsFileNotFoundError, TruncatedFileError
 
-__all__ = ["ByteSource", "LocalSource", "stat_key"]
+__all__ = ["ByteSource", "LocalSource", "faults_seen", "stat_key"]
 
 
 class ByteSource(ABC):

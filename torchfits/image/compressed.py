@@ -24,6 +24,7 @@ from .._kernels import _rice
 from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
+from ..fits.source import faults_seen
 from ..errors import CodecError
 from .codec_registry import Gzip1, get_codec
 from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
@@ -616,7 +617,8 @@ class CompressedImage(Image):
         if missing:
             fresh = self._tiles().decode_batch(missing)
             # Tiles read from a map the file shrank under are zeros: never cache or return them.
-            self._index.source.check()
+            if faults_seen():
+                self._index.source.check()
             with self._cache_lock:
                 for k, tile in fresh.items():
                     tile.setflags(write=False)
@@ -632,7 +634,8 @@ class CompressedImage(Image):
     def _tile(self, k: int, use_cache: bool) -> np.ndarray:
         if not use_cache:
             tile = self._tiles().decode(k)
-            self._index.source.check()
+            if faults_seen():
+                self._index.source.check()
             return tile
         return self._fetch([k])[k]
 
@@ -787,7 +790,8 @@ class CompressedImage(Image):
                 chunk(bnd)
         else:
             run_parallel(chunk, bounds)
-        self._index.source.check()
+        if faults_seen():
+            self._index.source.check()
         if direct:
             return out
         if contiguous:

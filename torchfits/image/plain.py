@@ -13,6 +13,7 @@ import numpy as np
 from .._kernels import _image
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
+from ..fits.source import faults_seen
 from ..errors import HDUTypeError
 from ..fits.header import Header
 
@@ -177,7 +178,8 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     if nthreads == 1 or out.nbytes < _PARALLEL_BYTES or counts[0] < 2:
         _image.decode_region(buf, entry.data_offset, out_bytes, *args, shape, starts, steps,
                              counts, *tail)
-        index.source.check()
+        if faults_seen():
+            index.source.check()
         return out
     per_row = out.nbytes // counts[0]
     bounds = [counts[0] * k // nthreads for k in range(nthreads + 1)]
@@ -191,7 +193,8 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
                              (b - a,) + counts[1:], *tail)
 
     run_parallel(band, range(nthreads))
-    index.source.check()
+    if faults_seen():
+        index.source.check()
     return out
 
 
@@ -294,7 +297,8 @@ class Image:
         """
         if out is None and not copy and self._zero_copy_ok():
             view = self._mapped_bytes()
-            self._index.source.check()
+            if faults_seen():
+                self._index.source.check()
             return view
         if out is not None:
             out = _check_out(out, self.shape, self._plan.dtype)
@@ -313,7 +317,8 @@ class Image:
         if self._zero_copy_ok():
             # An owned copy of just the indexed pixels (never a view the file can pull away).
             part = np.array(self._mapped_bytes()[key], copy=True)
-            self._index.source.check()
+            if faults_seen():
+                self._index.source.check()
             return part
         if (type(key) is tuple and len(key) == 2 and len(self.shape) == 2
                 and type(key[0]) is slice and type(key[1]) is slice
@@ -325,7 +330,8 @@ class Image:
                 y0, y1, _ = key[0].indices(h)
                 x0, x1, _ = key[1].indices(w)
                 part = cutouts.cutout(x0, y0, x1, y1)
-                self._index.source.check()
+                if faults_seen():
+                    self._index.source.check()
                 return part
         region, out_shape = region_from_key(self.shape, key)
         return self.read_region(region, out_shape)

@@ -20,6 +20,7 @@ from ..query import expr as _expr
 from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
+from ..fits.source import faults_seen
 from ..query.pushdown import plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
 from ..errors import FitsError, HDUTypeError, UnsupportedColumnError, WhereEvaluationError
@@ -77,7 +78,8 @@ class TableSource:
         batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
                              columns=columns, rows=rows, row_range=row_range, options=options)
         # Bytes past a truncation under the map read as zeros: refuse them.
-        self.index.source.check()
+        if faults_seen():
+            self.index.source.check()
         return batch
 
 
@@ -314,7 +316,8 @@ class Scanner:
                                              count=rng[1] - rng[0])
                 if not candidates.size:
                     break
-            src.index.source.check()
+            if faults_seen():
+                src.index.source.check()
             rng = None
             if self._residual is None:
                 return candidates, None
