@@ -28,6 +28,8 @@ __all__ = [
     "FitsWriteError",
     "TransformError",
     "TransformInverseError",
+    "FitsIOError",
+    "WhereEvaluationError",
 ]
 
 
@@ -126,3 +128,16 @@ class TransformError(FitsError, ValueError, TypeError):
 
 class TransformInverseError(FitsError, RuntimeError):
     """``inverse()`` cannot run: the transform has none, or no ``forward()`` ran on this thread."""
+
+
+class FitsIOError(FitsError, OSError, RuntimeError):
+    """The operating system refused a read or write (a full disk, an I/O error); names the file.
+
+    ``errno`` is the underlying error number.
+    """
+
+
+class WhereEvaluationError(FitsError, ValueError):
+    """A where-expression that parses but cannot be applied to a table: a column type it cannot
+    filter, an operand of the wrong kind, 64-bit integer arithmetic that overflows; names the
+    file and HDU."""

@@ -299,10 +299,16 @@ def test_slice_results_independent_of_file(image_files):
 # zero-copy uint8 and out= buffers
 # ------------------------------------------------------------------------------------------
 
-def test_bitpix8_unscaled_is_read_only_view(tmp_path):
+def test_bitpix8_unscaled_is_owned_unless_copy_false(tmp_path):
     stored = make_stored(8, (40, 50))
     path = write_image(tmp_path / "u8.fits", stored, bitpix=8)
-    arr = torchfits.read_numpy(path)
+    owned = torchfits.read_numpy(path)
+    assert_bits_equal(owned, stored)
+    assert owned.flags.writeable and owned.flags.owndata
+    owned[0, 0] ^= 1
+    piece = torchfits.open_image(path)[1:3]
+    assert piece.flags.owndata or piece.base.flags.owndata
+    arr = torchfits.read_numpy(path, copy=False)
     assert_bits_equal(arr, stored)
     assert not arr.flags.writeable
     assert not arr.flags.owndata

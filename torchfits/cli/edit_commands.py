@@ -32,6 +32,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             out.append({"file": t.shown, "hdu": i, "name": entry.display_name,
                         "ok": bool(st["ok"]), "status": st["status"], "datastatus": st["datastatus"],
                         "hdustatus": st["hdustatus"]})
+        idx.source.check()
         return out
 
     items = targets(input_paths(args))

@@ -13,6 +13,7 @@ import numpy as np
 from .._kernels import _image
 from ..fits.hdu_index import get_index
 from ..fits.paths import FitsPath, fspath, parse_path
+from ..fits.source import faults_seen
 from .._torch_adapter import image_tensor, to_tensor, validate_device
 from ..errors import FitsError, HDUNotFoundError, HDUTypeError
 from ..image.plain import Image, region_from_key
@@ -331,6 +332,8 @@ class SubsetReader:
             return self._read_subset_into(out, x1, y1, x2, y2)
         if self._complete:
             out = self._cutouts.cutout(x1, y1, x2, y2)
+            if faults_seen():
+                self._image._index.source.check()
         else:
             out = self._truncated_cutout(x1, y1, x2, y2)
         if self._fast:

@@ -1,7 +1,7 @@
 """The HDU index: one pass over a file's header blocks gives every HDU's kind and byte layout.
 
-Indexes are cached per path and file version (device, inode, size, mtime_ns); a changed file is
-re-indexed.
+Indexes are cached per path and file version (device, inode, size, mtime_ns, ctime_ns); a changed
+file is re-indexed, and so is one whose map found the file truncated under it.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._kernels import _header
-from .source import LocalSource, stat_key
+from .source import LocalSource, faults_seen, stat_key
 from ..errors import (
     CorruptHeaderError,
     FitsError,
@@ -163,6 +163,11 @@ def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_s
             raise CorruptHeaderError(f"{path}: HDU {index}: THEAP={theap} overlaps the table rows")
         heap_offset = data_offset + theap
         heap_size = max(0, table_bytes + pcount - theap)
+    tfields = 0
+    if kind in TABLE_KINDS or kind == KIND_COMPRESSED:
+        tfields = _int_keyword(s, "TFIELDS", path, index, 0)
+        if not 0 <= tfields <= 999:
+            raise CorruptHeaderError(f"{path}: HDU {index}: TFIELDS={tfields} is outside 0..999")
     extname = s.get("EXTNAME")
     extver = s.get("EXTVER")
     zcmptype = s.get("ZCMPTYPE") if kind == KIND_COMPRESSED else None
@@ -181,7 +186,7 @@ def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_s
         extname=extname.strip() if isinstance(extname, str) else None,
         extver=extver if isinstance(extver, int) and not isinstance(extver, bool) else None,
         ncards=s["__ncards__"],
-        tfields=s.get("TFIELDS", 0) if isinstance(s.get("TFIELDS"), int) else 0,
+        tfields=tfields,
         zcmptype=zcmptype.strip() if isinstance(zcmptype, str) else None,
         structural=s,
     )
@@ -203,7 +208,11 @@ class HduIndex:
         self.tail_error: Optional[str] = None
         self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
-        self._build()
+        try:
+            self._build()
+        finally:
+            # Header blocks lost to a truncation during the pass read as zeros: say so instead.
+            self.source.check()
 
     def _build(self) -> None:
         buf = self.source.buffer()
@@ -302,7 +311,10 @@ class HduIndex:
 
     # -- headers ----------------------------------------------------------------------------------
     def parsed_cards(self, entry: HduEntry) -> list[tuple]:
-        return _header.parse_cards(self.source.buffer(), entry.header_offset, entry.data_offset)
+        cards = _header.parse_cards(self.source.buffer(), entry.header_offset, entry.data_offset)
+        if faults_seen():
+            self.source.check()
+        return cards
 
     def header(self, entry: HduEntry, *, raw_values: bool = False) -> Header:
         """The parsed header of ``entry`` (cached; callers get a copy they may edit)."""
@@ -345,7 +357,7 @@ def get_index(path: Any) -> HduIndex:
     key = stat_key(path)
     with _lock:
         idx = _cache.get(path)
-        if idx is not None and idx.key == key:
+        if idx is not None and idx.key == key and not (faults_seen() and idx.source.faulted):
             _cache.move_to_end(path)
             _stats["hits"] += 1
             return idx

@@ -274,14 +274,15 @@ class Header(dict[str, Any]):
         return iter(dict.keys(self))
 
     def __repr__(self) -> str:
-        return "\n".join(format_card(c.key, c.value, c.comment)[0].rstrip() for c in self._cards)
+        return "\n".join(format_card(c.key, _printable(c.value), c.comment)[0].rstrip()
+                         for c in self._cards)
 
     # -- serialisation ----------------------------------------------------------------------------
     def tostring(self, sep: str = "", endcard: bool = True, padding: bool = True) -> str:
         """The header as FITS cards (80 characters each), with END and block padding."""
         lines: list[str] = []
         for c in self._cards:
-            lines.extend(format_card(c.key, c.value, c.comment))
+            lines.extend(format_card(c.key, _printable(c.value), c.comment))
         if endcard:
             lines.append("END".ljust(CARD))
         text = sep.join(lines)
@@ -338,16 +339,40 @@ def header_from_parsed(parsed: Iterable[tuple[Any, ...]], *, raw_values: bool = 
         if raw_values and kind == 0 and not isinstance(value, str):
             value = raw
         cards.append(Card(key, value, comment))
+    last: dict[str, Any] = {}
     for card in cards:
         if card.key in ("HISTORY", "COMMENT") or not dict.__contains__(h, card.key):
             h._store(card.key, card.value)
+        elif card.key not in COMMENTARY and card.key != "CONTINUE":
+            last[card.key] = card.value
+    if last:
+        # The mapping keeps the first card (as astropy's Header does); readers that apply a
+        # repeated keyword (BSCALE/BZERO/BLANK) use the last one, as CFITSIO and astropy do.
+        h._last_of_duplicates = last  # type: ignore[attr-defined]
     return h
 
 
 # -- card formatting ---------------------------------------------------------------------------
+class _Verbatim(str):
+    """Value text written as is (unquoted)."""
+
+
+def _printable(value: Any) -> Any:
+    """A value read from a file, ready to print: a number that overflowed a double on reading
+    (``1E400`` reads as inf) prints as such a number again instead of blocking the header."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _Verbatim("NAN" if value != value else ("-1E400" if value < 0 else "1E400"))
+    if isinstance(value, complex) and not (math.isfinite(value.real) and math.isfinite(value.imag)):
+        return _Verbatim(f"({_printable(value.real) if not math.isfinite(value.real) else _format_float(value.real)}, "
+                         f"{_printable(value.imag) if not math.isfinite(value.imag) else _format_float(value.imag)})")
+    return value
+
+
 def _format_value(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, _Verbatim):
+        return str(value).rjust(20)
     if isinstance(value, bool):
         return ("T" if value else "F").rjust(20)
     if isinstance(value, int):
@@ -383,7 +408,8 @@ def format_card(key: str, value: Any, comment: str = "") -> list[str]:
         return [(key.ljust(8) + chunk).ljust(CARD) for chunk in chunks]
     hierarch = len(key) > 8 or not set(key) <= _KEY_CHARS
     prefix = f"HIERARCH {key} = " if hierarch else f"{key.ljust(8)}= "
-    if isinstance(value, str) and len(prefix) + len(value.replace("'", "''")) + 2 > CARD:
+    if isinstance(value, str) and not isinstance(value, _Verbatim) \
+            and len(prefix) + len(value.replace("'", "''")) + 2 > CARD:
         return _format_long_string(prefix, value, comment)
     body = prefix + _format_value(value)
     if comment:

@@ -50,7 +50,7 @@ def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = False) -> 
     if entry.kind == KIND_COMPRESSED and not compressed:
         from ..image.compressed import image_header
 
-        return image_header(index.header_view(entry))
+        return image_header(index.header_view(entry), f"{index.path}: HDU {entry.index}")
     header: Header = index.header(entry)
     return header
 

@@ -4,15 +4,16 @@ Readers ask a source for ranges or, when it supports it, for a zero-copy buffer 
 """
 from __future__ import annotations
 
-import mmap
 import os
 import stat
 from abc import ABC, abstractmethod
 from typing import Sequence
 
-from ..errors import FitsFileNotFoundError
+from .._kernels._safemap import SafeMap
+from .._kernels._safemap import fault_count as faults_seen  # 0 until any map faulted: the hot-path test
+from ..errors import FitsFileNotFoundError, TruncatedFileError
 
-__all__ = ["ByteSource", "LocalSource", "stat_key"]
+__all__ = ["ByteSource", "LocalSource", "faults_seen", "stat_key"]
 
 
 class ByteSource(ABC):
@@ -34,9 +35,30 @@ class ByteSource(ABC):
         """A read-only buffer over the whole file (only where ``supports_mmap``)."""
         raise NotImplementedError(f"{type(self).__name__} has no zero-copy buffer")
 
+    @property
+    def faulted(self) -> bool:
+        """True once a read found the bytes gone (the file shrank under its map)."""
+        return False
 
-def stat_key(path: str) -> tuple[int, int, int, int]:
-    """The identity of one version of a file: (device, inode, size, mtime_ns), from one stat."""
+    def check(self) -> None:
+        """Raise :class:`TruncatedFileError` if the file shrank while it was being read.
+
+        Readers call it after decoding from :meth:`buffer`: whatever the decode saw past the new
+        end of the file was zeros, not data.
+        """
+        if self.faulted:
+            raise TruncatedFileError(
+                f"{self.path}: the file was truncated while it was being read "
+                "(it shrank under its memory map); the data read is not valid"
+            )
+
+
+def stat_key(path: str) -> tuple[int, int, int, int, int]:
+    """The identity of one version of a file: (device, inode, size, mtime_ns, ctime_ns).
+
+    One stat. The ctime catches an in-place rewrite whose writer restored the size and mtime
+    (no call can set a file's ctime back).
+    """
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -47,11 +69,16 @@ def stat_key(path: str) -> tuple[int, int, int, int]:
         raise FitsFileNotFoundError(f"Could not open FITS file: {path} ({exc.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         raise FitsFileNotFoundError(f"Could not open FITS file: {path} (not a regular file)")
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 class LocalSource(ByteSource):
-    """A local file mapped read-only; the map is shared by every reader of this file version."""
+    """A local file mapped read-only; the map is shared by every reader of this file version.
+
+    The map is a ``SafeMap``: an access past the end of a file that another process truncated
+    reads zeros and flags the map (instead of killing the process with SIGBUS); :meth:`check`
+    turns the flag into :class:`TruncatedFileError`.
+    """
 
     supports_mmap = True
 
@@ -60,15 +87,14 @@ class LocalSource(ByteSource):
         self.size = size
         try:
             with open(path, "rb") as fh:
-                self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+                # Maps at most the file's size now: a file that shrank since stat is not over-read.
+                self._map = SafeMap(fh.fileno(), size)
         except OSError as exc:
             raise FitsFileNotFoundError(
                 f"Could not open FITS file: {path} ({exc.strerror})"
             ) from None
-        if self._map is not None:
-            # Actual map length: a file that shrank between stat and open must not be over-read.
-            self.size = min(size, len(self._map))
-        self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
+        self.size = len(self._map)
+        self._view = memoryview(self._map)
 
     def read(self, offset: int, size: int) -> bytes:
         offset = max(0, offset)
@@ -76,3 +102,7 @@ class LocalSource(ByteSource):
 
     def buffer(self) -> memoryview:
         return self._view
+
+    @property
+    def faulted(self) -> bool:
+        return self._map.faulted

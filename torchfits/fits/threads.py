@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Callable, Iterable, Optional
 
 __all__ = ["default_threads", "get_pool", "run_parallel"]
@@ -45,12 +45,22 @@ def run_parallel(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
     """Apply ``fn`` to every item on the pool and return the results in order.
 
     Called from inside a pool worker (nested parallelism), it runs serially instead, so a
-    saturated pool can never deadlock waiting on itself.
+    saturated pool can never deadlock waiting on itself. When one item fails, the items not yet
+    started are cancelled and the running ones joined before the error reaches the caller.
     """
     items = list(items)
     if len(items) <= 1 or getattr(_in_worker, "active", False):
         return [fn(item) for item in items]
     pool = get_pool()
     futures = [pool.submit(_run_marked, fn, item) for item in items[1:]]
-    first = fn(items[0])
-    return [first] + [f.result() for f in futures]
+    try:
+        first = fn(items[0])
+        return [first] + [f.result() for f in futures]
+    except BaseException:
+        # Nothing of a failed call may run after it returns (a caller that then truncates or
+        # replaces the file must not have our threads still reading it): cancel what has not
+        # started, wait for what has.
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise

@@ -24,6 +24,7 @@ from .._kernels import _rice
 from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
+from ..fits.source import faults_seen
 from ..errors import CodecError
 from .codec_registry import Gzip1, get_codec
 from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
@@ -39,6 +40,12 @@ _FLOAT_DTYPES: dict[int, np.dtype[Any]] = {-32: np.dtype(np.float32), -64: np.dt
 _DITHER = {"NO_DITHER": 0, "SUBTRACTIVE_DITHER_1": 1, "SUBTRACTIVE_DITHER_2": 2}
 _MAX_TILE_PIXELS = 1 << 31
 _CACHE_BYTES = 64 << 20
+# The most a codec can expand its input (deflate ~1032:1, Rice ~205:1 on constant blocks; PLIO
+# runs and H-compress quadtrees of constant tiles cost a few bytes each), and a floor below which
+# any allocation is allowed. The decoded image of a file is refused beyond these.
+_MAX_RATIO = {"NOCOMPRESS": 1, "RICE_1": 1100, "GZIP_1": 1100, "GZIP_2": 1100,
+              "PLIO_1": 1 << 16, "HCOMPRESS_1": 1 << 16}
+_MIN_DECODED_BOUND = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,13 @@ def tile_layout(index: HduIndex, entry: HduEntry) -> TileLayout:
     if ntiles != nrows:
         raise CorruptHeaderError(
             f"{where}: ZNAXISn / ZTILEn describe {ntiles} tiles but the table has {nrows} rows")
+    decoded = math.prod(naxes) * (abs(zbitpix) // 8) if naxes else 0
+    bound = max(_MIN_DECODED_BOUND, _MAX_RATIO.get(zcmptype, 1) * index.size)
+    if decoded > bound:
+        # No codec expands a file this small into that many bytes: the header lies.
+        raise CorruptHeaderError(
+            f"{where}: ZNAXISn = {' x '.join(map(str, naxes))} ({decoded} bytes) cannot come from "
+            f"a {index.size}-byte file with {zcmptype}")
     specs = parse_columns(h, "bintable")
     columns, scalars = {}, {}
     for spec in specs:
@@ -138,11 +152,20 @@ def tile_layout(index: HduIndex, entry: HduEntry) -> TileLayout:
             quantize = None
     else:
         quantize = None
+    if zbitpix < 0 and quantize is None and zcmptype in ("RICE_1", "HCOMPRESS_1", "PLIO_1"):
+        # These codecs store integers: a float image needs the quantisation scale to be read.
+        raise CorruptHeaderError(
+            f"{where}: floating-point image (ZBITPIX={zbitpix}) compressed with {zcmptype} has no "
+            "ZSCALE column or keyword (a TTYPEn naming it may be garbled)")
     zdither0 = h.get("ZDITHER0", 1)
     if isinstance(zdither0, bool) or not isinstance(zdither0, int):
         zdither0 = 1
+    if not -2**62 < zdither0 < 2**62:
+        raise CorruptHeaderError(f"{where}: ZDITHER0={zdither0} is out of range")
     zblank = h.get("ZBLANK")
     zblank = zblank if isinstance(zblank, int) and not isinstance(zblank, bool) else None
+    if zblank is not None and not -2**63 <= zblank < 2**63:
+        raise CorruptHeaderError(f"{where}: ZBLANK={zblank} does not fit a 64-bit integer")
     zscale = h.get("ZSCALE") if isinstance(h.get("ZSCALE"), (int, float)) else None
     zzero = h.get("ZZERO") if isinstance(h.get("ZZERO"), (int, float)) else None
     return TileLayout(zcmptype, zbitpix, tuple(reversed(naxes)), tuple(reversed(tiles)),
@@ -170,7 +193,7 @@ def _dropped(key: str) -> bool:
     return False
 
 
-def image_header(raw: Header) -> Header:
+def image_header(raw: Header, where: str = "") -> Header:
     """The header of the uncompressed image from the header of its compressed HDU.
 
     ZSIMPLE/ZTENSION, ZBITPIX, ZNAXISn, ZPCOUNT/ZGCOUNT, ZEXTEND, ZHECKSUM/ZDATASUM become their
@@ -185,7 +208,9 @@ def image_header(raw: Header) -> Header:
                         "Image extension"))
     out.append(Card("BITPIX", raw.get("ZBITPIX"), raw.comments["ZBITPIX"] if "ZBITPIX" in raw else ""))
     znaxis = raw.get("ZNAXIS", 0)
-    znaxis = znaxis if isinstance(znaxis, int) else 0
+    znaxis = znaxis if isinstance(znaxis, int) and not isinstance(znaxis, bool) else 0
+    if not 0 <= znaxis <= 999:
+        raise CorruptHeaderError(f"{where or 'compressed image'}: ZNAXIS={znaxis} is outside 0..999")
     out.append(Card("NAXIS", znaxis, raw.comments["ZNAXIS"] if "ZNAXIS" in raw else ""))
     for k in range(1, znaxis + 1):
         key = f"ZNAXIS{k}"
@@ -239,16 +264,26 @@ class _TileDecoder:
         zb = layout.zbitpix
         self.float_image = zb < 0
         self.storage: np.dtype[Any] = _FLOAT_DTYPES[zb] if zb < 0 else _INT_DTYPES[zb]
+        # Integer images with ZSCALE/ZZERO: linear per-tile scaling, truncated to the integer
+        # type (what CFITSIO-based readers return).
+        self.int_scaled = zb > 0 and ("ZSCALE" in self.scalars or "ZZERO" in self.scalars
+                                      or layout.zscale is not None or layout.zzero is not None)
         p = layout.params
         t = layout.zcmptype
         self.codec: Any = None
-        if t == "HCOMPRESS_1":  # its codec is built per tile shape
-            self.smooth = bool(p.get("SMOOTH", 0))
-        elif t == "RICE_1":
-            bytepix = p.get("BYTEPIX", 4 if zb < 0 else abs(zb) // 8)
-            self.codec = get_codec(t, blocksize=int(p.get("BLOCKSIZE", 32)), bytepix=int(bytepix))
-        else:
-            self.codec = get_codec(t)
+        try:
+            if t == "HCOMPRESS_1":  # its codec is built per tile shape
+                self.smooth = bool(p.get("SMOOTH", 0))
+            elif t == "RICE_1":
+                bytepix = p.get("BYTEPIX", 4 if zb < 0 else abs(zb) // 8)
+                self.codec = get_codec(t, blocksize=int(p.get("BLOCKSIZE", 32)),
+                                       bytepix=int(bytepix))
+            else:
+                self.codec = get_codec(t)
+        except (TypeError, ValueError, OverflowError) as exc:
+            # A missing, garbled or absurd ZVALn (BLOCKSIZE, BYTEPIX, SMOOTH).
+            raise CorruptHeaderError(
+                f"{self.where}: invalid {t} parameters {p!r} (ZNAMEn/ZVALn): {exc}") from None
 
     def tile_sizes(self) -> np.ndarray:
         """Pixels in every tile (edge tiles are smaller), in tile order."""
@@ -262,7 +297,8 @@ class _TileDecoder:
     def kernel_plan(self) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """For codecs with a GIL-free many-tile kernel: (usable mask, absolute offsets, sizes)."""
         lay = self.layout
-        if lay.zcmptype not in ("RICE_1", "PLIO_1", "HCOMPRESS_1") or "ZBLANK" in self.scalars:
+        if lay.zcmptype not in ("RICE_1", "PLIO_1", "HCOMPRESS_1") or "ZBLANK" in self.scalars \
+                or self.int_scaled:
             return None
         if lay.zcmptype == "RICE_1" and self.codec.bytepix != (4 if self.float_image else self.storage.itemsize):
             return None
@@ -368,9 +404,17 @@ class _TileDecoder:
     def decode(self, k: int) -> np.ndarray:
         """Tile k as an array of its clipped shape, in the storage type of the image."""
         try:
-            return self._decode(k)
+            tile = self._decode(k)
         except CodecError as exc:
             raise CompressedTileError(f"{self.where}: tile {k}: {exc}") from None
+        if self.int_scaled:
+            lay = self.layout
+            zs = float(self._scalar("ZSCALE", k, lay.zscale if lay.zscale is not None else 1.0))
+            zz = float(self._scalar("ZZERO", k, lay.zzero if lay.zzero is not None else 0.0))
+            info = np.iinfo(self.storage)
+            scaled = np.trunc(tile.astype(np.float64) * zs + zz)
+            tile = np.clip(scaled, info.min, info.max).astype(self.storage).reshape(tile.shape)
+        return tile
 
     def _decode(self, k: int) -> np.ndarray:
         shape = self.tile_shape(k)
@@ -496,7 +540,8 @@ class CompressedImage(Image):
         if self._entry.kind != KIND_COMPRESSED:
             raise HDUTypeError(f"{self._index.path}: HDU {self._entry.index} is not a compressed image")
         self._layout = tile_layout(self._index, self._entry)
-        self._header = image_header(self._index.header_view(self._entry))
+        self._header = image_header(self._index.header_view(self._entry),
+                                    f"{self._index.path}: HDU {self._entry.index}")
         lay = self._layout
         zblank_as_blank = lay.zbitpix > 0 and lay.zblank is not None and "BLANK" not in self._header
         plan_header = self._header
@@ -572,6 +617,9 @@ class CompressedImage(Image):
         missing = [k for k in ks if k not in found]
         if missing:
             fresh = self._tiles().decode_batch(missing)
+            # Tiles read from a map the file shrank under are zeros: never cache or return them.
+            if faults_seen():
+                self._index.source.check()
             with self._cache_lock:
                 for k, tile in fresh.items():
                     tile.setflags(write=False)
@@ -586,7 +634,10 @@ class CompressedImage(Image):
 
     def _tile(self, k: int, use_cache: bool) -> np.ndarray:
         if not use_cache:
-            return self._tiles().decode(k)
+            tile = self._tiles().decode(k)
+            if faults_seen():
+                self._index.source.check()
+            return tile
         return self._fetch([k])[k]
 
     def clear_cache(self) -> None:
@@ -661,8 +712,10 @@ class CompressedImage(Image):
         return out
 
     # -- reads --------------------------------------------------------------------------------------
-    def _read_native(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
-        # Every tile once, in parallel (the public `read` casts when a dtype was asked for).
+    def _read_native(self, out: Any = None, *, threads: Optional[int] = None,
+                     copy: bool = True) -> np.ndarray:
+        # Every tile once, in parallel (the public `read` casts when a dtype was asked for);
+        # always owned memory (``copy`` is accepted for the plain-image signature).
         if out is None:
             out = np.empty(self.shape, self._plan.dtype)
         else:
@@ -736,6 +789,8 @@ class CompressedImage(Image):
                 chunk(bnd)
         else:
             run_parallel(chunk, bounds)
+        if faults_seen():
+            self._index.source.check()
         if direct:
             return out
         if contiguous:

@@ -14,6 +14,7 @@ import numpy as np
 from .._kernels import _image
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
+from ..fits.source import faults_seen
 from ..errors import HDUTypeError
 from ..fits.header import Header
 from ..fits.aliases import HduArg, PathArg
@@ -47,8 +48,16 @@ class ImagePlan:
         return _STORAGE[self.bitpix]
 
 
+def _applied(header: Header, key: str, default: Any) -> Any:
+    """The value of ``key`` that scaling applies: its last card when the keyword is repeated."""
+    last = getattr(header, "_last_of_duplicates", None)
+    if last and key in last:
+        return last[key]
+    return header.get(key, default)
+
+
 def _number(header: Header, key: str, default: float) -> float:
-    value = header.get(key, default)
+    value = _applied(header, key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return default
     return float(value)
@@ -68,9 +77,11 @@ def plan_image(entry: HduEntry, header: Header, *, raw_scale: bool = False,
         return ImagePlan(bitpix, shape, _STORAGE[bitpix], _image.MODE_RAW)
     bscale = _number(header, "BSCALE", 1.0)
     bzero = _number(header, "BZERO", 0.0)
-    blank = header.get("BLANK") if bitpix > 0 else None
+    blank = _applied(header, "BLANK", None) if bitpix > 0 else None
     if isinstance(blank, bool) or not isinstance(blank, int):
         blank = None
+    elif not -(1 << (bitpix - 1)) <= blank < (1 << (bitpix - 1)) and not (bitpix == 8 and 0 <= blank < 256):
+        blank = None  # no stored value can equal it
     if bitpix > 0 and abs(bscale - 1.0) < _TOLERANCE and bitpix in _UNSIGNED:
         offset, dtype = _UNSIGNED[bitpix]
         if abs(bzero - offset) < _TOLERANCE and not (bitpix == 64 and uint64_as_float):
@@ -141,12 +152,21 @@ def _last_byte(region: Region, shape: Sequence[int], itemsize: int) -> int:
 
 
 def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Region,
-                  out: np.ndarray, threads: Optional[int] = None) -> np.ndarray:
-    """Decode ``region`` of the image into the C-contiguous ``out`` (size already checked)."""
+                  out: Optional[np.ndarray], threads: Optional[int] = None,
+                  out_shape: Optional[tuple[int, ...]] = None) -> np.ndarray:
+    """Decode ``region`` of the image into the C-contiguous ``out`` (size already checked), or
+    into a new array of ``out_shape`` allocated only once the file is known to hold the bytes."""
     starts, steps, counts = region
-    if out.size == 0:
-        return out
-    index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
+    if out is None:
+        if all(counts):
+            index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
+        out = np.empty(out_shape if out_shape is not None else counts, plan.dtype)
+        if out.size == 0:
+            return out
+    else:
+        if out.size == 0:
+            return out
+        index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
     buf = index.source.buffer()
     out_bytes = out.reshape(-1).view(np.uint8)
     shape = plan.shape
@@ -161,6 +181,8 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     if nthreads == 1:
         _image.decode_region(buf, entry.data_offset, out_bytes, *args, shape, starts, steps,
                              counts, *tail)
+        if faults_seen():
+            index.source.check()
         return out
     per_row = out.nbytes // counts[0]
     bounds = [counts[0] * k // nthreads for k in range(nthreads + 1)]
@@ -174,6 +196,8 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
                              (b - a,) + counts[1:], *tail)
 
     run_parallel(band, range(nthreads))
+    if faults_seen():
+        index.source.check()
     return out
 
 
@@ -330,15 +354,18 @@ class Image:
         return np.frombuffer(self._index.source.buffer(), np.uint8, n,
                              self._entry.data_offset).reshape(self.shape)
 
-    def read(self, out: Any = None, *, threads: Optional[int] = None, dtype: Any = None) -> np.ndarray:
+    def read(self, out: Any = None, *, threads: Optional[int] = None, dtype: Any = None,
+             copy: bool = True) -> np.ndarray:
         """Decode the whole image (into ``out`` when given).
 
         ``dtype`` overrides the result type for this call (see `astype`); ``out`` must then
-        have that dtype.
+        have that dtype. ``copy=False`` returns unscaled BITPIX=8 pixels as a read-only view of
+        the file map (no copy; it shares the file's fate: a later in-place rewrite changes it, a
+        truncation turns the lost bytes into zeros). Every other result is owned memory.
         """
         want = self._want(dtype)
         if want is None:
-            return self._read_native(out, threads=threads)
+            return self._read_native(out, threads=threads, copy=copy)
         if out is None:
             return self._read_native(None, threads=threads).astype(want)
         out = _check_out(out, self.shape, want)
@@ -357,23 +384,25 @@ class Image:
         np.copyto(out, self._read_region_native(region, out_shape), casting="unsafe")
         return out
 
-    def _read_native(self, out: Any = None, *, threads: Optional[int] = None) -> np.ndarray:
-        if out is None and self._zero_copy_ok():
-            return self._mapped_bytes()
-        if out is None:
-            out = np.empty(self.shape, self._plan.dtype)
-        else:
+    def _read_native(self, out: Any = None, *, threads: Optional[int] = None,
+                     copy: bool = True) -> np.ndarray:
+        if out is None and not copy and self._zero_copy_ok():
+            view = self._mapped_bytes()
+            if faults_seen():
+                self._index.source.check()
+            return view
+        if out is not None:
             out = _check_out(out, self.shape, self._plan.dtype)
+        # Without ``out``, the array is allocated once the file is known to hold the pixels.
         return decode_region(self._index, self._entry, self._plan, full_region(self.shape), out,
-                             threads)
+                             threads, self.shape)
 
     def _read_region_native(self, region: Region, out_shape: tuple[int, ...],
                             out: Any = None) -> np.ndarray:
-        if out is None:
-            out = np.empty(out_shape, self._plan.dtype)
-        else:
+        if out is not None:
             out = _check_out(out, out_shape, self._plan.dtype)
-        return decode_region(self._index, self._entry, self._plan, region, out)
+        return decode_region(self._index, self._entry, self._plan, region, out,
+                             out_shape=out_shape)
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if self._out_dtype is not None:
@@ -382,7 +411,11 @@ class Image:
 
     def _getitem_native(self, key: Any) -> np.ndarray:
         if self._zero_copy_ok():
-            return np.asarray(self._mapped_bytes()[key])
+            # An owned copy of just the indexed pixels (never a view the file can pull away).
+            part = np.array(self._mapped_bytes()[key], copy=True)
+            if faults_seen():
+                self._index.source.check()
+            return part
         if (type(key) is tuple and len(key) == 2 and len(self.shape) == 2
                 and type(key[0]) is slice and type(key[1]) is slice
                 and key[0].step is None and key[1].step is None):
@@ -392,7 +425,10 @@ class Image:
                 h, w = self.shape
                 y0, y1, _ = key[0].indices(h)
                 x0, x1, _ = key[1].indices(w)
-                return np.asarray(cutouts.cutout(x0, y0, x1, y1))
+                part = cutouts.cutout(x0, y0, x1, y1)
+                if faults_seen():
+                    self._index.source.check()
+                return part
         region, out_shape = region_from_key(self.shape, key)
         return self._read_region_native(region, out_shape)
 
@@ -470,7 +506,7 @@ def open_image(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, dty
 
 
 def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out: Any = None,
-               threads: Optional[int] = None, dtype: Any = None) -> np.ndarray:
+               threads: Optional[int] = None, dtype: Any = None, copy: bool = True) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 
     Parameters
@@ -488,11 +524,14 @@ def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out
     dtype : numpy dtype, str or torch dtype, optional
         Result type (``float16`` included). Default: the FITS rules. ``bfloat16`` has no
         NumPy dtype and raises ``TypeError``; tensor reads give it.
+    copy : bool
+        ``False`` lets an unscaled BITPIX=8 image come back as a read-only zero-copy view of the
+        file map, which shares the file's fate (an in-place rewrite changes it; bytes lost to a
+        truncation read as zeros). Other images are always decoded into owned memory.
 
     Returns
     -------
     numpy.ndarray
-        Physical values with the dtype rules of docs/images.md. Unscaled BITPIX=8 images are a
-        read-only zero-copy view of the file map when ``out`` and ``dtype`` are not given.
+        Physical values with the dtype rules of docs/images.md, in owned memory by default.
     """
-    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads, dtype=dtype)
+    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads, dtype=dtype, copy=copy)

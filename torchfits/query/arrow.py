@@ -389,6 +389,7 @@ class _ArrowCompiler:
             raise ValueError(f"where IN needs a column on the left, got {val.label}")
         members: List[Any] = []
         unknown = False  # a NULL (or NaN) in the list: misses are unknown, not false
+        bounds = self.int_range(val.type) if val.kind == "int" else None
         for literal in expr.values:
             if literal is None:
                 unknown = True
@@ -398,7 +399,7 @@ class _ArrowCompiler:
                 if isinstance(number, float) and math.isnan(number):
                     unknown = True
                     continue
-                plan = integer_compare_plan("==", number, *self.int_range(val.type))
+                plan = integer_compare_plan("==", number, *bounds)  # type: ignore[misc]
                 if plan[0] == "cmp":
                     members.append(plan[2])
             elif val.kind == "float":

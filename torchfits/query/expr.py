@@ -64,6 +64,7 @@ from .tree import (
     Predicate,
     Value,
     and_all,
+    chain,
     columns,
     conjuncts,
     float_compare_plan,
@@ -80,7 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; pyarrow is imported lazily
 __all__ = [
     "Expr", "Value", "Predicate", "Column", "Literal", "Arith", "Neg", "Abs", "BitAnd", "Compare",
     "InList", "Between", "IsNull", "IsNan", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
-    "ARITH_OPS", "TOO_DEEP", "parse", "from_compat_ast", "columns", "conjuncts", "and_all", "walk", "to_string",
+    "ARITH_OPS", "TOO_DEEP", "parse", "from_compat_ast", "columns", "conjuncts", "and_all", "chain", "walk", "to_string",
     "integer_compare_plan", "float_compare_plan", "validate", "to_pyarrow", "from_pyarrow",
 ]
 

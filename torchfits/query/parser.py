@@ -40,6 +40,7 @@ from .tree import (
     Or,
     Predicate,
     Value,
+    chain,
     walk,
 )
 from .where_compat import from_compat_ast, parse_where_expression
@@ -217,22 +218,26 @@ class _Parser:
     def parse_or(self) -> Expr:
         pos = self.here()
         node = self.parse_and()
+        if not self.at_word("OR"):
+            return node
+        terms = [self.condition(node, pos)]
         while self.at_word("OR"):
             self.advance()
             rpos = self.here()
-            right = self.parse_and()
-            node = Or(self.condition(node, pos), self.condition(right, rpos))
-        return node
+            terms.append(self.condition(self.parse_and(), rpos))
+        return chain(Or, terms)
 
     def parse_and(self) -> Expr:
         pos = self.here()
         node = self.parse_not()
+        if not self.at_word("AND"):
+            return node
+        terms = [self.condition(node, pos)]
         while self.at_word("AND"):
             self.advance()
             rpos = self.here()
-            right = self.parse_not()
-            node = And(self.condition(node, pos), self.condition(right, rpos))
-        return node
+            terms.append(self.condition(self.parse_not(), rpos))
+        return chain(And, terms)
 
     def parse_not(self) -> Expr:
         if self.at_word("NOT"):

@@ -104,13 +104,13 @@ class _Compiler:
             if node.negated:
                 self._emit({"OP": K.OP_NOT})
         elif isinstance(node, _expr.InList):
-            if not node.values or any(v is None for v in node.values):
+            if not node.values or any(v is None for v in node.values) \
+                    or len(node.values) > _KERNEL_IN_MAX:
+                # Long lists go to Arrow's hash-set membership: one lookup per row beats a
+                # comparison per value.
                 raise _NotKernel
             terms = [_expr.Compare("==", node.operand, _expr.Literal(v)) for v in node.values]
-            tree: Any = terms[0]
-            for t in terms[1:]:
-                tree = _expr.Or(tree, t)
-            self.compile(tree)
+            self.compile(_expr.chain(_expr.Or, terms))
             if node.negated:
                 self._emit({"OP": K.OP_NOT})
         elif isinstance(node, _expr.IsNull):
@@ -193,6 +193,41 @@ class _Compiler:
             self._emit({"OP": K.OP_NOT})
 
 
+_KERNEL_IN_MAX = 32
+
+
+def _fold_equalities(term: Any) -> Any:
+    """A long OR of ``col == literal`` on one column, as written by hand or generated, becomes
+    ``col IN (...)`` (one hash lookup per row instead of one comparison per term)."""
+    if not isinstance(term, _expr.Or):
+        return term
+    leaves: list[Any] = []
+    stack: list[Any] = [term]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _expr.Or):
+            stack.append(node.right)
+            stack.append(node.left)
+        else:
+            leaves.append(node)
+    if len(leaves) <= _KERNEL_IN_MAX:
+        return term
+    name: Optional[str] = None
+    values: list[Any] = []
+    for leaf in leaves:
+        if not isinstance(leaf, _expr.Compare) or leaf.op != "==":
+            return term
+        col, lit = leaf.left, leaf.right
+        if isinstance(col, _expr.Literal):
+            col, lit = lit, col
+        if not isinstance(col, _expr.Column) or not isinstance(lit, _expr.Literal) \
+                or lit.value is None or (name is not None and col.name != name):
+            return term
+        name = col.name
+        values.append(lit.value)
+    return _expr.InList(_expr.Column(str(name)), tuple(values))
+
+
 def plan_pushdown(expr: Any, specs: Sequence[ColumnSpec], types: dict[str, Any], *,
                   mapping: str, apply_nulls: bool) -> tuple[list[KernelPlan], Optional[Any]]:
     """Split ``expr`` into kernel plans, one per top-level AND term the kernel can run (applied
@@ -202,6 +237,7 @@ def plan_pushdown(expr: Any, specs: Sequence[ColumnSpec], types: dict[str, Any],
     plans: list[KernelPlan] = []
     residual = []
     for term in _expr.conjuncts(expr):
+        term = _fold_equalities(term)
         c = _Compiler(by_name, types, apply_nulls, mapping)
         try:
             c.compile(term)

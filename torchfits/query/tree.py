@@ -220,12 +220,34 @@ def conjuncts(expr: Expr) -> List[Expr]:
     return terms
 
 
+_BALANCE_FROM = 64  # chains longer than this become balanced trees
+
+
+def chain(kind: Any, terms: List[Any]) -> Any:
+    """``t0 op t1 op ... op tn`` for an associative ``And`` or ``Or``.
+
+    Short chains nest to the left, as written; long ones (10,000 ORs, an IN list expanded for
+    the kernel) become balanced trees of depth log2(n), so no recursive tree walk (translation
+    to pyarrow, validation, the kernel compiler) ever nears Python's recursion limit.
+    """
+    if len(terms) <= _BALANCE_FROM:
+        node = terms[0]
+        for t in terms[1:]:
+            node = kind(node, t)
+        return node
+    level = list(terms)
+    while len(level) > 1:
+        nxt = [kind(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
 def and_all(terms: Iterable[Expr]) -> Optional[Expr]:
-    """AND the terms together, left to right; None when there are none."""
-    tree: Optional[Expr] = None
-    for term in terms:
-        tree = term if tree is None else And(tree, term)  # type: ignore[arg-type]
-    return tree
+    """AND the terms together (left to right; balanced when long); None when there are none."""
+    terms = list(terms)
+    return chain(And, terms) if terms else None
 
 
 def columns(expr: Expr) -> List[str]:

@@ -20,9 +20,10 @@ from ..query import expr as _expr
 from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
+from ..fits.source import faults_seen
 from ..query.pushdown import fuse, plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
-from ..errors import ColumnNotFoundError, HDUTypeError, UnsupportedColumnError
+from ..errors import ColumnNotFoundError, FitsError, HDUTypeError, UnsupportedColumnError, WhereEvaluationError
 from ..fits.aliases import HduArg, SourceArg
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily or optional
@@ -81,8 +82,12 @@ class TableSource:
     def decode(self, *, columns: Any, rows: Optional[np.ndarray] = None,
                row_range: Optional[tuple[int, int]] = None, options: DecodeOptions) -> Any:
         data, heap = self.buffers()
-        return decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
-                            columns=columns, rows=rows, row_range=row_range, options=options)
+        batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
+                             columns=columns, rows=rows, row_range=row_range, options=options)
+        # Bytes past a truncation under the map read as zeros: refuse them.
+        if faults_seen():
+            self.index.source.check()
+        return batch
 
 
 def _refuse_complex(tree: Any, complex_cols: set[str]) -> None:
@@ -214,7 +219,15 @@ class Scanner:
                 raise ValueError("where must be a non-empty string expression")
             tree = _expr.parse(where, columns=set(names))
             _refuse_complex(tree, complex_cols)
-            _expr.validate(tree, types)
+            try:
+                _expr.validate(tree, types)
+            except ValueError as exc:
+                if isinstance(exc, FitsError):
+                    raise
+                # The expression parses but does not fit this table (a VLA column, an operand
+                # of the wrong type): say which file.
+                raise WhereEvaluationError(
+                    f"{first.path}: HDU {first.entry.index}: {exc}") from None
         opaque = None  # a pyarrow filter our tree cannot represent
         if filter is not None:
             # An already-translated tree (datasets translate once per scan) or a pyarrow
@@ -321,6 +334,8 @@ class Scanner:
             else:
                 candidates = self._fused.select(data, src.entry.row_bytes, first=rng[0],
                                                 count=rng[1] - rng[0], threads=threads)
+            if faults_seen():
+                src.index.source.check()
             rng = None
             if self._residual is None:
                 return candidates, None
@@ -330,7 +345,15 @@ class Scanner:
                            options=self._predicate_options)
         positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
         table = pa.Table.from_batches([batch]).append_column("__torchfits_row__", positions)
-        kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
+        try:
+            kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
+        except pa.ArrowInvalid as exc:
+            if "overflow" not in str(exc).lower():
+                raise
+            raise WhereEvaluationError(
+                f"{src.path}: HDU {src.entry.index}: the where-expression overflows 64-bit "
+                f"integer arithmetic ({exc}); compare with a smaller constant or use a float "
+                "literal (e.g. 2.0 * col) to compute in floating point") from None
         selected = candidates[kept] if candidates is not None else kept + rng[0]
         return selected, batch.take(pa.array(kept))
 

@@ -334,10 +334,7 @@ def _possible(node: Any, want: bool, stats: Mapping[str, ColumnStats], nrows: in
         if not node.values:
             return not want if not node.negated else want
         terms = [E.Compare("==", node.operand, E.Literal(v)) for v in node.values]
-        tree: Any = terms[0]
-        for t in terms[1:]:
-            tree = E.Or(tree, t)
-        return _possible(tree, want != node.negated, stats, nrows)
+        return _possible(E.chain(E.Or, terms), want != node.negated, stats, nrows)
     if isinstance(node, E.IsNull):
         st = _column_stats(node.operand, stats)
         if st is None:

@@ -1,20 +1,69 @@
 """Atomic file replacement: every writer fills a temporary file beside the target, fsyncs it and
 renames it over the target, so a failure at any point leaves the original file untouched.
+
+Temporary files are named ``.torchfits-<host>-<pid>-<random>.tmp``; one left behind by a process
+that was killed (its pid is gone on this host) is removed by the next write to that directory.
 """
 from __future__ import annotations
 
+import glob
+import hashlib
 import os
+import socket
 import tempfile
+import time
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Iterator
 
+from .._kernels import _safemap
 from ..fits.hdu_index import invalidate
 from ..fits.paths import fspath
-from ..errors import FitsFileExistsError, FitsFileNotFoundError
+from ..errors import FitsError, FitsFileExistsError, FitsFileNotFoundError, FitsIOError, TruncatedFileError
 from ..fits.layout import padding
 
-__all__ = ["Sink", "atomic_output", "check_target"]
+__all__ = ["Sink", "atomic_output", "check_target", "in_place_errors", "remove_stale_temporaries"]
 
+_PREFIX = ".torchfits-"
+_STALE_UNKNOWN_S = 24 * 3600  # a temp file of no known owner is stale after a day
+
+
+def _host_tag() -> str:
+    # Short and filename-safe; a directory shared between hosts never sees another host's pids.
+    return hashlib.blake2s(socket.gethostname().encode(), digest_size=4).hexdigest()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_temporaries(directory: str) -> list[str]:
+    """Delete temp files in ``directory`` left by killed writers; returns the paths removed.
+
+    A file is stale when it names this host and a pid that no longer exists, or when it names no
+    owner we can check (older naming) and is more than a day old.
+    """
+    removed = []
+    host = _host_tag()
+    now = time.time()
+    for path in glob.glob(os.path.join(glob.escape(directory), _PREFIX + "*.tmp")):
+        parts = os.path.basename(path)[len(_PREFIX):].split("-")
+        try:
+            if len(parts) >= 3 and len(parts[0]) == 8 and parts[1].isdigit():
+                if parts[0] != host or int(parts[1]) == os.getpid() or _pid_alive(int(parts[1])):
+                    continue
+            elif now - os.stat(path).st_mtime < _STALE_UNKNOWN_S:
+                continue
+            os.unlink(path)
+            removed.append(path)
+        except OSError:
+            continue  # raced with another cleaner, or not ours to delete
+    return removed
 
 
 class Sink:
@@ -74,12 +123,23 @@ def atomic_output(target: str) -> Iterator[Sink]:
     it the target's mode (or the umask default) and rename it over ``target``; on any failure
     delete it and re-raise, leaving ``target`` as it was."""
     directory = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=".torchfits-", suffix=".tmp", dir=directory)
+    remove_stale_temporaries(directory)
+    faults = _safemap.fault_count()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f"{_PREFIX}{_host_tag()}-{os.getpid()}-", suffix=".tmp",
+                                   dir=directory)
+    except OSError as exc:
+        raise _io_error(target, exc) from exc
     try:
         with os.fdopen(fd, "w+b") as fh:
             yield Sink(fh, tmp)
             fh.flush()
             os.fsync(fh.fileno())
+        if _safemap.fault_count() != faults:
+            # A source file shrank under its map while we copied from it: what we copied of the
+            # lost part is zeros. Never rename that over the target.
+            raise TruncatedFileError(
+                f"{target}: not written: a file being copied was truncated during the write")
         if os.path.exists(target):
             os.chmod(tmp, os.stat(target).st_mode & 0o7777)
         else:
@@ -87,15 +147,38 @@ def atomic_output(target: str) -> Iterator[Sink]:
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and not isinstance(exc, FitsError) and exc.errno is not None:
+            raise _io_error(target, exc) from exc
         raise
     finally:
         invalidate(target)
     _fsync_directory(directory)
+
+
+@contextmanager
+def in_place_errors(target: str) -> Iterator[None]:
+    """Turn an OS error of an in-place edit (bytes written into the file itself) into
+    :class:`FitsIOError` naming the file."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, FitsError) or exc.errno is None:
+            raise
+        raise _io_error(target, exc, "in-place write failed") from exc
+
+
+def _io_error(target: str, exc: OSError,
+              what: str = "write failed, the file is unchanged") -> FitsIOError:
+    err = FitsIOError(f"{target}: {what}: {exc.strerror or exc} (errno {exc.errno})")
+    err.errno = exc.errno
+    err.strerror = exc.strerror
+    err.filename = target
+    return err
 
 
 def _fsync_directory(directory: str) -> None:

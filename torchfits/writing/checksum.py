@@ -227,4 +227,6 @@ def verify_checksums(path: Any, hdu: int = 0) -> dict:
         if "Could not move to HDU" in str(exc):
             raise
         raise RuntimeError(f"Could not open FITS file for checksum verification: {exc}") from None
-    return checksum_status(index.source.buffer(), entry, index.header_view(entry))
+    status = checksum_status(index.source.buffer(), entry, index.header_view(entry))
+    index.source.check()
+    return status

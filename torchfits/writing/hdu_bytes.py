@@ -92,5 +92,6 @@ def copy_hdu(sink: Sink, index: HduIndex, entry: HduEntry, *, primary: bool) -> 
     end = entry.data_offset + padded(entry.data_size)
     index.check_data(entry)
     sink.write(buf[entry.data_offset:min(end, len(buf))])
+    index.source.check()
     sink.pad()
     return header_offset, data_offset, entry.data_size

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Optional
 
-from .atomic import atomic_output, require_file
+from .atomic import atomic_output, in_place_errors, require_file
 from .hdu_bytes import header_from_raw, raw_cards
 from ..fits.hdu_index import get_index, invalidate
 from ..errors import KeywordNotFoundError
@@ -125,7 +125,7 @@ def update_header(path: PathArg, hdu: HduArg = 0, set: Optional[Mapping[str, Any
     new_header = header_from_raw(cards)
     old_size = entry.data_offset - entry.header_offset
     if len(new_header) == old_size and not checksum:
-        with open(target, "r+b") as fh:
+        with in_place_errors(target), open(target, "r+b") as fh:
             fh.seek(entry.header_offset)
             fh.write(new_header)
             fh.flush()

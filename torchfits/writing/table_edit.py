@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from .atomic import atomic_output, require_file
+from .atomic import atomic_output, in_place_errors, require_file
 from ..fits.columns import ColumnSpec, parse_columns
 from .hdu_bytes import card_key, formatted, header_from_raw, raw_cards
 from ..fits.hdu_index import HduEntry, HduIndex, get_index, invalidate
@@ -369,7 +369,8 @@ def _try_append_in_place(target: str, t: _Table, cells: list[np.ndarray], n: int
     card = format_card("NAXIS2", t.nrows + n, "number of rows in table")[0].encode("ascii")
     old_end = entry.data_offset + padded(entry.data_size)
     old_padding = bytes(t.index.source.buffer()[start:old_end])
-    with open(target, "r+b") as fh:
+    t.index.source.check()
+    with in_place_errors(target), open(target, "r+b") as fh:
         try:
             fh.seek(start)
             fh.write(block.tobytes())
@@ -482,7 +483,7 @@ def update_rows(path: Any, rows: Mapping[str, Any], row_slice: Any, hdu: Any = 1
 def _update_in_place(target: str, t: _Table, cells: dict, start: int) -> None:
     """Write fixed-width cells straight into their rows (no size or header change)."""
     entry = t.entry
-    with open(target, "r+b") as fh:
+    with in_place_errors(target), open(target, "r+b") as fh:
         for i, new in cells.items():
             spec = t.columns[i].spec
             for r in range(new.shape[0]):

@@ -1,0 +1,384 @@
+"""Files that change under readers: truncation while mapped (never SIGBUS), in-place rewrites,
+threads, the pool's behaviour on errors, and stale temporary files of killed writers.
+
+Every scenario that could kill the process runs in a child interpreter, so a SIGBUS shows up as a
+non-zero return code (-7) instead of taking pytest down.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import torchfits
+from torchfits.errors import FitsError, FitsIOError, TruncatedFileError
+from torchfits.fits.threads import run_parallel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def _ok(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, f"child died (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+PRELUDE = """
+    import os, threading, numpy as np, torchfits
+    from torchfits.errors import TruncatedFileError, FitsError
+    def shrink(p, n):
+        os.truncate(p, n)
+"""
+
+
+# -- SIGBUS scenarios (issue scenarios a-d) --------------------------------------------------------
+def test_held_image_after_truncation_raises(tmp_path):
+    p = str(tmp_path / "img.fits")
+    torchfits.write(p, np.arange(2000 * 500, dtype=np.int16).reshape(2000, 500))
+    out = _ok(_child(PRELUDE + f"""
+    img = torchfits.open_image({p!r})
+    first = img[:10]
+    shrink({p!r}, 2880 * 3)
+    for key in [np.s_[1500:1510], np.s_[1900:, :3], np.s_[...]]:
+        try:
+            img[key]
+            print("no error")
+        except TruncatedFileError as exc:
+            assert {p!r} in str(exc), str(exc)
+            print("truncated")
+    # The next call sees the new size and refuses up front.
+    try:
+        torchfits.read_numpy({p!r})
+    except TruncatedFileError as exc:
+        print("refused")
+    """))
+    assert out.split() == ["truncated"] * 3 + ["refused"]
+
+
+def test_uint8_results_survive_truncation(tmp_path):
+    p = str(tmp_path / "u8.fits")
+    data = (np.arange(300 * 1000) % 251).astype(np.uint8).reshape(300, 1000)
+    torchfits.write(p, data)
+    out = _ok(_child(PRELUDE + f"""
+    owned = torchfits.read_numpy({p!r})
+    piece = torchfits.open_image({p!r})[100:200]
+    view = torchfits.read_numpy({p!r}, copy=False)
+    shrink({p!r}, 2880 * 2)
+    expected = (np.arange(300 * 1000) % 251).astype(np.uint8).reshape(300, 1000)
+    assert np.array_equal(owned, expected)
+    assert np.array_equal(piece, expected[100:200])
+    # The zero-copy view shares the file's fate: the lost bytes read as zeros, no SIGBUS.
+    assert int(view[-1].sum()) == 0
+    print("ok")
+    """))
+    assert out.strip() == "ok"
+
+
+def test_held_scan_after_truncation_raises(tmp_path):
+    p = str(tmp_path / "tab.fits")
+    n = 200_000
+    torchfits.write(p, {"a": np.arange(n, dtype=np.int64), "b": np.arange(n, dtype=np.float64)})
+    out = _ok(_child(PRELUDE + f"""
+    sc = torchfits.scan({p!r}, where="a > 10")
+    shrink({p!r}, 2880 * 4)
+    try:
+        sc.to_arrow()
+        print("no error")
+    except TruncatedFileError as exc:
+        assert {p!r} in str(exc)
+        print("truncated")
+    """))
+    assert out.strip() == "truncated"
+
+
+def test_failed_compressed_read_then_truncate(tmp_path, fitsio):
+    """A corrupt tile fails the read; nothing of that read may run after it returns."""
+    p = str(tmp_path / "c.fits")
+    data = np.random.default_rng(1).integers(0, 1000, (512, 512)).astype(np.int32)
+    fitsio.write(p, data, compress="GZIP_1", tile_dims=[8, 512])
+    idx = torchfits.info(p)
+    raw = bytearray((tmp_path / "c.fits").read_bytes())
+    # Corrupt the first tile's bytes (the heap start).
+    from torchfits.fits.hdu_index import get_index
+
+    e = get_index(p).entries[1]
+    raw[e.heap_offset:e.heap_offset + 64] = b"\xff" * 64
+    (tmp_path / "c.fits").write_bytes(bytes(raw))
+    keep = str(tmp_path / "corrupt.bin")
+    (tmp_path / "corrupt.bin").write_bytes(bytes(raw))
+    assert idx
+    out = _ok(_child(PRELUDE + f"""
+    raw = open({keep!r}, "rb").read()
+    for i in range(5):
+        try:
+            torchfits.read_numpy({p!r}, 1)
+            print("no error")
+        except FitsError:
+            pass
+        with open({p!r}, "r+b") as fh:
+            fh.truncate(2880 * 2)
+        import time; time.sleep(0.05)
+        open({p!r}, "wb").write(raw)
+    print("alive")
+    """))
+    assert out.strip() == "alive"
+
+
+def test_reads_while_another_thread_truncates(tmp_path):
+    p = str(tmp_path / "loop.fits")
+    data = np.arange(1000 * 1000, dtype=np.float32).reshape(1000, 1000)
+    torchfits.write(p, data)
+    good = (tmp_path / "loop.fits").read_bytes()
+    out = _ok(_child(PRELUDE + f"""
+    good = open({p!r}, "rb").read()
+    expected = np.arange(1000 * 1000, dtype=np.float32).reshape(1000, 1000)
+    stop = False
+    def churn():
+        while not stop:
+            with open({p!r}, "r+b") as fh:
+                fh.truncate(len(good) // 3)
+                fh.seek(0); fh.write(good)
+    t = threading.Thread(target=churn); t.start()
+    counts = {{"ok": 0, "err": 0}}
+    for i in range(300):
+        try:
+            arr = torchfits.read_numpy({p!r})
+        except FitsError:
+            counts["err"] += 1
+            continue
+        assert np.array_equal(arr, expected)
+        counts["ok"] += 1
+    stop = True; t.join()
+    print(counts["ok"] + counts["err"])
+    """, timeout=300))
+    assert out.strip() == "300"
+    assert len(good) > 0
+
+
+def test_foreign_sigbus_still_kills(tmp_path):
+    """Only faults inside our own maps are absorbed; any other SIGBUS keeps its default action."""
+    proc = _child("""
+    import os, signal, numpy as np, torchfits
+    from torchfits._kernels import _safemap
+    assert _safemap.install_handler()
+    os.kill(os.getpid(), signal.SIGBUS)
+    print("survived")
+    """)
+    assert proc.returncode == -signal.SIGBUS
+    assert "survived" not in proc.stdout
+
+
+def test_faulted_map_forces_reindex(tmp_path):
+    p = str(tmp_path / "re.fits")
+    torchfits.write(p, np.ones((400, 400), np.float64))
+    out = _ok(_child(PRELUDE + f"""
+    img = torchfits.open_image({p!r})
+    st = os.stat({p!r})
+    shrink({p!r}, 2880 * 2)
+    try:
+        img[399]
+    except TruncatedFileError:
+        print("truncated")
+    # Restore the same bytes with the same size and mtime: the faulted map must not be reused.
+    torchfits.write({p!r}, np.full((400, 400), 2.0), overwrite=True)
+    print(float(torchfits.read_numpy({p!r})[399, 0]))
+    """))
+    assert out.split() == ["truncated", "2.0"]
+
+
+# -- in-place rewrites between calls ---------------------------------------------------------------
+def test_same_size_rewrite_with_restored_mtime_is_reindexed(tmp_path):
+    p = tmp_path / "same.fits"
+    torchfits.write(p, np.zeros((10, 10), np.int16))
+    assert torchfits.read_numpy(p).dtype == np.int16
+    st = os.stat(p)
+    # Same size, different BITPIX and data: BITPIX=16 100 px -> BITPIX=8 200 px.
+    import io
+
+    buf = io.BytesIO()
+    other = tmp_path / "other.fits"
+    torchfits.write(other, np.full((10, 20), 7, np.uint8))
+    new = other.read_bytes()
+    assert len(new) == st.st_size
+    time.sleep(0.01)
+    with open(p, "r+b") as fh:
+        fh.write(new)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(p).st_mtime_ns == st.st_mtime_ns and os.stat(p).st_size == st.st_size
+    arr = torchfits.read_numpy(p)
+    assert arr.dtype == np.uint8 and arr.shape == (10, 20) and (arr == 7).all()
+    assert buf.getvalue() == b""
+
+
+# -- threads ---------------------------------------------------------------------------------------
+def test_threads_match_sequential_reads(tmp_path):
+    paths = []
+    for k in range(4):
+        p = tmp_path / f"t{k}.fits"
+        torchfits.write(p, np.arange(20000, dtype=np.float32).reshape(100, 200) * (k + 1))
+        paths.append(p)
+    expected = [torchfits.read_numpy(p) for p in paths]
+    results: list = []
+    lock = threading.Lock()
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(30):
+            k = int(rng.integers(0, 4))
+            arr = torchfits.read_numpy(paths[k])
+            piece = torchfits.open_image(paths[k])[10:20, 5:50]
+            with lock:
+                results.append(np.array_equal(arr, expected[k])
+                               and np.array_equal(piece, expected[k][10:20, 5:50]))
+
+    ts = [threading.Thread(target=worker, args=(s,)) for s in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert len(results) == 180 and all(results)
+
+
+def test_run_parallel_joins_siblings_before_raising():
+    running = []
+    finished = []
+    lock = threading.Lock()
+
+    def fn(i: int) -> int:
+        if i == 0:
+            time.sleep(0.05)
+            raise ValueError("boom")
+        with lock:
+            running.append(i)
+        time.sleep(0.2)
+        with lock:
+            finished.append(i)
+        return i
+
+    with pytest.raises(ValueError, match="boom"):
+        run_parallel(fn, range(64))
+    snapshot = (list(running), list(finished))
+    time.sleep(0.5)
+    # Everything that started had finished when the error arrived; nothing started afterwards.
+    assert sorted(snapshot[0]) == sorted(snapshot[1])
+    assert (running, finished) == snapshot
+    assert len(running) < 63  # the queued items were cancelled
+
+
+def test_run_parallel_results_in_order():
+    assert run_parallel(lambda i: i * i, range(50)) == [i * i for i in range(50)]
+
+
+# -- writes ----------------------------------------------------------------------------------------
+def test_full_disk_names_the_file(tmp_path, monkeypatch):
+    from torchfits.writing.atomic import Sink
+
+    p = tmp_path / "full.fits"
+    torchfits.write(p, np.zeros((4, 4), np.int16))
+    before = p.read_bytes()
+
+    def boom(self, data):
+        raise OSError(28, "No space left on device")
+
+    many = {f"KEY{i}": i for i in range(60)}  # the header grows: the file is rewritten
+    monkeypatch.setattr(Sink, "write", boom)
+    for edit in (lambda: torchfits.update_header(p, 0, many),
+                 lambda: torchfits.write_checksums(p, 0)):
+        with pytest.raises(FitsIOError, match="No space left") as info:
+            edit()
+        assert str(p) in str(info.value) and info.value.errno == 28
+        assert isinstance(info.value, OSError)
+    assert p.read_bytes() == before
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
+    monkeypatch.undo()
+
+    def failing_fsync(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(FitsIOError, match="in-place write failed.*Input/output") as info:
+        torchfits.update_header(p, 0, {"OBSERVER": "x"})  # same size: edited in place
+    assert str(p) in str(info.value)
+
+
+def test_stale_temporaries_of_killed_writers_are_removed(tmp_path):
+    from torchfits.writing.atomic import _host_tag
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    dead = proc.pid
+    stale = tmp_path / f".torchfits-{_host_tag()}-{dead}-abc.tmp"
+    alive = tmp_path / f".torchfits-{_host_tag()}-{os.getpid()}-abc.tmp"
+    other_host = tmp_path / f".torchfits-00000000-{dead}-abc.tmp"
+    old_style = tmp_path / ".torchfits-xyz.tmp"
+    for f in (stale, alive, other_host, old_style):
+        f.write_bytes(b"partial")
+    os.utime(old_style, (time.time() - 3 * 86400,) * 2)
+    torchfits.write(tmp_path / "new.fits", np.zeros(3, np.int16))
+    left = sorted(n for n in os.listdir(tmp_path) if n.endswith(".tmp"))
+    assert left == sorted([alive.name, other_host.name])
+
+
+def test_truncated_error_is_fits_error():
+    assert issubclass(TruncatedFileError, FitsError)
+
+
+# -- hostile where-strings -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ids_table(tmp_path_factory):
+    p = tmp_path_factory.mktemp("where") / "ids.fits"
+    n = 20_000
+    torchfits.write(p, {"id": np.arange(n, dtype=np.int64), "x": np.arange(n) * 0.5})
+    return p
+
+
+def test_in_list_of_100000_values(ids_table):
+    values = range(0, 200_000, 2)
+    t = torchfits.scan(ids_table, where=f"id IN ({','.join(map(str, values))})").to_arrow()
+    assert t.column("id").to_pylist() == list(range(0, 20_000, 2))
+
+
+def test_or_chain_of_10000_terms(ids_table):
+    t = torchfits.scan(ids_table, where=" OR ".join(f"id == {i}" for i in range(0, 30_000, 3))).to_arrow()
+    assert t.column("id").to_pylist() == list(range(0, 20_000, 3))
+    mixed = " OR ".join(f"(id == {i} AND x >= 0)" for i in range(10_000))
+    assert torchfits.scan(ids_table, where=mixed).count_rows() == 10_000
+
+
+def test_and_chain_of_2000_terms(ids_table):
+    where = " AND ".join(f"id != {i}" for i in range(2000))
+    assert torchfits.scan(ids_table, where=where).count_rows() == 18_000
+    from torchfits.query import expr
+
+    tree = expr.parse(where)
+    depth, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        depth = max(depth, d)
+        if isinstance(node, (expr.And, expr.Or)):
+            stack += [(node.left, d + 1), (node.right, d + 1)]
+    assert depth < 20  # balanced, not a 2000-deep chain
+    short = expr.parse("id > 1 AND id > 2 AND id > 3")
+    assert isinstance(short.left, expr.And)  # short chains keep their written (left) nesting
+
+
+def test_int64_overflow_in_where_is_a_clear_error(ids_table):
+    from torchfits.errors import WhereEvaluationError
+
+    with pytest.raises(WhereEvaluationError, match="overflows 64-bit") as info:
+        torchfits.scan(ids_table, where="id * 9223372036854775807 > 5").to_arrow()
+    assert str(ids_table) in str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert torchfits.scan(ids_table, where="id * 2.0 * 9223372036854775807 > 5").count_rows() == 19_999
