@@ -148,7 +148,8 @@ def _box(text: str) -> tuple[int, int, int, int]:
 def cmd_cutout(args: argparse.Namespace) -> int:
     """Write a cutout of an image HDU: ``--box x1,y1,x2,y2`` or a CFITSIO section on the path."""
     from ..fits.paths import parse_path
-    from ..image.plain import Image
+    from ..fits.section_header import section_header
+    from ..image.plain import Image, region_from_key
     from ..writing.api import write
 
     for src, dst in _outputs(args, suffix=".cutout.fits"):
@@ -163,8 +164,9 @@ def cmd_cutout(args: argparse.Namespace) -> int:
             key: Any = (Ellipsis, slice(max(0, y1), min(h, y2)), slice(max(0, x1), min(w, x2)))
         else:
             key = fp.section
-        header = img.header
-        write(dst, img[key], header=header, overwrite=True)
+        (starts, steps, counts), _ = region_from_key(img.shape, key)
+        write(dst, img[key], header=section_header(img.header, starts, steps, counts),
+              overwrite=True)
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from .._kernels import _image
 from ..fits.hdu_index import get_index
 from ..fits.paths import FitsPath, fspath, parse_path
+from ..fits.section_header import section_header
 from .._torch_adapter import to_tensor, validate_device
 from ..errors import FitsError, HDUNotFoundError, HDUTypeError
 from ..image.plain import Image, region_from_key
@@ -78,6 +79,14 @@ def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half:
     return tensor, img
 
 
+def _header_of(img: Image, fp: FitsPath) -> Any:
+    """The image header; for a section suffix, the section's (NAXISn, CRPIX and the WCS follow)."""
+    if fp.section is None:
+        return img.header
+    (starts, steps, counts), _ = _section_region(img, fp.section)
+    return section_header(img.header, starts, steps, counts)
+
+
 def _section_region(img: Image, key: Any) -> tuple[Any, tuple[int, ...]]:
 
     return region_from_key(img.shape, key)
@@ -136,7 +145,7 @@ def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, 
                                     out=out)
     except HDUNotFoundError as exc:
         raise _name_error(exc, hdu) from None
-    return (tensor, img.header) if return_header else tensor
+    return (tensor, _header_of(img, fp)) if return_header else tensor
 
 
 def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode: str = "auto",
@@ -198,7 +207,7 @@ def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode:
         raise _reraise(_name_error(exc, hdu), prefix) from None
     except FitsError as exc:
         raise _reraise(exc, prefix) from None
-    return (tensor, img.header) if return_header else tensor
+    return (tensor, _header_of(img, fp)) if return_header else tensor
 
 
 def read_hdus(path: Any, hdus: Any, *, device: Any = "cpu", mmap: Any = True,
