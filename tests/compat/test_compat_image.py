@@ -547,8 +547,12 @@ def test_hdulist_indexing(img):
         with pytest.raises(IndexError):
             hdul[-6]
         assert hdul["CUBE"].header["EXTNAME"] == "CUBE"
-        with pytest.raises(KeyError, match="HDU 'cube' not found"):
-            hdul["cube"]
+        # names are case-insensitive (an exact match wins), as everywhere else
+        assert hdul["cube"] is hdul["CUBE"] and hdul[" Sci "] is hdul[4]
+        with pytest.raises(KeyError, match="HDU 'NOPE' not found"):
+            hdul["NOPE"]
+        assert "SCI" in hdul and "sci" in hdul and "NOPE" not in hdul
+        assert 4 in hdul and -5 in hdul and 5 not in hdul and hdul[1] in hdul
         for bad in (1.0, slice(0, 2)):
             with pytest.raises(TypeError, match="HDUList indices must be int or EXTNAME str"):
                 hdul[bad]
@@ -568,8 +572,23 @@ def test_hdulist_info_and_repr(img):
         assert "TableHDU" in lines[3] and re.search(r"5R x 1C", lines[3]), lines[3]
         assert "CUBE" in lines[1] and "SCI" in lines[4]
         assert repr(hdul).strip() == text.strip()
+        html = hdul._repr_html_()
+        assert html.count("<tr>") == 6 and "<td>SCI</td>" in html and "5R x 1C" in html
         assert hdul.validate() is True
     assert hdul.validate() is False
+    after = repr(hdul)  # after close: no error, images say so
+    assert "(closed)" in after and "5R x 1C" in after
+    assert repr(hdul[4]) == "TensorHDU(name='SCI', closed)"
+
+
+def test_dataview_array_protocol(img, fits):
+    with torchfits.open(img) as hdul:
+        arr = np.asarray(hdul["SCI"].data)
+        assert arr.shape == (5, 6) and arr.dtype == np.float32
+        np.testing.assert_array_equal(arr, fits.getdata(img, "SCI"))
+        assert np.asarray(hdul["SCI"].data, dtype=np.float64).dtype == np.float64
+        assert len(hdul["SCI"].data) == 5 and hdul["SCI"].data.ndim == 2
+        np.testing.assert_array_equal(np.asarray(hdul["CUBE"].data), fits.getdata(img, "CUBE"))
 
 
 def test_hdulist_in_memory():

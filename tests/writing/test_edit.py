@@ -46,6 +46,14 @@ def test_insert_hdu_positions(mef):
     fitsverify_ok(mef)
     with pytest.raises(IndexError, match="index 99 out of range for 4 HDUs"):
         insert_hdu(mef, torch.zeros(2), index=99)
+    insert_hdu(mef, np.full(3, 5, "i4"), index=-1)  # -1 appends
+    assert len(_names(mef)) == 5
+    check_image_roundtrip(mef, np.full(3, 5, "i4"), 4)
+    insert_hdu(mef, np.full(2, 6, "i4"), index=-2)  # before the last
+    check_image_roundtrip(mef, np.full(2, 6, "i4"), 4)
+    check_image_roundtrip(mef, np.full(3, 5, "i4"), 5)
+    with pytest.raises(IndexError, match="index -8 out of range for 6 HDUs"):
+        insert_hdu(mef, torch.zeros(2), index=-8)
     with pytest.raises(FileNotFoundError):
         insert_hdu(mef.parent / "none.fits", torch.zeros(2))
 
