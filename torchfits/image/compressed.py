@@ -245,7 +245,9 @@ class _TileDecoder:
         if t == "HCOMPRESS_1":  # its codec is built per tile shape
             self.smooth = bool(p.get("SMOOTH", 0))
         elif t == "RICE_1":
-            bytepix = p.get("BYTEPIX", 4 if zb < 0 else abs(zb) // 8)
+            # The convention's default, and CFITSIO's: a stream without BYTEPIX codes 4-byte
+            # integers whatever ZBITPIX is (old writers, e.g. m13_rice.fits from 2006).
+            bytepix = p.get("BYTEPIX", 4)
             self.codec = get_codec(t, blocksize=int(p.get("BLOCKSIZE", 32)), bytepix=int(bytepix))
         else:
             self.codec = get_codec(t)
