@@ -342,6 +342,21 @@ def test_undefined_logical_is_null_natively_and_false_in_compat(tmp_path):
     np.testing.assert_array_equal(decode_numpy(path)["l"], [True, False, True])
 
 
+def test_logical_bytes_other_than_t_f_read_as_the_oracles_read_them(tmp_path):
+    # Bytes 0x01 (some old writers) are not 'T': astropy 8 and fitsio (CFITSIO) read them as
+    # False, and so do we; only 'T' is true.
+    path = write_astropy(tmp_path / "l01.fits", [
+        fits.Column(name="l", format="L", array=np.array([True, True, True, True]))])
+    for row, byte in enumerate((b"\x01", b"F", b"T", b"\x02")):
+        _patch(path, _field_offset(path, "l", row), byte)
+    expected = [False, False, True, False]
+    assert astropy_column(path, "l").tolist() == expected
+    assert fitsio_column(path, "l").tolist() == expected
+    assert decode(path).column("l").to_pylist() == expected
+    assert decode(path, mapping="compat").column("l").to_pylist() == expected
+    np.testing.assert_array_equal(decode_numpy(path)["l"], expected)
+
+
 def test_tnull_becomes_null(tmp_path):
     ints = np.array([5, -99, 7, -99, 0], np.int32)
     vec = np.array([[1, 255], [255, 2], [3, 4], [255, 255], [0, 0]], np.uint8)
