@@ -69,8 +69,9 @@ class KeywordNotFoundError(FitsError, KeyError, RuntimeError):
     """A requested header keyword is absent."""
 
 
-class ColumnNotFoundError(FitsError, KeyError):
-    """A projection names a column the table does not have."""
+class ColumnNotFoundError(FitsError, KeyError, ValueError):
+    """A projection or a where-expression names a column the table does not have (1.2.3 raised
+    ``KeyError`` for the first and ``ValueError`` for the second)."""
 
 
 class WhereSyntaxError(FitsError, ValueError):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
 import numpy as np
 
 from ..query import expr as _expr
+from ..query.names import resolve_columns
 from ..fits.hdu_index import get_index
 from ..tables.scan import Scanner, TableSource, validate_row_slice
 from ..tables.decode import decode_table_numpy, select_columns
@@ -169,12 +170,11 @@ def _parse_where(where: str) -> Any:
 
 
 def _check_where_columns(src: TableSource, tree: Any) -> list[str]:
-    cols = _expr.columns(tree)
-    names = {s.name for s in src.specs}
-    for c in cols:
-        if c not in names:
-            raise ValueError(f"where references unknown column '{c}'")
-    return cols
+    """The table's spelling of every column ``tree`` references (names are case-insensitive;
+    an unknown one raises `ColumnNotFoundError`, a ValueError, suggesting close names)."""
+    resolved = resolve_columns(tree, [s.name for s in src.specs],
+                               context=f"{src.path} HDU {src.entry.index}")
+    return _expr.columns(resolved)
 
 
 def _source_view(src: TableSource, keep: Iterable[str]) -> TableSource:
@@ -473,10 +473,7 @@ def scanner(data: Any, *, columns: Any = None, where: Optional[str] = None, filt
 
 
 def _where_on_schema(where: str, schema_: Any) -> Any:
-    tree = _parse_where(where)
-    for c in _expr.columns(tree):
-        if c not in schema_.names:
-            raise ValueError(f"where references unknown column '{c}'")
+    tree = resolve_columns(_parse_where(where), schema_.names)
     return _expr.to_pyarrow(tree, schema_)
 
 

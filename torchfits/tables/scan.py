@@ -20,6 +20,7 @@ from ..query import expr as _expr
 from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import fspath
+from ..query.names import resolve_columns
 from ..query.pushdown import plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
 from ..errors import HDUTypeError, UnsupportedColumnError
@@ -196,7 +197,9 @@ class Scanner:
         if where is not None:
             if not isinstance(where, str) or not where.strip():
                 raise ValueError("where must be a non-empty string expression")
-            tree = _expr.parse(where, columns=set(names))
+            booleans = [n for n, t in types.items() if str(t) == "bool"]
+            tree = resolve_columns(_expr.parse(where, columns=set(names), booleans=booleans), names,
+                                   context=f"{first.path} HDU {first.entry.index}")
             _refuse_complex(tree, complex_cols)
             _expr.validate(tree, types)
         opaque = None  # a pyarrow filter our tree cannot represent
@@ -204,6 +207,8 @@ class Scanner:
             # An already-translated tree (datasets translate once per scan) or a pyarrow
             # Expression, decoded with the column types so NaN guards go on float columns only.
             parsed = filter if isinstance(filter, _expr.Expr) else _expr.from_pyarrow(filter, types)
+            if parsed is not None:
+                parsed = resolve_columns(parsed, names, context=f"{first.path} HDU {first.entry.index}")
             if parsed is None:
                 opaque = filter
             else:
