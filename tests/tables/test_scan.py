@@ -257,3 +257,15 @@ def test_unknown_columns_suggest_close_names(flagged):
         torchfits.scan(flagged, where="zzz > 1")
     with pytest.raises(ValueError, match="LIKE needs a string column"):
         torchfits.scan(flagged, where="mag_r LIKE '1%'")
+
+
+def test_cfitsio_suffix_selects_the_hdu(catalog):
+    want = torchfits.scan(catalog, 1, columns=["ID"]).to_arrow()
+    assert torchfits.scan(f"{catalog}[1]", columns=["ID"]).to_arrow().equals(want)
+    assert torchfits.scan(f"{catalog}[cat]", columns=["ID"]).to_arrow().equals(want)
+    with pytest.raises(HDUTypeError):
+        torchfits.scan(f"{catalog}[0]")
+    with pytest.raises(ValueError, match="selects HDU 1 and hdu=2"):
+        torchfits.scan(f"{catalog}[1]", 2)
+    with pytest.raises(ValueError, match="image section"):
+        torchfits.scan(f"{catalog}[1:3]")

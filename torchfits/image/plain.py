@@ -15,6 +15,7 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
 from ..errors import HDUTypeError
 from ..fits.header import Header
+from ..fits.paths import FitsPath, parse_path
 
 __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image"]
 
@@ -353,7 +354,19 @@ def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False,
     """
     if storage_options:
         raise NotImplementedError("remote sources (storage_options) are not supported yet")
-    return Image(source, hdu, raw_scale=raw_scale)
+    fp = parse_path(source)
+    if fp.section is not None:
+        raise ValueError(f"open_image takes no image section ({source!r}): slice the Image instead")
+    return Image(fp.path, _suffix_hdu(fp, hdu, 0), raw_scale=raw_scale)
+
+
+def _suffix_hdu(fp: FitsPath, hdu: Any, default: Any) -> Any:
+    """The HDU a CFITSIO suffix (``file.fits[1]``, ``[SCI]``) names, unless ``hdu`` was given."""
+    if fp.hdu is None:
+        return hdu
+    if hdu != default and hdu != fp.hdu:
+        raise ValueError(f"{fp.path}: the path selects HDU {fp.hdu!r} and hdu={hdu!r} another")
+    return fp.hdu
 
 
 def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any = None,
@@ -363,7 +376,8 @@ def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any =
     Parameters
     ----------
     source : str or os.PathLike
-        The FITS file.
+        The FITS file; a CFITSIO suffix selects the HDU (``f.fits[1]``, ``f.fits[SCI]``) and an
+        image section (``f.fits[1][11:74,21:84]``, 1-based, inclusive, optional ``:step``).
     hdu : int or str
         HDU index or EXTNAME (case-insensitive).
     raw_scale : bool
@@ -379,4 +393,9 @@ def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any =
         Physical values with the dtype rules of docs/images.md. Unscaled BITPIX=8 images are a
         read-only zero-copy view of the file map when ``out`` is not given.
     """
-    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads)
+    fp = parse_path(source)
+    img = Image(fp.path, _suffix_hdu(fp, hdu, 0), raw_scale=raw_scale)
+    if fp.section is None:
+        return img.read(out, threads=threads)
+    region, shape = region_from_key(img.shape, fp.section)
+    return img.read_region(region, shape, out=out)

@@ -19,7 +19,7 @@ import numpy as np
 from ..query import expr as _expr
 from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
-from ..fits.paths import fspath
+from ..fits.paths import fspath, parse_path
 from ..query.names import resolve_columns
 from ..query.pushdown import plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
@@ -467,7 +467,7 @@ def scan(source: Any, hdu: Any = 1, *, columns: Any = None, where: Optional[str]
     Parameters
     ----------
     source : str, os.PathLike, glob, directory, or a list of them
-        The file(s).
+        The file(s); a CFITSIO suffix selects the HDU (``cat.fits[1]``, ``cat.fits[CATALOG]``).
     hdu : int or str
         Table HDU index or EXTNAME (case-insensitive).
     columns : list of str, optional
@@ -494,6 +494,14 @@ def scan(source: Any, hdu: Any = 1, *, columns: Any = None, where: Optional[str]
     """
     if storage_options:
         raise NotImplementedError("remote sources (storage_options) are not supported yet")
+    if isinstance(source, (str, os.PathLike)) and fspath(source):
+        fp = parse_path(source)
+        if fp.section is not None:
+            raise ValueError(f"{fp.path}: an image section cannot select table rows; use rows= or where=")
+        if fp.hdu is not None:
+            if hdu != 1 and hdu != fp.hdu:
+                raise ValueError(f"{fp.path}: the path selects HDU {fp.hdu!r} and hdu={hdu!r} another")
+            source, hdu = fp.path, fp.hdu
     sources = [TableSource.open(p, hdu) for p in resolve_sources(source)]
     return Scanner(sources, columns=columns, where=where, filter=filter, rows=rows,
                    row_slice=row_slice, batch_size=batch_size, threads=threads)
