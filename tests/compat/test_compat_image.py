@@ -25,7 +25,7 @@ from _oracles import (
 
 torch = pytest.importorskip("torch")
 
-DEVICE_MSG = "device must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'mps:N'"
+DEVICE_MSG = "device must be 'cpu', 'cuda', 'mps' or 'cuda:N'"
 DATA_20x30 = np.arange(20 * 30, dtype=np.int16).reshape(20, 30)
 
 
@@ -118,15 +118,16 @@ def test_imprecise_bzero_exact_on_every_mmap_path(tmp_path):
 def test_half_precision_after_scaling(tmp_path, flag):
     stored = np.array([[1, 2, 3], [4, -5, 6]], dtype=np.int16)
     path = write_image(tmp_path / "h.fits", stored, bitpix=16, bscale=0.5, bzero=1.0, blank=-5)
-    t = torchfits.read(path, **{flag: True})
-    assert t.dtype == torch.float16  # bf16 also gives float16 [C]
-    expected = np.where(stored == -5, np.nan, stored * 0.5 + 1.0).astype(np.float16)
-    np.testing.assert_array_equal(t.numpy(), expected)
-    t2 = torchfits.read_tensor(path, **{flag: True})
-    assert t2.dtype == torch.float16
-    np.testing.assert_array_equal(t2.numpy(), expected)
-    lst = torchfits.read([path, path], **{flag: True})
-    assert all(x.dtype == torch.float16 for x in lst)
+    want = torch.float16 if flag == "fp16" else torch.bfloat16
+    physical = torch.from_numpy(np.where(stored == -5, np.nan, stored * 0.5 + 1.0).astype(np.float32))
+    expected = physical.to(want)
+    for t in (torchfits.read(path, **{flag: True}), torchfits.read_tensor(path, **{flag: True}),
+              *torchfits.read([path, path], **{flag: True})):
+        assert t.dtype == want
+        assert torch.equal(torch.nan_to_num(t.float()), torch.nan_to_num(expected.float()))
+    # both given: bf16 wins, as 1.2.3 resolves it
+    assert torchfits.read(path, fp16=True, bf16=True).dtype == torch.bfloat16
+    assert torchfits.read_tensor(path, fp16=True, bf16=True).dtype == torch.bfloat16
 
 
 def test_empty_primary(empty):

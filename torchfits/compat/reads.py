@@ -55,8 +55,8 @@ def _reraise(exc: FitsError, prefix: str) -> FitsError:
 
 
 def _half(fp16: bool, bf16: bool) -> Optional[str]:
-    # torchfits 1.2.3 returns float16 for bf16=True as well; programs may rely on it.
-    return "fp16" if (fp16 or bf16) else None
+    # As torchfits 1.2.3 resolves them: bf16 wins when both are given.
+    return "bf16" if bf16 else ("fp16" if fp16 else None)
 
 
 def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half: Optional[str],
