@@ -565,3 +565,40 @@ def test_object_columns_are_refused(tmp_path):
     with pytest.raises(Exception, match="object values of type int"):
         write(tmp_path / "o.fits", {"o": np.array([1, "x"], dtype=object)})
     write(tmp_path / "ok.fits", {"o": np.array(["a", None, b"c"], dtype=object)})  # strings are fine
+
+
+def test_compress_keeps_tables_plain_and_checksums_every_hdu(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    import torchfits
+
+    path = tmp_path / "t.fits"
+    write(path, {"x": np.arange(3)}, compress=True, checksum=True)
+    with fits.open(path, checksum=True) as hdul:
+        assert [type(h).__name__ for h in hdul] == ["PrimaryHDU", "BinTableHDU"]
+    assert [torchfits.verify_checksums(str(path), k)["status"] for k in range(2)] == ["ok", "ok"]
+    img = np.arange(12, dtype="i2").reshape(3, 4)
+    mixed = tmp_path / "m.fits"
+    write(mixed, [img, {"x": np.arange(3)}], compress="GZIP_2", checksum=True)
+    with fits.open(mixed, checksum=True) as hdul:
+        assert [type(h).__name__ for h in hdul] == ["PrimaryHDU", "CompImageHDU", "BinTableHDU"]
+        np.testing.assert_array_equal(hdul[1].data, img)
+        assert hdul[2].data["x"].tolist() == [0, 1, 2]
+    assert {torchfits.verify_checksums(str(mixed), k)["status"] for k in range(3)} == {"ok"}
+
+
+@pytest.mark.parametrize("codec", ["GZIP_1", "GZIP_2"])
+def test_gzip_float_images_are_lossless_without_quantize(tmp_path, codec):
+    fitsio = pytest.importorskip("fitsio")
+    data = np.random.default_rng(1).normal(size=(20, 30)).astype("f4")
+    path = tmp_path / "g.fits"
+    write(path, data, compress=codec)
+    np.testing.assert_array_equal(fitsio.read(str(path), 1), data)
+    write(path, data, compress="RICE_1", overwrite=True)  # RICE quantises, as CFITSIO
+    assert not np.array_equal(fitsio.read(str(path), 1), data)
+
+
+def test_compression_errors_keep_1x_keywords(tmp_path):
+    with pytest.raises(RuntimeError, match="HCOMPRESS.*2D"):
+        write(tmp_path / "h.fits", np.zeros(5, "i2"), compress="HCOMPRESS_1")
+    with pytest.raises(RuntimeError, match="PLIO.*compressed image"):
+        write(tmp_path / "p.fits", np.full((3, 3), -1, "i4"), compress="PLIO_1")
