@@ -356,3 +356,19 @@ def test_directory_and_unreadable_paths(tmp_path):
                         block_torch=True)
     for r in results:
         assert_fits_failure(r, "OSError")
+
+
+@pytest.mark.parametrize("path", ["data.fits|gzip -d", "!out.fits", "SHELL://ls", "Exec:rm",
+                                  "mem://x", "stdin", "-", "a$(id).fits", "a`id`.fits"])
+def test_command_like_paths_are_refused_with_security_error(tmp_path, path):
+    import numpy as np
+
+    import torchfits
+    from torchfits.errors import UnsafePathError
+
+    for call in (lambda: torchfits.read(path), lambda: torchfits.read_header(path),
+                 lambda: torchfits.open(path), lambda: torchfits.scan(path),
+                 lambda: torchfits.write(path, np.zeros(2))):
+        with pytest.raises(UnsafePathError, match="Security Error") as info:
+            call()
+        assert isinstance(info.value, (ValueError, RuntimeError, OSError))

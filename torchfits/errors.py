@@ -22,6 +22,7 @@ __all__ = [
     "UInt64WriteError",
     "QuantizeError",
     "HttpBlockedError",
+    "UnsafePathError",
     "InvalidRowError",
     "CompressedTileError",
     "CodecError",
@@ -96,6 +97,11 @@ class QuantizeError(FitsError, ValueError):
 
 class HttpBlockedError(FitsError, OSError):
     """A URL that points at a blocked scheme or an internal/private network."""
+
+
+class UnsafePathError(FitsError, ValueError, RuntimeError, OSError):
+    """A path CFITSIO would run as a command or treat specially (a pipe, a leading ``!``, a
+    shell-like scheme); refused with torchfits 1.2.3's "Security Error" wording."""
 
 
 class InvalidRowError(FitsError, RuntimeError):
