@@ -23,6 +23,7 @@ __all__ = [
     "QuantizeError",
     "HttpBlockedError",
     "UnsafePathError",
+    "TooManyAxesError",
     "InvalidRowError",
     "CompressedTileError",
     "CodecError",
@@ -97,6 +98,10 @@ class QuantizeError(FitsError, ValueError):
 
 class HttpBlockedError(FitsError, OSError):
     """A URL that points at a blocked scheme or an internal/private network."""
+
+
+class TooManyAxesError(FitsError, ValueError, RuntimeError):
+    """An image with more axes than a NumPy array (or tensor) can hold (64)."""
 
 
 class UnsafePathError(FitsError, ValueError, RuntimeError, OSError):

@@ -26,7 +26,7 @@ from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
 from ..errors import CodecError
 from .codec_registry import Gzip1, get_codec
-from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
+from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TooManyAxesError, TruncatedFileError
 from ..fits.header import Card, Header
 from .plain import Image, Region, _check_out, plan_image, region_from_key
 
@@ -105,6 +105,9 @@ def tile_layout(index: HduIndex, entry: HduEntry) -> TileLayout:
         raise CorruptHeaderError(f"{where}: invalid ZBITPIX {zbitpix!r}")
     if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in naxes):
         raise CorruptHeaderError(f"{where}: invalid ZNAXISn values {naxes!r}")
+    if len(naxes) > 64:
+        raise TooManyAxesError(f"{where}: the compressed image has {len(naxes)} axes; NumPy arrays "
+                               "and tensors hold at most 64 (the FITS standard allows 999)")
     tiles = []
     for k, n in enumerate(naxes, start=1):
         t = h.get(f"ZTILE{k}", n if k == 1 else 1)

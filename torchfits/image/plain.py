@@ -13,7 +13,9 @@ import numpy as np
 from .._kernels import _image
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
-from ..errors import HDUTypeError
+from ..errors import HDUTypeError, TooManyAxesError
+
+_MAX_AXES = 64  # NumPy's limit on array dimensions
 from ..fits.header import Header
 from ..fits.paths import FitsPath, parse_path
 
@@ -223,6 +225,10 @@ class Image:
                 f"{self._index.path}: HDU {self._entry.index} is a {self._entry.kind}, not an "
                 "image: Could not read image parameters"
             )
+        if len(self._entry.naxes) > _MAX_AXES:
+            raise TooManyAxesError(
+                f"{self._index.path}: HDU {self._entry.index} has {len(self._entry.naxes)} axes; "
+                f"NumPy arrays and tensors hold at most {_MAX_AXES} (the FITS standard allows 999)")
         self._plan = plan_image(self._entry, self._index.header_view(self._entry),
                                 raw_scale=raw_scale, uint64_as_float=uint64_as_float)
 
