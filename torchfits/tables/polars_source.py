@@ -87,7 +87,7 @@ def polars_superset(pushed: Any, schema: Any) -> Optional[Any]:
     types = {f.name: f.type for f in schema}
     terms = []
     for term in _expr.conjuncts(tree):
-        widened = term
+        widened: Any = term
         for name in _expr.columns(term):
             if name in types and pa.types.is_floating(types[name]):
                 widened = _expr.Or(widened, _expr.IsNan(_expr.Column(name)))
