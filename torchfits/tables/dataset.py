@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
 from ..query import expr as _expr
-from ..query.names import did_you_mean
+from ..query.names import did_you_mean, resolve_columns
 from .scan import Scanner, TableSource, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 from .decode import arrow_schema
@@ -93,7 +93,8 @@ def _make_plan(schema: Any, columns: Any, filter: Any, path_columns: tuple[str, 
         elif isinstance(item, str):
             if not item.strip():
                 raise ValueError("where must be a non-empty string expression")
-            tree = _expr.parse(item, columns=set(names))
+            booleans = [n for n, t in types.items() if str(t) == "bool"]
+            tree = resolve_columns(_expr.parse(item, columns=set(names), booleans=booleans), names)
             _expr.validate(tree, types)
             trees.append(tree)
         elif isinstance(item, _expr.Expr):
