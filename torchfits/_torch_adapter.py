@@ -11,7 +11,8 @@ import numpy as np
 __all__ = ["require_torch", "to_tensor", "validate_device", "is_tensor", "tensor_to_numpy", "torch_dtype",
            "numpy_decode_dtype", "image_tensor", "iterable_dataset", "worker_slot"]
 
-_DEVICE_ERROR = "device must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'mps:N'"
+# torchfits 1.2.3's wording; 'mps:N' is accepted as well.
+_DEVICE_ERROR = "device must be 'cpu', 'cuda', 'mps' or 'cuda:N' (or 'mps:N')"
 
 
 def require_torch() -> Any:

@@ -22,6 +22,8 @@ __all__ = [
     "UInt64WriteError",
     "QuantizeError",
     "HttpBlockedError",
+    "UnsafePathError",
+    "TooManyAxesError",
     "InvalidRowError",
     "CompressedTileError",
     "CodecError",
@@ -73,8 +75,9 @@ class KeywordNotFoundError(FitsError, KeyError, RuntimeError):
     """A requested header keyword is absent."""
 
 
-class ColumnNotFoundError(FitsError, KeyError):
-    """A projection names a column the table does not have."""
+class ColumnNotFoundError(FitsError, KeyError, ValueError):
+    """A projection or a where-expression names a column the table does not have (1.2.3 raised
+    ``KeyError`` for the first and ``ValueError`` for the second)."""
 
 
 class WhereSyntaxError(FitsError, ValueError):
@@ -99,6 +102,15 @@ class QuantizeError(FitsError, ValueError):
 
 class HttpBlockedError(FitsError, OSError):
     """A URL that points at a blocked scheme or an internal/private network."""
+
+
+class TooManyAxesError(FitsError, ValueError, RuntimeError):
+    """An image with more axes than a NumPy array (or tensor) can hold (64)."""
+
+
+class UnsafePathError(FitsError, ValueError, RuntimeError, OSError):
+    """A path CFITSIO would run as a command or treat specially (a pipe, a leading ``!``, a
+    shell-like scheme); refused with torchfits 1.2.3's "Security Error" wording."""
 
 
 class InvalidRowError(FitsError, RuntimeError):

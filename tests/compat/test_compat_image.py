@@ -25,7 +25,7 @@ from _oracles import (
 
 torch = pytest.importorskip("torch")
 
-DEVICE_MSG = "device must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'mps:N'"
+DEVICE_MSG = "device must be 'cpu', 'cuda', 'mps' or 'cuda:N'"
 DATA_20x30 = np.arange(20 * 30, dtype=np.int16).reshape(20, 30)
 
 
@@ -118,15 +118,16 @@ def test_imprecise_bzero_exact_on_every_mmap_path(tmp_path):
 def test_half_precision_after_scaling(tmp_path, flag):
     stored = np.array([[1, 2, 3], [4, -5, 6]], dtype=np.int16)
     path = write_image(tmp_path / "h.fits", stored, bitpix=16, bscale=0.5, bzero=1.0, blank=-5)
-    t = torchfits.read(path, **{flag: True})
-    assert t.dtype == torch.float16  # bf16 also gives float16 [C]
-    expected = np.where(stored == -5, np.nan, stored * 0.5 + 1.0).astype(np.float16)
-    np.testing.assert_array_equal(t.numpy(), expected)
-    t2 = torchfits.read_tensor(path, **{flag: True})
-    assert t2.dtype == torch.float16
-    np.testing.assert_array_equal(t2.numpy(), expected)
-    lst = torchfits.read([path, path], **{flag: True})
-    assert all(x.dtype == torch.float16 for x in lst)
+    want = torch.float16 if flag == "fp16" else torch.bfloat16
+    physical = torch.from_numpy(np.where(stored == -5, np.nan, stored * 0.5 + 1.0).astype(np.float32))
+    expected = physical.to(want)
+    for t in (torchfits.read(path, **{flag: True}), torchfits.read_tensor(path, **{flag: True}),
+              *torchfits.read([path, path], **{flag: True})):
+        assert t.dtype == want
+        assert torch.equal(torch.nan_to_num(t.float()), torch.nan_to_num(expected.float()))
+    # both given: bf16 wins, as 1.2.3 resolves it
+    assert torchfits.read(path, fp16=True, bf16=True).dtype == torch.bfloat16
+    assert torchfits.read_tensor(path, fp16=True, bf16=True).dtype == torch.bfloat16
 
 
 def test_empty_primary(empty):
@@ -547,8 +548,12 @@ def test_hdulist_indexing(img):
         with pytest.raises(IndexError):
             hdul[-6]
         assert hdul["CUBE"].header["EXTNAME"] == "CUBE"
-        with pytest.raises(KeyError, match="HDU 'cube' not found"):
-            hdul["cube"]
+        # names are case-insensitive (an exact match wins), as everywhere else
+        assert hdul["cube"] is hdul["CUBE"] and hdul[" Sci "] is hdul[4]
+        with pytest.raises(KeyError, match="HDU 'NOPE' not found"):
+            hdul["NOPE"]
+        assert "SCI" in hdul and "sci" in hdul and "NOPE" not in hdul
+        assert 4 in hdul and -5 in hdul and 5 not in hdul and hdul[1] in hdul
         for bad in (1.0, slice(0, 2)):
             with pytest.raises(TypeError, match="HDUList indices must be int or EXTNAME str"):
                 hdul[bad]
@@ -568,8 +573,23 @@ def test_hdulist_info_and_repr(img):
         assert "TableHDU" in lines[3] and re.search(r"5R x 1C", lines[3]), lines[3]
         assert "CUBE" in lines[1] and "SCI" in lines[4]
         assert repr(hdul).strip() == text.strip()
+        html = hdul._repr_html_()
+        assert html.count("<tr>") == 6 and "<td>SCI</td>" in html and "5R x 1C" in html
         assert hdul.validate() is True
     assert hdul.validate() is False
+    after = repr(hdul)  # after close: no error, images say so
+    assert "(closed)" in after and "5R x 1C" in after
+    assert repr(hdul[4]) == "TensorHDU(name='SCI', closed)"
+
+
+def test_dataview_array_protocol(img, fits):
+    with torchfits.open(img) as hdul:
+        arr = np.asarray(hdul["SCI"].data)
+        assert arr.shape == (5, 6) and arr.dtype == np.float32
+        np.testing.assert_array_equal(arr, fits.getdata(img, "SCI"))
+        assert np.asarray(hdul["SCI"].data, dtype=np.float64).dtype == np.float64
+        assert len(hdul["SCI"].data) == 5 and hdul["SCI"].data.ndim == 2
+        np.testing.assert_array_equal(np.asarray(hdul["CUBE"].data), fits.getdata(img, "CUBE"))
 
 
 def test_hdulist_in_memory():

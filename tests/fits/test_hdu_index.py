@@ -94,12 +94,14 @@ def test_duplicate_and_numeric_extnames(tmp_path, fits):
     assert torchfits.read_header(path, "1")["EXTNAME"] == "1"
 
 
-def test_hdulist_extname_case_sensitive(mixed_fits, torch):
+def test_hdulist_extname_case_insensitive(mixed_fits, torch):
+    # 1.2.3 was case-sensitive here only; EXTNAMEs are case-insensitive everywhere else
     with torchfits.open(mixed_fits) as hdul:
         assert len(hdul) == 5
         assert hdul["SCI"].header["EXTNAME"] == "SCI"
-        with pytest.raises(KeyError, match="HDU 'sci' not found"):
-            hdul["sci"]
+        assert hdul["sci"] is hdul["SCI"]
+        with pytest.raises(KeyError, match="HDU 'nope' not found"):
+            hdul["nope"]
 
 
 # ------------------------------------------------------------------------------------------

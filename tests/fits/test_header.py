@@ -133,10 +133,12 @@ def test_read_header_typed_values(tricky_file, fits):
     assert h["LQ"] == "it's a long 'quoted' value"
     assert h["SLASH"] == "a/b"
     assert h["FREE"] == 42
-    # mapping view: value keywords → first occurrence, HISTORY/COMMENT → last line
+    # mapping view: value keywords → first occurrence, HISTORY/COMMENT → every line (astropy)
     assert h["DUP"] == 1
-    assert h["COMMENT"] == "second comment"
-    assert h["HISTORY"] == "  step 2 indented"
+    assert h["COMMENT"] == ["this is a comment", "second comment"]
+    assert h["HISTORY"] == ["step 1", "  step 2 indented"]
+    assert str(h["HISTORY"]) == "step 1\n  step 2 indented"
+    assert list(h["HISTORY"]) == list(fits.getheader(tricky_file)["HISTORY"])
     assert h.comments("DUP") == ["first", "second"]
     assert h.comments("STRKEY") == ["with escaped quote"]
     assert h.get_history() == ["step 1", "  step 2 indented"]
@@ -371,10 +373,16 @@ def test_header_setitem_semantics():
     assert h.cards[-1] == ("NEW", "v", "")
     h["HISTORY"] = "one"
     h["HISTORY"] = "two"
-    assert h.get_history() == ["one", "two"] and h["HISTORY"] == "two"
+    assert h.get_history() == ["one", "two"] and h["HISTORY"] == ["one", "two"]
     h["COMMENT"] = ["c1", "c2", "c3"]
     assert h.get_comment() == ["c1", "c2", "c3"]
-    assert h["COMMENT"] == "c3"
+    assert h["COMMENT"] == ["c1", "c2", "c3"]
+    copy = Header(h)
+    copy["COMMENT"] = "c4"  # a copy has its own lines
+    assert h["COMMENT"] == ["c1", "c2", "c3"] and copy["COMMENT"][-1] == "c4"
+    lines = h["COMMENT"]
+    lines.append("not in the header")
+    assert h.get_comment() == ["c1", "c2", "c3"]
     h["I"] = np.int64(3)
     h["F"] = np.float32(1.5)
     h["BL"] = np.bool_(True)
@@ -389,7 +397,7 @@ def test_header_delete_and_pop():
     del h["A"]
     assert "A" not in h
     assert [c.key for c in h.cards] == ["B", "HISTORY", "HISTORY"]
-    assert h.pop("HISTORY") == "y"
+    assert h.pop("HISTORY") == ["x", "y"]
     assert h.get_history() == [] and [c.key for c in h.cards] == ["B"]
     assert h.pop("MISSING", "d") == "d"
     with pytest.raises(KeyError):
@@ -444,7 +452,7 @@ def test_header_card_api():
     h.add_history("hist 2")
     assert h.get_history() == ["hist 1", "hist 2"]
     assert h.get_comment() == ["com 1"]
-    assert h["HISTORY"] == "hist 2"
+    assert h["HISTORY"] == ["hist 1", "hist 2"]
     assert [c.key for c in h.cards] == ["Z", "B", "HISTORY", "COMMENT", "HISTORY"]
 
 

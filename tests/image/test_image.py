@@ -475,3 +475,20 @@ def test_fitsio_oracle_agrees_with_bytes(tmp_path, fitsio):
     assert [o["data_start"] for o in offs] == [o["data_start"] for o in mine]
     assert [o["header_start"] for o in offs] == [o["header_start"] for o in mine]
     assert fitsio_data(path, 1).tolist() == make_stored(16, (3, 4)).tolist()
+
+
+def test_read_numpy_and_open_image_honour_cfitsio_suffixes(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    data = np.arange(20 * 30, dtype=np.int16).reshape(20, 30)
+    path = tmp_path / "mef.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.ImageHDU(data, name="SCI")]).writeto(path)
+    np.testing.assert_array_equal(torchfits.read_numpy(f"{path}[1]"), data)
+    np.testing.assert_array_equal(torchfits.read_numpy(f"{path}[sci]"), data)
+    np.testing.assert_array_equal(torchfits.read_numpy(f"{path}[1][3:10,4:8]"), data[3:8, 2:10])
+    np.testing.assert_array_equal(torchfits.read_numpy(f"{path}[1][1:30:3,2:20:5]"), data[1:20:5, 0:30:3])
+    np.testing.assert_array_equal(torchfits.open_image(f"{path}[SCI]")[2:4, 5], data[2:4, 5])
+    assert torchfits.read_numpy(f"{path}[1]", 1).shape == (20, 30)
+    with pytest.raises(ValueError, match="selects HDU 1 and hdu=0|selects HDU 'SCI'"):
+        torchfits.read_numpy(f"{path}[SCI]", 2)
+    with pytest.raises(ValueError, match="no image section"):
+        torchfits.open_image(f"{path}[1][1:2,1:2]")

@@ -124,8 +124,6 @@ def test_native_bare_words_and_known_columns():
     "text, message, position",
     [
         ("", "where must be a non-empty string expression", None),
-        ("A", "where expects a comparison operator or IN/BETWEEN/IS NULL variants", 1),
-        ("A AND B > 1", "where expects a comparison operator or IN/BETWEEN/IS NULL variants", 1),
         ("A + 1", "where expects a condition", 0),
         ("A >", "Unexpected end of where expression", 3),
         ("A > 1 B", "Unexpected trailing tokens in where expression", 6),
@@ -156,6 +154,27 @@ def test_native_parse_errors(text, message, position):
         E.parse(text)
     if position is not None:
         assert f"at position {position}" in str(info.value)
+
+
+def test_bare_boolean_columns_and_like_parse():
+    assert E.parse("star") == E.Compare("==", E.Column("star"), E.Literal(True))
+    assert E.parse("NOT star AND A > 1") == E.And(
+        E.Not(E.Compare("==", E.Column("star"), E.Literal(True))),
+        E.Compare(">", E.Column("A"), E.Literal(1)))
+    assert E.parse('`odd name`') == E.Compare("==", E.Column("odd name"), E.Literal(True))
+    with pytest.raises(WhereSyntaxError, match="alone as a condition, which needs a boolean") as info:
+        E.parse("A AND star", booleans=["STAR"])
+    assert "at position 0" in str(info.value)
+    assert E.parse("Star", booleans=["STAR"]) == E.Compare("==", E.Column("Star"), E.Literal(True))
+    like = E.parse("name NOT LIKE 'NGC%'")
+    assert like == E.Like(E.Column("name"), "NGC%", negated=True)
+    assert E.to_string(like) == "name NOT LIKE 'NGC%'"
+    assert E.parse(E.to_string(like)) == like
+    assert E.parse("name ilike 'm_1'") == E.Like(E.Column("name"), "m_1", ignore_case=True)
+    with pytest.raises(WhereSyntaxError, match="LIKE needs a quoted string pattern"):
+        E.parse("name LIKE 3")
+    with pytest.raises(WhereSyntaxError, match="Unexpected end"):
+        E.parse("name LIKE")
 
 
 def test_hostile_strings_fail_as_value_errors():

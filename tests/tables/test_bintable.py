@@ -342,6 +342,42 @@ def test_undefined_logical_is_null_natively_and_false_in_compat(tmp_path):
     np.testing.assert_array_equal(decode_numpy(path)["l"], [True, False, True])
 
 
+def test_logical_bytes_other_than_t_f_read_as_the_oracles_read_them(tmp_path):
+    # Bytes 0x01 (some old writers) are not 'T': astropy 8 and fitsio (CFITSIO) read them as
+    # False, and so do we; only 'T' is true.
+    path = write_astropy(tmp_path / "l01.fits", [
+        fits.Column(name="l", format="L", array=np.array([True, True, True, True]))])
+    for row, byte in enumerate((b"\x01", b"F", b"T", b"\x02")):
+        _patch(path, _field_offset(path, "l", row), byte)
+    expected = [False, False, True, False]
+    assert astropy_column(path, "l").tolist() == expected
+    assert fitsio_column(path, "l").tolist() == expected
+    assert decode(path).column("l").to_pylist() == expected
+    assert decode(path, mapping="compat").column("l").to_pylist() == expected
+    np.testing.assert_array_equal(decode_numpy(path)["l"], expected)
+
+
+def test_scaled_e_column_is_float64(tmp_path):
+    # astropy's zerowidth.fits keeps Julian dates in E with TZERO=2450868.5: float32 would
+    # round 2450868.6498 to 2450868.75.
+    stored = np.array([0.0, 0.1498, 0.25, -0.4], np.float32)
+    path = write_raw_bintable(tmp_path / "e.fits", [("TTYPE1", "date"), ("TFORM1", "E"),
+                                                    ("TZERO1", 2450868.5)],
+                              stored.astype(">f4").tobytes(), 4, 4)
+    want = stored.astype(np.float64) + 2450868.5
+    native = decode(path).column("date")
+    assert str(native.type) == "double"
+    np.testing.assert_array_equal(native.to_numpy(), want)
+    with fits.open(path) as hdul:
+        np.testing.assert_array_equal(hdul[1].data["date"], want)
+    # fitsio keeps the storage width (float32) and so rounds; we follow astropy
+    np.testing.assert_allclose(fitsio.read(path, 1)["date"], want, rtol=1e-7)
+    import torchfits
+
+    got = torchfits.scan(path, where="date > 2450868.6").to_arrow().column("date").to_pylist()
+    assert got == [float(v) for v in want if v > 2450868.6]
+
+
 def test_tnull_becomes_null(tmp_path):
     ints = np.array([5, -99, 7, -99, 0], np.int32)
     vec = np.array([[1, 255], [255, 2], [3, 4], [255, 255], [0, 0]], np.uint8)
@@ -387,12 +423,12 @@ def test_scaled_columns_match_astropy(tmp_path):
               "TSCAL3": 0.1, "TZERO3": 1000.0, "TNULL3": -99, "TZERO4": 7})
     batch = decode(path)
     assert batch.schema.field("i").type == pa.float64()
-    assert batch.schema.field("e").type == pa.float32()
+    assert batch.schema.field("e").type == pa.float64()  # float32 would round the scaled value
     assert batch.schema.field("j").type == pa.list_(pa.float64(), 2)
     assert batch.schema.field("b").type == pa.float64()
     assert_bits_equal(arrow_to_numpy(batch.column("i")), stored_i * 0.5 + 3.0)
     assert_bits_equal(arrow_to_numpy(batch.column("i")), astropy_column(path, "i"))
-    expected_e = (stored_e.astype(np.float64) * 2.0 - 1.0).astype(np.float32)
+    expected_e = stored_e.astype(np.float64) * 2.0 - 1.0
     assert_bits_equal(arrow_to_numpy(batch.column("e")), expected_e)
     assert_values_equal(arrow_to_numpy(batch.column("e")), astropy_column(path, "e"))
     got_j = arrow_to_numpy(batch.column("j"), fill=np.nan)
@@ -786,7 +822,7 @@ def test_conversion_kinds():
     assert conversion(spec("B", TZERO1=-128), "compat").kind == "scale"
     assert conversion(spec("K", TZERO1=2**63)).dtype == np.uint64
     assert conversion(spec("I", TZERO1=32768, TSCAL1=2)).kind == "scale"
-    assert conversion(spec("E", TSCAL1=2)).dtype == np.float32
+    assert conversion(spec("E", TSCAL1=2)).dtype == np.float64
     assert conversion(spec("E", TSCAL1=2), "compat").dtype == np.float64
 
 

@@ -8,6 +8,8 @@ import pickle
 import numpy as np
 import pytest
 
+from torchfits.errors import ColumnNotFoundError
+
 pa = pytest.importorskip("pyarrow")
 pc = pytest.importorskip("pyarrow.compute")
 pds = pytest.importorskip("pyarrow.dataset")
@@ -77,6 +79,15 @@ def test_where_strings(catalog, reference, where):
     want = reference.filter(to_pyarrow(parse(where, reference.column_names), reference.schema))
     got = dataset(fdir).to_table(filter=where)
     _same(got, want)
+
+
+def test_where_strings_fold_case_and_take_bare_booleans(catalog, reference):
+    fdir, _ = catalog
+    ds = dataset(fdir)
+    _same(ds.to_table(filter="MAG < 16 AND star"), ds.to_table(filter="mag < 16 AND star == True"))
+    _same(ds.to_table(filter="NOT STAR"), ds.to_table(filter="star == False"))
+    with pytest.raises(ColumnNotFoundError, match="did you mean 'mag'"):
+        ds.to_table(filter="magg < 16")
 
 
 def test_is_a_pyarrow_dataset_and_guards_native_methods(catalog):

@@ -68,3 +68,70 @@ def test_path_columns(catalog):
     lf = scan_polars(fdir, add_path_column=True)
     out = lf.group_by("filename").agg(pl.len()).collect()
     assert sorted(out["len"].to_list()) == [3000] * 4
+
+
+# -- NaN, null and infinities: each engine's own answer ----------------------------------------
+_SPECIAL = [1.0, float("nan"), 25.0, float("inf"), float("-inf"), 21.0, float("nan"), -0.0, 0.0, 21.5]
+
+
+@pytest.fixture(scope="module")
+def specials(tmp_path_factory):
+    import numpy as np
+
+    import torchfits
+
+    path = str(tmp_path_factory.mktemp("nan") / "nan.fits")
+    n = len(_SPECIAL)
+    j = np.arange(n, dtype=np.int32) * 7 - 20
+    j[[2, 5]] = -999  # TNULL → null
+    torchfits.write(path, {"i": np.arange(n), "e": np.array(_SPECIAL, np.float32),
+                           "d": np.array(_SPECIAL, np.float64), "j": j},
+                    header={"TNULL4": -999}, overwrite=True)
+    return path
+
+
+def _specials_in_memory(path):
+    import torchfits
+
+    return torchfits.scan(path).to_arrow()
+
+
+_OPS = ["gt", "ge", "lt", "le", "eq", "ne", "not_gt", "between", "is_in", "eq_nan", "ge_inf",
+        "le_-inf", "gt_or_j", "and_j"]
+
+
+def _polars_expr(op, col):
+    c = pl.col(col)
+    return {"gt": c > 21, "ge": c >= 21, "lt": c < 21, "le": c <= 21, "eq": c == 21,
+            "ne": c != 21, "not_gt": ~(c > 21), "between": c.is_between(0, 25),
+            "is_in": c.is_in([1, 22] if col == "j" else [1.0, 21.0]), "eq_nan": c == float("nan"),
+            "ge_inf": c >= float("inf"), "le_-inf": c <= float("-inf"),
+            "gt_or_j": (c > 21) | (pl.col("j") > 0), "and_j": (c > 1) & (pl.col("j") < 30)}[op]
+
+
+@pytest.mark.parametrize("col", ["e", "d", "j"])
+@pytest.mark.parametrize("op", _OPS)
+def test_polars_pushdown_gives_polars_answer_on_nan_null_inf(specials, op, col):
+    expr = _polars_expr(op, col)
+    want = pl.from_arrow(_specials_in_memory(specials)).filter(expr)["i"].to_list()
+    assert scan_polars(specials).filter(expr).collect()["i"].to_list() == want
+
+
+_SQL = ["{c} > 21", "{c} >= 21", "{c} < 21", "{c} <= 21", "{c} = 21", "{c} <> 21",
+        "NOT ({c} > 21)", "{c} BETWEEN 0 AND 25", "{c} IN (1, 21)", "{c} = 'nan'::double",
+        "{c} >= 'inf'::double", "{c} <= '-inf'::double", "{c} IS NULL", "isnan({c})",
+        "{c} > 21 OR j > 0", "{c} > 1 AND j < 30", "NOT ({c} < 1 OR j IS NULL)"]
+
+
+@pytest.mark.parametrize("col", ["e", "d", "j"])
+@pytest.mark.parametrize("cond", _SQL)
+def test_duckdb_over_dataset_gives_duckdb_answer_on_nan_null_inf(specials, cond, col):
+    duckdb = pytest.importorskip("duckdb")
+    if col == "j" and "nan" in cond:
+        pytest.skip("integers hold no NaN")
+    where = cond.format(c=col)
+    mem = _specials_in_memory(specials)  # noqa: F841 - DuckDB finds it by name
+    ds = dataset(specials)  # noqa: F841
+    want = duckdb.sql(f"SELECT i FROM mem WHERE {where} ORDER BY i").fetchall()
+    got = duckdb.sql(f"SELECT i FROM ds WHERE {where} ORDER BY i").fetchall()
+    assert got == want

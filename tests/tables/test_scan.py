@@ -201,3 +201,71 @@ def test_to_torch_tensors_are_writable_and_private(catalog):
     again = torchfits.scan(catalog, columns=["RA"]).to_torch()["RA"]
     assert float(again[0]) == original and float(first[0]) == -1.0
     assert isinstance(first, torch.Tensor)
+
+
+@pytest.fixture(scope="module")
+def flagged(tmp_path_factory):
+    path = tmp_path_factory.mktemp("flags") / "flags.fits"
+    names = np.array(["NGC1", "ngc22", "M31", "N_1", "NGC%x", "IC1"])
+    star = np.array([True, False, True, False, True, True])
+    cols = [fits.Column("Star", "L", array=star), fits.Column("Mag_R", "E", array=np.arange(6.0)),
+            fits.Column("Name", "6A", array=names)]
+    fits.BinTableHDU.from_columns(cols).writeto(path)
+    with open(path, "r+b") as f:  # make row 1 of Star undefined (a zero byte)
+        data = f.read()
+        f.seek(data.index(b"END" + b" " * 77, 2880) // 2880 * 2880 + 2880 + 1 * 11)  # row 1
+        f.write(b"\0")
+    return str(path)
+
+
+def test_where_names_are_case_insensitive(flagged):
+    got = torchfits.scan(flagged, where="mag_r > 2 AND STAR").to_arrow()
+    assert got.column("Mag_R").to_pylist() == [4.0, 5.0]
+    assert torchfits.scan(flagged, where="`MAG_R` >= MAG_r").count_rows() == 6
+
+
+def test_bare_boolean_column_and_not(flagged):
+    star = torchfits.scan(flagged, where="Star").to_arrow().column("Mag_R").to_pylist()
+    not_star = torchfits.scan(flagged, where="NOT star").to_arrow().column("Mag_R").to_pylist()
+    # the null row (1) is in neither: NOT unknown is unknown
+    assert star == [0.0, 2.0, 4.0, 5.0] and not_star == [3.0]
+    assert star == torchfits.scan(flagged, where="star == True").to_arrow().column("Mag_R").to_pylist()
+    with pytest.raises(WhereSyntaxError, match="'name' alone as a condition, which needs a boolean"):
+        torchfits.scan(flagged, where="name AND star")
+
+
+@pytest.mark.parametrize("cond", ["name LIKE 'NGC%'", "name NOT LIKE 'NGC%'", "name LIKE 'N_1'",
+                                  "name ILIKE 'ngc%'", "name LIKE '%1'", "name LIKE 'NGC\\%x'",
+                                  "name NOT ILIKE '%C%'"])
+def test_like_matches_duckdb(flagged, cond):
+    duckdb = pytest.importorskip("duckdb")
+    tbl = torchfits.scan(flagged).to_arrow().rename_columns(["star", "mag_r", "name"])
+    sql_cond = cond + " ESCAPE '\\'" if "\\" in cond else cond  # DuckDB has no default escape
+    want = duckdb.sql(f"SELECT mag_r FROM tbl WHERE {sql_cond} ORDER BY mag_r").fetchall()
+    got = torchfits.scan(flagged, where=cond).to_arrow().column("Mag_R").to_pylist()
+    assert got == [w[0] for w in want]
+
+
+def test_unknown_columns_suggest_close_names(flagged):
+    with pytest.raises(ColumnNotFoundError, match=r"unknown column 'magr' \(.*flags.fits HDU 1\); "
+                                                  r"did you mean 'Mag_R'\?") as info:
+        torchfits.scan(flagged, where="magr > 1")
+    assert isinstance(info.value, ValueError) and isinstance(info.value, KeyError)
+    with pytest.raises(ColumnNotFoundError, match="Column 'nmae' not found; did you mean 'Name'"):
+        torchfits.scan(flagged, columns=["nmae"])
+    with pytest.raises(ColumnNotFoundError, match="where references unknown column 'zzz' "):
+        torchfits.scan(flagged, where="zzz > 1")
+    with pytest.raises(ValueError, match="LIKE needs a string column"):
+        torchfits.scan(flagged, where="mag_r LIKE '1%'")
+
+
+def test_cfitsio_suffix_selects_the_hdu(catalog):
+    want = torchfits.scan(catalog, 1, columns=["ID"]).to_arrow()
+    assert torchfits.scan(f"{catalog}[1]", columns=["ID"]).to_arrow().equals(want)
+    assert torchfits.scan(f"{catalog}[cat]", columns=["ID"]).to_arrow().equals(want)
+    with pytest.raises(HDUTypeError):
+        torchfits.scan(f"{catalog}[0]")
+    with pytest.raises(ValueError, match="selects HDU 1 and hdu=2"):
+        torchfits.scan(f"{catalog}[1]", 2)
+    with pytest.raises(ValueError, match="image section"):
+        torchfits.scan(f"{catalog}[1:3]")

@@ -46,6 +46,14 @@ def test_insert_hdu_positions(mef):
     fitsverify_ok(mef)
     with pytest.raises(IndexError, match="index 99 out of range for 4 HDUs"):
         insert_hdu(mef, torch.zeros(2), index=99)
+    insert_hdu(mef, np.full(3, 5, "i4"), index=-1)  # -1 appends
+    assert len(_names(mef)) == 5
+    check_image_roundtrip(mef, np.full(3, 5, "i4"), 4)
+    insert_hdu(mef, np.full(2, 6, "i4"), index=-2)  # before the last
+    check_image_roundtrip(mef, np.full(2, 6, "i4"), 4)
+    check_image_roundtrip(mef, np.full(3, 5, "i4"), 5)
+    with pytest.raises(IndexError, match="index -8 out of range for 6 HDUs"):
+        insert_hdu(mef, torch.zeros(2), index=-8)
     with pytest.raises(FileNotFoundError):
         insert_hdu(mef.parent / "none.fits", torch.zeros(2))
 
@@ -288,3 +296,31 @@ def test_plain_edit_then_compress_keeps_tables(tmp_path):
     assert kinds == ["primary", "compressed_image", "compressed_image", "bintable"]
     assert torchfits.scan(path, 3).to_arrow().column("a").to_pylist() == [0, 1, 2, 3, 4]
     np.testing.assert_allclose(torchfits.read_numpy(path, 2), img * 2, atol=0.5)
+
+
+def test_ascii_table_row_edits(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    from torchfits import table
+
+    path = tmp_path / "asc.fits"
+    fits.TableHDU.from_columns([fits.Column("a", "I5", array=[1, 2]),
+                                fits.Column("s", "A4", array=["ab", "cd"]),
+                                fits.Column("f", "F8.3", array=[1.5, 2.25]),
+                                fits.Column("e", "E12.4", array=[1e5, -2.5])]).writeto(path)
+    table.append_rows(path, {"a": [3, 44], "s": ["ef", "g"], "f": [3.125, -7.0], "e": [6.02e23, 0.0]})
+    table.update_rows(path, {"a": [9], "s": ["zz"]}, row_slice=(0, 1))
+    table.insert_rows(path, {"a": [7], "s": ["new"]}, row=1)
+    with fits.open(path) as hdul:
+        assert type(hdul[1]).__name__ == "TableHDU"
+        d = hdul[1].data
+        assert d["a"].tolist() == [9, 7, 2, 3, 44]
+        assert [v.rstrip() for v in d["s"].tolist()] == ["zz", "new", "cd", "ef", "g"]
+        assert d["f"].tolist()[2:] == [2.25, 3.125, -7.0] and d["e"].tolist()[3:] == [6.02e23, 0.0]
+    fitsverify_ok(path)
+    table.delete_rows(path, (1, 2))
+    assert fits.getdata(path, 1)["a"].tolist() == [9, 2, 3, 44]
+    with pytest.raises(ValueError, match="123456 needs 6 characters, more than the field's 5"):
+        table.append_rows(path, {"a": [123456]})
+    with pytest.raises(ValueError, match="does not fit A4"):
+        table.update_rows(path, {"s": ["toolong"]}, row_slice=(0, 1))
+    assert fits.getdata(path, 1)["a"].tolist() == [9, 2, 3, 44]  # failed edits change nothing

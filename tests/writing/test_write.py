@@ -480,3 +480,125 @@ def test_scaled_column_written_back_as_scaled(tmp_path):
     want = table.column("t").to_pylist()
     assert again[:2] == want[:2] and again[3] == want[3]
     assert (again[2] is None or np.isnan(again[2])) and (want[2] is None or np.isnan(want[2]))
+
+
+# -- inputs as astropy and fitsio users hold them ----------------------------------------------
+def test_astropy_table_units_meta_masks_roundtrip(tmp_path):
+    pytest.importorskip("astropy")
+    import astropy.units as u
+    from astropy.table import MaskedColumn, QTable, Table
+
+    import torchfits
+
+    t = Table({"a": [1, 2, 3], "b": MaskedColumn([1.5, 2.5, 3.5], mask=[0, 1, 0]),
+               "c": ["x", "yy", "z"], "m": MaskedColumn([1, 2, 3], mask=[1, 0, 0]),
+               "ms": MaskedColumn(["p", "q", "r"], mask=[0, 0, 1])})
+    t["a"].unit = "deg"
+    t.meta.update({"EXTNAME": "CAT", "OBSERVER": "me", "comments": ["c1", "c2"]})
+    path = tmp_path / "t.fits"
+    write(path, t)
+    h = torchfits.read_header(str(path), "cat")
+    assert (h["TUNIT1"], h["EXTNAME"], h["OBSERVER"]) == ("deg", "CAT", "me")
+    assert h.get_comment() == ["c1", "c2"]
+    for back in (Table.read(path), torchfits.table.to_astropy(str(path))):
+        assert back["a"].unit == u.deg
+        for name in t.colnames:
+            np.testing.assert_array_equal(np.ma.getmaskarray(back[name]), np.ma.getmaskarray(t[name]))
+            assert back[name][~np.ma.getmaskarray(t[name])].tolist() == \
+                t[name][~np.ma.getmaskarray(t[name])].tolist()
+        assert {k: back.meta[k] for k in ("EXTNAME", "OBSERVER", "comments")} == \
+            {"EXTNAME": "CAT", "OBSERVER": "me", "comments": ["c1", "c2"]}
+    q = QTable({"v": [1.0, 2.0] * u.km / u.s})
+    write(tmp_path / "q.fits", q)
+    back = QTable.read(tmp_path / "q.fits")
+    assert back["v"].unit == u.km / u.s and back["v"].value.tolist() == [1.0, 2.0]
+    assert write(tmp_path / "hdr.fits", t, header={"OBSERVER": "you"}) is None
+    assert torchfits.read_header(str(tmp_path / "hdr.fits"), 1)["OBSERVER"] == "you"
+
+
+def test_structured_arrays_and_recarrays_are_tables(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    fitsio = pytest.importorskip("fitsio")
+    s = np.array([(1, 2.0, b"ab", [1, 2]), (3, 4.0, b"cd", [3, 4])],
+                 dtype=[("i", ">i4"), ("f", "f8"), ("s", "S2"), ("v", "i2", (2,))])
+    for k, data in enumerate((s, s.view(np.recarray))):
+        path = tmp_path / f"s{k}.fits"
+        write(path, data)
+        got = fitsio.read(str(path), 1)
+        assert got.dtype.names == s.dtype.names
+        for name in s.dtype.names:
+            want = s[name].astype(str) if name == "s" else s[name]  # fitsio gives str
+            np.testing.assert_array_equal(got[name], want)
+    # astropy's .data (FITS_rec, with TSCAL/TZERO and units) and fitsio.read output
+    src = tmp_path / "src.fits"
+    fits.BinTableHDU.from_columns([fits.Column("u", "I", bzero=32768, array=np.array([0, 65535], ">u2")),
+                                   fits.Column("x", "E", unit="mag", array=[1.5, 2.5])]).writeto(src)
+    for data in (fits.getdata(src, 1), fitsio.read(str(src), 1)):
+        path = tmp_path / "again.fits"
+        write(path, data, overwrite=True)
+        back = fits.getdata(path, 1)
+        assert back["u"].tolist() == [0, 65535] and back["x"].tolist() == [1.5, 2.5]
+    write(path, fits.getdata(src, 1), overwrite=True)
+    assert fits.getheader(path, 1)["TUNIT2"] == "mag"
+
+
+def test_lists_mix_images_and_tables(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    s = np.array([(1,), (2,)], dtype=[("k", "i8")])
+    path = tmp_path / "mix.fits"
+    write(path, [np.ones((2, 3), "f4"), {"x": np.arange(3)}, s, np.zeros(4, "i2")])
+    with fits.open(path) as hdul:
+        assert [type(h).__name__ for h in hdul] == ["PrimaryHDU", "BinTableHDU", "BinTableHDU", "ImageHDU"]
+        assert hdul[2].data["k"].tolist() == [1, 2]
+    path2 = tmp_path / "mix2.fits"
+    write(path2, [s, np.ones(2, "f4")])  # a table first gets an empty primary
+    with fits.open(path2) as hdul:
+        assert [type(h).__name__ for h in hdul] == ["PrimaryHDU", "BinTableHDU", "ImageHDU"]
+        assert hdul[0].data is None
+
+
+def test_object_columns_are_refused(tmp_path):
+    with pytest.raises(Exception, match="object values of type dict have no FITS column type") as info:
+        write(tmp_path / "o.fits", {"o": np.array([{"a": 1}, None], dtype=object)})
+    assert "'o'" in str(info.value)
+    assert not (tmp_path / "o.fits").exists()
+    with pytest.raises(Exception, match="object values of type int"):
+        write(tmp_path / "o.fits", {"o": np.array([1, "x"], dtype=object)})
+    write(tmp_path / "ok.fits", {"o": np.array(["a", None, b"c"], dtype=object)})  # strings are fine
+
+
+def test_compress_keeps_tables_plain_and_checksums_every_hdu(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    import torchfits
+
+    path = tmp_path / "t.fits"
+    write(path, {"x": np.arange(3)}, compress=True, checksum=True)
+    with fits.open(path, checksum=True) as hdul:
+        assert [type(h).__name__ for h in hdul] == ["PrimaryHDU", "BinTableHDU"]
+    assert [torchfits.verify_checksums(str(path), k)["status"] for k in range(2)] == ["ok", "ok"]
+    img = np.arange(12, dtype="i2").reshape(3, 4)
+    mixed = tmp_path / "m.fits"
+    write(mixed, [img, {"x": np.arange(3)}], compress="GZIP_2", checksum=True)
+    with fits.open(mixed, checksum=True) as hdul:
+        assert [type(h).__name__ for h in hdul] == ["PrimaryHDU", "CompImageHDU", "BinTableHDU"]
+        np.testing.assert_array_equal(hdul[1].data, img)
+        assert hdul[2].data["x"].tolist() == [0, 1, 2]
+    assert {torchfits.verify_checksums(str(mixed), k)["status"] for k in range(3)} == {"ok"}
+
+
+@pytest.mark.parametrize("codec", ["GZIP_1", "GZIP_2"])
+def test_gzip_float_images_are_lossless_without_quantize(tmp_path, codec):
+    fitsio = pytest.importorskip("fitsio")
+    data = np.random.default_rng(1).normal(size=(20, 30)).astype("f4")
+    path = tmp_path / "g.fits"
+    write(path, data, compress=codec)
+    np.testing.assert_array_equal(fitsio.read(str(path), 1), data)
+    write(path, data, compress="RICE_1", overwrite=True)  # RICE quantises, as CFITSIO
+    assert not np.array_equal(fitsio.read(str(path), 1), data)
+
+
+def test_compression_errors_keep_1x_keywords(tmp_path):
+    with pytest.raises(RuntimeError, match="HCOMPRESS.*2D"):
+        write(tmp_path / "h.fits", np.zeros(5, "i2"), compress="HCOMPRESS_1")
+    with pytest.raises(RuntimeError, match="PLIO.*compressed image"):
+        write(tmp_path / "p.fits", np.full((3, 3), -1, "i4"), compress="PLIO_1")

@@ -225,7 +225,8 @@ def _box(text: str) -> tuple[int, int, int, int]:
 def cmd_cutout(args: argparse.Namespace) -> int:
     """Write a cutout of an image HDU: ``--box x1,y1,x2,y2`` or a CFITSIO section on the path."""
     from ..fits.hdu_index import get_index
-    from ..image.plain import Image
+    from ..fits.section_header import section_header
+    from ..image.plain import Image, region_from_key
     from ..writing.api import write
 
     pairs = _outputs(args, lambda b: os.path.splitext(b)[0] + ".cutout.fits")
@@ -249,7 +250,9 @@ def cmd_cutout(args: argparse.Namespace) -> int:
             key: Any = (Ellipsis, slice(max(0, y1), min(h, y2)), slice(max(0, x1), min(w, x2)))
         else:
             key = t.section
-        write(dst, img[key], header=img.header, overwrite=True)
+        (starts, steps, counts), _ = region_from_key(img.shape, key)
+        write(dst, img[key], header=section_header(img.header, starts, steps, counts),
+              overwrite=True)
 
     batch.run(pairs, one, name=lambda p: p[0], workers=jobs(args.file_jobs, len(pairs)))
     return batch.code

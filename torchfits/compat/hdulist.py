@@ -14,7 +14,7 @@ import numpy as np
 from ..fits.hdu_index import HduIndex, get_index
 from ..fits.paths import fspath
 from .._torch_adapter import is_tensor, to_tensor, validate_device
-from ..errors import FitsError, FitsFileNotFoundError
+from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError
 from ..fits.header import Header
 from ..image.plain import Image
 from .table_hdu import TableDataAccessor, TableHDU, TableHDURef
@@ -56,6 +56,25 @@ class DataView:
     @property
     def dtype(self) -> Any:
         return _torch_dtype(self._image.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return self._image.ndim
+
+    def __len__(self) -> int:
+        shape = self._image.shape
+        if not shape:
+            raise TypeError("len() of an empty image")
+        return shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """The whole image as a NumPy array (``np.asarray(hdul["SCI"].data)``), 1.x dtype rules."""
+        arr = self._image.read()
+        if dtype is not None and arr.dtype != np.dtype(dtype):
+            return arr.astype(dtype)
+        if copy and not arr.flags.owndata:
+            return arr.copy()
+        return arr
 
     def __getitem__(self, key: Any) -> Any:
         img = self._image
@@ -180,6 +199,8 @@ class TensorHDU:
         self._image = None
 
     def __repr__(self) -> str:
+        if self._closed:
+            return f"TensorHDU(name={self.name!r}, closed)"
         return f"TensorHDU(name={self.name!r}, shape={tuple(self.shape)}, dtype={self.dtype_str})"
 
 
@@ -204,15 +225,37 @@ class HDUList:
     def __iter__(self) -> Iterator[Any]:
         return iter(self._hdus)
 
+    def _find(self, name: str) -> Optional[Any]:
+        """First HDU whose EXTNAME is ``name``; an exact match wins over a case-insensitive one."""
+        folded = None
+        for hdu in self._hdus:
+            extname = hdu.header.get("EXTNAME")
+            if extname == name:
+                return hdu
+            if folded is None and isinstance(extname, str) and extname.strip().upper() == name.strip().upper():
+                folded = hdu
+        return folded
+
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, bool) or not isinstance(key, (int, str, np.integer)):
             raise TypeError(f"HDUList indices must be int or EXTNAME str; got {type(key).__name__}")
         if isinstance(key, str):
-            for hdu in self._hdus:
-                if hdu.header.get("EXTNAME") == key:
-                    return hdu
-            raise KeyError(f"HDU '{key}' not found")
+            hdu = self._find(key)
+            if hdu is None:
+                raise HDUNotFoundError(f"HDU '{key}' not found{self._where()}")
+            return hdu
         return self._hdus[int(key)]
+
+    def __contains__(self, item: Any) -> bool:
+        """``"SCI" in hdul`` (EXTNAME, case-insensitive), an index in range, or an HDU object."""
+        if isinstance(item, str):
+            return self._find(item) is not None
+        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            return -len(self._hdus) <= int(item) < len(self._hdus)
+        return any(hdu is item for hdu in self._hdus)
+
+    def _where(self) -> str:
+        return f" in {self._path}" if self._path else ""
 
     def append(self, hdu: Any) -> None:
         self._hdus.append(hdu)
@@ -255,10 +298,13 @@ class HDUList:
             name = hdu.header.get("EXTNAME") or ("PRIMARY" if i == 0 else "")
             if isinstance(hdu, TensorHDU):
                 kind = "PrimaryHDU" if i == 0 else "ImageHDU"
-                try:
-                    dims, fmt = hdu.shape_str, hdu.dtype_str
-                except FitsError:
-                    dims, fmt = "?", "?"
+                if hdu._closed:
+                    dims, fmt = "(closed)", ""
+                else:
+                    try:
+                        dims, fmt = hdu.shape_str, hdu.dtype_str
+                    except FitsError:
+                        dims, fmt = "?", "?"
             else:
                 kind = "TableHDU"
                 dims, fmt = f"({hdu.num_rows}R x {len(hdu.columns)}C)", ""
@@ -281,6 +327,16 @@ class HDUList:
         buf = _io.StringIO()
         self.info(buf)
         return buf.getvalue().rstrip("\n")
+
+    def _repr_html_(self) -> str:
+        """The `info` summary as an HTML table (Jupyter)."""
+        from html import escape
+
+        head = "".join(f"<th>{h}</th>" for h in ("No.", "Name", "Type", "Cards", "Dimensions", "Format"))
+        body = "".join("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in row) + "</tr>"
+                       for row in self._rows())
+        src = f"<p>{escape(self._path)}</p>" if self._path else ""
+        return f"{src}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def open(path: Any, mode: str = "r") -> HDUList:

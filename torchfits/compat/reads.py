@@ -13,6 +13,7 @@ import numpy as np
 from .._kernels import _image
 from ..fits.hdu_index import get_index
 from ..fits.paths import FitsPath, fspath, parse_path
+from ..fits.section_header import section_header
 from ..fits.source import faults_seen
 from .._torch_adapter import image_tensor, to_tensor, validate_device
 from ..errors import FitsError, HDUNotFoundError, HDUTypeError
@@ -72,8 +73,8 @@ def _cast_columns(result: Any, dtype: Any) -> Any:
 
 
 def _half(fp16: bool, bf16: bool) -> Optional[str]:
-    # torchfits 1.2.3 returns float16 for bf16=True as well; programs may rely on it.
-    return "fp16" if (fp16 or bf16) else None
+    # As torchfits 1.2.3 resolves them: bf16 wins when both are given.
+    return "bf16" if bf16 else ("fp16" if fp16 else None)
 
 
 def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half: Optional[str],
@@ -102,6 +103,14 @@ def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half:
         out.copy_(tensor)
         return out, img
     return tensor, img
+
+
+def _header_of(img: Image, fp: FitsPath) -> Any:
+    """The image header; for a section suffix, the section's (NAXISn, CRPIX and the WCS follow)."""
+    if fp.section is None:
+        return img.header
+    (starts, steps, counts), _ = _section_region(img, fp.section)
+    return section_header(img.header, starts, steps, counts)
 
 
 def _section_region(img: Image, key: Any) -> tuple[Any, tuple[int, ...]]:
@@ -165,7 +174,7 @@ def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, 
                                     out=out, dtype=dtype)
     except HDUNotFoundError as exc:
         raise _name_error(exc, hdu) from None
-    return (tensor, img.header) if return_header else tensor
+    return (tensor, _header_of(img, fp)) if return_header else tensor
 
 
 def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode: str = "auto",
@@ -233,7 +242,7 @@ def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode:
         raise _reraise(_name_error(exc, hdu), prefix) from None
     except FitsError as exc:
         raise _reraise(exc, prefix) from None
-    return (tensor, img.header) if return_header else tensor
+    return (tensor, _header_of(img, fp)) if return_header else tensor
 
 
 def read_hdus(path: Any, hdus: Any, *, device: Any = "cpu", mmap: Any = True,

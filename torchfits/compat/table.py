@@ -11,13 +11,16 @@ import codecs
 import dataclasses
 import importlib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
 
 from ..query import expr as _expr
+from ..query.names import resolve_columns
 from ..fits.hdu_index import get_index
+from ..fits.paths import fspath
 from ..tables.scan import Scanner, TableSource, validate_row_slice
 from ..tables.decode import decode_table_numpy, select_columns
 from .._torch_adapter import validate_device
@@ -169,12 +172,11 @@ def _parse_where(where: str) -> Any:
 
 
 def _check_where_columns(src: TableSource, tree: Any) -> list[str]:
-    cols = _expr.columns(tree)
-    names = {s.name for s in src.specs}
-    for c in cols:
-        if c not in names:
-            raise ValueError(f"where references unknown column '{c}'")
-    return cols
+    """The table's spelling of every column ``tree`` references (names are case-insensitive;
+    an unknown one raises `ColumnNotFoundError`, a ValueError, suggesting close names)."""
+    resolved = resolve_columns(tree, [s.name for s in src.specs],
+                               context=f"{src.path} HDU {src.entry.index}")
+    return _expr.columns(resolved)
 
 
 def _source_view(src: TableSource, keep: Iterable[str]) -> TableSource:
@@ -473,10 +475,7 @@ def scanner(data: Any, *, columns: Any = None, where: Optional[str] = None, filt
 
 
 def _where_on_schema(where: str, schema_: Any) -> Any:
-    tree = _parse_where(where)
-    for c in _expr.columns(tree):
-        if c not in schema_.names:
-            raise ValueError(f"where references unknown column '{c}'")
+    tree = resolve_columns(_parse_where(where), schema_.names)
     return _expr.to_pyarrow(tree, schema_)
 
 
@@ -880,9 +879,45 @@ def to_astropy(data: Any, **kw: Any) -> Any:
     ``.unit``, vector columns ``(N, r)``. ``data`` as in `to_pandas`; ``columns``/``where``
     are honoured for every kind of input."""
     require_module("astropy", "astropy", "to_astropy conversion")
-    if _is_path(data):
-        kw.setdefault("include_fits_metadata", True)
-    return _arrow_to_astropy(_as_table(data, **kw))
+    if not _is_path(data):
+        return _arrow_to_astropy(_as_table(data, **kw))
+    kw.setdefault("include_fits_metadata", True)
+    out = _arrow_to_astropy(_as_table(data, **kw))
+    _astropy_read_conventions(out, data, kw.get("hdu", 1))
+    return out
+
+
+_TABLE_STRUCTURAL = re.compile(r"^(XTENSION|BITPIX|NAXIS\d*|PCOUNT|GCOUNT|TFIELDS|THEAP|EXTEND|SIMPLE"
+                               r"|(TTYPE|TFORM|TUNIT|TNULL|TSCAL|TZERO|TDIM|TDISP|TBCOL)\d+)$")
+
+
+def _astropy_read_conventions(out: Any, path: Any, hdu: Any) -> None:
+    """What ``astropy.table.Table.read`` gives for a FITS file: NaN floats and empty strings
+    masked (its ``mask_invalid``), header keywords in ``meta`` with COMMENT/HISTORY lines as
+    ``meta["comments"]`` / ``meta["history"]`` lists — so a table written from astropy comes
+    back with its masks and meta."""
+    from astropy.table import MaskedColumn
+
+    from ..fits.metadata import read_header
+
+    for name in out.colnames:
+        col = out[name]
+        kind = col.dtype.kind
+        if kind not in "fU" or col.ndim != 1:
+            continue
+        invalid = np.isnan(np.asarray(col, dtype=float)) if kind == "f" else (np.asarray(col) == "")
+        if invalid.any():
+            old = np.asarray(col.mask) if hasattr(col, "mask") and col.mask is not None else False
+            out[name] = MaskedColumn(np.asarray(col), name=name, unit=col.unit, mask=invalid | old)
+    header = read_header(fspath(path), hdu)
+    for card in header.cards:
+        key = card.key
+        if key == "COMMENT":
+            out.meta.setdefault("comments", []).append(card.value)
+        elif key == "HISTORY":
+            out.meta.setdefault("history", []).append(card.value)
+        elif key and not _TABLE_STRUCTURAL.match(key) and key not in ("CHECKSUM", "DATASUM"):
+            out.meta.setdefault(key, card.value)
 
 
 def read_astropy(path: Any, hdu: Any = 1, **kw: Any) -> Any:

@@ -427,8 +427,8 @@ def conversion(spec: ColumnSpec, mapping: MappingName = "native") -> Conversion:
         # int8 and uint64 have no place in the 1.2.3 mappings: there they are scaled floats.
         if mapping == "native" or code in "IJ":
             return Conversion("flip", np.dtype(_UNSIGNED_DTYPE[code]))
-    if mapping == "native" and code == "E":
-        return Conversion("scale", np.dtype("f4"))
+    # A scaled E column is computed in float64 (TZERO + TSCAL * stored): a float32 result
+    # would round it away (a TZERO of 2450000 leaves float32 a resolution of 0.25).
     return Conversion("scale", np.dtype("f8"))
 
 

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator, NamedTuple
 from .layout import CARD
 from .layout import padding as block_padding
 
-__all__ = ["Card", "Header", "format_card", "header_from_parsed"]
+__all__ = ["Card", "CommentaryLines", "Header", "format_card", "header_from_parsed"]
 
 COMMENTARY = frozenset({"HISTORY", "COMMENT", ""})
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -30,6 +30,22 @@ class Card(NamedTuple):
 
     def __repr__(self) -> str:
         return f"Card(key={self.key!r}, value={self.value!r}, comment={self.comment!r})"
+
+
+class CommentaryLines(list):
+    """Every line of a HISTORY or COMMENT keyword, in card order (what ``header["HISTORY"]``
+    gives, as in astropy); ``str()`` joins them with newlines."""
+
+    def __str__(self) -> str:
+        return "\n".join(str(v) for v in self)
+
+
+def _add_line(h: "Header", key: str, value: Any) -> None:
+    lines = dict.get(h, key)
+    if isinstance(lines, CommentaryLines):
+        lines.append(value)
+    else:
+        h._store(key, CommentaryLines([value]))
 
 
 def _python_value(value: Any) -> Any:
@@ -66,7 +82,7 @@ class Header(dict[str, Any]):
     Notes
     -----
     The mapping view gives the value of the *first* card of a keyword, except HISTORY and
-    COMMENT, which give their *last* line. ``del`` and ``pop`` remove every card of a keyword.
+    COMMENT, which give all their lines (a `CommentaryLines` list). ``del`` and ``pop`` remove every card of a keyword.
     """
 
     def __init__(self, cards: Any = None) -> None:
@@ -79,6 +95,9 @@ class Header(dict[str, Any]):
             self._cards = list(cards._cards)
             self._folded = dict(cards._folded)
             dict.update(self, cards)
+            for key in ("HISTORY", "COMMENT"):  # own lists, not the other header's
+                if dict.__contains__(self, key):
+                    dict.__setitem__(self, key, CommentaryLines(dict.__getitem__(self, key)))
         elif isinstance(cards, dict):
             for key, value in cards.items():
                 if isinstance(value, tuple) and len(value) == 2:
@@ -120,13 +139,14 @@ class Header(dict[str, Any]):
             dict.pop(self, key, None)
             self._folded.pop(key.upper(), None)
         elif key in ("HISTORY", "COMMENT"):
-            self._store(key, matching[-1].value)
+            self._store(key, CommentaryLines(c.value for c in matching))
         else:
             self._store(key, matching[0].value)
 
     # -- mapping protocol -------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
-        return dict.__getitem__(self, self._canonical(key))
+        value = dict.__getitem__(self, self._canonical(key))
+        return CommentaryLines(value) if isinstance(value, CommentaryLines) else value
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and dict.__contains__(self, self._canonical(key))
@@ -227,8 +247,10 @@ class Header(dict[str, Any]):
         key = self._canonical(card.key) if card.key else ""
         card = Card(key, _python_value(card.value), card.comment or "")
         self._cards.append(card)
-        # Appending changes the mapping only for a new keyword or a commentary line (last wins).
-        if key in ("HISTORY", "COMMENT") or not dict.__contains__(self, key):
+        # Appending changes the mapping only for a new keyword or a commentary line.
+        if key in ("HISTORY", "COMMENT"):
+            _add_line(self, key, card.value)
+        elif not dict.__contains__(self, key):
             self._store(key, card.value)
 
     def insert(self, index: int, card: Any) -> None:
@@ -341,7 +363,9 @@ def header_from_parsed(parsed: Iterable[tuple[Any, ...]], *, raw_values: bool = 
         cards.append(Card(key, value, comment))
     last: dict[str, Any] = {}
     for card in cards:
-        if card.key in ("HISTORY", "COMMENT") or not dict.__contains__(h, card.key):
+        if card.key in ("HISTORY", "COMMENT"):
+            _add_line(h, card.key, card.value)
+        elif not dict.__contains__(h, card.key):
             h._store(card.key, card.value)
         elif card.key not in COMMENTARY and card.key != "CONTINUE":
             last[card.key] = card.value

@@ -39,12 +39,14 @@ def _locate(path: Any, hdu: Any, *, allow_auto: bool = False) -> tuple[Any, HduE
     return index, index.resolve(hdu, allow_auto=allow_auto)
 
 
-def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = False) -> Header:
+def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = True) -> Header:
     """The typed header of one HDU (``None``/``"auto"`` picks the HDU as ``read`` does).
 
     Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix. For a
-    tile-compressed image this is the image's header (Z-keywords restored to BITPIX, NAXISn,
-    …); ``compressed=True`` gives the header of the compressed binary table as stored.
+    tile-compressed image this is the header as stored (the binary table: ``ZIMAGE``,
+    ``ZBITPIX``, ``ZCMPTYPE``, ``ZTILEn`` …), as torchfits 1.x gives it; ``compressed=False``
+    (or ``open_image(path, hdu).header``) gives the image's header, Z-keywords restored to
+    BITPIX, NAXISn, ….
     """
     index, entry = _locate(path, hdu, allow_auto=True)
     if entry.kind == KIND_COMPRESSED and not compressed:

@@ -10,7 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["FitsPath", "parse_path", "fspath"]
+from ..errors import UnsafePathError
+
+__all__ = ["FitsPath", "parse_path", "fspath", "check_safe_path"]
 
 _FILTER = re.compile(r"\[([^\[\]]*)\]$")
 
@@ -22,10 +24,29 @@ class FitsPath:
     section: Optional[tuple] = None  # a NumPy key (C order) from an image-section suffix
 
 
+# Schemes CFITSIO (or a shell) would act on instead of opening a file, refused in any case.
+_SHELL_SCHEMES = frozenset({"shell", "sh", "bash", "cmd", "exec", "pipe", "stdin", "stdout",
+                            "mem", "shmem", "compress", "root", "irafmem"})
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def check_safe_path(p: str) -> str:
+    """Refuse what would run a command rather than name a file: pipes, a leading ``!``,
+    command substitution, and shell-like schemes (``shell://``, ``stdin``, ``mem://`` …)."""
+    scheme = _SCHEME.match(p)
+    bad = ("|" in p or p.lstrip().startswith("!") or "`" in p or "$(" in p
+           or p.strip().lower() in ("-", "stdin", "stdout")
+           or (scheme is not None and scheme.group(1).lower() in _SHELL_SCHEMES))
+    if bad:
+        raise UnsafePathError(f"Security Error: refusing path {p!r}: pipes, '!' prefixes, command "
+                              "substitution and shell-like schemes are not file names")
+    return p
+
+
 def fspath(path: Any) -> str:
     if isinstance(path, (str, os.PathLike)):
         p = os.fspath(path)
-        return p.decode() if isinstance(p, bytes) else p
+        return check_safe_path(p.decode() if isinstance(p, bytes) else p)
     raise ValueError("Path must be a string or list of strings")
 
 

@@ -27,7 +27,7 @@ from ..fits.threads import default_threads, run_parallel
 from ..fits.source import faults_seen
 from ..errors import CodecError
 from .codec_registry import Gzip1, get_codec
-from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
+from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TooManyAxesError, TruncatedFileError
 from ..fits.header import Card, Header
 from .plain import Image, Region, _check_out, plan_image, region_from_key
 
@@ -112,6 +112,9 @@ def tile_layout(index: HduIndex, entry: HduEntry) -> TileLayout:
         raise CorruptHeaderError(f"{where}: invalid ZBITPIX {zbitpix!r}")
     if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in naxes):
         raise CorruptHeaderError(f"{where}: invalid ZNAXISn values {naxes!r}")
+    if len(naxes) > 64:
+        raise TooManyAxesError(f"{where}: the compressed image has {len(naxes)} axes; NumPy arrays "
+                               "and tensors hold at most 64 (the FITS standard allows 999)")
     tiles = []
     for k, n in enumerate(naxes, start=1):
         t = h.get(f"ZTILE{k}", n if k == 1 else 1)
@@ -275,7 +278,9 @@ class _TileDecoder:
             if t == "HCOMPRESS_1":  # its codec is built per tile shape
                 self.smooth = bool(p.get("SMOOTH", 0))
             elif t == "RICE_1":
-                bytepix = p.get("BYTEPIX", 4 if zb < 0 else abs(zb) // 8)
+                # The convention's default, and CFITSIO's: a stream without BYTEPIX codes 4-byte
+                # integers whatever ZBITPIX is (old writers, e.g. m13_rice.fits from 2006).
+                bytepix = p.get("BYTEPIX", 4)
                 self.codec = get_codec(t, blocksize=int(p.get("BLOCKSIZE", 32)),
                                        bytepix=int(bytepix))
             else:

@@ -15,9 +15,12 @@ from .._kernels import _image
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, run_parallel
 from ..fits.source import faults_seen
-from ..errors import HDUTypeError
+from ..errors import HDUTypeError, TooManyAxesError
 from ..fits.header import Header
 from ..fits.aliases import HduArg, PathArg
+from ..fits.paths import FitsPath, parse_path
+
+_MAX_AXES = 64  # NumPy's limit on array dimensions
 
 __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "result_dtype"]
 
@@ -279,6 +282,10 @@ class Image:
                 f"{self._index.path}: HDU {self._entry.index} is a {self._entry.kind}, not an "
                 "image: Could not read image parameters"
             )
+        if len(self._entry.naxes) > _MAX_AXES:
+            raise TooManyAxesError(
+                f"{self._index.path}: HDU {self._entry.index} has {len(self._entry.naxes)} axes; "
+                f"NumPy arrays and tensors hold at most {_MAX_AXES} (the FITS standard allows 999)")
         # BSCALE/BZERO/BLANK are structural keywords the index already holds: opening an image
         # does not parse its whole header (thousands of small files per epoch in training).
         scaling = self._entry.structural or self._index.header_view(self._entry)
@@ -501,8 +508,20 @@ def open_image(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, dty
     """
     if storage_options:
         raise NotImplementedError("remote sources (storage_options) are not supported yet")
-    img = Image(source, hdu, raw_scale=raw_scale)
+    fp = parse_path(source)
+    if fp.section is not None:
+        raise ValueError(f"open_image takes no image section ({source!r}): slice the Image instead")
+    img = Image(fp.path, _suffix_hdu(fp, hdu, 0), raw_scale=raw_scale)
     return img if dtype is None else img.astype(dtype)
+
+
+def _suffix_hdu(fp: FitsPath, hdu: Any, default: Any) -> Any:
+    """The HDU a CFITSIO suffix (``file.fits[1]``, ``[SCI]``) names, unless ``hdu`` was given."""
+    if fp.hdu is None:
+        return hdu
+    if hdu != default and hdu != fp.hdu:
+        raise ValueError(f"{fp.path}: the path selects HDU {fp.hdu!r} and hdu={hdu!r} another")
+    return fp.hdu
 
 
 def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out: Any = None,
@@ -512,7 +531,8 @@ def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out
     Parameters
     ----------
     source : str or os.PathLike
-        The FITS file.
+        The FITS file; a CFITSIO suffix selects the HDU (``f.fits[1]``, ``f.fits[SCI]``) and an
+        image section (``f.fits[1][11:74,21:84]``, 1-based, inclusive, optional ``:step``).
     hdu : int or str
         HDU index or EXTNAME (case-insensitive).
     raw_scale : bool
@@ -534,4 +554,9 @@ def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out
     numpy.ndarray
         Physical values with the dtype rules of docs/images.md, in owned memory by default.
     """
-    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads, dtype=dtype, copy=copy)
+    fp = parse_path(source)
+    img = Image(fp.path, _suffix_hdu(fp, hdu, 0), raw_scale=raw_scale)
+    if fp.section is None:
+        return img.read(out, threads=threads, dtype=dtype, copy=copy)
+    region, shape = region_from_key(img.shape, fp.section)
+    return img.read_region(region, shape, out=out, dtype=dtype)

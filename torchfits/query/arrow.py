@@ -25,6 +25,7 @@ from .tree import (
     Expr,
     InList,
     IsNan,
+    Like,
     IsNull,
     Literal,
     LiteralValue,
@@ -303,6 +304,13 @@ class _ArrowCompiler:
                 return pc.is_nan(val.expr)
             # only floats hold NaN; keep unknown for null rows so NOT isnan(x) stays SQL-like
             return self.const(val, False)
+        if isinstance(expr, Like):
+            val = self.value(expr.operand)
+            if val.kind != "string":
+                word = "ILIKE" if expr.ignore_case else "LIKE"
+                raise ValueError(f"where {word} needs a string column, got {val.label}")
+            matched = pc.match_like(val.expr, expr.pattern, ignore_case=expr.ignore_case)
+            return pc.invert(matched) if expr.negated else matched
         if isinstance(expr, Column):
             raise ValueError(
                 "where expects a comparison operator or IN/BETWEEN/IS NULL variants after "

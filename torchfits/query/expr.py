@@ -17,7 +17,9 @@ A superset of the 1.2.3 dialect (see :mod:`torchfits.where`):
   ``bitand(FLAGS, 0x0C) != 0`` for "any of these bits", ``bitand(FLAGS, 0x0C) == 0x0C`` for
   "all of them"), and ``bit(FLAGS, 3)`` is the condition "bit 3 (value 8, counted from the
   least significant bit 0) is set", i.e. ``bitand(FLAGS, 8) != 0``;
-- backtick-quoted column names for names that are not identifiers: ```my-col` > 3``.
+- backtick-quoted column names for names that are not identifiers: ```my-col` > 3``;
+- a boolean column alone as a condition (``star``, ``NOT star``), and SQL patterns
+  ``name [NOT] LIKE 'NGC%'`` / ``ILIKE`` (``%`` any run, ``_`` one character, ``\\`` escapes).
 
 A bare word that stands alone on the right of a comparison, or as a BETWEEN bound, is a string
 literal as in 1.2.3 (``NAME == obj3``), unless ``columns`` names it or the other side has no
@@ -56,6 +58,7 @@ from .tree import (
     InList,
     IsNan,
     IsNull,
+    Like,
     Literal,
     LiteralValue,
     Neg,
@@ -80,7 +83,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; pyarrow is imported lazily
 
 __all__ = [
     "Expr", "Value", "Predicate", "Column", "Literal", "Arith", "Neg", "Abs", "BitAnd", "Compare",
-    "InList", "Between", "IsNull", "IsNan", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
+    "InList", "Between", "IsNull", "IsNan", "Like", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
     "ARITH_OPS", "TOO_DEEP", "parse", "from_compat_ast", "columns", "conjuncts", "and_all", "chain", "walk", "to_string",
     "integer_compare_plan", "float_compare_plan", "validate", "to_pyarrow", "from_pyarrow",
 ]

@@ -33,6 +33,7 @@ from .tree import (
     InList,
     IsNan,
     IsNull,
+    Like,
     Literal,
     LiteralValue,
     Neg,
@@ -124,10 +125,12 @@ class _BareWord(Value):
 class _Parser:
     """Recursive descent with SQL precedence: OR < AND < NOT < comparison < + - < * / < unary."""
 
-    def __init__(self, text: str, columns: Optional[FrozenSet[str]]) -> None:
+    def __init__(self, text: str, columns: Optional[FrozenSet[str]],
+                 booleans: Optional[FrozenSet[str]] = None) -> None:
         self.text = text
         self.tokens = _native_tokens(text)
         self.columns = columns
+        self.booleans = booleans
         self.i = 0
 
     # -- helpers ----------------------------------------------------------------------------
@@ -165,12 +168,16 @@ class _Parser:
     def condition(self, node: Expr, pos: int) -> Predicate:
         if isinstance(node, Predicate):
             return node
-        if isinstance(node, _BareWord):
-            raise self.error(
-                "where expects a comparison operator or IN/BETWEEN/IS NULL variants after "
-                "column identifier",
-                pos=node.pos + len(node.name),
-            )
+        if isinstance(node, (_BareWord, Column)):
+            # A column alone is a condition on a boolean column (``star``, ``NOT star``): true
+            # rows pass, false and null rows do not.
+            if self.booleans is not None and node.name.casefold() not in self.booleans:
+                raise self.error(
+                    f"where uses column '{node.name}' alone as a condition, which needs a boolean "
+                    f"column; compare it (e.g. '{node.name} > 0')",
+                    pos=pos,
+                )
+            return Compare("==", Column(node.name), Literal(True))
         raise self.error("where expects a condition, not a value", pos=pos)
 
     def value(self, node: Expr, pos: int) -> Value:
@@ -183,7 +190,8 @@ class _Parser:
     def literal_side(self, node: Expr, other: Value, pos: int) -> Value:
         """Resolve a value standing where 1.2.3 reads bare words as strings."""
         if isinstance(node, _BareWord):
-            if self.columns is not None and node.name in self.columns:
+            if self.columns is not None and (node.name in self.columns or node.name.casefold()
+                                             in {c.casefold() for c in self.columns}):
                 return Column(node.name)
             if not any(isinstance(n, Column) for n in walk(other)):
                 return Column(node.name)
@@ -264,9 +272,18 @@ class _Parser:
                 raise self.error("where does not support chained comparisons", pos=after.pos)
             return self.make_compare(tok.text, left, right, pos, rpos, tok.pos)
         negated = False
-        if self.at_word("NOT") and self.at_word("IN", "BETWEEN", "NULL", ahead=1):
+        if self.at_word("NOT") and self.at_word("IN", "BETWEEN", "NULL", "LIKE", "ILIKE", ahead=1):
             self.advance()
             negated = True
+        if self.at_word("LIKE", "ILIKE"):
+            word = self.advance().text.upper()
+            pattern = self.peek()
+            if pattern is None:
+                raise self.end_error()
+            if pattern.kind != "str":
+                raise self.error(f"where {word} needs a quoted string pattern", pos=pattern.pos)
+            self.advance()
+            return Like(self.value(left, pos), pattern.value, negated, word == "ILIKE")
         if self.at_word("NULL") and negated:
             self.advance()
             return IsNull(self.value(left, pos), negated=True)
@@ -481,7 +498,8 @@ class _Parser:
 
 
 def parse(
-    text: str, columns: Optional[Iterable[str]] = None, *, dialect: str = "native"
+    text: str, columns: Optional[Iterable[str]] = None, *, dialect: str = "native",
+    booleans: Optional[Iterable[str]] = None,
 ) -> Predicate:
     """Parse a where-string into a tree.
 
@@ -495,6 +513,9 @@ def parse(
     dialect : {"native", "compat"}
         ``"compat"`` accepts exactly the 1.2.3 dialect (via
         :func:`torchfits.where.parse_where_expression`).
+    booleans : iterable of str, optional
+        The boolean columns: a column standing alone as a condition (``"star"``,
+        ``"NOT star"``) must be one of them (any case). None accepts any name.
 
     Returns
     -------
@@ -515,7 +536,8 @@ def parse(
     if isinstance(columns, str):
         columns = [columns]  # one name, not its characters
     names = None if columns is None else frozenset(columns)
+    flags = None if booleans is None else frozenset(b.casefold() for b in booleans)
     try:
-        return _Parser(text, names).parse()
+        return _Parser(text, names, flags).parse()
     except RecursionError:
         raise WhereSyntaxError(TOO_DEEP) from None

@@ -153,6 +153,17 @@ class IsNan(Predicate):
 
 
 @dataclass(frozen=True)
+class Like(Predicate):
+    """``operand [NOT] LIKE 'pattern'`` (SQL): ``%`` matches any run of characters, ``_`` one
+    character, ``\\`` escapes either; ``ILIKE`` ignores case. Unknown for null; strings only."""
+
+    operand: Value
+    pattern: str
+    negated: bool = False
+    ignore_case: bool = False
+
+
+@dataclass(frozen=True)
 class And(Predicate):
     """Three-valued conjunction."""
 
@@ -182,7 +193,7 @@ def _children(expr: Expr) -> Tuple[Expr, ...]:
         return (expr.left, expr.right)
     if isinstance(expr, Between):
         return (expr.operand, expr.low, expr.high)
-    if isinstance(expr, (Neg, Abs, BitAnd, InList, IsNull, IsNan, Not)):
+    if isinstance(expr, (Neg, Abs, BitAnd, InList, IsNull, IsNan, Like, Not)):
         return (expr.operand,)
     raise TypeError(f"not a where-expression node: {expr!r}")
 
@@ -452,6 +463,9 @@ def _render(expr: Expr) -> str:
         return f"{_render_value(expr.operand)} IS {'NOT NULL' if expr.negated else 'NULL'}"
     if isinstance(expr, IsNan):
         return f"isnan({_render_value(expr.operand)})"
+    if isinstance(expr, Like):
+        word = ("NOT " if expr.negated else "") + ("ILIKE" if expr.ignore_case else "LIKE")
+        return f"{_render_value(expr.operand)} {word} {_render_literal(expr.pattern)}"
     if isinstance(expr, And):
         return f"({_render(expr.left)}) AND ({_render(expr.right)})"
     if isinstance(expr, Or):

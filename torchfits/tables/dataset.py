@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
 from ..query import expr as _expr
+from ..query.names import did_you_mean, resolve_columns
 from .scan import Scanner, TableSource, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 from .decode import arrow_schema
@@ -78,7 +79,8 @@ def _make_plan(schema: Any, columns: Any, filter: Any, path_columns: tuple[str, 
         projection = [str(c) for c in columns]
         for c in projection:
             if c not in names:
-                raise ColumnNotFoundError(f"unknown column '{c}' (dataset columns: {', '.join(names)})")
+                raise ColumnNotFoundError(f"unknown column '{c}' (dataset columns: {', '.join(names)})"
+                                          f"{did_you_mean(c, names)}")
     types = {f.name: f.type for f in schema}
     trees: list[Any] = []
     opaque = None
@@ -94,7 +96,8 @@ def _make_plan(schema: Any, columns: Any, filter: Any, path_columns: tuple[str, 
         elif isinstance(item, str):
             if not item.strip():
                 raise ValueError("where must be a non-empty string expression")
-            tree = _expr.parse(item, columns=set(names))
+            booleans = [n for n, t in types.items() if str(t) == "bool"]
+            tree = resolve_columns(_expr.parse(item, columns=set(names), booleans=booleans), names)
             _expr.validate(tree, types)
             trees.append(tree)
         elif isinstance(item, _expr.Expr):

@@ -19,6 +19,7 @@ from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec, Conversion, MappingName, conversion
 from ..fits.columns import _element_arrow_type, arrow_type
 from ..fits.columns import field_metadata as _field_metadata
+from ..query.names import did_you_mean
 from ..errors import (ColumnNotFoundError, CorruptHeaderError, TruncatedFileError,
                      UnsupportedColumnError)
 
@@ -142,7 +143,8 @@ def select_columns(specs: Sequence[ColumnSpec],
         elif isinstance(col, str):
             spec = by_name.get(col) or by_folded.get(col.casefold())  # type: ignore[assignment]
             if spec is None:
-                raise ColumnNotFoundError(f"Column {col!r} not found")
+                raise ColumnNotFoundError(f"Column {col!r} not found"
+                                          f"{did_you_mean(col, [s.name for s in specs])}")
         else:
             raise TypeError(f"a column is selected by name or position, not {type(col).__name__}")
         if spec.index not in seen:

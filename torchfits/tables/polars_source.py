@@ -4,15 +4,16 @@ with projection, predicates and ``n_rows`` pushed into the torchfits dataset sca
 Polars hands an IO plugin its predicate as a Polars expression. Polars already knows how to turn
 one into a pyarrow filter (that is how ``scan_pyarrow_dataset`` pushes down); we reuse exactly
 that translation by letting Polars plan a scan of a probe dataset and catching the filter it
-passes, so both routes push the same terms. The full Polars predicate is applied again to the
-(already reduced) rows, so terms Polars could not translate still hold.
+passes, so both routes push the same terms, widened where Polars' NaN ordering differs from
+pyarrow's (`polars_superset`). The full Polars predicate is applied again to the (already
+reduced) rows, so terms Polars could not translate still hold and every row gets Polars' answer.
 """
 from __future__ import annotations
 
 import functools
 from typing import Any, Iterator, Optional
 
-__all__ = ["scan_polars", "pyarrow_filter_of"]
+__all__ = ["scan_polars", "pyarrow_filter_of", "polars_superset"]
 
 
 def _polars() -> Any:
@@ -67,6 +68,33 @@ def pyarrow_filter_of(predicate: Any, schema: Any) -> Optional[Any]:
     return probe.filter if probe.captured else None
 
 
+def polars_superset(pushed: Any, schema: Any) -> Optional[Any]:
+    """Widen a pushed filter so it keeps every row Polars' own predicate can keep.
+
+    Polars orders NaN above every number and equal to itself (``NaN > 21`` and ``NaN == NaN``
+    are true), while pyarrow, the row kernel and SQL treat a NaN comparison as false/unknown.
+    Each top-level term that reads a float column is ORed with ``isnan`` of those columns; the
+    full Polars predicate, applied to the batches afterwards, then decides those rows. Returns
+    a where-tree, or None (push nothing) for a filter our tree cannot represent.
+    """
+    import pyarrow as pa
+
+    from ..query import expr as _expr
+
+    tree = _expr.from_pyarrow(pushed, schema)
+    if tree is None:
+        return None
+    types = {f.name: f.type for f in schema}
+    terms = []
+    for term in _expr.conjuncts(tree):
+        widened: Any = term
+        for name in _expr.columns(term):
+            if name in types and pa.types.is_floating(types[name]):
+                widened = _expr.Or(widened, _expr.IsNan(_expr.Column(name)))
+        terms.append(widened)
+    return _expr.and_all(terms)
+
+
 def scan_polars(source: Any, hdu: Any = 1, *, schema: Any = None, add_path_column: bool = False,
                 index: Any = None, storage_options: Optional[dict] = None) -> Any:
     """Scan FITS tables lazily as a ``polars.LazyFrame``.
@@ -102,6 +130,8 @@ def scan_polars(source: Any, hdu: Any = 1, *, schema: Any = None, add_path_colum
         needed = list(columns)
         if predicate is not None:
             pushed = pyarrow_filter_of(predicate, arrow_schema)
+            if pushed is not None:
+                pushed = polars_superset(pushed, arrow_schema)
             needed += [c for c in predicate.meta.root_names() if c not in needed]
         remaining = n_rows
         if remaining is not None and remaining <= 0:

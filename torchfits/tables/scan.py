@@ -19,8 +19,9 @@ import numpy as np
 from ..query import expr as _expr
 from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
-from ..fits.paths import fspath
+from ..fits.paths import fspath, parse_path
 from ..fits.source import faults_seen
+from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
 from ..errors import ColumnNotFoundError, FitsError, HDUTypeError, UnsupportedColumnError, WhereEvaluationError
@@ -217,7 +218,9 @@ class Scanner:
         if where is not None:
             if not isinstance(where, str) or not where.strip():
                 raise ValueError("where must be a non-empty string expression")
-            tree = _expr.parse(where, columns=set(names))
+            booleans = [n for n, t in types.items() if str(t) == "bool"]
+            tree = resolve_columns(_expr.parse(where, columns=set(names), booleans=booleans), names,
+                                   context=f"{first.path} HDU {first.entry.index}")
             _refuse_complex(tree, complex_cols)
             try:
                 _expr.validate(tree, types)
@@ -233,6 +236,8 @@ class Scanner:
             # An already-translated tree (datasets translate once per scan) or a pyarrow
             # Expression, decoded with the column types so NaN guards go on float columns only.
             parsed = filter if isinstance(filter, _expr.Expr) else _expr.from_pyarrow(filter, types)
+            if parsed is not None:
+                parsed = resolve_columns(parsed, names, context=f"{first.path} HDU {first.entry.index}")
             if parsed is None:
                 opaque = filter
             else:
@@ -618,7 +623,7 @@ def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]]
     Parameters
     ----------
     source : str, os.PathLike, glob, directory, or a list of them
-        The file(s).
+        The file(s); a CFITSIO suffix selects the HDU (``cat.fits[1]``, ``cat.fits[CATALOG]``).
     hdu : int or str
         Table HDU index or EXTNAME (case-insensitive).
     columns : list of str, optional
@@ -645,6 +650,14 @@ def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]]
     """
     if storage_options:
         raise NotImplementedError("remote sources (storage_options) are not supported yet")
+    if isinstance(source, (str, os.PathLike)) and fspath(source):
+        fp = parse_path(source)
+        if fp.section is not None:
+            raise ValueError(f"{fp.path}: an image section cannot select table rows; use rows= or where=")
+        if fp.hdu is not None:
+            if hdu != 1 and hdu != fp.hdu:
+                raise ValueError(f"{fp.path}: the path selects HDU {fp.hdu!r} and hdu={hdu!r} another")
+            source, hdu = fp.path, fp.hdu
     sources = [TableSource.open(p, hdu) for p in resolve_sources(source)]
     return Scanner(sources, columns=columns, where=where, filter=filter, rows=rows,
                    row_slice=row_slice, batch_size=batch_size, threads=threads)

@@ -135,14 +135,46 @@ def _write_compressed(target: str, items: list[Any], *, compress: Any, quantize:
     """Hand images to the tile-compression writer (:mod:`.compress_write`)."""
     from .compress_write import normalize_compress, write_compressed
 
-    normalize_compress(compress)  # NOCOMPRESS, ints and unknown names are refused here
+    codec = normalize_compress(compress)  # NOCOMPRESS, ints and unknown names are refused here
+    if quantize is None and codec in ("GZIP_1", "GZIP_2"):
+        quantize = False  # float images under GZIP without quantize are lossless (as 1.2.3)
     images = [it for it in items if isinstance(it, ImageData)]
     if len(images) != len(items):
-        raise ValueError("compress= applies to images only; write tables without compress")
+        _write_compressed_with_tables(target, items, compress=compress, quantize=quantize,
+                                      overwrite=overwrite, checksum=checksum)
+        return
     arrays = [it.array for it in images if not (it.array.size == 0 and it.array.ndim <= 1)]
     headers = [it.header for it in images if not (it.array.size == 0 and it.array.ndim <= 1)]
     write_compressed(target, arrays, headers, overwrite=overwrite, compress=compress,
                      quantize=quantize, checksum=checksum)
+
+
+def _write_compressed_with_tables(target: str, items: list, *, compress: Any, quantize: Any,
+                                  overwrite: bool, checksum: bool) -> None:
+    """Tables stay plain binary tables; the images among them are tile-compressed (as 1.2.3)."""
+    import os
+    import tempfile
+
+    from .compress_write import normalize_compress
+    from .recompress import compress_file
+
+    codec = normalize_compress(compress) or "RICE_1"
+    if not any(isinstance(it, ImageData) for it in items):
+        write_hdus(target, items, overwrite=overwrite, checksum=checksum)
+        return
+    fd, plain = tempfile.mkstemp(suffix=".fits", dir=os.path.dirname(os.path.abspath(target)))
+    os.close(fd)
+    try:
+        write_hdus(plain, items, overwrite=True)
+        compress_file(plain, target, algorithm=codec, quantize=quantize, overwrite=overwrite)
+    finally:
+        os.unlink(plain)
+    if checksum:
+        from ..fits.hdu_index import get_index
+        from .checksum import write_checksums
+
+        for k in range(len(get_index(target))):
+            write_checksums(target, k)
 
 
 def write_tensor(path: PathArg, tensor: "torch.Tensor", header: Any = None, overwrite: bool = False,

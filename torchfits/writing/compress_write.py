@@ -176,7 +176,7 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
     zbitpix, bzero = _TYPES[dtype]
     shape = tuple(int(n) for n in arr.shape)
     if codec == "HCOMPRESS_1" and len(shape) < 2:
-        raise ValueError("HCOMPRESS_1 needs a 2-D (or higher) image")
+        raise ValueError("HCOMPRESS_1 needs a 2D (or higher) image")
     if zbitpix == 64 and codec in ("RICE_1", "HCOMPRESS_1", "PLIO_1"):
         raise ValueError(f"{codec} cannot compress 64-bit integers; use GZIP_1 or GZIP_2")
     tile_shape = tuple(int(t) for t in tile) if tile is not None else _default_tile(shape, codec)
@@ -194,8 +194,8 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
             raise ValueError("PLIO_1 compresses only integer masks")
         lo, hi = (int(native.min()), int(native.max())) if native.size else (0, 0)
         if lo < 0 or hi >= 1 << 24:
-            raise ValueError("PLIO_1 needs stored integer values in 0 .. 2^24 - 1 (unsigned 16/32-bit "
-                             "images are stored offset by BZERO and cannot use it)")
+            raise ValueError("PLIO_1 compressed image needs stored integer values in 0 .. 2^24 - 1 "
+                             "(unsigned 16/32-bit images are stored offset by BZERO and cannot use it)")
     level, method, seed = _quantize_spec(quantize) if zbitpix < 0 else (None, 0, None)
     quantized = zbitpix < 0 and level is not None
     if zbitpix < 0 and not quantized and codec not in ("GZIP_1", "GZIP_2", "NOCOMPRESS"):

@@ -116,7 +116,7 @@ def _existing(index: HduIndex) -> list[tuple[Piece, bool]]:
 
 
 def insert_hdu(path: Any, data: Any, index: int = 1, header: Any = None, compress: Any = False) -> None:
-    """Insert a new HDU before position ``index`` (``index == n_hdus`` appends).
+    """Insert a new HDU before position ``index`` (``index == n_hdus`` or ``-1`` appends).
 
     Parameters
     ----------
@@ -126,7 +126,8 @@ def insert_hdu(path: Any, data: Any, index: int = 1, header: Any = None, compres
         An image or a binary table.
     index : int
         ``0 <= index <= n_hdus``; 0 makes a new image the primary and demotes the old primary
-        to an image extension.
+        to an image extension. A negative index counts positions from the end of the file:
+        ``-1`` appends, ``-2`` inserts before the last HDU, down to ``-(n_hdus + 1)`` (= 0).
     header : dict or Header, optional
         Extra cards for the new HDU.
     """
@@ -134,8 +135,10 @@ def insert_hdu(path: Any, data: Any, index: int = 1, header: Any = None, compres
     target = require_file(path)
     idx = get_index(target)
     n = len(idx)
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index <= n:
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not -(n + 1) <= index <= n:
         raise IndexError(f"index {index} out of range for {n} HDUs")
+    if index < 0:
+        index = n + 1 + int(index)
     item = _item(data, as_header(header))
     pieces = _existing(idx)
     new = (_new_piece(item), isinstance(item, ImageData))

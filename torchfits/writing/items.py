@@ -53,10 +53,40 @@ def is_table_like(data: Any) -> bool:
     return module in ("pyarrow", "pandas", "polars", "astropy") or hasattr(data, "__arrow_c_stream__")
 
 
+def _is_astropy_table(data: Any) -> bool:
+    return type(data).__module__.startswith("astropy.table") and hasattr(data, "colnames")
+
+
+def _merged(cards: list, header: Optional[Header]) -> Optional[Header]:
+    """Header cards a table brings (astropy ``meta``), then the caller's (which win)."""
+    if not cards:
+        return header
+    merged = Header(cards)
+    if header is not None:
+        merged.update(header)
+    return merged
+
+
+def _table_item(data: Any, header: Optional[Header]) -> Optional["TableData"]:
+    """A structured array / recarray or an astropy table as a table item, else None."""
+    from .table_inputs import astropy_table_parts, structured_columns
+
+    if isinstance(data, np.ndarray) and data.dtype.names:
+        columns, schema = structured_columns(data)
+        return TableData(columns, header, schema or None)
+    if _is_astropy_table(data):
+        columns, schema, cards = astropy_table_parts(data)
+        return TableData(columns, _merged(cards, header), schema or None)
+    return None
+
+
 def to_items(data: Any, header: Optional[Header]) -> list[Any]:
     hdus = getattr(data, "__fits_hdus__", None)
     if callable(hdus):  # an object that knows its HDUs (the 1.x HDUList)
         return list(hdus())
+    table = _table_item(data, header)
+    if table is not None:
+        return [table]
     if isinstance(data, np.ndarray) or is_tensor(data):
         return [ImageData(as_numpy(data), header)]
     if isinstance(data, (ImageData, TableData)):
@@ -82,7 +112,8 @@ def to_items(data: Any, header: Optional[Header]) -> list[Any]:
         items = []
         for k, item in enumerate(data):
             h = header if k == 0 else None
-            if isinstance(item, (Mapping, ImageData, TableData)) or is_table_like(item):
+            if isinstance(item, (Mapping, ImageData, TableData)) or is_table_like(item) \
+                    or (isinstance(item, np.ndarray) and item.dtype.names):
                 items += to_items(item, h)
             elif isinstance(item, np.ndarray) or is_tensor(item):
                 items.append(ImageData(as_numpy(item), h))

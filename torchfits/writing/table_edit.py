@@ -262,8 +262,56 @@ def _spec_plan(spec: ColumnSpec, values: ColumnValues, *, physical: bool) -> tup
 STORAGE_NATIVE = {"B": "u1", "I": "i2", "J": "i4", "K": "i8"}
 
 
+def _ascii_text(spec: ColumnSpec, value: Any) -> bytes:
+    """One ASCII-table field as text of exactly ``spec.width`` characters (numbers right-aligned,
+    strings left-aligned, as astropy writes them); a value that does not fit is refused."""
+    w, code = spec.width, spec.code
+    if value is None or (isinstance(value, float) and np.isnan(value) and code != "A"):
+        text = str(spec.tnull) if spec.tnull is not None else ""
+    elif code == "A":
+        text = value.decode("ascii") if isinstance(value, bytes) else str(value)
+        if not (text.isascii() and text.isprintable()):
+            raise ValueError(f"column {spec.name!r}: strings must be printable ASCII, got {text!r}")
+        if len(text.rstrip()) > w:
+            raise ValueError(f"column {spec.name!r}: {text!r} does not fit A{w}")
+        return text[:w].ljust(w).encode("ascii")
+    else:
+        stored = (float(value) - spec.tzero) / spec.tscal if (spec.tscal, spec.tzero) != (1.0, 0.0) \
+            else value
+        d = spec.decimals or 0
+        if code == "I":
+            if float(stored) != int(round(float(stored))):
+                raise ValueError(f"column {spec.name!r}: {value!r} is not an integer (I{w})")
+            text = str(int(round(float(stored))))
+        elif code == "F":
+            text = f"{float(stored):.{d}f}"
+        else:  # E and D
+            text = f"{float(stored):.{d}E}"
+            text = text.replace("E", "D") if code == "D" else text
+    if len(text) > w:
+        raise ValueError(f"column {spec.name!r}: {value!r} needs {len(text)} characters, "
+                         f"more than the field's {w} ({spec.tform})")
+    return text.rjust(w).encode("ascii")
+
+
+def _ascii_cells(spec: ColumnSpec, values: Any, n: int) -> np.ndarray:
+    if isinstance(values, np.ma.MaskedArray):
+        items = [None if m else v for v, m in zip(values.data.tolist(), np.ma.getmaskarray(values))]
+    elif isinstance(values, (list, tuple)):
+        items = list(values)
+    else:
+        arr = np.asarray(values)
+        items = arr.reshape(-1).tolist() if arr.ndim else [arr.item()]
+    if len(items) != n:
+        raise ValueError(f"Column '{spec.name}' has {len(items)} rows, expected {n}")
+    out = np.frombuffer(b"".join(_ascii_text(spec, v) for v in items), np.uint8)
+    return out.reshape(n, spec.width).copy()
+
+
 def _encode_cells(t: _Table, spec: ColumnSpec, values: Any, n: int, *, physical: bool = True) -> np.ndarray:
     """``(n, width)`` row bytes of ``values`` in ``spec``'s field; VLA cells go onto the heap."""
+    if spec.is_ascii:
+        return _ascii_cells(spec, values, n)
     cv = numpy_column(spec.name, values)
     if len(cv) != n:
         raise ValueError(f"Column '{spec.name}' has {len(cv)} rows, expected {n}")
@@ -296,6 +344,8 @@ def _encode_cells(t: _Table, spec: ColumnSpec, values: Any, n: int, *, physical:
 def _default_cells(t: _Table, spec: ColumnSpec, n: int) -> np.ndarray:
     """Cells for a column the caller left out: TNULL where defined, else physical zero, blanks
     or 'F'."""
+    if spec.is_ascii:
+        return _ascii_cells(spec, [None] * n, n)
     cells = np.zeros((n, spec.width), np.uint8)
     if (spec.code in "BIJK" and not spec.is_vla and not isinstance(spec.tnull, int)
             and (spec.tscal, spec.tzero) != (1.0, 0.0)):
@@ -397,29 +447,30 @@ def _try_append_in_place(target: str, t: _Table, cells: list[np.ndarray], n: int
 
 def append_rows(path: Any, rows: Mapping[str, Any], hdu: Any = 1) -> None:
     """Append rows (see `torchfits.table.append_rows`)."""
-    target, t = _load(path, hdu)
+    target, t = _load(path, hdu, ascii_ok=True)
     vla_before = len(t.heap)
     n, cells = _new_rows(t, rows)
-    if len(t.heap) == vla_before and _try_append_in_place(target, t, cells, n):
+    ascii_table = t.entry.kind == "table"
+    if not ascii_table and len(t.heap) == vla_before and _try_append_in_place(target, t, cells, n):
         return
     for col, new in zip(t.columns, cells):
         col.data = np.concatenate([col.data, new])
     t.nrows += n
-    _save(target, t)
+    _save_ascii_rows(target, t) if ascii_table else _save(target, t)
 
 
 def insert_rows(path: Any, rows: Mapping[str, Any], *, row: int, hdu: Any = 1) -> None:
     """Insert rows before 0-based ``row`` (see `torchfits.table.insert_rows`)."""
     if isinstance(row, bool) or not isinstance(row, (int, np.integer)) or row < 0:
         raise ValueError("row must be a non-negative integer")
-    target, t = _load(path, hdu)
+    target, t = _load(path, hdu, ascii_ok=True)
     if row > t.nrows:
         raise ValueError(f"row index {row} is out of range for insert (num_rows={t.nrows})")
     n, cells = _new_rows(t, rows)
     for col, new in zip(t.columns, cells):
         col.data = np.concatenate([col.data[:row], new, col.data[row:]])
     t.nrows += n
-    _save(target, t)
+    _save_ascii_rows(target, t) if t.entry.kind == "table" else _save(target, t)
 
 
 def _window(row_slice: Any, nrows: int, what: str) -> tuple[int, int]:
@@ -443,7 +494,7 @@ def update_rows(path: Any, rows: Mapping[str, Any], row_slice: Any, hdu: Any = 1
     """Overwrite rows ``[start, stop)`` with physical values (see `torchfits.table.update_rows`)."""
     if mmap not in (True, False, "auto", "mmap"):
         raise ValueError("mmap must be True, False or 'auto'")
-    target, t = _load(path, hdu)
+    target, t = _load(path, hdu, ascii_ok=True)
     start, stop = _window(row_slice, t.nrows, "update_rows")
     if stop > t.nrows or start > stop:
         raise ValueError(f"row_slice [{start}, {stop}) is outside the table (num_rows={t.nrows}); "
@@ -465,7 +516,8 @@ def update_rows(path: Any, rows: Mapping[str, Any], row_slice: Any, hdu: Any = 1
     heap_before = len(t.heap)
     cells = {}
     for i, v in targets.items():
-        cv_len = len(numpy_column(t.columns[i].spec.name, v))
+        cv_len = len(v) if t.columns[i].spec.is_ascii and hasattr(v, "__len__") \
+            else len(numpy_column(t.columns[i].spec.name, v))
         if cv_len != window:
             raise ValueError(f"row_slice expects {window} rows, but update payload has {cv_len}")
         cells[i] = _encode_cells(t, t.columns[i].spec, v, window)
@@ -477,7 +529,7 @@ def update_rows(path: Any, rows: Mapping[str, Any], row_slice: Any, hdu: Any = 1
         data = t.columns[i].data.copy()
         data[start:stop] = new
         t.columns[i].data = data
-    _save(target, t)
+    _save_ascii_rows(target, t) if t.entry.kind == "table" else _save(target, t)
 
 
 def _update_in_place(target: str, t: _Table, cells: dict, start: int) -> None:

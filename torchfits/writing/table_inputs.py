@@ -10,7 +10,8 @@ import numpy as np
 from .table_plan import ColumnValues
 from .._torch_adapter import is_tensor, tensor_to_numpy
 
-__all__ = ["numpy_column", "arrow_column", "arrow_field_meta", "to_arrow_stream"]
+__all__ = ["numpy_column", "arrow_column", "arrow_field_meta", "to_arrow_stream",
+           "structured_columns", "astropy_table_parts"]
 
 
 def _ascii_bytes(name: str, items: list) -> np.ndarray:
@@ -29,10 +30,27 @@ def _ascii_bytes(name: str, items: list) -> np.ndarray:
     return np.array(encoded, dtype=f"S{width}")
 
 
+def _refuse_objects(name: str, items: list) -> None:
+    """Object arrays may hold strings (and None for null); anything else would be written as
+    its ``str()``, which nobody can read back: refuse it."""
+    for v in items:
+        if v is not None and not isinstance(v, (str, bytes, np.str_, np.bytes_)):
+            raise TypeError(f"column {name!r}: object values of type {type(v).__name__} have no "
+                            "FITS column type; convert the column to numbers or strings first")
+
+
 def numpy_column(name: str, values: Any) -> ColumnValues:
     """One column of a dict-of-arrays table, normalised."""
     if is_tensor(values):
         values = tensor_to_numpy(values)
+    if isinstance(values, np.ma.MaskedArray):
+        mask = np.ma.getmaskarray(values)
+        inner = numpy_column(name, values.filled(_fill_value(values.dtype)))
+        if not mask.any():
+            return inner
+        if inner.offsets is not None:
+            raise TypeError(f"column {name!r}: masked variable-length columns are not supported")
+        return ColumnValues(inner.data, mask)
     if isinstance(values, (list, tuple)) and values and all(
             v is None or isinstance(v, np.ndarray) or is_tensor(v) for v in values) and any(
             v is not None for v in values):
@@ -42,6 +60,8 @@ def numpy_column(name: str, values: Any) -> ColumnValues:
         return _ragged(name, list(arr))
     if arr.dtype.kind in "OU":
         items = list(arr.reshape(-1))
+        if arr.dtype.kind == "O":
+            _refuse_objects(name, items)
         out = _ascii_bytes(name, items)
         return ColumnValues(out.reshape(arr.shape))
     if arr.dtype.kind == "S":
@@ -198,3 +218,69 @@ def to_arrow_stream(data: Any) -> Any:
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)
     return None
+
+
+def _fill_value(dtype: np.dtype) -> Any:
+    if dtype.kind == "f":
+        return np.nan
+    if dtype.kind in "SU":
+        return ""
+    if dtype.kind == "b":
+        return False
+    return 0
+
+
+def structured_columns(array: np.ndarray) -> tuple[dict, dict]:
+    """A structured array or recarray (``fitsio.read``, astropy ``.data``) → (columns, schema).
+
+    Fields become columns in order; astropy ``FITS_rec`` fields give physical values and their
+    units go into the schema (TUNITn).
+    """
+    names = array.dtype.names or ()
+    columns = {name: np.asarray(array[name]) for name in names}
+    schema: dict = {}
+    for col in getattr(getattr(array, "columns", None), "columns", None) or ():
+        unit = getattr(col, "unit", None)
+        if unit and col.name in columns:
+            schema[col.name] = {"unit": str(unit)}
+    return columns, schema
+
+
+def astropy_table_parts(table: Any) -> tuple[dict, dict, list]:
+    """An astropy ``Table`` / ``QTable`` → (columns, schema, header cards).
+
+    Units become TUNITn, masked columns keep their mask (nulls: NaN, TNULL, empty string),
+    ``Quantity`` columns are written as their values, and ``meta`` becomes header cards (scalar
+    values; ``comments``/``history`` lists become COMMENT/HISTORY lines).
+    """
+    columns: dict = {}
+    schema: dict = {}
+    for name in table.colnames:
+        col = table[name]
+        unit = getattr(col, "unit", None)
+        if hasattr(col, "mask") and getattr(col, "mask", None) is not None and not hasattr(col, "to_value"):
+            values: Any = np.ma.MaskedArray(np.asarray(col.data if hasattr(col, "data") else col),
+                                            mask=np.asarray(col.mask))
+        elif hasattr(col, "to_value"):  # Quantity (QTable)
+            values = np.asarray(col.value)
+        else:
+            values = np.asarray(col)
+        if values.dtype.kind == "U":
+            values = np.char.encode(values, "ascii") if not isinstance(values, np.ma.MaskedArray) \
+                else values
+        columns[name] = values
+        if unit is not None and str(unit):
+            try:
+                text = unit.to_string(format="fits")
+            except (ValueError, AttributeError):  # not a FITS-standard unit: keep its own spelling
+                text = str(unit)
+            schema[name] = {"unit": text}
+    cards: list = []
+    for key, value in table.meta.items():
+        k = str(key)
+        if k.upper() in ("COMMENTS", "COMMENT", "HISTORY") and isinstance(value, (list, tuple)):
+            word = "HISTORY" if k.upper() == "HISTORY" else "COMMENT"
+            cards += [(word, str(v)) for v in value]
+        elif isinstance(value, (str, bool, int, float, np.generic)):
+            cards.append((k.upper() if len(k) <= 8 else k, value))
+    return columns, schema, cards

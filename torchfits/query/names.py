@@ -1,0 +1,77 @@
+"""Column names in predicates: exact first, then case-insensitive (as ``columns=``), and an
+unknown name is a `ColumnNotFoundError` that suggests the close ones."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Iterable, Optional, Sequence
+
+from ..errors import ColumnNotFoundError, WhereSyntaxError
+from .tree import TOO_DEEP, Column, Expr, columns
+
+__all__ = ["did_you_mean", "match_column", "resolve_columns"]
+
+
+def did_you_mean(name: str, names: Sequence[str]) -> str:
+    """``"; did you mean 'a' or 'b'?"`` for the names close to ``name`` (any case), else ``""``."""
+    folded = {n.casefold(): n for n in reversed(list(names))}
+    close = difflib.get_close_matches(name.casefold(), list(folded), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    quoted = [repr(folded[c]) for c in close]
+    return "; did you mean " + (" or ".join(quoted) if len(quoted) < 3
+                                else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
+
+
+def match_column(name: str, names: Sequence[str]) -> Optional[str]:
+    """The table's spelling of ``name``: an exact match, else the first case-insensitive one."""
+    if name in names:
+        return name
+    folded = name.casefold()
+    return next((n for n in names if n.casefold() == folded), None)
+
+
+def resolve_columns(tree: Expr, names: Iterable[str], *, context: str = "") -> Expr:
+    """Rewrite every column reference of ``tree`` to the table's spelling.
+
+    Parameters
+    ----------
+    tree : Expr
+        A parsed predicate.
+    names : iterable of str
+        The table's column names.
+    context : str
+        Where the table is (``"cat.fits HDU 1"``), for the error message.
+
+    Raises
+    ------
+    ColumnNotFoundError
+        ``"where references unknown column 'X' (cat.fits HDU 1); did you mean 'x_1'?"``; it is
+        also a ``ValueError`` and a ``KeyError``.
+    """
+    names = list(names)
+    mapping: dict[str, str] = {}
+    for name in columns(tree):
+        found = match_column(name, names)
+        if found is None:
+            where = f" ({context})" if context else ""
+            raise ColumnNotFoundError(
+                f"where references unknown column '{name}'{where}{did_you_mean(name, names)}")
+        if found != name:
+            mapping[name] = found
+    if not mapping:
+        return tree
+    try:
+        return _rename(tree, mapping)
+    except RecursionError:
+        raise WhereSyntaxError(TOO_DEEP) from None
+
+
+def _rename(node: Expr, mapping: dict[str, str]) -> Expr:
+    if isinstance(node, Column):
+        return Column(mapping.get(node.name, node.name))
+    if not dataclasses.is_dataclass(node):
+        return node
+    changes = {f.name: _rename(getattr(node, f.name), mapping) for f in dataclasses.fields(node)
+               if isinstance(getattr(node, f.name), Expr)}
+    return dataclasses.replace(node, **changes) if changes else node
