@@ -1,17 +1,22 @@
 """The HDU index: one pass over a file's header blocks gives every HDU's kind and byte layout.
 
 Indexes are cached per path and file version (device, inode, size, mtime_ns); a changed file is
-re-indexed.
+re-indexed. Remote URLs are cached per URL and storage options and re-validated (size, ETag,
+mtime) every few seconds; bytes and file objects are indexed on every call.
+
+Headers are read block by block until END (``ByteSource.ensure``), so indexing a remote file
+fetches its headers, not its data.
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._kernels import _header
-from .source import LocalSource, stat_key
+from .source import ByteSource, LocalSource, stat_key
 from ..errors import (
     CorruptHeaderError,
     FitsError,
@@ -22,6 +27,10 @@ from ..errors import (
 )
 from .header import Header, header_from_parsed
 from .layout import BLOCK, padded
+from .gzip_source import compression_of, decompressed_source
+from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
+from .paths import SourcePath
+from .remote_source import is_url, open_remote, still_valid
 
 __all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
 
@@ -194,7 +203,7 @@ class HduIndex:
     complete HDU); it is raised when a caller asks for an HDU past the ones indexed.
     """
 
-    def __init__(self, path: str, key: tuple, source: LocalSource) -> None:
+    def __init__(self, path: str, key: Optional[tuple], source: ByteSource) -> None:
         self.path = path
         self.key = key
         self.source = source
@@ -203,12 +212,31 @@ class HduIndex:
         self.tail_error: Optional[str] = None
         self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
+        self.raw_source: ByteSource = source  # before inflating (remote validation)
+        # True when bytes must be fetched (``ensure``) before they can be read from ``view()``.
+        self.lazy = type(source).ensure is not ByteSource.ensure
         self._build()
 
+    def _header_end(self, buf: memoryview, pos: int, lazy: bool) -> int:
+        if not lazy:
+            return _header.find_header_end(buf, pos, self.size)
+        # Fetch the header a few blocks at a time until its END card shows up.
+        window = 8 * BLOCK
+        while True:
+            stop = min(self.size, pos + window)
+            self.source.ensure([(pos, stop - pos)])
+            end = _header.find_header_end(buf, pos, stop)
+            if end >= 0 or stop >= self.size:
+                return end
+            window *= 4
+
     def _build(self) -> None:
-        buf = self.source.buffer()
+        src = self.source
+        lazy = self.lazy
         size = self.size
         path = self.path
+        src.ensure([(0, BLOCK)])
+        buf = src.view()
         if size < BLOCK:
             if size == 0:
                 raise NotFitsError(f"{path}: not a FITS file (the file is empty)")
@@ -223,11 +251,13 @@ class HduIndex:
             # Binary bytes in the first block mean "not FITS"; after that, one card is enough
             # to tell trailing junk from the next header.
             check_end = pos + BLOCK if not self.entries else pos + 80
+            if lazy and self.entries:
+                src.ensure([(pos, BLOCK)])
             if not _header.header_is_printable(buf, pos, min(size, check_end)):
                 if not self.entries:
                     raise NotFitsError(f"{path}: not a FITS file (binary bytes in the first header block)")
                 break
-            end = _header.find_header_end(buf, pos, size)
+            end = self._header_end(buf, pos, lazy)
             if end < 0:
                 message = (
                     f"{path}: HDU {len(self.entries)}: header never ends "
@@ -302,7 +332,20 @@ class HduIndex:
 
     # -- headers ----------------------------------------------------------------------------------
     def parsed_cards(self, entry: HduEntry) -> list[tuple]:
-        return _header.parse_cards(self.source.buffer(), entry.header_offset, entry.data_offset)
+        src = self.source
+        src.ensure([(entry.header_offset, entry.data_offset - entry.header_offset)])
+        return _header.parse_cards(src.view(), entry.header_offset, entry.data_offset)
+
+    def data_view(self, entry: HduEntry, ranges: Any = None) -> memoryview:
+        """The file buffer with ``ranges`` of ``entry``'s data made readable (all of it by default).
+
+        Offsets in ``ranges`` are relative to the data start; a local map holds everything already.
+        """
+        src = self.source
+        if ranges is None:
+            ranges = [(0, entry.data_size)]
+        src.ensure([(entry.data_offset + o, n) for o, n in ranges])
+        return src.view()
 
     def header(self, entry: HduEntry, *, raw_values: bool = False) -> Header:
         """The parsed header of ``entry`` (cached; callers get a copy they may edit)."""
@@ -339,9 +382,17 @@ _cache: "OrderedDict[str, HduIndex]" = OrderedDict()
 _stats = {"hits": 0, "misses": 0}
 
 
-def get_index(path: Any) -> HduIndex:
-    """The HduIndex of the current version of ``path`` (cached; validated by stat each call)."""
+def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
+    """The HduIndex of the current version of ``path`` (cached; validated by stat each call).
+
+    ``path`` may also be an fsspec URL (with ``storage_options``), a ``SourcePath``, bytes-like
+    contents or a binary file object.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        return _other_index(path, storage_options)
     path = _fspath(path)
+    if storage_options or is_url(path):
+        return _remote_index(path, storage_options)
     key = stat_key(path)
     with _lock:
         idx = _cache.get(path)
@@ -350,10 +401,69 @@ def get_index(path: Any) -> HduIndex:
             _stats["hits"] += 1
             return idx
         _stats["misses"] += 1
-    idx = HduIndex(path, key, LocalSource(path, key[2]))
+    idx = HduIndex(path, key, _local_source(path, key[2]))
     with _lock:
         _cache[path] = idx
         _cache.move_to_end(path)
+        while len(_cache) > _CAPACITY:
+            _cache.popitem(last=False)
+    return idx
+
+
+def _local_source(path: str, size: int) -> ByteSource:
+    src = LocalSource(path, size)
+    kind = compression_of(bytes(src.buffer()[:6]))
+    if kind is None:
+        return src
+    return decompressed_source(src, kind, local_path=path)
+
+
+def _wrap_compressed(src: ByteSource) -> ByteSource:
+    kind = compression_of(src.read(0, 6))
+    if kind is None:
+        return src
+    src.ensure([(0, src.size)])  # one coalesced fetch, then inflate from the mirror
+    return decompressed_source(src, kind)
+
+
+def _other_index(obj: Any, storage_options: Optional[dict]) -> HduIndex:
+    if isinstance(obj, SourcePath):
+        merged = dict(obj.storage_options or {}, **(storage_options or {}))
+        return get_index(obj.url, merged or None)
+    if isinstance(obj, HduIndex):
+        return obj
+    if is_bytes_like(obj):
+        src: ByteSource = BytesSource(obj)
+    elif is_file_object(obj):
+        src = file_object_source(obj)
+    else:
+        raise TypeError(f"path must be a str, os.PathLike, bytes or a binary file object, "
+                        f"not {type(obj).__name__}")
+    src = _wrap_compressed(src)
+    return HduIndex(src.path, None, src)
+
+
+def _remote_index(url: str, storage_options: Optional[dict]) -> HduIndex:
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return get_index(unquote(urlsplit(url).path))
+    cache_key = "\0".join((url, repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items()))))
+    with _lock:
+        idx = _cache.get(cache_key)
+    if idx is not None and still_valid(idx.raw_source, storage_options):
+        with _lock:
+            _cache.move_to_end(cache_key)
+            _stats["hits"] += 1
+        return idx
+    with _lock:
+        _stats["misses"] += 1
+    raw = open_remote(url, storage_options)
+    src = _wrap_compressed(raw)
+    idx = HduIndex(src.path, None, src)
+    idx.raw_source = raw
+    with _lock:
+        _cache[cache_key] = idx
         while len(_cache) > _CAPACITY:
             _cache.popitem(last=False)
     return idx
@@ -379,8 +489,6 @@ def clear_index_cache(*, stats: bool = True, entries: bool = True) -> None:
 
 
 def _fspath(path: Any) -> str:
-    import os
-
     try:
         p = os.fspath(path)
     except TypeError:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, get_index
-from .paths import parse_path
+from .paths import parse_path, with_storage_options
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError, HDUTypeError, KeywordNotFoundError
 from .header import Header
 
@@ -29,22 +29,24 @@ __all__ = [
 _HDU_TYPE = {KIND_BINTABLE: "BINARY_TABLE", KIND_TABLE: "ASCII_TABLE"}
 
 
-def _locate(path: Any, hdu: Any, *, allow_auto: bool = False) -> tuple[Any, HduEntry]:
-    fp = parse_path(path)
+def _locate(path: Any, hdu: Any, *, allow_auto: bool = False,
+            storage_options: Optional[dict] = None) -> tuple[Any, HduEntry]:
+    fp = parse_path(with_storage_options(path, storage_options))
     index = get_index(fp.path)
     if fp.hdu is not None and hdu in (0, None, "auto"):
         hdu = fp.hdu
     return index, index.resolve(hdu, allow_auto=allow_auto)
 
 
-def read_header(path: Any, hdu: Any = 0, *, compressed: bool = False) -> Header:
+def read_header(path: Any, hdu: Any = 0, *, compressed: bool = False,
+                storage_options: Optional[dict] = None) -> Header:
     """The typed header of one HDU (``None``/``"auto"`` picks the HDU as ``read`` does).
 
     Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix. For a
     tile-compressed image this is the image's header (Z-keywords restored to BITPIX, NAXISn,
     …); ``compressed=True`` gives the header of the compressed binary table as stored.
     """
-    index, entry = _locate(path, hdu, allow_auto=True)
+    index, entry = _locate(path, hdu, allow_auto=True, storage_options=storage_options)
     if entry.kind == KIND_COMPRESSED and not compressed:
         from ..image.compressed import image_header
 
@@ -164,11 +166,11 @@ class HduInfo:
         return dict(self.__dict__)
 
 
-def info(path: Any) -> list[HduInfo]:
-    """Summaries of every HDU in the file."""
+def info(path: Any, *, storage_options: Optional[dict] = None) -> list[HduInfo]:
+    """Summaries of every HDU in the file (a path, URL, bytes or a binary file object)."""
     from ..image.plain import plan_image  # numpy-only
 
-    index = get_index(parse_path(path).path)
+    index = get_index(parse_path(with_storage_options(path, storage_options)).path)
     out = []
     for e in index.entries:
         if e.is_table:

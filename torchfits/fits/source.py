@@ -1,6 +1,9 @@
-"""Byte sources: one small interface over where FITS bytes live (local mmap now, fsspec later).
+"""Byte sources: one small interface over where FITS bytes live.
 
-Readers ask a source for ranges or, when it supports it, for a zero-copy buffer of the whole file.
+Readers ask a source for ranges, or for a buffer over the whole file: ``buffer()`` is valid
+everywhere; ``view()`` is the same buffer but only valid for the ranges passed to ``ensure``
+first (a local map holds everything, so there both are the map and ``ensure`` does nothing;
+remote, file-object and gzip sources fetch just those ranges).
 """
 from __future__ import annotations
 
@@ -33,6 +36,13 @@ class ByteSource(ABC):
     def buffer(self) -> memoryview:
         """A read-only buffer over the whole file (only where ``supports_mmap``)."""
         raise NotImplementedError(f"{type(self).__name__} has no zero-copy buffer")
+
+    def ensure(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Make ``(offset, size)`` ranges readable through ``view()`` (nothing to do for a map)."""
+
+    def view(self) -> memoryview:
+        """The whole-file buffer, valid for the ranges passed to ``ensure``."""
+        return self.buffer()
 
 
 def stat_key(path: str) -> tuple[int, int, int, int]:

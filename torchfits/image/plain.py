@@ -12,6 +12,7 @@ import numpy as np
 
 from .._kernels import _image
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
+from ..fits.paths import with_storage_options
 from ..fits.threads import default_threads, run_parallel
 from ..errors import HDUTypeError
 from ..fits.header import Header
@@ -138,6 +139,36 @@ def _last_byte(region: Region, shape: Sequence[int], itemsize: int) -> int:
     return top + itemsize
 
 
+def region_ranges(region: Region, shape: Sequence[int], itemsize: int) -> list[tuple[int, int]]:
+    """Byte ranges (relative to the data start) that ``region`` touches: one per row run.
+
+    Many rows collapse into the single span from the first to the last byte touched.
+    """
+    starts, steps, counts = region
+    if not shape or any(c == 0 for c in counts):
+        return []
+    lead = counts[:-1]
+    last_start = starts[-1] + min(0, (counts[-1] - 1) * steps[-1])
+    run = (abs(steps[-1]) * (counts[-1] - 1) + 1) * itemsize
+    if math.prod(lead) > 4096:
+        first = 0
+        stride = itemsize
+        for start, step, count, n in zip(reversed(starts), reversed(steps), reversed(counts),
+                                         reversed(shape)):
+            first += min(start, start + (count - 1) * step) * stride
+            stride *= n
+        return [(first, _last_byte(region, shape, itemsize) - first)]
+    strides = [itemsize] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        strides[k] = strides[k + 1] * shape[k + 1]
+    offsets = np.zeros(1, np.int64)
+    for k in range(len(shape) - 1):
+        axis = (starts[k] + steps[k] * np.arange(counts[k], dtype=np.int64)) * strides[k]
+        offsets = (offsets[:, None] + axis[None, :]).reshape(-1)
+    base = last_start * itemsize
+    return [(int(o) + base, run) for o in np.sort(offsets)]
+
+
 def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Region,
                   out: np.ndarray, threads: Optional[int] = None) -> np.ndarray:
     """Decode ``region`` of the image into the C-contiguous ``out`` (size already checked)."""
@@ -145,7 +176,7 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     if out.size == 0:
         return out
     index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
-    buf = index.source.buffer()
+    buf = index.data_view(entry, region_ranges(region, plan.shape, plan.storage_dtype.itemsize))
     out_bytes = out.reshape(-1).view(np.uint8)
     shape = plan.shape
     if starts == (0,) * len(shape) and steps == (1,) * len(shape) and counts == tuple(shape):
@@ -254,7 +285,9 @@ class Image:
         return self._plan
 
     def _zero_copy_ok(self) -> bool:
-        return self._plan.mode == _image.MODE_RAW and self._plan.bitpix == 8
+        # Zero copy needs every byte readable; a lazily fetched source decodes what is asked.
+        return self._plan.mode == _image.MODE_RAW and self._plan.bitpix == 8 \
+            and not self._index.lazy
 
     def _mapped_bytes(self) -> np.ndarray:
         """The unscaled BITPIX=8 pixels as a read-only view of the file map."""
@@ -294,9 +327,26 @@ class Image:
                 h, w = self.shape
                 y0, y1, _ = key[0].indices(h)
                 x0, x1, _ = key[1].indices(w)
+                if self._index.lazy:
+                    self.prefetch_cutout(x0, y0, x1, y1)
                 return cutouts.cutout(x0, y0, x1, y1)
         region, out_shape = region_from_key(self.shape, key)
         return self.read_region(region, out_shape)
+
+    def prefetch_cutout(self, x0: int, y0: int, x1: int, y1: int) -> None:
+        """Fetch the rows of the cutout ``[y0:y1, x0:x1]`` (all leading planes) of a lazy source."""
+        shape = self.shape
+        if len(shape) < 2:
+            return
+        h, w = shape[-2:]
+        x0, x1 = max(0, min(x0, w)), max(0, min(x1, w))
+        y0, y1 = max(0, min(y0, h)), max(0, min(y1, h))
+        if x1 <= x0 or y1 <= y0:
+            return
+        lead = shape[:-2]
+        region = ((0,) * len(lead) + (y0, x0), (1,) * len(shape), tuple(lead) + (y1 - y0, x1 - x0))
+        self._index.data_view(self._entry, region_ranges(region, shape,
+                                                          self._plan.storage_dtype.itemsize))
 
     def _cutout_reader(self) -> Any:
         """The C cutout reader over the file map (None for a file cut short)."""
@@ -306,7 +356,7 @@ class Image:
             reader = None
             if e.data_offset + e.data_size <= self._index.size:
                 reader = _image.CutoutReader(
-                    self._index.source.buffer(), e.data_offset, plan.bitpix, plan.mode, plan.shape,
+                    self._index.source.view(), e.data_offset, plan.bitpix, plan.mode, plan.shape,
                     plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
                     plan.blank if plan.blank is not None else 0)
             self.__dict__["_cutouts"] = reader
@@ -345,19 +395,17 @@ def open_image(source: Any, hdu: Any = 0, *, raw_scale: bool = False,
     raw_scale : bool
         Return stored values instead of physical ones.
     storage_options : dict, optional
-        Reserved for remote sources (fsspec); must be None for local files.
+        fsspec options for URLs plus torchfits's remote options (see ``docs/remote.md``).
 
     Returns
     -------
     Image
     """
-    if storage_options:
-        raise NotImplementedError("remote sources (storage_options) are not supported yet")
-    return Image(source, hdu, raw_scale=raw_scale)
+    return Image(with_storage_options(source, storage_options), hdu, raw_scale=raw_scale)
 
 
 def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any = None,
-               threads: Optional[int] = None) -> np.ndarray:
+               threads: Optional[int] = None, storage_options: Optional[dict] = None) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 
     Parameters
@@ -372,6 +420,8 @@ def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any =
         A writable C-contiguous array of the result shape and dtype to read into.
     threads : int, optional
         Decode threads for large images (default: all cores).
+    storage_options : dict, optional
+        fsspec options for URLs plus torchfits's remote options (see ``docs/remote.md``).
 
     Returns
     -------
@@ -379,4 +429,5 @@ def read_numpy(source: Any, hdu: Any = 0, *, raw_scale: bool = False, out: Any =
         Physical values with the dtype rules of docs/images.md. Unscaled BITPIX=8 images are a
         read-only zero-copy view of the file map when ``out`` is not given.
     """
-    return Image(source, hdu, raw_scale=raw_scale).read(out, threads=threads)
+    return Image(with_storage_options(source, storage_options), hdu,
+                 raw_scale=raw_scale).read(out, threads=threads)

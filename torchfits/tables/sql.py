@@ -78,7 +78,7 @@ def _call_arguments(tokens: list, i: int) -> tuple[list[tuple[Optional[str], Any
     raise ValueError("fits(...): missing closing parenthesis")
 
 
-def sql(query: str, *, con: Any = None, hdu: Any = 1) -> Any:
+def sql(query: str, *, con: Any = None, hdu: Any = 1, storage_options: Optional[dict] = None) -> Any:
     """Run a DuckDB query in which FITS files are tables.
 
     Parameters
@@ -92,6 +92,9 @@ def sql(query: str, *, con: Any = None, hdu: Any = 1) -> Any:
         default: a new in-memory connection.
     hdu : int or str
         Default table HDU for quoted paths.
+    storage_options : dict, optional
+        fsspec options for quoted URLs (``'https://.../cat.fits'``, ``'s3://bucket/*.fits'``);
+        see ``docs/remote.md``.
 
     Returns
     -------
@@ -127,7 +130,7 @@ def sql(query: str, *, con: Any = None, hdu: Any = 1) -> Any:
         replacement = None
         stop = end
         if kind == "string" and table_position and _looks_like_fits(_literal(text)):
-            replacement = dataset(_literal(text), hdu)
+            replacement = dataset(_literal(text), hdu, storage_options=storage_options)
         elif kind == "ident" and text.lower() == "fits" and table_position:
             nxt = next((j for j in range(k + 1, len(tokens)) if tokens[j][0] not in ("space", "comment")), None)
             if nxt is not None and tokens[nxt][1] == "(":
@@ -140,7 +143,8 @@ def sql(query: str, *, con: Any = None, hdu: Any = 1) -> Any:
                 if unknown:
                     raise ValueError(f"fits(...): unknown option(s) {', '.join(sorted(unknown))}")
                 replacement = dataset(positional[0], options.get("hdu", hdu),
-                                      add_path_column=bool(options.get("add_path_column", False)))
+                                      add_path_column=bool(options.get("add_path_column", False)),
+                                      storage_options=storage_options)
                 stop = tokens[close][3]
                 k = close
         if replacement is not None:
