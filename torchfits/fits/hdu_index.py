@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -20,6 +21,7 @@ from .source import ByteSource, LocalSource, stat_key
 from ..errors import (
     CorruptHeaderError,
     FitsError,
+    FitsFileNotFoundError,
     HDUNotFoundError,
     NaxisOverflowError,
     NotFitsError,
@@ -29,7 +31,7 @@ from .header import Header, header_from_parsed
 from .layout import BLOCK, padded
 from .gzip_source import compression_of, decompressed_source
 from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
-from .paths import SourcePath
+from .paths import SourcePath, refuse_cfitsio_special
 from .remote_source import is_url, open_remote, still_valid
 
 __all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
@@ -245,14 +247,14 @@ class HduIndex:
             raise TruncatedFileError(f"{path}: truncated FITS file: {size} bytes, less than one header block")
         pos = 0
         while pos < size:
+            if lazy and self.entries:
+                src.ensure([(pos, BLOCK)])
             if self.entries and not bytes(buf[pos:pos + 9]) == b"XTENSION=":
                 # Trailing bytes after the last HDU (zero padding, junk) are not an HDU.
                 break
             # Binary bytes in the first block mean "not FITS"; after that, one card is enough
             # to tell trailing junk from the next header.
             check_end = pos + BLOCK if not self.entries else pos + 80
-            if lazy and self.entries:
-                src.ensure([(pos, BLOCK)])
             if not _header.header_is_printable(buf, pos, min(size, check_end)):
                 if not self.entries:
                     raise NotFitsError(f"{path}: not a FITS file (binary bytes in the first header block)")
@@ -380,6 +382,7 @@ _CAPACITY = 256
 _lock = threading.Lock()
 _cache: "OrderedDict[str, HduIndex]" = OrderedDict()
 _stats = {"hits": 0, "misses": 0}
+_object_cache: "weakref.WeakKeyDictionary[Any, HduIndex]" = weakref.WeakKeyDictionary()
 
 
 def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
@@ -393,7 +396,11 @@ def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
     path = _fspath(path)
     if storage_options or is_url(path):
         return _remote_index(path, storage_options)
-    key = stat_key(path)
+    try:
+        key = stat_key(path)
+    except FitsFileNotFoundError:
+        refuse_cfitsio_special(path)  # "|cmd" / "!name" get their own message
+        raise
     with _lock:
         idx = _cache.get(path)
         if idx is not None and idx.key == key:
@@ -435,7 +442,20 @@ def _other_index(obj: Any, storage_options: Optional[dict]) -> HduIndex:
     if is_bytes_like(obj):
         src: ByteSource = BytesSource(obj)
     elif is_file_object(obj):
-        src = file_object_source(obj)
+        # A stream can be read once: its index (and source) stay with the object while it lives.
+        try:
+            hit = _object_cache.get(obj)
+        except TypeError:
+            hit = None
+        if hit is not None:
+            return hit
+        src = _wrap_compressed(file_object_source(obj))
+        idx = HduIndex(src.path, None, src)
+        try:
+            _object_cache[obj] = idx
+        except TypeError:
+            pass  # not weak-referenceable: indexed again next time
+        return idx
     else:
         raise TypeError(f"path must be a str, os.PathLike, bytes or a binary file object, "
                         f"not {type(obj).__name__}")

@@ -73,7 +73,7 @@ def fspath(path: Any) -> str:
     raise ValueError("Path must be a string or list of strings")
 
 
-def _refuse_cfitsio_special(p: str) -> None:
+def refuse_cfitsio_special(p: str) -> None:
     # CFITSIO reads "|cmd" / "!name" / "-" as pipes, overwrite markers and stdin: never run them.
     if p.startswith("|") or p.rstrip().endswith("|"):
         raise ValueError(f"{p!r}: CFITSIO-style pipes are not supported (torchfits never runs "
@@ -113,7 +113,7 @@ def parse_path(path: Any) -> FitsPath:
     p = fspath(path)
     if not p:
         raise ValueError("Path must be a non-empty string")
-    _refuse_cfitsio_special(p)
+    refuse_cfitsio_special(p)
     remote = "://" in p or p.startswith(("vos:", "vault:"))
     if (not remote and os.path.exists(p)) or "[" not in os.path.basename(p):
         return FitsPath(p)
