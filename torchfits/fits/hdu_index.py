@@ -504,6 +504,7 @@ def clear_index_cache(*, stats: bool = True, entries: bool = True) -> None:
     with _lock:
         if entries:
             _cache.clear()
+            _object_cache.clear()
         if stats:
             _stats["hits"] = _stats["misses"] = 0
 

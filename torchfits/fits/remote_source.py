@@ -116,6 +116,17 @@ def _redact(url: str) -> str:
     return f"{parts.scheme}://{netloc}{parts.path}"
 
 
+def _raise_blocked(exc: BaseException) -> None:
+    """Re-raise a guard refusal that fsspec wrapped (it reports failed requests as not found)."""
+    seen = 0
+    cur: Optional[BaseException] = exc
+    while cur is not None and seen < 20:
+        if isinstance(cur, HttpBlockedError):
+            raise cur.with_traceback(None) from None
+        cur = cur.__cause__ or cur.__context__
+        seen += 1
+
+
 def split_storage_options(storage_options: Optional[dict]) -> tuple[dict, dict]:
     """(torchfits's own options, the rest for fsspec)."""
     ours: dict = {}
@@ -143,7 +154,8 @@ def _guard_trace(allow: bool) -> Any:
     return tc
 
 
-def _http_options(options: dict, allow: bool) -> dict:
+def _with_credentials(options: dict) -> dict:
+    """HTTP options plus an Authorization header from the environment (unless one is given)."""
     options = dict(options)
     headers = dict(options.get("headers") or {})
     if not any(k.lower() == "authorization" for k in headers):
@@ -155,6 +167,11 @@ def _http_options(options: dict, allow: bool) -> dict:
             headers["Authorization"] = f"Bearer {token}"
     if headers:
         options["headers"] = headers
+    return options
+
+
+def _with_guard(options: dict, allow: bool) -> dict:
+    options = dict(options)
     client = dict(options.get("client_kwargs") or {})
     client["trace_configs"] = list(client.get("trace_configs") or []) + [_guard_trace(allow)]
     options["client_kwargs"] = client
@@ -182,20 +199,20 @@ def _filesystem(url: str, options: dict, allow: bool) -> tuple[Any, str]:
         except ImportError:
             raise ImportError("reading vos: URLs needs the CADC 'vos' client: "
                               "pip install 'torchfits[vos]'") from None
-    key = (protocol, repr(sorted((k, repr(v)) for k, v in options.items())), allow)
+    if protocol not in _HTTP:
+        # fsspec caches these file systems itself (per protocol and options).
+        return fsspec.core.url_to_fs(url, **options)
+    options = _with_credentials(options)
+    key = (repr(sorted((k, repr(v)) for k, v in options.items())), allow)
     with _fs_lock:
-        hit = _fs_cache.get(key)
-    if hit is not None:
-        fs = hit
-        path = fs._strip_protocol(url) if protocol not in _HTTP else url
-        return fs, path
-    if protocol in _HTTP:
-        options = _http_options(options, allow)
+        fs = _fs_cache.get(key)
+    if fs is None:
+        options = _with_guard(options, allow)
         options.setdefault("skip_instance_cache", True)
-    fs, path = fsspec.core.url_to_fs(url, **options)
-    with _fs_lock:
-        _fs_cache[key] = fs
-    return fs, path
+        fs, _ = fsspec.core.url_to_fs(url, **options)
+        with _fs_lock:
+            _fs_cache[key] = fs
+    return fs, url
 
 
 def validator_of(info: dict) -> dict:
@@ -226,18 +243,26 @@ class RemoteSource(MirroredSource):
             (offset, size), = ranges
             try:
                 datas = [fs.cat_file(p, start=offset, end=offset + size)]
-            except FileNotFoundError:
+            except HttpBlockedError:
+                raise
+            except FileNotFoundError as exc:
+                _raise_blocked(exc)
                 raise FitsFileNotFoundError(f"Could not open FITS file: {self.path} (FITS file not found)") from None
+            except OSError as exc:
+                _raise_blocked(exc)
+                raise FitsError(f"{self.path}: reading bytes {offset}..{offset + size}: "
+                                f"{type(exc).__name__}") from None
         else:
             datas = fs.cat_ranges([p] * len(ranges), [o for o, _ in ranges],
                                   [o + s for o, s in ranges], on_error="return")
         out = []
         for (offset, size), data in zip(ranges, datas):
             if isinstance(data, BaseException):
+                _raise_blocked(data)
                 if isinstance(data, FitsError):
                     raise data
                 raise FitsError(f"{self.path}: reading bytes {offset}..{offset + size}: "
-                                f"{type(data).__name__}: {data}") from data
+                                f"{type(data).__name__}") from None
             if len(data) != size and len(data) == self.size:
                 # The server ignored the Range header and sent the whole object: keep all of it.
                 self.mark_all(data)
@@ -255,13 +280,16 @@ def open_remote(url: str, storage_options: Optional[dict] = None) -> ByteSource:
     fs, path = _filesystem(url, options, allow)
     try:
         info = fs.info(path)
-    except FileNotFoundError:
-        raise FitsFileNotFoundError(
-            f"Could not open FITS file: {_redact(url)} (FITS file not found)") from None
     except HttpBlockedError:
         raise
+    except FileNotFoundError as exc:
+        _raise_blocked(exc)
+        raise FitsFileNotFoundError(
+            f"Could not open FITS file: {_redact(url)} (FITS file not found)") from None
     except OSError as exc:
-        raise FitsFileNotFoundError(f"Could not open FITS file: {_redact(url)} ({exc})") from None
+        _raise_blocked(exc)
+        raise FitsFileNotFoundError(f"Could not open FITS file: {_redact(url)} "
+                                    f"({type(exc).__name__})") from None
     size = info.get("size")
     if info.get("type") == "directory":
         raise FitsFileNotFoundError(f"Could not open FITS file: {_redact(url)} (a directory)")
