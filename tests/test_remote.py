@@ -241,3 +241,44 @@ def test_vos_short_forms_normalise_and_name_the_extra():
     except ImportError:
         with pytest.raises(ImportError, match="torchfits\\[vos\\]"):
             read_numpy("vos:me/x.fits")
+
+
+def test_s3_through_moto_server(served, monkeypatch):
+    s3fs = pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    root, img, _ = served
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        so = {"endpoint_url": f"http://{host}:{port}", "key": "testing", "secret": "testing"}
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **so)
+        fs.mkdir("tfbucket")
+        fs.put(os.path.join(root, "mef.fits"), "tfbucket/mef.fits")
+        url = "s3://tfbucket/mef.fits"
+        np.testing.assert_array_equal(open_image(url, storage_options=so)[40:104, 8:72], img[40:104, 8:72])
+        t = scan(url, "CAT", columns=["id"], row_slice=(10, 20), storage_options=so).to_table()
+        assert t.column("id").to_pylist() == list(range(10, 20))
+        assert dataset("s3://tfbucket/*.fits", "CAT", storage_options=so).count_rows() == 200_000
+    finally:
+        server.stop()
+
+
+def test_vos_reads_through_the_client_once(served, monkeypatch, tmp_path):
+    import sys
+    import types
+
+    root, img, _ = served
+    calls = []
+
+    class Client:
+        def copy(self, source, dest):
+            calls.append(source)
+            shutil.copy(os.path.join(root, "mef.fits"), dest)
+
+    monkeypatch.setitem(sys.modules, "vos", types.SimpleNamespace(Client=Client))
+    np.testing.assert_array_equal(read_numpy("vos:me/mef.fits")[:4, :4], img[:4, :4])
+    torchfits.clear_file_cache()
+    np.testing.assert_array_equal(read_numpy("vault:me/mef.fits")[:4, :4], img[:4, :4])
+    assert calls == ["vos://cadc.nrc.ca~vault/me/mef.fits"]  # the second read used the cache

@@ -235,3 +235,34 @@ def test_not_fits_bytes_is_a_clear_error():
 def test_cfitsio_pipes_are_refused():
     with pytest.raises(ValueError, match="pipes"):
         read_numpy("|cat x.fits")
+
+
+def test_write_fits_gz_and_fsspec_urls(tmp_path):
+    fsspec = pytest.importorskip("fsspec")
+    img = np.arange(40 * 50, dtype=np.float32).reshape(40, 50)
+    target = tmp_path / "out.fits.gz"
+    torchfits.write(str(target), img)
+    assert target.read_bytes()[:2] == b"\x1f\x8b"
+    np.testing.assert_array_equal(astropy_fits.getdata(target), img)
+    np.testing.assert_array_equal(read_numpy(str(target)), img)
+    # an in-place edit of a .fits.gz keeps it gzip-compressed
+    torchfits.write_checksums(str(target))
+    assert target.read_bytes()[:2] == b"\x1f\x8b"
+    assert torchfits.verify_checksums(str(target))
+    url = "memory://i11-write/out.fits"
+    try:
+        torchfits.write(url, img)
+        np.testing.assert_array_equal(read_numpy(url), img)
+        with pytest.raises(FileExistsError):
+            torchfits.write(url, img)
+        torchfits.write(url, img * 2, overwrite=True)
+        np.testing.assert_array_equal(read_numpy(url), img * 2)  # the cached index was dropped
+        torchfits.write(url + ".gz", img)
+        assert fsspec.filesystem("memory").cat("/i11-write/out.fits.gz")[:2] == b"\x1f\x8b"
+        np.testing.assert_array_equal(read_numpy(url + ".gz"), img)
+    finally:
+        fsspec.filesystem("memory").rm("/i11-write", recursive=True)
+    with pytest.raises(ValueError, match="bz2"):
+        torchfits.write(str(tmp_path / "x.fits.bz2"), img)
+    with pytest.raises(ValueError, match="http"):
+        torchfits.write("http://127.0.0.1:1/x.fits", img)

@@ -32,7 +32,7 @@ from .layout import BLOCK, padded
 from .gzip_source import compression_of, decompressed_source
 from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
 from .paths import SourcePath, refuse_cfitsio_special
-from .remote_source import is_url, open_remote, still_valid
+from .remote_source import fetch_vos, is_url, open_remote, still_valid
 
 __all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
 
@@ -468,6 +468,8 @@ def _remote_index(url: str, storage_options: Optional[dict]) -> HduIndex:
         from urllib.parse import unquote, urlsplit
 
         return get_index(unquote(urlsplit(url).path))
+    if url.startswith(("vos:", "vault:")):
+        return get_index(fetch_vos(url, storage_options))
     cache_key = "\0".join((url, repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items()))))
     with _lock:
         idx = _cache.get(cache_key)
@@ -491,8 +493,11 @@ def _remote_index(url: str, storage_options: Optional[dict]) -> HduIndex:
 
 def invalidate(path: Any) -> None:
     """Forget the cached index of ``path`` (writers call this after replacing a file)."""
+    p = _fspath(path)
     with _lock:
-        _cache.pop(_fspath(path), None)
+        _cache.pop(p, None)
+        for key in [k for k in _cache if k.startswith(p + "\0")]:
+            del _cache[key]  # a URL cached under its storage options
 
 
 def cache_stats() -> dict:

@@ -193,12 +193,6 @@ def _filesystem(url: str, options: dict, allow: bool) -> tuple[Any, str]:
             import aiohttp  # noqa: F401
         except ImportError:
             raise ImportError("reading http(s) URLs needs aiohttp: pip install 'torchfits[remote]'") from None
-    if protocol == "vos":
-        try:
-            import vos  # type: ignore[import-not-found]  # noqa: F401
-        except ImportError:
-            raise ImportError("reading vos: URLs needs the CADC 'vos' client: "
-                              "pip install 'torchfits[vos]'") from None
     if protocol not in _HTTP:
         # fsspec caches these file systems itself (per protocol and options).
         return fsspec.core.url_to_fs(url, **options)
@@ -235,6 +229,7 @@ class RemoteSource(MirroredSource):
         self._fspath = fspath
         self.url = url
         self.validator = validator
+        self.checked_at = time.monotonic()
         super().__init__(_redact(url), size, cache_file=cache_file, validator=validator)
 
     def _fetch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
@@ -313,7 +308,35 @@ def open_remote(url: str, storage_options: Optional[dict] = None) -> ByteSource:
     return src
 
 
-_last_check: dict = {}
+def fetch_vos(url: str, storage_options: Optional[dict] = None) -> str:
+    """Download a VOSpace file once into the remote cache with the CADC ``vos`` client; its path.
+
+    VOSpace offers no byte ranges or validators through the client, so the whole file is cached
+    (``torchfits.cache.clear_cache(disk=True)`` forgets it).
+    """
+    url = normalize_url(url)
+    try:
+        import vos  # type: ignore[import-not-found]
+    except ImportError:
+        raise ImportError("reading vos:/vault: URLs needs the CADC 'vos' client: "
+                          "pip install 'torchfits[vos]'") from None
+    ours, _ = split_storage_options(storage_options)
+    from pathlib import Path
+
+    root = Path(ours["cache_dir"]) if ours.get("cache_dir") else remote_cache_root()
+    import hashlib
+
+    target = root / "vos" / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".fits")
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.part")
+        try:
+            vos.Client().copy(url, str(tmp))
+        except Exception as exc:  # noqa: BLE001 - the client raises many kinds
+            raise FitsFileNotFoundError(f"Could not open FITS file: {url} ({type(exc).__name__}: "
+                                        f"{exc})") from None
+        os.replace(tmp, target)
+    return str(target)
 
 
 def still_valid(src: ByteSource, storage_options: Optional[dict], ttl: float = 5.0) -> bool:
@@ -321,7 +344,7 @@ def still_valid(src: ByteSource, storage_options: Optional[dict], ttl: float = 5
     if not isinstance(src, RemoteSource):
         return True
     now = time.monotonic()
-    if now - _last_check.get(id(src), 0.0) < ttl:
+    if now - getattr(src, "checked_at", 0.0) < ttl:
         return True
     try:
         info = src._fs.info(src._fspath)
@@ -329,5 +352,5 @@ def still_valid(src: ByteSource, storage_options: Optional[dict], ttl: float = 5
         return False
     ok = info.get("size") == src.size and validator_of(info) == src.validator
     if ok:
-        _last_check[id(src)] = now
+        src.checked_at = now
     return ok
