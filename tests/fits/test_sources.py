@@ -266,3 +266,21 @@ def test_write_fits_gz_and_fsspec_urls(tmp_path):
         torchfits.write(str(tmp_path / "x.fits.bz2"), img)
     with pytest.raises(ValueError, match="http"):
         torchfits.write("http://127.0.0.1:1/x.fits", img)
+
+
+def test_hdulist_open_on_bytes_streams_and_urls(mef):
+    fsspec = pytest.importorskip("fsspec")
+    pytest.importorskip("torch")
+    path, img, _ = mef
+    data = Path(path).read_bytes()
+    fsspec.filesystem("memory").pipe("/i11-open/mef.fits", data)
+    try:
+        for source in (data, io.BytesIO(data), "memory://i11-open/mef.fits"):
+            with torchfits.open(source) as hdul:
+                assert len(hdul) == 4
+                np.testing.assert_array_equal(hdul[0].data[:5, :5].numpy(), img[:5, :5])
+                cat = hdul["CAT"]
+                assert cat.num_rows == 3000
+                assert cat.to_arrow().column("a").to_pylist()[:3] == [0, 1, 2]
+    finally:
+        fsspec.filesystem("memory").rm("/i11-open", recursive=True)
