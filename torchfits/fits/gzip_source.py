@@ -129,8 +129,11 @@ class GzipIndexedSource(MirroredSource):
         import rapidgzip
 
         out = []
+        # Large requests (whole-image reads) inflate in parallel; cutouts need one chunk or two.
+        total = sum(size for _, size in ranges)
+        threads = max(1, min(8, os.cpu_count() or 1)) if total > 16 * 1024 * 1024 else 1
         # A reader per call: rapidgzip aborts the interpreter at exit if one is left open.
-        with self._io_lock, rapidgzip.open(self._gz_path, parallelization=1) as r:
+        with self._io_lock, rapidgzip.open(self._gz_path, parallelization=threads) as r:
             r.import_index(io.BytesIO(self._index))
             for offset, size in ranges:
                 r.seek(offset)

@@ -176,7 +176,10 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     if out.size == 0:
         return out
     index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
-    buf = index.data_view(entry, region_ranges(region, plan.shape, plan.storage_dtype.itemsize))
+    if index.lazy:
+        buf = index.data_view(entry, region_ranges(region, plan.shape, plan.storage_dtype.itemsize))
+    else:
+        buf = index.source.buffer()  # the local map: nothing to fetch
     out_bytes = out.reshape(-1).view(np.uint8)
     shape = plan.shape
     if starts == (0,) * len(shape) and steps == (1,) * len(shape) and counts == tuple(shape):
