@@ -284,3 +284,23 @@ def test_hdulist_open_on_bytes_streams_and_urls(mef):
                 assert cat.to_arrow().column("a").to_pylist()[:3] == [0, 1, 2]
     finally:
         fsspec.filesystem("memory").rm("/i11-open", recursive=True)
+
+
+def test_coalesce_and_cache_trim(tmp_path):
+    from torchfits.fits.block_cache import mirror_path, trim, usage
+    from torchfits.fits.mirror_source import coalesce
+
+    assert coalesce([(10, 20), (0, 5), (22, 30), (50, 60)], 2) == [(0, 5), (10, 30), (50, 60)]
+    assert coalesce([(0, 10), (2, 4)], 0) == [(0, 10)]
+    paths = []
+    for k in range(3):
+        p = Path(mirror_path(f"https://h/{k}.fits", {"etag": "x"}, tmp_path))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"\1" * 8192)
+        Path(str(p) + ".json").write_text("{}")
+        os.utime(p, (1000 + k, 1000 + k))  # k=0 is the least recently used
+        paths.append(p)
+    assert usage(tmp_path)["files"] == 3
+    removed = trim(tmp_path, budget=2 * 8192 + 100)
+    assert removed == 1 and not paths[0].exists() and paths[1].exists() and paths[2].exists()
+    assert not Path(str(paths[0]) + ".json").exists()
