@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ..fits.block_cache import cache_root, clear_remote, remote_cache_root, usage
 from ..fits.hdu_index import cache_stats, clear_index_cache
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "CacheManager",
     "cache_root",
     "remote_cache_root",
+    "remote_cache_usage",
     "sample_cache_root",
     "clear",
     "clear_cache",
@@ -34,22 +36,6 @@ __all__ = [
     "optimize_for_dataset",
     "stats",
 ]
-
-
-def cache_root() -> Path:
-    """``$TORCHFITS_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchfits``, else ``~/.cache/torchfits``."""
-    env = os.environ.get("TORCHFITS_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg) / "torchfits"
-    return Path.home() / ".cache" / "torchfits"
-
-
-def remote_cache_root() -> Path:
-    env = os.environ.get("TORCHFITS_REMOTE_CACHE")
-    return Path(env) if env else cache_root() / "remote"
 
 
 def sample_cache_root() -> Path:
@@ -200,10 +186,17 @@ def clear_file_cache(*, data: bool = True, handles: bool = True, meta: bool = Tr
     clear_index_cache(stats=stats, entries=meta or hdu_types or data)
 
 
+def remote_cache_usage() -> dict:
+    """The block cache of remote reads: ``{"path", "files", "bytes"}`` (bytes stored on disk)."""
+    return usage()
+
+
 def clear_cache(*, disk: bool = False) -> None:
-    """Clear in-process caches; ``disk=True`` also deletes ``cache_root()``."""
+    """Clear in-process caches; ``disk=True`` also deletes ``cache_root()`` and the remote block
+    cache (``remote_cache_root()``, which ``TORCHFITS_REMOTE_CACHE`` may put elsewhere)."""
     clear_index_cache()
     if disk:
+        clear_remote()
         shutil.rmtree(cache_root(), ignore_errors=True)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from ..fits.hdu_index import HduIndex, get_index
+from ..fits.paths import display_name, is_local_path, with_storage_options
 from ..fits.paths import fspath
 from .._torch_adapter import is_tensor, to_tensor, validate_device
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError
@@ -339,14 +340,22 @@ class HDUList:
         return f"{src}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def open(path: Any, mode: str = "r") -> HDUList:
+def open(path: Any, mode: str = "r", *, storage_options: Optional[dict] = None) -> HDUList:
     """Open a FITS file as an `HDUList` (headers read now, data on demand).
 
     Header values are the raw card strings (``"2"``, ``"T"``), as in torchfits 1.x; use
-    `read_header` for typed values.
+    `read_header` for typed values. ``path`` may also be a URL (with ``storage_options``),
+    bytes or a binary file object (docs/remote.md).
     """
     if mode != "r":
         raise RuntimeError(f"torchfits.open supports mode='r' only, got mode={mode!r}")
+    if not is_local_path(path) or storage_options:
+        source = with_storage_options(path, storage_options)
+        try:
+            index = get_index(source)
+        except FitsError as exc:
+            raise type(exc)(f"Failed to open FITS file '{display_name(path)}': {exc}") from None
+        return _hdulist(index, source, index.path)
     p = fspath(path)
     if not os.path.exists(p):
         raise FitsFileNotFoundError(f"FITS file not found: {p}")
@@ -354,15 +363,21 @@ def open(path: Any, mode: str = "r") -> HDUList:
         index = get_index(p)
     except FitsError as exc:
         raise type(exc)(f"Failed to open FITS file '{p}': {exc}") from None
+    return _hdulist(index, p, p)
+
+
+def _hdulist(index: Any, source: Any, name: str) -> HDUList:
     hdus: list[Any] = []
     for entry in index.entries:
         header = index.header(entry, raw_values=True)
         if entry.is_table:
-            hdus.append(TableHDURef(header=header, source_path=p,
+            # Non-path sources are re-read through their index (a stream cannot be reopened).
+            ref_source = source if isinstance(source, str) else index
+            hdus.append(TableHDURef(header=header, source_path=ref_source,
                                                       source_hdu=entry.index))
         else:
             hdus.append(TensorHDU(header=header, file_handle=index, hdu_index=entry.index,
-                                  source_path=p))
+                                  source_path=name))
     result = HDUList(hdus)
-    result._path = p
+    result._path = name
     return result

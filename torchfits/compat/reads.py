@@ -12,7 +12,7 @@ import numpy as np
 
 from .._kernels import _image
 from ..fits.hdu_index import get_index
-from ..fits.paths import FitsPath, fspath, parse_path
+from ..fits.paths import FitsPath, display_name, fspath, parse_path, with_storage_options
 from ..fits.section_header import section_header
 from ..fits.source import faults_seen
 from .._torch_adapter import image_tensor, to_tensor, validate_device
@@ -45,6 +45,7 @@ _READ_OPTIONS: dict[str, Any] = {
     "cache_capacity": 10,
     "handle_cache_capacity": None,
     "fast_header": True,
+    "storage_options": None,
 }
 
 
@@ -157,18 +158,19 @@ def _name_error(exc: HDUNotFoundError, hdu: Any) -> HDUNotFoundError:
 def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, fp16: bool = False,
                 bf16: bool = False, raw_scale: bool = False, return_header: bool = False,
                 fallback_get_header: Optional[Callable] = None, *, out: Any = None,
-                dtype: Any = None) -> Any:
+                dtype: Any = None, storage_options: Optional[dict] = None) -> Any:
     """Read an image HDU into a ``torch.Tensor`` (or ``(tensor, Header)``).
 
     ``out`` is a preallocated tensor of the result shape and dtype to read into (returned).
     ``dtype`` (a torch or NumPy dtype; ``torch.bfloat16`` and ``torch.float16`` included)
     sets the result type. ``fallback_get_header`` is accepted for compatibility and ignored.
+    ``storage_options`` go to fsspec for URLs (see ``docs/remote.md``).
     """
     _check_dtype(dtype, fp16, bf16)
     _validate_hdu_arg(hdu)
     device = validate_device(device)
     check_mmap(mmap)
-    fp = parse_path(path)
+    fp = parse_path(with_storage_options(path, storage_options))
     try:
         tensor, img = _image_tensor(fp, hdu, device=device, raw_scale=raw_scale, half=_half(fp16, bf16),
                                     out=out, dtype=dtype)
@@ -214,13 +216,13 @@ def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode:
                 for p in path]
     if isinstance(path, str) and not path:
         raise ValueError("Path must be a non-empty string")
-    if not isinstance(path, (str, os.PathLike)):
+    if path is None or isinstance(path, (int, float, dict)):
         raise ValueError("Path must be a string or list of strings")
     if isinstance(hdu, (list, tuple)):
         return [read(path, h, device, mmap, mode, None, return_header, dtype=dtype, **kwargs)
                 for h in hdu]
-    fp = parse_path(path)
-    prefix = f"Failed to read FITS file '{fp.path}': "
+    fp = parse_path(with_storage_options(path, opts["storage_options"]))
+    prefix = f"Failed to read FITS file '{display_name(fp.path)}': "
     try:
         index = get_index(fp.path)
         entry = index.resolve(fp.hdu if fp.hdu is not None and hdu in (0, None, "auto") else hdu,
@@ -300,9 +302,10 @@ class SubsetReader:
     ``open_subset_reader``): the file is mapped once and each call copies only the rows the
     cutout touches. Coordinates are 0-based, half-open, clamped to the image."""
 
-    def __init__(self, path: Any, hdu: Any = 0, device: Any = "cpu") -> None:
+    def __init__(self, path: Any, hdu: Any = 0, device: Any = "cpu", *,
+                 storage_options: Optional[dict] = None) -> None:
         self._device = validate_device(device)
-        fp = parse_path(path)
+        fp = parse_path(with_storage_options(path, storage_options))
         index = get_index(fp.path)
         try:
             entry = index.resolve(fp.hdu if fp.hdu is not None and hdu == 0 else hdu)
@@ -315,6 +318,7 @@ class SubsetReader:
         self.hdu = entry.index
         self.shape = plan.shape
         self._closed = False
+        self._lazy = index.lazy
         self._complete = entry.data_offset + entry.data_size <= index.size
         self._lead = plan.shape[:-2]
         if getattr(self._image, "is_compressed", False):
@@ -323,7 +327,7 @@ class SubsetReader:
             self._cutouts: Any = None
         else:
             self._cutouts = _image.CutoutReader(
-                index.source.buffer(), entry.data_offset, plan.bitpix, plan.mode, plan.shape,
+                index.source.view(), entry.data_offset, plan.bitpix, plan.mode, plan.shape,
                 plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
                 plan.blank if plan.blank is not None else 0)
         self._fast = self._device == "cpu" and plan.dtype != np.uint64
@@ -340,6 +344,8 @@ class SubsetReader:
         if out is not None:
             return self._read_subset_into(out, x1, y1, x2, y2)
         if self._complete:
+            if self._lazy:
+                self._image.prefetch_cutout(x1, y1, x2, y2)
             out = self._cutouts.cutout(x1, y1, x2, y2)
             if faults_seen():
                 self._image._index.source.check()
@@ -383,15 +389,18 @@ class SubsetReader:
         return f"SubsetReader(hdu={self.hdu}, shape={self.shape}, {state})"
 
 
-def open_subset_reader(path: Any, hdu: Any = 0, device: Any = "cpu") -> SubsetReader:
-    """Open an image HDU once for many cutouts (see `SubsetReader`)."""
-    return SubsetReader(path, hdu, device)
+def open_subset_reader(path: Any, hdu: Any = 0, device: Any = "cpu", *,
+                       storage_options: Optional[dict] = None) -> SubsetReader:
+    """Open an image HDU once for many cutouts (see `SubsetReader`); for a URL each cutout
+    fetches only the rows it touches."""
+    return SubsetReader(path, hdu, device, storage_options=storage_options)
 
 
-def read_subset(path: Any, hdu: Any, x1: int, y1: int, x2: int, y2: int, *, out: Any = None) -> Any:
+def read_subset(path: Any, hdu: Any, x1: int, y1: int, x2: int, y2: int, *, out: Any = None,
+                storage_options: Optional[dict] = None) -> Any:
     """One cutout ``[y1:y2, x1:x2]`` (0-based, half-open, clamped) of the last two axes;
     ``out`` is an optional tensor to decode into."""
-    with SubsetReader(path, hdu) as reader:
+    with SubsetReader(path, hdu, storage_options=storage_options) as reader:
         return reader.read_subset(x1, y1, x2, y2, out=out)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..query import expr as _expr
 from ..query.names import resolve_columns
+from ..fits.paths import with_storage_options
 from ..fits.hdu_index import get_index
 from ..fits.paths import fspath
 from ..tables.scan import Scanner, TableSource, validate_row_slice
@@ -149,7 +150,7 @@ def _open_source(path: Any, hdu: Any) -> TableSource:
     """Open one table HDU, with the 1.2.3 error wording of ``table.read`` (docs/compatibility.md)."""
     index = get_index(path)
     try:
-        return TableSource.open(index.path, hdu)
+        return TableSource.open(index, hdu)
     except HDUNotFoundError as exc:
         if isinstance(hdu, str):
             raise HDUNotFoundError(f"Table HDU named '{hdu}' not found in '{index.path}'") from None
@@ -290,7 +291,8 @@ def read(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None, ro
          where: Optional[str] = None, batch_size: int = _DEFAULT_BATCH, mmap: Any = True,
          decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
          include_fits_metadata: bool = False, apply_fits_nulls: bool = True,
-         backend: str = "auto") -> "pa.Table":
+         backend: str = "auto", *,
+         storage_options: Optional[dict] = None) -> "pa.Table":
     """Read a FITS table HDU into a ``pyarrow.Table`` (torchfits 1.x ``table.read``).
 
     Parameters
@@ -343,6 +345,7 @@ def read(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None, ro
     OSError, RuntimeError
         Missing, non-FITS or truncated files; an image HDU ("Failed to get table dimensions").
     """
+    path = with_storage_options(path, storage_options)
     plan = _compat_scan(path, hdu, func="table.read", columns=columns, row_slice=row_slice,
                         rows=rows, where=where, batch_size=batch_size, mmap=mmap,
                         decode_bytes=decode_bytes, encoding=encoding, strip=strip,
@@ -359,7 +362,8 @@ def scan(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
          where: Optional[str] = None, batch_size: int = _DEFAULT_BATCH, mmap: Any = True,
          decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
          include_fits_metadata: bool = False, apply_fits_nulls: bool = True,
-         backend: str = "auto") -> Iterator["pa.RecordBatch"]:
+         backend: str = "auto", *,
+         storage_options: Optional[dict] = None) -> Iterator["pa.RecordBatch"]:
     """Stream a FITS table as ``pyarrow.RecordBatch`` objects (torchfits 1.x ``table.scan``).
 
     Arguments as in `read` (there is no ``rows``). Every argument is checked now, before the
@@ -372,6 +376,7 @@ def scan(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
     -------
     iterator of pyarrow.RecordBatch
     """
+    path = with_storage_options(path, storage_options)
     plan = _compat_scan(path, hdu, func="table.scan", columns=columns, row_slice=row_slice,
                         where=where, batch_size=batch_size, mmap=mmap, decode_bytes=decode_bytes,
                         encoding=encoding, strip=strip,
@@ -384,11 +389,13 @@ def reader(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
            where: Optional[str] = None, batch_size: int = _DEFAULT_BATCH, mmap: Any = True,
            decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
            include_fits_metadata: bool = True, apply_fits_nulls: bool = True,
-           backend: str = "auto") -> "pa.RecordBatchReader":
+           backend: str = "auto", *,
+           storage_options: Optional[dict] = None) -> "pa.RecordBatchReader":
     """`scan` as a ``pyarrow.RecordBatchReader`` (FITS metadata included by default).
 
     Empty results still carry the schema.
     """
+    path = with_storage_options(path, storage_options)
     plan = _compat_scan(path, hdu, func="table.reader", columns=columns, row_slice=row_slice,
                         where=where, batch_size=batch_size, mmap=mmap, decode_bytes=decode_bytes,
                         encoding=encoding, strip=strip,
@@ -400,12 +407,14 @@ def reader(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
 def schema(path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = None,
            decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
            include_fits_metadata: bool = False, apply_fits_nulls: bool = False,
-           backend: str = "auto") -> "pa.Schema":
+           backend: str = "auto", *,
+           storage_options: Optional[dict] = None) -> "pa.Schema":
     """The Arrow schema `read` would return, built from the header cards alone.
 
     ``where`` is parsed and its columns checked (``"where references unknown column 'X'"``);
     no row is read.
     """
+    path = with_storage_options(path, storage_options)
     plan = _compat_scan(path, hdu, func="table.schema", columns=columns, where=where,
                         decode_bytes=decode_bytes, encoding=encoding, strip=strip,
                         include_fits_metadata=include_fits_metadata,

@@ -6,6 +6,7 @@ so it outlives its `HDUList`). `TableHDU` holds columns in memory.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Iterator, Mapping, Optional
 
 import numpy as np
@@ -137,7 +138,9 @@ class TableHDURef:
     def __init__(self, *, header: Any = None, source_path: Any = None, source_hdu: Any = None,
                  columns: Any = None, row_slice: Any = None) -> None:
         self._header = header if header is None or isinstance(header, Header) else Header(header)
-        self._path = None if source_path is None else fspath(source_path)
+        # a path, or (for URLs with options, bytes and streams) the source object or its index
+        self._path = None if source_path is None else (
+            fspath(source_path) if isinstance(source_path, (str, os.PathLike)) else source_path)
         self._hdu = 1 if source_hdu is None else source_hdu
         self._columns = None if columns is None else list(dict.fromkeys(_column_list(columns)))
         self._row_slice = row_slice

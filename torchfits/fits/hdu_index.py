@@ -1,20 +1,28 @@
 """The HDU index: one pass over a file's header blocks gives every HDU's kind and byte layout.
 
 Indexes are cached per path and file version (device, inode, size, mtime_ns, ctime_ns); a changed
-file is re-indexed, and so is one whose map found the file truncated under it.
+file is re-indexed, and so is one whose map found the file truncated under it. Remote URLs are
+cached per URL and storage options and re-validated (size, ETag, mtime) every few seconds; bytes
+and file objects are indexed on every call.
+
+Headers are read block by block until END (``ByteSource.ensure``), so indexing a remote file
+fetches its headers, not its data.
 """
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._kernels import _header
-from .source import LocalSource, faults_seen, stat_key
+from .source import ByteSource, LocalSource, faults_seen, stat_key
 from ..errors import (
     CorruptHeaderError,
     FitsError,
+    FitsFileNotFoundError,
     HDUNotFoundError,
     NaxisOverflowError,
     NotFitsError,
@@ -22,6 +30,10 @@ from ..errors import (
 )
 from .header import Header, header_from_parsed
 from .layout import BLOCK, padded
+from .gzip_source import compression_of, decompressed_source
+from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
+from .paths import SourcePath, refuse_cfitsio_special
+from .remote_source import fetch_vos, is_url, open_remote, still_valid
 
 __all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
 
@@ -199,7 +211,7 @@ class HduIndex:
     complete HDU); it is raised when a caller asks for an HDU past the ones indexed.
     """
 
-    def __init__(self, path: str, key: tuple, source: LocalSource) -> None:
+    def __init__(self, path: str, key: Optional[tuple], source: ByteSource) -> None:
         self.path = path
         self.key = key
         self.source = source
@@ -208,16 +220,35 @@ class HduIndex:
         self.tail_error: Optional[str] = None
         self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
+        self.raw_source: ByteSource = source  # before inflating (remote validation)
+        # True when bytes must be fetched (``ensure``) before they can be read from ``view()``.
+        self.lazy = type(source).ensure is not ByteSource.ensure
         try:
             self._build()
         finally:
             # Header blocks lost to a truncation during the pass read as zeros: say so instead.
             self.source.check()
 
+    def _header_end(self, buf: memoryview, pos: int, lazy: bool) -> int:
+        if not lazy:
+            return _header.find_header_end(buf, pos, self.size)
+        # Fetch the header a few blocks at a time until its END card shows up.
+        window = 8 * BLOCK
+        while True:
+            stop = min(self.size, pos + window)
+            self.source.ensure([(pos, stop - pos)])
+            end = _header.find_header_end(buf, pos, stop)
+            if end >= 0 or stop >= self.size:
+                return end
+            window *= 4
+
     def _build(self) -> None:
-        buf = self.source.buffer()
+        src = self.source
+        lazy = self.lazy
         size = self.size
         path = self.path
+        src.ensure([(0, BLOCK)])
+        buf = src.view()
         if size < BLOCK:
             if size == 0:
                 raise NotFitsError(f"{path}: not a FITS file (the file is empty)")
@@ -226,6 +257,8 @@ class HduIndex:
             raise TruncatedFileError(f"{path}: truncated FITS file: {size} bytes, less than one header block")
         pos = 0
         while pos < size:
+            if lazy and self.entries:
+                src.ensure([(pos, BLOCK)])
             if self.entries and not bytes(buf[pos:pos + 9]) == b"XTENSION=":
                 # Trailing bytes after the last HDU (zero padding, junk) are not an HDU.
                 break
@@ -236,7 +269,7 @@ class HduIndex:
                 if not self.entries:
                     raise NotFitsError(f"{path}: not a FITS file (binary bytes in the first header block)")
                 break
-            end = _header.find_header_end(buf, pos, size)
+            end = self._header_end(buf, pos, lazy)
             if end < 0:
                 message = (
                     f"{path}: HDU {len(self.entries)}: header never ends "
@@ -311,10 +344,23 @@ class HduIndex:
 
     # -- headers ----------------------------------------------------------------------------------
     def parsed_cards(self, entry: HduEntry) -> list[tuple]:
-        cards = _header.parse_cards(self.source.buffer(), entry.header_offset, entry.data_offset)
+        src = self.source
+        src.ensure([(entry.header_offset, entry.data_offset - entry.header_offset)])
+        cards = _header.parse_cards(src.view(), entry.header_offset, entry.data_offset)
         if faults_seen():
-            self.source.check()
+            src.check()
         return cards
+
+    def data_view(self, entry: HduEntry, ranges: Any = None) -> memoryview:
+        """The file buffer with ``ranges`` of ``entry``'s data made readable (all of it by default).
+
+        Offsets in ``ranges`` are relative to the data start; a local map holds everything already.
+        """
+        src = self.source
+        if ranges is None:
+            ranges = [(0, entry.data_size)]
+        src.ensure([(entry.data_offset + o, n) for o, n in ranges])
+        return src.view()
 
     def header(self, entry: HduEntry, *, raw_values: bool = False) -> Header:
         """The parsed header of ``entry`` (cached; callers get a copy they may edit)."""
@@ -349,12 +395,25 @@ _CAPACITY = 256
 _lock = threading.Lock()
 _cache: "OrderedDict[str, HduIndex]" = OrderedDict()
 _stats = {"hits": 0, "misses": 0}
+_object_cache: "weakref.WeakKeyDictionary[Any, HduIndex]" = weakref.WeakKeyDictionary()
 
 
-def get_index(path: Any) -> HduIndex:
-    """The HduIndex of the current version of ``path`` (cached; validated by stat each call)."""
+def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
+    """The HduIndex of the current version of ``path`` (cached; validated by stat each call).
+
+    ``path`` may also be an fsspec URL (with ``storage_options``), a ``SourcePath``, bytes-like
+    contents or a binary file object.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        return _other_index(path, storage_options)
     path = _fspath(path)
-    key = stat_key(path)
+    if storage_options or is_url(path):
+        return _remote_index(path, storage_options)
+    try:
+        key = stat_key(path)
+    except FitsFileNotFoundError:
+        refuse_cfitsio_special(path)  # "|cmd" / "!name" get their own message
+        raise
     with _lock:
         idx = _cache.get(path)
         if idx is not None and idx.key == key and not (faults_seen() and idx.source.faulted):
@@ -362,7 +421,7 @@ def get_index(path: Any) -> HduIndex:
             _stats["hits"] += 1
             return idx
         _stats["misses"] += 1
-    idx = HduIndex(path, key, LocalSource(path, key[2]))
+    idx = HduIndex(path, key, _local_source(path, key[2]))
     with _lock:
         _cache[path] = idx
         _cache.move_to_end(path)
@@ -371,10 +430,87 @@ def get_index(path: Any) -> HduIndex:
     return idx
 
 
+def _local_source(path: str, size: int) -> ByteSource:
+    src = LocalSource(path, size)
+    kind = compression_of(bytes(src.buffer()[:6]))
+    if kind is None:
+        return src
+    return decompressed_source(src, kind, local_path=path)
+
+
+def _wrap_compressed(src: ByteSource) -> ByteSource:
+    kind = compression_of(src.read(0, 6))
+    if kind is None:
+        return src
+    src.ensure([(0, src.size)])  # one coalesced fetch, then inflate from the mirror
+    return decompressed_source(src, kind)
+
+
+def _other_index(obj: Any, storage_options: Optional[dict]) -> HduIndex:
+    if isinstance(obj, SourcePath):
+        merged = dict(obj.storage_options or {}, **(storage_options or {}))
+        return get_index(obj.url, merged or None)
+    if isinstance(obj, HduIndex):
+        return obj
+    if is_bytes_like(obj):
+        src: ByteSource = BytesSource(obj)
+    elif is_file_object(obj):
+        # A stream can be read once: its index (and source) stay with the object while it lives.
+        try:
+            hit = _object_cache.get(obj)
+        except TypeError:
+            hit = None
+        if hit is not None:
+            return hit
+        src = _wrap_compressed(file_object_source(obj))
+        idx = HduIndex(src.path, None, src)
+        try:
+            _object_cache[obj] = idx
+        except TypeError:
+            pass  # not weak-referenceable: indexed again next time
+        return idx
+    else:
+        raise TypeError(f"path must be a str, os.PathLike, bytes or a binary file object, "
+                        f"not {type(obj).__name__}")
+    src = _wrap_compressed(src)
+    return HduIndex(src.path, None, src)
+
+
+def _remote_index(url: str, storage_options: Optional[dict]) -> HduIndex:
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return get_index(unquote(urlsplit(url).path))
+    if url.startswith(("vos:", "vault:")):
+        return get_index(fetch_vos(url, storage_options))
+    cache_key = "\0".join((url, repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items()))))
+    with _lock:
+        idx = _cache.get(cache_key)
+    if idx is not None and still_valid(idx.raw_source, storage_options):
+        with _lock:
+            _cache.move_to_end(cache_key)
+            _stats["hits"] += 1
+        return idx
+    with _lock:
+        _stats["misses"] += 1
+    raw = open_remote(url, storage_options)
+    src = _wrap_compressed(raw)
+    idx = HduIndex(src.path, None, src)
+    idx.raw_source = raw
+    with _lock:
+        _cache[cache_key] = idx
+        while len(_cache) > _CAPACITY:
+            _cache.popitem(last=False)
+    return idx
+
+
 def invalidate(path: Any) -> None:
     """Forget the cached index of ``path`` (writers call this after replacing a file)."""
+    p = _fspath(path)
     with _lock:
-        _cache.pop(_fspath(path), None)
+        _cache.pop(p, None)
+        for key in [k for k in _cache if k.startswith(p + "\0")]:
+            del _cache[key]  # a URL cached under its storage options
 
 
 def cache_stats() -> dict:
@@ -386,13 +522,12 @@ def clear_index_cache(*, stats: bool = True, entries: bool = True) -> None:
     with _lock:
         if entries:
             _cache.clear()
+            _object_cache.clear()
         if stats:
             _stats["hits"] = _stats["misses"] = 0
 
 
 def _fspath(path: Any) -> str:
-    import os
-
     try:
         p = os.fspath(path)
     except TypeError:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, get_index
 from .aliases import HduArg, PathArg
-from .paths import parse_path
+from .paths import parse_path, with_storage_options
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError, HDUTypeError, KeywordNotFoundError
 from .header import Header
 
@@ -31,15 +31,17 @@ __all__ = [
 _HDU_TYPE = {KIND_BINTABLE: "BINARY_TABLE", KIND_TABLE: "ASCII_TABLE"}
 
 
-def _locate(path: Any, hdu: Any, *, allow_auto: bool = False) -> tuple[Any, HduEntry]:
-    fp = parse_path(path)
+def _locate(path: Any, hdu: Any, *, allow_auto: bool = False,
+            storage_options: Optional[dict] = None) -> tuple[Any, HduEntry]:
+    fp = parse_path(with_storage_options(path, storage_options))
     index = get_index(fp.path)
     if fp.hdu is not None and hdu in (0, None, "auto"):
         hdu = fp.hdu
     return index, index.resolve(hdu, allow_auto=allow_auto)
 
 
-def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = True) -> Header:
+def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = True,
+                storage_options: Optional[dict] = None) -> Header:
     """The typed header of one HDU (``None``/``"auto"`` picks the HDU as ``read`` does).
 
     Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix. For a
@@ -48,7 +50,7 @@ def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = True) -> H
     (or ``open_image(path, hdu).header``) gives the image's header, Z-keywords restored to
     BITPIX, NAXISn, ….
     """
-    index, entry = _locate(path, hdu, allow_auto=True)
+    index, entry = _locate(path, hdu, allow_auto=True, storage_options=storage_options)
     if entry.kind == KIND_COMPRESSED and not compressed:
         from ..image.compressed import image_header
 
@@ -246,11 +248,11 @@ def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
         return None
 
 
-def info(path: PathArg) -> FileInfo:
+def info(path: PathArg, *, storage_options: Optional[dict] = None) -> FileInfo:
     """Summaries of every HDU in the file: a list of :class:`HduInfo` whose repr is a table."""
     from ..image.plain import plan_image  # numpy-only
 
-    fp = parse_path(path)
+    fp = parse_path(with_storage_options(path, storage_options))
     index = get_index(fp.path)
     out = []
     for e in index.entries:

@@ -12,14 +12,15 @@ from typing import Any, Optional
 
 from ..errors import UnsafePathError
 
-__all__ = ["FitsPath", "parse_path", "fspath", "check_safe_path"]
+__all__ = ["FitsPath", "SourcePath", "parse_path", "fspath", "check_safe_path", "with_storage_options",
+           "is_local_path", "display_name"]
 
 _FILTER = re.compile(r"\[([^\[\]]*)\]$")
 
 
 @dataclass(frozen=True)
 class FitsPath:
-    path: str
+    path: Any  # a local path str, a SourcePath, bytes-like contents or a file object
     hdu: Any = None  # int or EXTNAME from a ``[...]`` suffix
     section: Optional[tuple] = None  # a NumPy key (C order) from an image-section suffix
 
@@ -43,11 +44,64 @@ def check_safe_path(p: str) -> str:
     return p
 
 
+@dataclass(frozen=True)
+class SourcePath:
+    """An fsspec URL together with its ``storage_options`` (what ``storage_options=`` makes)."""
+
+    url: str
+    storage_options: Optional[dict] = None
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def with_storage_options(path: Any, storage_options: Optional[dict]) -> Any:
+    """``path`` bound to ``storage_options`` (unchanged when there are none)."""
+    if not storage_options:
+        return path
+    if isinstance(path, (list, tuple)):
+        return type(path)(with_storage_options(p, storage_options) for p in path)
+    if isinstance(path, SourcePath):
+        return SourcePath(path.url, dict(path.storage_options or {}, **storage_options))
+    if isinstance(path, (str, os.PathLike)):
+        return SourcePath(fspath(path), dict(storage_options))
+    raise TypeError("storage_options apply to paths and URLs, not to "
+                    f"{type(path).__name__} sources")
+
+
+def is_local_path(path: Any) -> bool:
+    """A str/PathLike naming a local file (not a URL, not bytes, not a file object)."""
+    if isinstance(path, SourcePath) or not isinstance(path, (str, os.PathLike)):
+        return False
+    p = os.fspath(path)
+    if isinstance(p, bytes):
+        return True
+    return "://" not in p and not p.startswith(("vos:", "vault:"))
+
+
+def display_name(path: Any) -> str:
+    """A printable name for any source."""
+    if isinstance(path, (str, os.PathLike)):
+        return fspath(path)
+    name = getattr(path, "name", None)
+    return name if isinstance(name, str) else f"<{type(path).__name__}>"
+
+
 def fspath(path: Any) -> str:
     if isinstance(path, (str, os.PathLike)):
         p = os.fspath(path)
         return check_safe_path(p.decode() if isinstance(p, bytes) else p)
     raise ValueError("Path must be a string or list of strings")
+
+
+def refuse_cfitsio_special(p: str) -> None:
+    # CFITSIO reads "|cmd" / "!name" / "-" as pipes, overwrite markers and stdin: never run them.
+    if p.startswith("|") or p.rstrip().endswith("|"):
+        raise ValueError(f"{p!r}: CFITSIO-style pipes are not supported (torchfits never runs "
+                         "commands); open the data yourself and pass bytes or a file object")
+    if p.startswith("!") and not os.path.exists(p):
+        raise ValueError(f"{p!r}: the CFITSIO '!' overwrite prefix is not supported; pass "
+                         "overwrite=True to the writer instead")
 
 
 def _section(text: str) -> Optional[tuple]:
@@ -70,10 +124,19 @@ def _section(text: str) -> Optional[tuple]:
 
 def parse_path(path: Any) -> FitsPath:
     """Split CFITSIO filters off the final path component (only if the literal path is absent)."""
+    if isinstance(path, SourcePath):
+        parsed = parse_path(path.url)
+        return FitsPath(SourcePath(parsed.path, path.storage_options), parsed.hdu, parsed.section)
+    if not isinstance(path, (str, os.PathLike)):
+        if path is None or isinstance(path, (int, float, list, tuple, dict)):
+            raise ValueError("Path must be a string or list of strings")
+        return FitsPath(path)  # bytes-like contents or a file object
     p = fspath(path)
     if not p:
         raise ValueError("Path must be a non-empty string")
-    if os.path.exists(p) or "[" not in os.path.basename(p):
+    refuse_cfitsio_special(p)
+    remote = "://" in p or p.startswith(("vos:", "vault:"))
+    if (not remote and os.path.exists(p)) or "[" not in os.path.basename(p):
         return FitsPath(p)
     hdu: Any = None
     section = None

@@ -1,6 +1,9 @@
-"""Byte sources: one small interface over where FITS bytes live (local mmap now, fsspec later).
+"""Byte sources: one small interface over where FITS bytes live.
 
-Readers ask a source for ranges or, when it supports it, for a zero-copy buffer of the whole file.
+Readers ask a source for ranges, or for a buffer over the whole file: ``buffer()`` is valid
+everywhere; ``view()`` is the same buffer but only valid for the ranges passed to ``ensure``
+first (a local map holds everything, so there both are the map and ``ensure`` does nothing;
+remote, file-object and gzip sources fetch just those ranges).
 """
 from __future__ import annotations
 
@@ -39,6 +42,14 @@ class ByteSource(ABC):
     def faulted(self) -> bool:
         """True once a read found the bytes gone (the file shrank under its map)."""
         return False
+
+    def ensure(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Make ``(offset, size)`` ranges readable through ``view()`` (nothing to do for a map)."""
+
+    def view(self) -> memoryview:
+        """The whole-file buffer, valid for the ranges passed to ``ensure``."""
+        return self.buffer()
+
 
     def check(self) -> None:
         """Raise :class:`TruncatedFileError` if the file shrank while it was being read.

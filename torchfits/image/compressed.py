@@ -248,7 +248,8 @@ class _TileDecoder:
         self.layout = layout
         self.where = f"{index.path}: HDU {entry.index}"
         index.check_data(entry, layout.row_bytes * layout.nrows)
-        buf = index.source.buffer()
+        # Descriptors first; a lazy source fetches tile bytes per request (prefetch).
+        buf = index.data_view(entry, [(0, layout.row_bytes * layout.nrows)])
         table = np.frombuffer(buf, np.uint8, layout.row_bytes * layout.nrows,
                               entry.data_offset).reshape(layout.nrows, layout.row_bytes)
         self.buf = buf
@@ -289,6 +290,20 @@ class _TileDecoder:
             # A missing, garbled or absurd ZVALn (BLOCKSIZE, BYTEPIX, SMOOTH).
             raise CorruptHeaderError(
                 f"{self.where}: invalid {t} parameters {p!r} (ZNAMEn/ZVALn): {exc}") from None
+
+    def prefetch(self, ks: Any) -> None:
+        """Fetch the heap bytes of tiles ``ks`` from a lazy source (coalesced, concurrent)."""
+        if not self.index.lazy:
+            return
+        ks = np.asarray(ks, np.int64)
+        ranges: list[tuple[int, int]] = []
+        for name, desc in self.descriptors.items():
+            itemsize = self.layout.columns[name].itemsize
+            count, offset = desc[ks, 0], desc[ks, 1]
+            ok = (count > 0) & (offset >= 0) & (offset + count * itemsize <= self.heap_size)
+            ranges += [(self.heap_start + int(o), int(c) * itemsize)
+                       for c, o in zip(count[ok], offset[ok])]
+        self.index.source.ensure(ranges)
 
     def tile_sizes(self) -> np.ndarray:
         """Pixels in every tile (edge tiles are smaller), in tile order."""
@@ -345,6 +360,7 @@ class _TileDecoder:
     def decode_batch(self, ks: list[int]) -> dict[int, np.ndarray]:
         """Decode several tiles (GIL-free kernel where the codec has one); tile → array."""
         result: dict[int, np.ndarray] = {}
+        self.prefetch(ks)
         kplan = self.kernel_plan()
         if kplan is None or len(ks) < 2:
             return {k: self.decode(k) for k in ks}
@@ -408,6 +424,7 @@ class _TileDecoder:
 
     def decode(self, k: int) -> np.ndarray:
         """Tile k as an array of its clipped shape, in the storage type of the image."""
+        self.prefetch([k])
         try:
             tile = self._decode(k)
         except CodecError as exc:
@@ -738,6 +755,7 @@ class CompressedImage(Image):
 
     def _read_all(self, out: np.ndarray, nthreads: int) -> np.ndarray:
         dec = self._tiles()
+        dec.prefetch(np.arange(self._layout.nrows))
         lay = self._layout
         plan = self._plan
         npix = dec.tile_sizes()

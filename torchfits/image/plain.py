@@ -13,6 +13,7 @@ import numpy as np
 
 from .._kernels import _image
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
+from ..fits.paths import with_storage_options
 from ..fits.threads import default_threads, run_parallel
 from ..fits.source import faults_seen
 from ..errors import HDUTypeError, TooManyAxesError
@@ -154,6 +155,36 @@ def _last_byte(region: Region, shape: Sequence[int], itemsize: int) -> int:
     return top + itemsize
 
 
+def region_ranges(region: Region, shape: Sequence[int], itemsize: int) -> list[tuple[int, int]]:
+    """Byte ranges (relative to the data start) that ``region`` touches: one per row run.
+
+    Many rows collapse into the single span from the first to the last byte touched.
+    """
+    starts, steps, counts = region
+    if not shape or any(c == 0 for c in counts):
+        return []
+    lead = counts[:-1]
+    last_start = starts[-1] + min(0, (counts[-1] - 1) * steps[-1])
+    run = (abs(steps[-1]) * (counts[-1] - 1) + 1) * itemsize
+    if math.prod(lead) > 4096:
+        first = 0
+        stride = itemsize
+        for start, step, count, n in zip(reversed(starts), reversed(steps), reversed(counts),
+                                         reversed(shape)):
+            first += min(start, start + (count - 1) * step) * stride
+            stride *= n
+        return [(first, _last_byte(region, shape, itemsize) - first)]
+    strides = [itemsize] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        strides[k] = strides[k + 1] * shape[k + 1]
+    offsets = np.zeros(1, np.int64)
+    for k in range(len(shape) - 1):
+        axis = (starts[k] + steps[k] * np.arange(counts[k], dtype=np.int64)) * strides[k]
+        offsets = (offsets[:, None] + axis[None, :]).reshape(-1)
+    base = last_start * itemsize
+    return [(int(o) + base, run) for o in np.sort(offsets)]
+
+
 def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Region,
                   out: Optional[np.ndarray], threads: Optional[int] = None,
                   out_shape: Optional[tuple[int, ...]] = None) -> np.ndarray:
@@ -170,7 +201,10 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
         if out.size == 0:
             return out
         index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
-    buf = index.source.buffer()
+    if index.lazy:
+        buf = index.data_view(entry, region_ranges(region, plan.shape, plan.storage_dtype.itemsize))
+    else:
+        buf = index.source.buffer()  # the local map: nothing to fetch
     out_bytes = out.reshape(-1).view(np.uint8)
     shape = plan.shape
     if starts == (0,) * len(shape) and steps == (1,) * len(shape) and counts == tuple(shape):
@@ -352,7 +386,9 @@ class Image:
         return self._plan
 
     def _zero_copy_ok(self) -> bool:
-        return self._plan.mode == _image.MODE_RAW and self._plan.bitpix == 8
+        # Zero copy needs every byte readable; a lazily fetched source decodes what is asked.
+        return self._plan.mode == _image.MODE_RAW and self._plan.bitpix == 8 \
+            and not self._index.lazy
 
     def _mapped_bytes(self) -> np.ndarray:
         """The unscaled BITPIX=8 pixels as a read-only view of the file map."""
@@ -432,12 +468,29 @@ class Image:
                 h, w = self.shape
                 y0, y1, _ = key[0].indices(h)
                 x0, x1, _ = key[1].indices(w)
+                if self._index.lazy:
+                    self.prefetch_cutout(x0, y0, x1, y1)
                 part = cutouts.cutout(x0, y0, x1, y1)
                 if faults_seen():
                     self._index.source.check()
                 return part
         region, out_shape = region_from_key(self.shape, key)
         return self._read_region_native(region, out_shape)
+
+    def prefetch_cutout(self, x0: int, y0: int, x1: int, y1: int) -> None:
+        """Fetch the rows of the cutout ``[y0:y1, x0:x1]`` (all leading planes) of a lazy source."""
+        shape = self.shape
+        if len(shape) < 2:
+            return
+        h, w = shape[-2:]
+        x0, x1 = max(0, min(x0, w)), max(0, min(x1, w))
+        y0, y1 = max(0, min(y0, h)), max(0, min(y1, h))
+        if x1 <= x0 or y1 <= y0:
+            return
+        lead = shape[:-2]
+        region = ((0,) * len(lead) + (y0, x0), (1,) * len(shape), tuple(lead) + (y1 - y0, x1 - x0))
+        self._index.data_view(self._entry, region_ranges(region, shape,
+                                                          self._plan.storage_dtype.itemsize))
 
     def _cutout_reader(self) -> Any:
         """The C cutout reader over the file map (None for a file cut short)."""
@@ -447,7 +500,7 @@ class Image:
             reader = None
             if e.data_offset + e.data_size <= self._index.size:
                 reader = _image.CutoutReader(
-                    self._index.source.buffer(), e.data_offset, plan.bitpix, plan.mode, plan.shape,
+                    self._index.source.view(), e.data_offset, plan.bitpix, plan.mode, plan.shape,
                     plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
                     plan.blank if plan.blank is not None else 0)
             self.__dict__["_cutouts"] = reader
@@ -498,7 +551,7 @@ def open_image(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, dty
     dtype : numpy dtype, str or torch dtype, optional
         Result type of every read (see `Image.astype`); default: the FITS rules.
     storage_options : dict, optional
-        Reserved for remote sources (fsspec); must be None for local files.
+        fsspec options for URLs plus torchfits's remote options (see ``docs/remote.md``).
 
     Returns
     -------
@@ -506,9 +559,7 @@ def open_image(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, dty
         Picklable: it pickles as (path, HDU, options) and reopens the file where it is
         unpickled (DataLoader workers, fork or spawn).
     """
-    if storage_options:
-        raise NotImplementedError("remote sources (storage_options) are not supported yet")
-    fp = parse_path(source)
+    fp = parse_path(with_storage_options(source, storage_options))
     if fp.section is not None:
         raise ValueError(f"open_image takes no image section ({source!r}): slice the Image instead")
     img = Image(fp.path, _suffix_hdu(fp, hdu, 0), raw_scale=raw_scale)
@@ -525,7 +576,8 @@ def _suffix_hdu(fp: FitsPath, hdu: Any, default: Any) -> Any:
 
 
 def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out: Any = None,
-               threads: Optional[int] = None, dtype: Any = None, copy: bool = True) -> np.ndarray:
+               threads: Optional[int] = None, dtype: Any = None, copy: bool = True,
+               storage_options: Optional[dict] = None) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 
     Parameters
@@ -548,13 +600,15 @@ def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out
         ``False`` lets an unscaled BITPIX=8 image come back as a read-only zero-copy view of the
         file map, which shares the file's fate (an in-place rewrite changes it; bytes lost to a
         truncation read as zeros). Other images are always decoded into owned memory.
+    storage_options : dict, optional
+        fsspec options for URLs plus torchfits's remote options (see ``docs/remote.md``).
 
     Returns
     -------
     numpy.ndarray
         Physical values with the dtype rules of docs/images.md, in owned memory by default.
     """
-    fp = parse_path(source)
+    fp = parse_path(with_storage_options(source, storage_options))
     img = Image(fp.path, _suffix_hdu(fp, hdu, 0), raw_scale=raw_scale)
     if fp.section is None:
         return img.read(out, threads=threads, dtype=dtype, copy=copy)

@@ -24,7 +24,10 @@ from .stats_index import FileStats, StatsIndex, find_index, load_index, may_matc
 from .decode import arrow_schema
 from ..fits.threads import default_threads, run_parallel
 from ..errors import ColumnNotFoundError
+import os
+
 from ..fits.aliases import HduArg, SourceArg
+from ..fits.paths import SourcePath, is_local_path, with_storage_options
 
 __all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
 
@@ -128,8 +131,16 @@ class FitsFragment:
 
     def __init__(self, path: str, hdu: Any = 1, row_range: Optional[tuple[int, int]] = None, *,
                  schema: Any = None, add_path_column: bool = False,
-                 stats: Optional[FileStats] = None, _source: Optional[TableSource] = None) -> None:
-        self.path = str(path)
+                 stats: Optional[FileStats] = None, _source: Optional[TableSource] = None,
+                 storage_options: Optional[dict] = None) -> None:
+        if isinstance(path, SourcePath):
+            storage_options = dict(path.storage_options or {}, **(storage_options or {}))
+            path = path.url
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"dataset fragments need a path or URL, not {type(path).__name__} "
+                            "(read bytes and file objects with torchfits.scan)")
+        self.path = os.fspath(path) if not isinstance(path, str) else path
+        self.storage_options = storage_options or None
         self.hdu = hdu
         self._source = _source
         src = self._open()
@@ -145,13 +156,14 @@ class FitsFragment:
     def _open(self) -> TableSource:
         src = self._source
         if src is None:
-            src = TableSource.open(self.path, self.hdu)  # the HDU index is cached per file version
+            # the HDU index is cached per file version
+            src = TableSource.open(with_storage_options(self.path, self.storage_options), self.hdu)
             self._source = src
         return src
 
     def __reduce__(self) -> Any:
         return (_rebuild_fragment, (self.path, self.hdu, self.row_range, self._schema,
-                                    self.add_path_column, self.stats))
+                                    self.add_path_column, self.stats, self.storage_options))
 
     def __repr__(self) -> str:
         a, b = self.row_range
@@ -187,6 +199,7 @@ class FitsFragment:
         out = []
         for s in range(a, b, int(max_rows)) if b > a else [a]:
             out.append(FitsFragment(self.path, self.hdu, (s, min(s + int(max_rows), b)), schema=self._schema,
+                                    storage_options=self.storage_options,
                                     add_path_column=self.add_path_column, stats=self.stats))
         return out
 
@@ -224,8 +237,10 @@ class FitsFragment:
 
 
 def _rebuild_fragment(path: str, hdu: Any, row_range: tuple[int, int], schema: Any,
-                      add_path_column: bool, stats: Optional[FileStats]) -> FitsFragment:
-    return FitsFragment(path, hdu, row_range, schema=schema, add_path_column=add_path_column, stats=stats)
+                      add_path_column: bool, stats: Optional[FileStats],
+                      storage_options: Optional[dict] = None) -> FitsFragment:
+    return FitsFragment(path, hdu, row_range, schema=schema, add_path_column=add_path_column, stats=stats,
+                        storage_options=storage_options)
 
 
 def _with_path_columns(schema: Any, add: bool) -> Any:
@@ -744,6 +759,7 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
     def replace_schema(self, schema: Any) -> "FitsDataset":
         """The same files read into ``schema`` (missing columns null, others cast)."""
         frags = [FitsFragment(f.path, f.hdu, f.row_range, schema=schema, add_path_column=f.add_path_column,
+                              storage_options=f.storage_options,
                               stats=f.stats) for f in self._fragments]
         return FitsDataset(frags, schema, add_path_column=self._add_path_column, filter=self._filter,
                            index_path=self._index_path)
@@ -851,20 +867,20 @@ def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_
         Statistics sidecar (``_torchfits_index.json``, written by ``torchfits index build``);
         None looks for one in the directory, False uses none.
     storage_options : dict, optional
-        Reserved for remote sources.
+        fsspec options for URLs (credentials, endpoint, ...) plus torchfits's remote options;
+        see ``docs/remote.md``.
 
     Returns
     -------
     FitsDataset
     """
-    if storage_options:
-        raise NotImplementedError("remote sources (storage_options) are not supported yet")
-    paths = resolve_sources(source)
+    paths = resolve_sources(with_storage_options(source, storage_options))
     if not paths:
         raise FileNotFoundError(f"no files in {source!r}")
     sources = run_parallel(lambda p: TableSource.open(p, hdu), paths)
+    names = [p.url if isinstance(p, SourcePath) else p for p in paths]
     if schema is None:
-        schema = _unify([arrow_schema(s.specs) for s in sources], paths)
+        schema = _unify([arrow_schema(s.specs) for s in sources], names)
     elif not isinstance(schema, pa.Schema):
         raise TypeError("schema must be a pyarrow.Schema")
     schema = _with_path_columns(schema, add_path_column)
@@ -872,13 +888,15 @@ def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_
     if index is False:
         stats_index = None
     elif index is None:
-        stats_index = find_index(paths, source)
+        # Sidecars are looked for beside local files only.
+        stats_index = find_index(names, source) if all(is_local_path(p) for p in paths) else None
     else:
         stats_index = load_index(index)
     fragments = []
-    for path, src in zip(paths, sources):
-        stats = stats_index.lookup(path, src.entry.index) if stats_index is not None else None
+    for path, name, src in zip(paths, names, sources):
+        stats = stats_index.lookup(name, src.entry.index) if stats_index is not None else None
         fragments.append(FitsFragment(path, hdu, (0, src.nrows), schema=schema,
+                                      storage_options=storage_options,
                                       add_path_column=add_path_column, stats=stats, _source=src))
     return FitsDataset(fragments, schema, add_path_column=add_path_column,
                        index_path=None if stats_index is None else stats_index.path)

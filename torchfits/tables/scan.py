@@ -19,7 +19,8 @@ import numpy as np
 from ..query import expr as _expr
 from ..fits.columns import ColumnSpec, parse_columns
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
-from ..fits.paths import fspath, parse_path
+from ..fits.paths import SourcePath, fspath, parse_path, with_storage_options
+from ..fits.remote_source import is_url
 from ..fits.source import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
@@ -36,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily o
 __all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "resolve_sources"]
 
 _WHOLE = 1 << 62  # a batch size meaning "everything in one batch"
+# Bytes per heap element of a variable-length column, by TFORM code (X counts bits).
+_HEAP_ITEMSIZE = {"L": 1, "B": 1, "A": 1, "I": 2, "J": 4, "E": 4, "K": 8, "D": 8, "C": 8, "M": 16}
 
 
 @dataclass
@@ -69,10 +72,66 @@ class TableSource:
     def header(self) -> Any:
         return self.index.header_view(self.entry)
 
-    def buffers(self) -> tuple[memoryview, memoryview]:
-        """Row bytes and heap, clipped to what the file holds (rows past a truncation raise)."""
-        buf = self.index.source.buffer()
+    def fetch(self, *, rows: Optional[np.ndarray] = None, row_range: Optional[tuple[int, int]] = None,
+              columns: Any = None, heap: bool = True) -> None:
+        """For a lazily fetched source: fetch the rows asked for and the heap ranges their
+        variable-length cells point at (nothing to do for a local map)."""
+        if not self.index.lazy:
+            return
         e = self.entry
+        rb = e.row_bytes
+        src = self.index.source
+        if rows is not None and len(rows) and len(rows) <= 65536:
+            rows = np.unique(np.asarray(rows, np.int64))
+            rows = rows[(rows >= 0) & (rows < e.nrows)]
+            src.ensure([(e.data_offset + int(r) * rb, rb) for r in rows])
+            lo, hi = (int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0)
+        else:
+            if rows is not None and len(rows):
+                lo, hi = int(np.min(rows)), int(np.max(rows)) + 1
+            elif row_range is not None:
+                lo, hi = int(row_range[0]), int(row_range[1])
+            else:
+                lo, hi = 0, e.nrows
+            hi = min(hi, e.nrows)
+            if hi > lo:
+                src.ensure([(e.data_offset + lo * rb, (hi - lo) * rb)])
+            rows = None
+        if not heap or hi <= lo or e.heap_size == 0:
+            return
+        try:
+            chosen = [c for c in select_columns(self.specs, columns) if c.descriptor]
+        except Exception:  # noqa: BLE001 - the decoder reports bad projections itself
+            chosen = []
+        if not chosen:
+            return
+        view = src.view()
+        table = np.frombuffer(view, np.uint8, (hi - lo) * rb, e.data_offset + lo * rb).reshape(hi - lo, rb)
+        if rows is not None:
+            table = table[rows - lo]
+        ranges: list[tuple[int, int]] = []
+        for spec in chosen:
+            dt = np.dtype(">i4" if spec.descriptor == "P" else ">i8")
+            desc = np.ascontiguousarray(table[:, spec.offset:spec.offset + 2 * dt.itemsize]).view(dt)
+            desc = desc.reshape(-1, 2).astype(np.int64)
+            count, offset = desc[:, 0], desc[:, 1]
+            if spec.code == "X":
+                nbytes = (count + 7) // 8
+            else:
+                nbytes = count * _HEAP_ITEMSIZE.get(spec.code, 1)
+            ok = (count > 0) & (offset >= 0)
+            ranges += [(e.heap_offset + int(o), int(n)) for o, n in zip(offset[ok], nbytes[ok])]
+        src.ensure(ranges)
+
+    def buffers(self, *, fetched: bool = False) -> tuple[memoryview, memoryview]:
+        """Row bytes and heap, clipped to what the file holds (rows past a truncation raise).
+
+        A lazily fetched source fetches the whole table unless ``fetched`` says ``fetch`` ran.
+        """
+        e = self.entry
+        if self.index.lazy and not fetched:
+            self.index.source.ensure([(e.data_offset, e.data_size)])
+        buf = self.index.source.view()
         size = self.index.size
         rows_end = min(e.data_offset + e.nrows * e.row_bytes, size)
         heap_end = min(e.heap_offset + e.heap_size, size)
@@ -82,7 +141,8 @@ class TableSource:
 
     def decode(self, *, columns: Any, rows: Optional[np.ndarray] = None,
                row_range: Optional[tuple[int, int]] = None, options: DecodeOptions) -> Any:
-        data, heap = self.buffers()
+        self.fetch(rows=rows, row_range=row_range, columns=columns)
+        data, heap = self.buffers(fetched=True)
         batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
                              columns=columns, rows=rows, row_range=row_range, options=options)
         # Bytes past a truncation under the map read as zeros: refuse them.
@@ -109,9 +169,13 @@ def resolve_sources(source: Any) -> list[str]:
         for item in source:
             out += resolve_sources(item)
         return out
+    if isinstance(source, SourcePath) or (isinstance(source, str) and is_url(source)):
+        return _remote_sources(source)
+    if not isinstance(source, (str, os.PathLike)):
+        if source is None or isinstance(source, (int, float, dict)):
+            raise TypeError(f"source must be a path, URL, bytes or a file object, not {source!r}")
+        return [source]  # bytes-like contents or a binary file object
     path = fspath(source)
-    if "://" in path:
-        raise NotImplementedError(f"remote sources are not supported yet: {path}")
     if os.path.isdir(path):
         found = sorted(p for p in _glob.glob(os.path.join(path, "*.fit*")) if os.path.isfile(p))
         if not found:
@@ -123,6 +187,30 @@ def resolve_sources(source: Any) -> list[str]:
             raise FileNotFoundError(f"no files match {path!r}")
         return found
     return [path]
+
+
+def _remote_sources(source: Any) -> list[Any]:
+    """A URL (or SourcePath) as itself, or the files a remote glob or directory names."""
+    sp = source if isinstance(source, SourcePath) else SourcePath(source, None)
+    url = sp.url
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        local = resolve_sources(unquote(urlsplit(url).path))
+        return [with_storage_options(p, sp.storage_options) for p in local]
+    head, sep, rest = url.partition("://")
+    if not _is_glob(rest) and not rest.endswith("/"):
+        return [source]
+    import fsspec
+    from ..fits.remote_source import split_storage_options
+
+    _, options = split_storage_options(sp.storage_options)
+    fs, path = fsspec.core.url_to_fs(url, **options)
+    found = fs.glob(path) if _is_glob(rest) else fs.glob(path.rstrip("/") + "/*.fit*")
+    if not found:
+        raise FileNotFoundError(f"no FITS files match {url!r}")
+    urls = [fs.unstrip_protocol(p) for p in sorted(found)]
+    return [SourcePath(u, sp.storage_options) if sp.storage_options else u for u in urls]
 
 
 def validate_row_slice(row_slice: Any) -> Optional[tuple[int, Optional[int]]]:
@@ -323,7 +411,8 @@ class Scanner:
 
         candidates = rows
         if self._kernel:
-            data, _ = src.buffers()
+            src.fetch(rows=rows, row_range=rng, heap=False)
+            data, _ = src.buffers(fetched=True)
             last = int(rows.max()) if rows is not None and rows.size else (rng[1] - 1 if rng else -1)
             if (last + 1) * src.entry.row_bytes > len(data):
                 src.index.check_data(src.entry, (last + 1) * src.entry.row_bytes)
@@ -497,6 +586,13 @@ class Scanner:
         return iterable_dataset(TorchBatches(scanner, dtype=dtype, stack=bool(stack),
                                              device=validate_device(device)))
 
+    def __copy__(self) -> "Scanner":
+        # A copy in this process shares the open sources (remote ones keep their options);
+        # only pickling reopens them.
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
+
     def __reduce__(self) -> Any:
         kwargs = {**self._init_args, "batch_size": self._batch_size, "row_slice": self._row_slice}
         if self._rows is None:
@@ -642,14 +738,12 @@ def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]]
     threads : int, optional
         Decode threads (default: every core).
     storage_options : dict, optional
-        Reserved for remote sources.
+        fsspec options for URLs plus torchfits's remote options (see ``docs/remote.md``).
 
     Returns
     -------
     Scanner
     """
-    if storage_options:
-        raise NotImplementedError("remote sources (storage_options) are not supported yet")
     if isinstance(source, (str, os.PathLike)) and fspath(source):
         fp = parse_path(source)
         if fp.section is not None:
@@ -658,6 +752,6 @@ def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]]
             if hdu != 1 and hdu != fp.hdu:
                 raise ValueError(f"{fp.path}: the path selects HDU {fp.hdu!r} and hdu={hdu!r} another")
             source, hdu = fp.path, fp.hdu
-    sources = [TableSource.open(p, hdu) for p in resolve_sources(source)]
+    sources = [TableSource.open(p, hdu) for p in resolve_sources(with_storage_options(source, storage_options))]
     return Scanner(sources, columns=columns, where=where, filter=filter, rows=rows,
                    row_slice=row_slice, batch_size=batch_size, threads=threads)

@@ -84,7 +84,7 @@ def _call_arguments(tokens: list[tuple[str, str, int, int]], i: int) -> tuple[li
 
 
 def sql(query: str, *, con: "Optional[duckdb.DuckDBPyConnection]" = None,
-        hdu: HduArg = 1) -> "duckdb.DuckDBPyRelation":
+        hdu: HduArg = 1, storage_options: Optional[dict] = None) -> "duckdb.DuckDBPyRelation":
     """Run a DuckDB query in which FITS files are tables.
 
     Parameters
@@ -98,6 +98,9 @@ def sql(query: str, *, con: "Optional[duckdb.DuckDBPyConnection]" = None,
         default: a new in-memory connection.
     hdu : int or str
         Default table HDU for quoted paths.
+    storage_options : dict, optional
+        fsspec options for quoted URLs (``'https://.../cat.fits'``, ``'s3://bucket/*.fits'``);
+        see ``docs/remote.md``.
 
     Returns
     -------
@@ -133,7 +136,7 @@ def sql(query: str, *, con: "Optional[duckdb.DuckDBPyConnection]" = None,
         replacement = None
         stop = end
         if kind == "string" and table_position and _looks_like_fits(_literal(text)):
-            replacement = dataset(_literal(text), hdu)
+            replacement = dataset(_literal(text), hdu, storage_options=storage_options)
         elif kind == "ident" and text.lower() == "fits" and table_position:
             nxt = next((j for j in range(k + 1, len(tokens)) if tokens[j][0] not in ("space", "comment")), None)
             if nxt is not None and tokens[nxt][1] == "(":
@@ -146,7 +149,8 @@ def sql(query: str, *, con: "Optional[duckdb.DuckDBPyConnection]" = None,
                 if unknown:
                     raise ValueError(f"fits(...): unknown option(s) {', '.join(sorted(unknown))}")
                 replacement = dataset(positional[0], options.get("hdu", hdu),
-                                      add_path_column=bool(options.get("add_path_column", False)))
+                                      add_path_column=bool(options.get("add_path_column", False)),
+                                      storage_options=storage_options)
                 stop = tokens[close][3]
                 k = close
         if replacement is not None:

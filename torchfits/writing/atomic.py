@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, Iterator
 from .._kernels import _safemap
 from ..fits.hdu_index import invalidate
 from ..fits.paths import fspath
+from ..fits.remote_source import is_url
 from ..errors import FitsError, FitsFileExistsError, FitsFileNotFoundError, FitsIOError, TruncatedFileError
 from ..fits.layout import padding
 
@@ -102,6 +103,11 @@ class Sink:
 def check_target(path: Any, *, overwrite: bool) -> str:
     """The target as a string, after the overwrite/directory checks every writer makes."""
     target = fspath(path)
+    if is_url(target):
+        fs, remote = _url_fs(target)
+        if fs.exists(remote) and not overwrite:
+            raise FitsFileExistsError(f"File '{target}' already exists. Use overwrite=True to overwrite.")
+        return target
     if os.path.isdir(target):
         raise IsADirectoryError(f"{target} is a directory")
     if os.path.exists(target) and not overwrite:
@@ -117,11 +123,98 @@ def require_file(path: Any) -> str:
     return target
 
 
+def _url_fs(url: str) -> tuple[Any, str]:
+    try:
+        import fsspec
+    except ImportError:
+        raise ImportError(f"writing {url} needs fsspec: pip install 'torchfits[remote]'") from None
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ("http", "https", "ftp", "ftps"):
+        raise ValueError(f"cannot write to {scheme}:// URLs; write to a file system or object "
+                         "store URL (s3://, gs://, memory://, ...) or a local path")
+    fs, remote = fsspec.core.url_to_fs(url)
+    return fs, remote
+
+
+def _gzip_file(src: str, dst: str) -> None:
+    try:
+        from isal import igzip as gz  # optional: several times faster than zlib
+
+        opener: Any = gz.open
+    except ImportError:
+        import gzip
+
+        opener = gzip.open
+    with open(src, "rb") as fin, opener(dst, "wb", compresslevel=6 if opener.__module__ == "gzip" else 2) as fout:
+        while True:
+            chunk = fin.read(8 << 20)
+            if not chunk:
+                break
+            fout.write(chunk)
+
+
 @contextmanager
 def atomic_output(target: str) -> Iterator[Sink]:
     """Yield a `Sink` on a temporary file in ``target``'s directory; on success fsync it, give
     it the target's mode (or the umask default) and rename it over ``target``; on any failure
-    delete it and re-raise, leaving ``target`` as it was."""
+    delete it and re-raise, leaving ``target`` as it was.
+
+    A target ending in ``.gz`` is written gzip-compressed; an fsspec URL is written to a local
+    temporary file and uploaded when complete (one PUT: atomic on object stores)."""
+    lower = target.lower()
+    if lower.endswith((".bz2", ".xz", ".z")):
+        raise ValueError(f"{target}: writing {os.path.splitext(target)[1]} files is not supported "
+                         "(write .fits or .fits.gz)")
+    if is_url(target) or lower.endswith(".gz"):
+        with _staged_output(target) as sink:
+            yield sink
+        return
+    with _local_output(target) as sink:
+        yield sink
+
+
+@contextmanager
+def _staged_output(target: str) -> Iterator[Sink]:
+    remote = is_url(target)
+    directory = None if remote else os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".torchfits-", suffix=".tmp", dir=directory)
+    staged = [tmp]
+    try:
+        with os.fdopen(fd, "w+b") as fh:
+            yield Sink(fh, tmp)
+            fh.flush()
+        final = tmp
+        if target.lower().endswith(".gz"):
+            fd2, final = tempfile.mkstemp(prefix=".torchfits-", suffix=".gz.tmp", dir=directory)
+            os.close(fd2)
+            staged.append(final)
+            _gzip_file(tmp, final)
+        if remote:
+            fs, path = _url_fs(target)
+            fs.put_file(final, path)
+        else:
+            with open(final, "rb+") as fh:
+                os.fsync(fh.fileno())
+            if os.path.exists(target):
+                os.chmod(final, os.stat(target).st_mode & 0o7777)
+            else:
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(final, 0o666 & ~umask)
+            os.replace(final, target)
+            staged.remove(final)
+            _fsync_directory(directory or ".")
+    finally:
+        for p in staged:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        invalidate(target)
+
+
+@contextmanager
+def _local_output(target: str) -> Iterator[Sink]:
     directory = os.path.dirname(os.path.abspath(target))
     remove_stale_temporaries(directory)
     faults = _safemap.fault_count()

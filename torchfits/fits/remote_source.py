@@ -1,0 +1,356 @@
+"""fsspec URLs (``http(s)://``, ``s3://``, ``gs://``, ``memory://``, chained URLs ...) as byte sources.
+
+Reads go through a sparse local mirror (``mirror_source``): a request fetches only the blocks it
+touches, nearby blocks are coalesced, long runs are split and fetched concurrently by fsspec's
+bounded pool. Mirrors persist in the block cache (``block_cache``) when the object has a
+validator (ETag or mtime), so a second process re-reads nothing it already has.
+
+Security (the torchfits 1.x guard, on by default): ``ftp://`` is refused, and so is any
+``http(s)`` URL whose host resolves to a loopback, private, link-local or otherwise reserved
+address, checked again on every redirect. ``TORCHFITS_ALLOW_PRIVATE_HOSTS=1`` or
+``storage_options={"allow_private_hosts": True}`` lifts it for local servers.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+import time
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from ..errors import FitsError, FitsFileNotFoundError, HttpBlockedError
+from .block_cache import mirror_path, remote_cache_root, trim
+from .memory_source import BytesSource
+from .mirror_source import MirroredSource
+from .source import ByteSource
+
+__all__ = ["RemoteSource", "open_remote", "check_url", "is_url", "normalize_url",
+           "split_storage_options", "validator_of"]
+
+_OUR_OPTIONS = ("allow_private_hosts", "cache", "cache_dir")
+_BLOCKED_SCHEMES = ("ftp", "ftps")
+_HTTP = ("http", "https")
+
+
+def is_url(text: Any) -> bool:
+    """True for ``scheme://...`` strings (``file://`` included) and the ``vos:`` short forms."""
+    if not isinstance(text, str):
+        return False
+    if text.startswith(("vos:", "vault:")):
+        return True
+    head, sep, _ = text.partition("://")
+    return bool(sep) and (head.replace("::", "").replace("+", "").replace("-", "").isalnum()
+                          or "::" in head)
+
+
+def normalize_url(url: str) -> str:
+    """``vos:path`` / ``vault:path`` → ``vos://cadc.nrc.ca~vault/path`` (1.x short forms)."""
+    for short in ("vos:", "vault:"):
+        if url.startswith(short) and not url.startswith("vos://"):
+            rest = url[len(short):].lstrip("/")
+            return f"vos://cadc.nrc.ca~vault/{rest}"
+    return url
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def allow_private(storage_options: Optional[dict]) -> bool:
+    if storage_options and "allow_private_hosts" in storage_options:
+        return _truthy(storage_options["allow_private_hosts"])
+    return _truthy(os.environ.get("TORCHFITS_ALLOW_PRIVATE_HOSTS", ""))
+
+
+def _resolve(host: str) -> list[str]:
+    """Every address ``host`` resolves to (tests replace this to simulate DNS)."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except socket.gaierror as exc:
+        raise FitsFileNotFoundError(f"Could not open FITS file: cannot resolve host {host!r} "
+                                    f"({exc.strerror})") from None
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def _blocked_address(addr: str) -> bool:
+    ip = ipaddress.ip_address(addr.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return (ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_reserved
+            or ip.is_multicast or ip.is_unspecified)
+
+
+def check_url(url: str, allow_private_hosts: bool = False) -> None:
+    """Raise HttpBlockedError for ``ftp://`` or an http(s) host on an internal network."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in _BLOCKED_SCHEMES:
+        raise HttpBlockedError(f"{scheme}:// URLs are not supported: access to internal or "
+                               "private networks is blocked for FTP (use https://)")
+    if scheme not in _HTTP or allow_private_hosts:
+        return
+    host = urlsplit(url).hostname or ""
+    if not host:
+        raise FitsError(f"URL has no host: {_redact(url)}")
+    try:
+        addrs = [str(ipaddress.ip_address(host))]
+    except ValueError:
+        addrs = _resolve(host)
+    for addr in addrs:
+        if _blocked_address(addr):
+            raise HttpBlockedError(
+                f"access to internal or private networks is blocked: {host} resolves to {addr} "
+                "(set TORCHFITS_ALLOW_PRIVATE_HOSTS=1 or storage_options="
+                "{'allow_private_hosts': True} to read from a local server)")
+
+
+def _redact(url: str) -> str:
+    """A URL without user:password and query string, for messages."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def _raise_blocked(exc: BaseException) -> None:
+    """Re-raise a guard refusal that fsspec wrapped (it reports failed requests as not found)."""
+    seen = 0
+    cur: Optional[BaseException] = exc
+    while cur is not None and seen < 20:
+        if isinstance(cur, HttpBlockedError):
+            raise cur.with_traceback(None) from None
+        cur = cur.__cause__ or cur.__context__
+        seen += 1
+
+
+def split_storage_options(storage_options: Optional[dict]) -> tuple[dict, dict]:
+    """(torchfits's own options, the rest for fsspec)."""
+    ours: dict = {}
+    rest: dict = {}
+    for k, v in (storage_options or {}).items():
+        (ours if k in _OUR_OPTIONS else rest)[k] = v
+    return ours, rest
+
+
+def _guard_trace(allow: bool) -> Any:
+    """An aiohttp trace config that re-checks the guard on every request and redirect."""
+    import aiohttp
+
+    async def on_start(session: Any, ctx: Any, params: Any) -> None:
+        check_url(str(params.url), allow)
+
+    async def on_redirect(session: Any, ctx: Any, params: Any) -> None:
+        location = params.response.headers.get("Location")
+        if location:
+            check_url(str(params.response.url.join(type(params.response.url)(location))), allow)
+
+    tc = aiohttp.TraceConfig()
+    tc.on_request_start.append(on_start)
+    tc.on_request_redirect.append(on_redirect)
+    return tc
+
+
+def _with_credentials(options: dict) -> dict:
+    """HTTP options plus an Authorization header from the environment (unless one is given)."""
+    options = dict(options)
+    headers = dict(options.get("headers") or {})
+    if not any(k.lower() == "authorization" for k in headers):
+        auth = os.environ.get("TORCHFITS_HTTP_AUTHORIZATION")
+        token = os.environ.get("TORCHFITS_HTTP_TOKEN")
+        if auth:
+            headers["Authorization"] = auth
+        elif token:
+            headers["Authorization"] = f"Bearer {token}"
+    if headers:
+        options["headers"] = headers
+    return options
+
+
+def _with_guard(options: dict, allow: bool) -> dict:
+    options = dict(options)
+    client = dict(options.get("client_kwargs") or {})
+    client["trace_configs"] = list(client.get("trace_configs") or []) + [_guard_trace(allow)]
+    options["client_kwargs"] = client
+    return options
+
+
+_fs_lock = threading.Lock()
+_fs_cache: dict = {}
+
+
+def _filesystem(url: str, options: dict, allow: bool) -> tuple[Any, str]:
+    try:
+        import fsspec
+    except ImportError:
+        raise ImportError(f"reading {_redact(url)} needs fsspec: pip install 'torchfits[remote]'") from None
+    protocol = url.split("://", 1)[0].lower()
+    if protocol in _HTTP:
+        try:
+            import aiohttp  # noqa: F401
+        except ImportError:
+            raise ImportError("reading http(s) URLs needs aiohttp: pip install 'torchfits[remote]'") from None
+    if protocol not in _HTTP:
+        # fsspec caches these file systems itself (per protocol and options).
+        return fsspec.core.url_to_fs(url, **options)
+    options = _with_credentials(options)
+    key = (repr(sorted((k, repr(v)) for k, v in options.items())), allow)
+    with _fs_lock:
+        fs = _fs_cache.get(key)
+    if fs is None:
+        options = _with_guard(options, allow)
+        options.setdefault("skip_instance_cache", True)
+        fs, _ = fsspec.core.url_to_fs(url, **options)
+        with _fs_lock:
+            _fs_cache[key] = fs
+    return fs, url
+
+
+def validator_of(info: dict) -> dict:
+    """What identifies one version of a remote object (size plus ETag/mtime where given)."""
+    out: dict = {}
+    for k, v in info.items():
+        lk = k.lower()
+        if lk in ("etag", "mtime", "last_modified", "lastmodified", "last-modified", "md5",
+                  "checksum", "generation", "version_id", "created"):
+            out[lk] = str(v)
+    return out
+
+
+class RemoteSource(MirroredSource):
+    """One remote object read by byte ranges through fsspec."""
+
+    def __init__(self, url: str, fs: Any, fspath: str, size: int, validator: dict,
+                 cache_file: Optional[str]) -> None:
+        self._fs = fs
+        self._fspath = fspath
+        self.url = url
+        self.validator = validator
+        self.checked_at = time.monotonic()
+        super().__init__(_redact(url), size, cache_file=cache_file, validator=validator)
+
+    def _fetch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        fs, p = self._fs, self._fspath
+        if len(ranges) == 1:
+            (offset, size), = ranges
+            try:
+                datas = [fs.cat_file(p, start=offset, end=offset + size)]
+            except HttpBlockedError:
+                raise
+            except FileNotFoundError as exc:
+                _raise_blocked(exc)
+                raise FitsFileNotFoundError(f"Could not open FITS file: {self.path} (FITS file not found)") from None
+            except OSError as exc:
+                _raise_blocked(exc)
+                raise FitsError(f"{self.path}: reading bytes {offset}..{offset + size}: "
+                                f"{type(exc).__name__}") from None
+        else:
+            datas = fs.cat_ranges([p] * len(ranges), [o for o, _ in ranges],
+                                  [o + s for o, s in ranges], on_error="return")
+        out = []
+        for (offset, size), data in zip(ranges, datas):
+            if isinstance(data, BaseException):
+                _raise_blocked(data)
+                if isinstance(data, FitsError):
+                    raise data
+                raise FitsError(f"{self.path}: reading bytes {offset}..{offset + size}: "
+                                f"{type(data).__name__}") from None
+            if len(data) != size and len(data) == self.size:
+                # The server ignored the Range header and sent the whole object: keep all of it.
+                self.mark_all(data)
+                data = data[offset:offset + size]
+            out.append(data)
+        return out
+
+
+def open_remote(url: str, storage_options: Optional[dict] = None) -> ByteSource:
+    """A byte source for an fsspec URL (after the security guard)."""
+    ours, options = split_storage_options(storage_options)
+    url = normalize_url(url)
+    allow = allow_private(storage_options)
+    check_url(url, allow)
+    fs, path = _filesystem(url, options, allow)
+    try:
+        info = fs.info(path)
+    except HttpBlockedError:
+        raise
+    except FileNotFoundError as exc:
+        _raise_blocked(exc)
+        raise FitsFileNotFoundError(
+            f"Could not open FITS file: {_redact(url)} (FITS file not found)") from None
+    except OSError as exc:
+        _raise_blocked(exc)
+        raise FitsFileNotFoundError(f"Could not open FITS file: {_redact(url)} "
+                                    f"({type(exc).__name__})") from None
+    size = info.get("size")
+    if info.get("type") == "directory":
+        raise FitsFileNotFoundError(f"Could not open FITS file: {_redact(url)} (a directory)")
+    if size is None:
+        # No size from the server: the object can only be read whole.
+        return BytesSource(fs.cat_file(path), _redact(url))
+    validator = validator_of(info)
+    cache = ours.get("cache", os.environ.get("TORCHFITS_REMOTE_CACHE_MODE", "blocks"))
+    protocol = url.split("://", 1)[0].lower()
+    cache_file = None
+    if cache not in (False, None, "none", "off", "0") and validator and protocol != "memory":
+        root = ours.get("cache_dir")
+        from pathlib import Path
+
+        root_path = Path(root) if root else remote_cache_root()
+        cache_file = mirror_path(url, dict(validator, size=size), root_path)
+        trim(root_path, keep=cache_file)
+    src = RemoteSource(url, fs, path, int(size), validator, cache_file)
+    if cache == "file":
+        src.buffer()  # the whole object now, then every read is local
+    return src
+
+
+def fetch_vos(url: str, storage_options: Optional[dict] = None) -> str:
+    """Download a VOSpace file once into the remote cache with the CADC ``vos`` client; its path.
+
+    VOSpace offers no byte ranges or validators through the client, so the whole file is cached
+    (``torchfits.cache.clear_cache(disk=True)`` forgets it).
+    """
+    url = normalize_url(url)
+    try:
+        import vos  # type: ignore[import-not-found]
+    except ImportError:
+        raise ImportError("reading vos:/vault: URLs needs the CADC 'vos' client: "
+                          "pip install 'torchfits[vos]'") from None
+    ours, _ = split_storage_options(storage_options)
+    from pathlib import Path
+
+    root = Path(ours["cache_dir"]) if ours.get("cache_dir") else remote_cache_root()
+    import hashlib
+
+    target = root / "vos" / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".fits")
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.part")
+        try:
+            vos.Client().copy(url, str(tmp))
+        except Exception as exc:  # noqa: BLE001 - the client raises many kinds
+            raise FitsFileNotFoundError(f"Could not open FITS file: {url} ({type(exc).__name__}: "
+                                        f"{exc})") from None
+        os.replace(tmp, target)
+    return str(target)
+
+
+def still_valid(src: ByteSource, storage_options: Optional[dict], ttl: float = 5.0) -> bool:
+    """Whether a cached remote source still describes the object (re-checked after ``ttl`` s)."""
+    if not isinstance(src, RemoteSource):
+        return True
+    now = time.monotonic()
+    if now - getattr(src, "checked_at", 0.0) < ttl:
+        return True
+    try:
+        info = src._fs.info(src._fspath)
+    except (OSError, FitsError):
+        return False
+    ok = info.get("size") == src.size and validator_of(info) == src.validator
+    if ok:
+        src.checked_at = now
+    return ok
