@@ -32,7 +32,7 @@ class Card(NamedTuple):
         return f"Card(key={self.key!r}, value={self.value!r}, comment={self.comment!r})"
 
 
-class CommentaryLines(list):
+class CommentaryLines(list[str]):
     """Every line of a HISTORY or COMMENT keyword, in card order (what ``header["HISTORY"]``
     gives, as in astropy); ``str()`` joins them with newlines."""
 

@@ -32,7 +32,7 @@ _HDU_TYPE = {KIND_BINTABLE: "BINARY_TABLE", KIND_TABLE: "ASCII_TABLE"}
 
 
 def _locate(path: Any, hdu: Any, *, allow_auto: bool = False,
-            storage_options: Optional[dict] = None) -> tuple[Any, HduEntry]:
+            storage_options: Optional[dict[str, Any]] = None) -> tuple[Any, HduEntry]:
     fp = parse_path(with_storage_options(path, storage_options))
     index = get_index(fp.path)
     if fp.hdu is not None and hdu in (0, None, "auto"):
@@ -41,7 +41,7 @@ def _locate(path: Any, hdu: Any, *, allow_auto: bool = False,
 
 
 def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = True,
-                storage_options: Optional[dict] = None) -> Header:
+                storage_options: Optional[dict[str, Any]] = None) -> Header:
     """The typed header of one HDU (``None``/``"auto"`` picks the HDU as ``read`` does).
 
     Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix. For a
@@ -248,7 +248,7 @@ def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
         return None
 
 
-def info(path: PathArg, *, storage_options: Optional[dict] = None) -> FileInfo:
+def info(path: PathArg, *, storage_options: Optional[dict[str, Any]] = None) -> FileInfo:
     """Summaries of every HDU in the file: a list of :class:`HduInfo` whose repr is a table."""
     from ..image.plain import plan_image  # numpy-only
 

@@ -260,7 +260,7 @@ def result_dtype(dtype: Any) -> Optional[np.dtype]:
         raise TypeError(f"dtype {dtype!r} is not a NumPy or torch dtype") from None
     if dt.kind not in "biuf":
         raise TypeError(f"images read as booleans, integers or floats, not {dt}")
-    return dt
+    return dt  # type: ignore[no-any-return]
 
 
 def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -320,15 +320,14 @@ class Image:
             raise TooManyAxesError(
                 f"{self._index.path}: HDU {self._entry.index} has {len(self._entry.naxes)} axes; "
                 f"NumPy arrays and tensors hold at most {_MAX_AXES} (the FITS standard allows 999)")
-        # BSCALE/BZERO/BLANK are structural keywords the index already holds: opening an image
-        # does not parse its whole header (thousands of small files per epoch in training).
-        scaling = self._entry.structural or self._index.header_view(self._entry)
-        self._plan = plan_image(self._entry, scaling,  # type: ignore[arg-type]
+        # The parsed header, not the index's first-card structural keywords: a repeated
+        # BSCALE/BZERO/BLANK applies its last card and garbled values are refused (as fitsio).
+        self._plan = plan_image(self._entry, self._index.header_view(self._entry),
                                 raw_scale=raw_scale, uint64_as_float=uint64_as_float)
         self._raw_scale, self._uint64_as_float = raw_scale, uint64_as_float
 
     # -- pickling: (path, HDU, options); the map is reopened in the receiving process ------------
-    def _reopen_args(self) -> dict:
+    def _reopen_args(self) -> dict[str, Any]:
         return {"raw_scale": self._raw_scale, "uint64_as_float": self._uint64_as_float}
 
     def __reduce__(self) -> Any:
@@ -413,7 +412,7 @@ class Image:
             return self._read_native(None, threads=threads).astype(want)
         out = _check_out(out, self.shape, want)
         np.copyto(out, self._read_native(None, threads=threads), casting="unsafe")
-        return out
+        return out  # type: ignore[no-any-return]
 
     def read_region(self, region: Region, out_shape: tuple[int, ...], out: Any = None, *,
                     dtype: Any = None) -> np.ndarray:
@@ -425,7 +424,7 @@ class Image:
             return self._read_region_native(region, out_shape).astype(want)
         out = _check_out(out, out_shape, want)
         np.copyto(out, self._read_region_native(region, out_shape), casting="unsafe")
-        return out
+        return out  # type: ignore[no-any-return]
 
     def _read_native(self, out: Any = None, *, threads: Optional[int] = None,
                      copy: bool = True) -> np.ndarray:
@@ -473,7 +472,7 @@ class Image:
                 part = cutouts.cutout(x0, y0, x1, y1)
                 if faults_seen():
                     self._index.source.check()
-                return part
+                return part  # type: ignore[no-any-return]
         region, out_shape = region_from_key(self.shape, key)
         return self._read_region_native(region, out_shape)
 
@@ -528,7 +527,7 @@ class Image:
         return f"Image(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, dtype={self.dtype})"
 
 
-def _reopen_image(path: str, hdu: int, options: dict, out_dtype: Optional[np.dtype]) -> Image:
+def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: Optional[np.dtype]) -> Image:
     """Unpickle an `Image`: reopen (path, HDU) in this process with the same options."""
     img = Image(path, hdu, **options)
     if out_dtype is not None:
@@ -577,7 +576,7 @@ def _suffix_hdu(fp: FitsPath, hdu: Any, default: Any) -> Any:
 
 def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out: Any = None,
                threads: Optional[int] = None, dtype: Any = None, copy: bool = True,
-               storage_options: Optional[dict] = None) -> np.ndarray:
+               storage_options: Optional[dict[str, Any]] = None) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 
     Parameters

@@ -132,7 +132,7 @@ class FitsFragment:
     def __init__(self, path: str, hdu: Any = 1, row_range: Optional[tuple[int, int]] = None, *,
                  schema: Any = None, add_path_column: bool = False,
                  stats: Optional[FileStats] = None, _source: Optional[TableSource] = None,
-                 storage_options: Optional[dict] = None) -> None:
+                 storage_options: Optional[dict[str, Any]] = None) -> None:
         if isinstance(path, SourcePath):
             storage_options = dict(path.storage_options or {}, **(storage_options or {}))
             path = path.url
@@ -238,7 +238,7 @@ class FitsFragment:
 
 def _rebuild_fragment(path: str, hdu: Any, row_range: tuple[int, int], schema: Any,
                       add_path_column: bool, stats: Optional[FileStats],
-                      storage_options: Optional[dict] = None) -> FitsFragment:
+                      storage_options: Optional[dict[str, Any]] = None) -> FitsFragment:
     return FitsFragment(path, hdu, row_range, schema=schema, add_path_column=add_path_column, stats=stats,
                         storage_options=storage_options)
 

@@ -654,7 +654,7 @@ class Scanner:
         return f"Scanner({', '.join(parts)})"
 
 
-def _rebuild_scanner(sources: list, kwargs: dict) -> Scanner:
+def _rebuild_scanner(sources: list[Any], kwargs: dict[str, Any]) -> Scanner:
     """Unpickle a `Scanner`: reopen each (path, HDU) here and plan the scan again."""
     return Scanner([TableSource.open(path, hdu) for path, hdu in sources], **kwargs)
 

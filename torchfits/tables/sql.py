@@ -84,7 +84,7 @@ def _call_arguments(tokens: list[tuple[str, str, int, int]], i: int) -> tuple[li
 
 
 def sql(query: str, *, con: "Optional[duckdb.DuckDBPyConnection]" = None,
-        hdu: HduArg = 1, storage_options: Optional[dict] = None) -> "duckdb.DuckDBPyRelation":
+        hdu: HduArg = 1, storage_options: Optional[dict[str, Any]] = None) -> "duckdb.DuckDBPyRelation":
     """Run a DuckDB query in which FITS files are tables.
 
     Parameters

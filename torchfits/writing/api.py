@@ -149,7 +149,7 @@ def _write_compressed(target: str, items: list[Any], *, compress: Any, quantize:
                      quantize=quantize, checksum=checksum)
 
 
-def _write_compressed_with_tables(target: str, items: list, *, compress: Any, quantize: Any,
+def _write_compressed_with_tables(target: str, items: list[Any], *, compress: Any, quantize: Any,
                                   overwrite: bool, checksum: bool) -> None:
     """Tables stay plain binary tables; the images among them are tile-compressed (as 1.2.3)."""
     import os
