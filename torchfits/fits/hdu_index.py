@@ -32,7 +32,7 @@ from .header import Header, header_from_parsed
 from .layout import BLOCK, padded
 from .gzip_source import compression_of, decompressed_source
 from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
-from .paths import SourcePath, refuse_cfitsio_special
+from .paths import SourcePath, check_safe_path, refuse_cfitsio_special
 from .remote_source import fetch_vos, is_url, open_remote, still_valid
 
 __all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
@@ -408,6 +408,7 @@ def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
         return _other_index(path, storage_options)
     path = _fspath(path)
     if storage_options or is_url(path):
+        check_safe_path(path)  # shell-like schemes are refused, never handed to fsspec
         return _remote_index(path, storage_options)
     try:
         key = stat_key(path)

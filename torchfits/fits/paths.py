@@ -135,6 +135,7 @@ def parse_path(path: Any) -> FitsPath:
     if not p:
         raise ValueError("Path must be a non-empty string")
     refuse_cfitsio_special(p)
+    check_safe_path(p)
     remote = "://" in p or p.startswith(("vos:", "vault:"))
     if (not remote and os.path.exists(p)) or "[" not in os.path.basename(p):
         return FitsPath(p)
