@@ -187,14 +187,27 @@ def test_corrupt_gzip_is_a_clear_error(tmp_path):
         read_numpy(str(target))
 
 
-def test_compress_Z_names_the_package(tmp_path):
+def test_compress_Z_names_the_package(tmp_path, monkeypatch):
+    import sys
+
     target = tmp_path / "x.fits.Z"
     target.write_bytes(b"\x1f\x9d\x90" + b"\x00" * 100)
-    try:
-        import unlzw3  # noqa: F401
-    except ImportError:
-        with pytest.raises(FitsError, match="unlzw3"):
-            read_numpy(str(target))
+    monkeypatch.setitem(sys.modules, "unlzw3", None)  # import fails
+    with pytest.raises(FitsError, match="unlzw3"):
+        read_numpy(str(target))
+
+
+def test_compress_Z_file_reads(tmp_path):
+    """A file made by Unix ``compress`` (tests/data/unix_compress.fits.Z): image and table."""
+    pytest.importorskip("unlzw3")
+    path = str(Path(__file__).parent.parent / "data" / "unix_compress.fits.Z")
+    img = (np.arange(30 * 20, dtype=np.int16) * 7 - 1000).reshape(30, 20)
+    np.testing.assert_array_equal(read_numpy(path), img)
+    np.testing.assert_array_equal(open_image(path)[3:9, 2:15], img[3:9, 2:15])
+    got = scan(path, "CAT", where="a >= 30").to_table()
+    assert got.column("a").to_pylist() == list(range(30, 150, 3))
+    assert got.column("b").to_pylist() == [i / 4 for i in range(10, 50)]
+    assert read_header(path, "CAT")["NAXIS2"] == 50
 
 
 def test_dataset_directory_mixing_plain_and_gzip(mef, tmp_path):
