@@ -44,7 +44,13 @@ def test_entry_points_are_typed_beyond_any():
                        (torchfits.read_header, ("path", "hdu")),
                        (torchfits.sql, ("query", "hdu")),
                        (torchfits.write, ("path",)),
-                       (torchfits.update_header, ("path", "hdu"))]:
+                       (torchfits.update_header, ("path", "hdu")),
+                       (torchfits.read, ("path", "hdu", "device", "mmap")),
+                       (torchfits.read_tensor, ("path", "hdu")),
+                       (torchfits.read_subset, ("path", "hdu")),
+                       (torchfits.open_subset_reader, ("path", "hdu")),
+                       (torchfits.open, ("path",)),
+                       (torchfits.table.read, ("path", "hdu", "columns"))]:
         sig = inspect.signature(fn)  # annotations stay strings (postponed evaluation)
         for name in params:
             annotation = sig.parameters[name].annotation

@@ -20,6 +20,7 @@ from ..fits.header import Header
 from ..image.plain import Image
 from .table_hdu import TableDataAccessor, TableHDU, TableHDURef
 from .common import hdu_name
+from ..fits.aliases import InputArg
 
 __all__ = ["HDUList", "TensorHDU", "TableHDURef", "TableHDU", "DataView", "TableDataAccessor", "open"]
 
@@ -340,7 +341,7 @@ class HDUList:
         return f"{src}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def open(path: Any, mode: str = "r", *, storage_options: Optional[dict] = None) -> HDUList:
+def open(path: InputArg, mode: str = "r", *, storage_options: Optional[dict] = None) -> HDUList:
     """Open a FITS file as an `HDUList` (headers read now, data on demand).
 
     Header values are the raw card strings (``"2"``, ``"T"``), as in torchfits 1.x; use

@@ -6,7 +6,7 @@ engine's (`torchfits.image`). Table HDUs are handed to `torchfits.table`.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -19,6 +19,12 @@ from .._torch_adapter import image_tensor, to_tensor, validate_device
 from ..errors import FitsError, HDUNotFoundError, HDUTypeError
 from ..image.plain import Image, region_from_key
 from .common import check_mmap
+from ..fits.aliases import DeviceArg, HduArg, InputArg, MmapArg, TensorRead
+
+if TYPE_CHECKING:  # typing only: torch stays optional
+    import torch
+
+    from ..fits.header import Header
 
 __all__ = [
     "read",
@@ -155,10 +161,12 @@ def _name_error(exc: HDUNotFoundError, hdu: Any) -> HDUNotFoundError:
     return exc
 
 
-def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, fp16: bool = False,
+def read_tensor(path: InputArg, hdu: HduArg = 0, device: DeviceArg = "cpu", mmap: MmapArg = True,
+                fp16: bool = False,
                 bf16: bool = False, raw_scale: bool = False, return_header: bool = False,
-                fallback_get_header: Optional[Callable] = None, *, out: Any = None,
-                dtype: Any = None, storage_options: Optional[dict] = None) -> Any:
+                fallback_get_header: Optional[Callable] = None, *, out: Optional["torch.Tensor"] = None,
+                dtype: Any = None, storage_options: Optional[dict] = None
+                ) -> Union["torch.Tensor", tuple["torch.Tensor", "Header"]]:
     """Read an image HDU into a ``torch.Tensor`` (or ``(tensor, Header)``).
 
     ``out`` is a preallocated tensor of the result shape and dtype to read into (returned).
@@ -179,9 +187,10 @@ def read_tensor(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = True, 
     return (tensor, _header_of(img, fp)) if return_header else tensor
 
 
-def read(path: Any, hdu: Any = 0, device: Any = "cpu", mmap: Any = "auto", mode: str = "auto",
-         options: Optional[dict] = None, return_header: bool = False, *, out: Any = None,
-         dtype: Any = None, **kwargs: Any) -> Any:
+def read(path: Union[InputArg, Sequence[InputArg]], hdu: Union[HduArg, None, Sequence[HduArg]] = 0,
+         device: DeviceArg = "cpu", mmap: MmapArg = "auto", mode: str = "auto",
+         options: Optional[dict] = None, return_header: bool = False, *,
+         out: Optional["torch.Tensor"] = None, dtype: Any = None, **kwargs: Any) -> TensorRead:
     """Read an image or table HDU (torchfits 1.x ``read``).
 
     Images → ``torch.Tensor`` (dtype rules of docs/images.md); tables → ``dict`` of
@@ -389,15 +398,16 @@ class SubsetReader:
         return f"SubsetReader(hdu={self.hdu}, shape={self.shape}, {state})"
 
 
-def open_subset_reader(path: Any, hdu: Any = 0, device: Any = "cpu", *,
+def open_subset_reader(path: InputArg, hdu: HduArg = 0, device: DeviceArg = "cpu", *,
                        storage_options: Optional[dict] = None) -> SubsetReader:
     """Open an image HDU once for many cutouts (see `SubsetReader`); for a URL each cutout
     fetches only the rows it touches."""
     return SubsetReader(path, hdu, device, storage_options=storage_options)
 
 
-def read_subset(path: Any, hdu: Any, x1: int, y1: int, x2: int, y2: int, *, out: Any = None,
-                storage_options: Optional[dict] = None) -> Any:
+def read_subset(path: InputArg, hdu: HduArg, x1: int, y1: int, x2: int, y2: int, *,
+                out: Optional["torch.Tensor"] = None,
+                storage_options: Optional[dict] = None) -> "torch.Tensor":
     """One cutout ``[y1:y2, x1:x2]`` (0-based, half-open, clamped) of the last two axes;
     ``out`` is an optional tensor to decode into."""
     with SubsetReader(path, hdu, storage_options=storage_options) as reader:

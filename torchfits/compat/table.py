@@ -13,7 +13,7 @@ import importlib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ..tables.decode import decode_table_numpy, select_columns
 from .._torch_adapter import validate_device
 from ..errors import HDUNotFoundError, InvalidRowError
 from .common import check_mmap, require_module
+from ..fits.aliases import HduArg, InputArg
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -287,7 +288,8 @@ def _window(row_slice: Any, nrows: int) -> tuple[int, int]:
 # ============================================================================ Arrow reads
 
 
-def read(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None, rows: Any = None,
+def read(path: InputArg, hdu: HduArg = 1, columns: Optional[Sequence[str]] = None,
+         row_slice: Union[slice, tuple[int, Optional[int]], None] = None, rows: Any = None,
          where: Optional[str] = None, batch_size: int = _DEFAULT_BATCH, mmap: Any = True,
          decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
          include_fits_metadata: bool = False, apply_fits_nulls: bool = True,
