@@ -807,11 +807,21 @@ def test_parse_columns_missing_keywords():
         parse_columns({"TFIELDS": 1, "NAXIS1": 8, "TFORM1": "J8", "TBCOL1": 1}, "table")
 
 
-def test_inconsistent_tdim_is_ignored():
-    spec = parse_columns(_header("6E", extra={"TDIM1": "(4,2)"}), "bintable")[0]
+def test_inconsistent_tdim():
+    # Fewer elements than the repeat count is allowed by the standard: read as a flat vector.
+    spec = parse_columns(_header("6E", extra={"TDIM1": "(2,2)"}), "bintable")[0]
     assert spec.shape is None
     assert arrow_type(spec) == pa.list_(pa.float32(), 6)
     assert parse_columns(_header("6E", extra={"TDIM1": "junk"}), "bintable")[0].tdim is None
+    # More is a lie about the field's size (fitsio refuses it too).
+    with pytest.raises(CorruptHeaderError, match=r"TDIM1 = '\(4,2\)' describes 8 elements, more than "
+                                                 r"the repeat count 6 of TFORM1"):
+        parse_columns(_header("6E", extra={"TDIM1": "(4,2)"}), "bintable")
+
+
+def test_repeat_counts_beyond_32_bits_are_refused():
+    with pytest.raises(CorruptHeaderError, match=r"TFORM1 = '2147483648I': repeat count 2147483648"):
+        parse_columns({"TFIELDS": 1, "NAXIS1": 2**32, "TFORM1": "2147483648I"}, "bintable")
 
 
 def test_conversion_kinds():

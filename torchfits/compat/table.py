@@ -25,7 +25,7 @@ from ..fits.paths import fspath
 from ..tables.scan import Scanner, TableSource, validate_row_slice
 from ..tables.decode import decode_table_numpy, select_columns
 from .._torch_adapter import validate_device
-from ..errors import HDUNotFoundError, InvalidRowError
+from ..errors import CorruptHeaderError, HDUNotFoundError, InvalidRowError, TruncatedFileError
 from .common import check_mmap, require_module
 from ..fits.aliases import HduArg, InputArg
 
@@ -164,8 +164,11 @@ def _decode_numpy(src: TableSource, *, columns: Any, rows: Optional[np.ndarray] 
                   row_range: Optional[tuple[int, int]] = None) -> dict[str, Any]:
     """The tensor mapping of the 1.x API (docs/compatibility.md) (``decode_table_numpy``) for some rows of ``src``."""
     data, heap = src.buffers()
-    return decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
-                              columns=columns, rows=rows, row_range=row_range)
+    try:
+        return decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
+                                  columns=columns, rows=rows, row_range=row_range)
+    except (CorruptHeaderError, TruncatedFileError) as exc:
+        raise src.located(exc) from None
 
 
 def _parse_where(where: str) -> Any:

@@ -47,6 +47,9 @@ _TDIM = re.compile(r"^\s*\(\s*(\d+(?:\s*,\s*\d+)*)\s*\)\s*$")
 # The torch mapping follows the 1.x contract (docs/compatibility.md): an unsigned TZERO within this
 # distance of the convention still counts (files written with imprecise floats exist).
 _TORCH_TZERO_TOLERANCE = 1e-5
+# The largest repeat count a column may declare: Arrow's fixed-size lists (and CFITSIO's element
+# counts) are 32-bit; a larger one is a header lie, refused before anything is sized from it.
+MAX_REPEAT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -256,8 +259,11 @@ def parse_columns(header: Mapping[str, Any], kind: Literal["bintable", "table"])
     Raises
     ------
     CorruptHeaderError
-        A TFORM that does not parse, a missing TFIELDS/NAXIS1/TFORMn/TBCOLn, or a field that
-        runs past the end of a row (NAXIS1); the message names the column.
+        A TFORM that does not parse, a missing TFIELDS/NAXIS1/TFORMn/TBCOLn, a field that runs
+        past the end of a row (NAXIS1) (fields covering less than NAXIS1 leave row padding,
+        read where NAXIS1 puts the rows), a repeat count above 2**31 - 1, or a TDIMn that
+        describes more elements than its column's repeat count; the message names the column
+        and the keyword. Callers add the file and the HDU.
     """
     if kind not in ("bintable", "table"):
         raise ValueError(f"kind must be 'bintable' or 'table', not {kind!r}")
@@ -315,6 +321,10 @@ def _parse_binary_column(n: int, where: str, tform: str, offset: int, tdim_text:
     repeat = int(m.group(1)) if m.group(1) else 1
     code = m.group(2)
     rest = m.group(3)
+    if repeat > MAX_REPEAT:
+        raise CorruptHeaderError(
+            f"{where}: TFORM{n} = {tform!r}: repeat count {repeat} exceeds {MAX_REPEAT}"
+        )
     if code in "PQ":
         v = _VLA_REST.match(rest.strip())
         if v is None:
@@ -332,8 +342,16 @@ def _parse_binary_column(n: int, where: str, tform: str, offset: int, tdim_text:
                           tdim=_parse_tdim(tdim_text), tdim_text=tdim_text, **common)
     # Anything after the code (e.g. the ``rAw`` substring convention) is kept in tform only.
     width = (repeat + 7) // 8 if code == "X" else repeat * ELEMENT_BYTES[code]
+    tdim = _parse_tdim(tdim_text)
+    if tdim is not None and math.prod(tdim) > repeat:
+        # Fewer elements than the repeat count is allowed (the rest is padding; the cell is then
+        # read as a flat vector); more is a lie about the field's size.
+        raise CorruptHeaderError(
+            f"{where}: TDIM{n} = {tdim_text!r} describes {math.prod(tdim)} elements, more than "
+            f"the repeat count {repeat} of TFORM{n} = {tform!r}"
+        )
     return ColumnSpec(code=code, repeat=repeat, width=width, offset=offset,
-                      tdim=_parse_tdim(tdim_text), tdim_text=tdim_text, **common)
+                      tdim=tdim, tdim_text=tdim_text, **common)
 
 
 def _parse_ascii_column(header: Mapping[str, Any], n: int, where: str, naxis1: int,

@@ -171,8 +171,13 @@ def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_s
     if kind in TABLE_KINDS or kind == KIND_COMPRESSED:
         table_bytes = naxes[0] * naxes[1] if len(naxes) >= 2 else 0
         theap = _int_keyword(s, "THEAP", path, index, table_bytes)
-        if theap < table_bytes and pcount:
-            raise CorruptHeaderError(f"{path}: HDU {index}: THEAP={theap} overlaps the table rows")
+        if pcount and not table_bytes <= theap <= table_bytes + pcount:
+            # The heap lies between the rows and the end of PCOUNT; anything else would point
+            # descriptors into the rows or past the data unit.
+            raise CorruptHeaderError(
+                f"{path}: HDU {index}: THEAP={theap} lies outside the data area "
+                f"({table_bytes} bytes of rows + PCOUNT={pcount})"
+            )
         heap_offset = data_offset + theap
         heap_size = max(0, table_bytes + pcount - theap)
     tfields = 0

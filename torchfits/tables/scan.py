@@ -25,7 +25,8 @@ from ..fits.source import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
 from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
-from ..errors import ColumnNotFoundError, FitsError, HDUTypeError, UnsupportedColumnError, WhereEvaluationError
+from ..errors import (ColumnNotFoundError, CorruptHeaderError, FitsError, HDUTypeError, TruncatedFileError,
+                      UnsupportedColumnError, WhereEvaluationError)
 from ..fits.aliases import HduArg, SourceArg
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily or optional
@@ -61,8 +62,25 @@ class TableSource:
                 f"{index.path}: HDU {entry.index} is not a table (type={entry.kind}): "
                 "Failed to get table dimensions"
             )
-        specs = parse_columns(index.header_view(entry), "bintable" if entry.kind == "bintable" else "table")
+        try:
+            specs = parse_columns(index.header_view(entry), "bintable" if entry.kind == "bintable" else "table")
+        except CorruptHeaderError as exc:
+            raise type(exc)(f"{index.path}: HDU {entry.index}: {exc}") from None
         return cls(index.path, index, entry, specs)
+
+    def located(self, exc: FitsError) -> FitsError:
+        """``exc`` from a decode of this table, with the file and HDU in its message; a bad heap
+        descriptor in a heap the file cuts short is a truncation, not corruption."""
+        e = self.entry
+        msg = str(exc)
+        heap_present = max(0, min(self.index.size - e.heap_offset, e.heap_size))
+        if isinstance(exc, CorruptHeaderError) and "heap descriptor" in msg and heap_present < e.heap_size:
+            return TruncatedFileError(
+                f"{self.path}: HDU {e.index}: file is truncated: only {heap_present} of the "
+                f"{e.heap_size} heap bytes are present ({msg})")
+        if msg.startswith(self.path):
+            return exc
+        return type(exc)(f"{self.path}: HDU {e.index}: {msg}")
 
     @property
     def nrows(self) -> int:
@@ -143,8 +161,11 @@ class TableSource:
                row_range: Optional[tuple[int, int]] = None, options: DecodeOptions) -> Any:
         self.fetch(rows=rows, row_range=row_range, columns=columns)
         data, heap = self.buffers(fetched=True)
-        batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
-                             columns=columns, rows=rows, row_range=row_range, options=options)
+        try:
+            batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
+                                 columns=columns, rows=rows, row_range=row_range, options=options)
+        except (CorruptHeaderError, TruncatedFileError) as exc:
+            raise self.located(exc) from None
         # Bytes past a truncation under the map read as zeros: refuse them.
         if faults_seen():
             self.index.source.check()
