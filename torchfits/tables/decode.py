@@ -45,6 +45,10 @@ _PARALLEL_MIN_BYTES = 4 << 20
 # bit-packed output (bool values, validity, X bits) whatever the repeat count.
 _CHUNK_ALIGN = 1024
 _INT32_MAX = 2**31 - 1
+# Variable-length cells may share heap bytes, but a decode that gathers more than this many
+# times the heap (and more than the floor) comes from descriptors that lie.
+_VLA_MAX_OVERLAP = 16
+_VLA_MIN_BOUND = 256 << 20
 
 _STRIP_NONE, _STRIP_NUL, _STRIP_BLANK = 0, 1, 2
 _SCALE_SOURCE = {"B": _bintable.SRC_U8, "I": _bintable.SRC_I16, "J": _bintable.SRC_I32,
@@ -479,6 +483,16 @@ def _decode_vla(out: _Out, data: np.ndarray, heap: np.ndarray, row_bytes: int, s
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     total = int(offsets[-1])
+    if spec.repeat and n:
+        payload = total * elem_bits // 8
+        if payload > max(_VLA_MIN_BOUND, _VLA_MAX_OVERLAP * heap.size):
+            # Each descriptor lies inside the heap, but together they point at the same bytes
+            # many times over: the output would dwarf the file.
+            raise CorruptHeaderError(
+                f"{spec.describe()}: the descriptors of {n} rows reference {payload} bytes of a "
+                f"{heap.size}-byte heap (more than {_VLA_MAX_OVERLAP} times over): corrupt "
+                "descriptors"
+            )
     if arrow and not large and total > _INT32_MAX:
         raise UnsupportedColumnError(
             f"{spec.describe()}: {total} elements in one batch exceed a 32-bit Arrow list; "
