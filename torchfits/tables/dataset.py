@@ -19,7 +19,7 @@ import pyarrow.dataset as pds
 
 from ..query import expr as _expr
 from ..query.names import did_you_mean, resolve_columns
-from .scan import Scanner, TableSource, resolve_sources
+from .scan import Scanner, TableSource, filter_error, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 from .decode import arrow_schema
 from ..fits.threads import default_threads, run_parallel
@@ -348,7 +348,10 @@ class _FragmentScan:
         batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
         batch = self._conform(batch, self.gather)
         if self.late is not None:
-            batch = pa.Table.from_batches([batch]).filter(self.late).combine_chunks()
+            try:
+                batch = pa.Table.from_batches([batch]).filter(self.late).combine_chunks()
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise filter_error(exc, self.src.path, self.src.entry.index) from None
             batch = batch.select(self.plan.projection)
             batch = batch.to_batches()[0] if batch.num_rows else None
             if batch is None:

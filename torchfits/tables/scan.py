@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily o
     import pyarrow as pa
     import torch
 
-__all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "resolve_sources"]
+__all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "filter_error", "resolve_sources"]
 
 _WHOLE = 1 << 62  # a batch size meaning "everything in one batch"
 # Bytes per heap element of a variable-length column, by TFORM code (X counts bits).
@@ -170,6 +170,18 @@ class TableSource:
         if faults_seen():
             self.index.source.check()
         return batch
+
+
+def filter_error(exc: Exception, path: str, hdu: int) -> WhereEvaluationError:
+    """A pyarrow error raised while filtering rows of ``path``'s HDU ``hdu``, as the
+    `WhereEvaluationError` it is (Arrow's own message kept)."""
+    if "overflow" in str(exc).lower():
+        return WhereEvaluationError(
+            f"{path}: HDU {hdu}: the where-expression overflows 64-bit integer arithmetic "
+            f"({exc}); compare with a smaller constant or use a float literal (e.g. 2.0 * col) "
+            "to compute in floating point")
+    return WhereEvaluationError(f"{path}: HDU {hdu}: the filter cannot be applied to this "
+                                f"table: {exc}")
 
 
 def _refuse_complex(tree: Any, complex_cols: set[str]) -> None:
@@ -462,13 +474,8 @@ class Scanner:
         table = pa.Table.from_batches([batch]).append_column("__torchfits_row__", positions)
         try:
             kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
-        except pa.ArrowInvalid as exc:
-            if "overflow" not in str(exc).lower():
-                raise
-            raise WhereEvaluationError(
-                f"{src.path}: HDU {src.entry.index}: the where-expression overflows 64-bit "
-                f"integer arithmetic ({exc}); compare with a smaller constant or use a float "
-                "literal (e.g. 2.0 * col) to compute in floating point") from None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise filter_error(exc, src.path, src.entry.index) from None
         selected = candidates[kept] if candidates is not None else kept + rng[0]
         return selected, batch.take(pa.array(kept))
 
