@@ -108,8 +108,14 @@ def test_header_value_overflowing_a_double():
 
 
 def test_duplicate_bzero_last_wins(fitsio):
+    from astropy.io import fits
+
     arr = torchfits.read_numpy(data("reg_duplicate_bzero.fits"))
     np.testing.assert_array_equal(arr, fitsio.read(data("reg_duplicate_bzero.fits")))
+    with fits.open(data("reg_duplicate_bzero.fits")) as hl:
+        expected = hl[0].data
+    assert arr.dtype == expected.dtype
+    np.testing.assert_array_equal(arr, expected)
     assert torchfits.read_header(data("reg_duplicate_bzero.fits"))["BZERO"] == 10.0  # first card
 
 

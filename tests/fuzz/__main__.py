@@ -1,7 +1,8 @@
 """The fuzzing campaign, run by hand: ``python -m tests.fuzz --budget-s 300``.
 
-Uses atheris (coverage-guided) when it is installed and ``--atheris`` is given; otherwise the
-structure-aware mutators of ``tests/fuzz/mutators.py`` at random. Findings (crash, hang, memory,
+Uses atheris (coverage-guided, libFuzzer) when it is installed, with the structure-aware mutators
+of ``tests/fuzz/mutators.py`` as its custom mutator (``tests/fuzz/atheris_target.py``);
+otherwise (or with ``--engine mutators``) those mutators at random in the supervised worker. Findings (crash, hang, memory,
 bare exception) are deduplicated by kind, operation and exception, and the smallest file of each
 is written to ``--out`` for turning into a regression file under tests/data/.
 """
@@ -14,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from .harness import build_corpus, campaign, read_corpus_dirs
+from .harness import atheris_available, atheris_campaign, build_corpus, campaign, read_corpus_dirs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,26 +26,31 @@ def main(argv: list[str] | None = None) -> int:
                     help="extra directories of seed .fits files (tests/data is always used)")
     ap.add_argument("--out", default="fuzz-findings", help="directory for the finding files")
     ap.add_argument("--read-timeout", type=float, default=10.0)
-    ap.add_argument("--atheris", action="store_true", help="use atheris when it is installed")
+    ap.add_argument("--engine", choices=("auto", "atheris", "mutators"), default="auto",
+                    help="atheris (coverage-guided, with the structure-aware mutators) or the "
+                         "mutators at random; auto picks atheris when it is installed")
+    ap.add_argument("--atheris", action="store_true", help="same as --engine atheris")
     args = ap.parse_args(argv)
 
-    if args.atheris:
-        try:
-            import atheris  # noqa: F401
-        except ImportError:
-            print("atheris is not installed; using the random structure-aware mutators",
-                  file=sys.stderr)
-        else:
-            print("atheris runs in-process and cannot bound memory per read; the structure-aware "
-                  "campaign below is the supported mode", file=sys.stderr)
+    engine = "atheris" if args.atheris else args.engine
+    if engine == "auto":
+        engine = "atheris" if atheris_available() else "mutators"
+    elif engine == "atheris" and not atheris_available():
+        print("atheris is not installed (pip install atheris); using the mutators at random",
+              file=sys.stderr)
+        engine = "mutators"
 
     here = os.path.dirname(os.path.abspath(__file__))
     with tempfile.TemporaryDirectory() as tmp:
         seeds = build_corpus(os.path.join(tmp, "seeds"))
         seeds += read_corpus_dirs([os.path.join(os.path.dirname(here), "data")] + args.corpus)
         t0 = time.monotonic()
-        stats = campaign(seeds, budget_s=args.budget_s, seed=args.seed,
-                         read_timeout=args.read_timeout)
+        if engine == "atheris":
+            stats = atheris_campaign(seeds, budget_s=args.budget_s, seed=args.seed,
+                                     read_timeout=args.read_timeout)
+        else:
+            stats = campaign(seeds, budget_s=args.budget_s, seed=args.seed,
+                             read_timeout=args.read_timeout)
         elapsed = time.monotonic() - t0
     unique: dict[str, object] = {}
     for f in stats.findings:
@@ -59,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(f.data)  # type: ignore[attr-defined]
         report.append({"signature": sig, "file": name, "op": f.op, "detail": f.detail,  # type: ignore[attr-defined]
                        "mutations": f.notes})  # type: ignore[attr-defined]
-    summary = {"seconds": round(elapsed, 1), "seed_files": len(seeds), "files": stats.files,
+    summary = {"engine": engine, "seconds": round(elapsed, 1), "seed_files": len(seeds), "files": stats.files,
                "reads": stats.reads, "outcomes": stats.outcomes,
                "findings": len(stats.findings), "unique_findings": len(unique)}
     with open(os.path.join(args.out, "report.json"), "w") as fh:

@@ -109,6 +109,7 @@ try:
 except ImportError:
     pass
 from torchfits.errors import FitsError
+from tests.fuzz.reads import ops
 
 def vm_bytes():
     with open("/proc/self/statm") as fh:
@@ -118,28 +119,6 @@ limit = vm_bytes() + int(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 progress = open(sys.argv[1], "a", buffering=1)
 progress.write(json.dumps({"ready": True}) + "\n")
-
-def ops(path):
-    yield "info", lambda: torchfits.info(path)
-    n = 0
-    try:
-        n = min(torchfits.read_num_hdus(path), 6)
-    except FitsError:
-        pass
-    for h in range(max(n, 1)):
-        yield f"header[{h}]", lambda h=h: str(torchfits.read_header(path, h))
-        yield f"read_numpy[{h}]", lambda h=h: torchfits.read_numpy(path, h)
-        yield f"slice[{h}]", lambda h=h: torchfits.open_image(path, h)[..., 1:3]
-        yield f"scan[{h}]", lambda h=h: torchfits.scan(path, h).to_arrow()
-        yield f"where[{h}]", lambda h=h: torchfits.scan(path, h, where=_where(path, h)).to_arrow()
-        yield f"read[{h}]", lambda h=h: torchfits.read(path, h)
-
-def _where(path, h):
-    try:
-        names = torchfits.read_colnames(path, h)
-    except FitsError:
-        return "1 = 1"
-    return f"{names[0]} > 1" if names else "1 = 1"
 
 for line in sys.stdin:
     job = json.loads(line)
@@ -316,4 +295,90 @@ def campaign(seeds: list[str], *, budget_s: float, seed: int = 0, workdir: Optio
                 i += 1
         finally:
             sup.close()
+    return stats
+
+
+# -- the atheris engine ------------------------------------------------------------------------
+def atheris_available() -> bool:
+    try:
+        import atheris  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def atheris_campaign(seeds: list[str], *, budget_s: float, seed: int = 0,
+                     read_timeout: float = 10.0, workdir: Optional[str] = None) -> Stats:
+    """Coverage-guided fuzzing with atheris (libFuzzer) for ``budget_s`` seconds.
+
+    ``tests/fuzz/atheris_target.py`` runs in a child process over a copy of the seeds (the
+    corpus grows with every input that reaches new code). libFuzzer stops at the first input
+    that breaks the contract and saves it; that input is replayed in the supervised worker,
+    which classifies it as a finding (crash, hang, memory, bare), and fuzzing resumes from the
+    grown corpus until the budget is spent.
+    """
+    stats = Stats()
+    originals = [Path(p).read_bytes() for p in seeds]
+    max_len = max(len(d) for d in originals)
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        corpus = os.path.join(tmp, "corpus")
+        artifacts = os.path.join(tmp, "artifacts")
+        os.makedirs(corpus)
+        os.makedirs(artifacts)
+        for n, data in enumerate(originals):
+            with open(os.path.join(corpus, f"seed{n:03d}.fits"), "wb") as fh:
+                fh.write(data)
+        counts_path = os.path.join(tmp, "counts.json")
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   TORCHFITS_THREADS="2", TORCHFITS_FUZZ_COUNTS=counts_path,
+                   TORCHFITS_FUZZ_HEADROOM=str(MEMORY_HEADROOM))
+        sup = Supervisor(os.path.join(tmp, "replay"), read_timeout=read_timeout)
+        os.makedirs(sup.workdir)
+        deadline = time.monotonic() + budget_s
+        seen: set[str] = set()
+        run = 0
+        totals = {"files": 0, "reads": 0, "ok": 0, "fits_error": 0}
+        try:
+            while deadline - time.monotonic() > 5:
+                remaining = int(deadline - time.monotonic())
+                cmd = [sys.executable, "-m", "tests.fuzz.atheris_target",
+                       f"-max_total_time={remaining}", f"-timeout={int(3 * read_timeout)}",
+                       f"-seed={seed * 1000 + run + 1}", f"-max_len={max_len}",
+                       "-rss_limit_mb=4096", f"-artifact_prefix={artifacts}/", corpus]
+                log = os.path.join(tmp, f"libfuzzer{run}.log")
+                with open(log, "w") as fh:
+                    try:
+                        subprocess.run(cmd, env=env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                       timeout=remaining + 120)
+                    except subprocess.TimeoutExpired:
+                        pass
+                run += 1
+                if os.path.exists(counts_path):
+                    with open(counts_path) as fh:
+                        for k, v in json.load(fh).items():
+                            totals[k] += v
+                    os.remove(counts_path)
+                new = sorted(set(os.listdir(artifacts)) - seen)
+                seen.update(new)
+                if not new and time.monotonic() < deadline - 5:
+                    with open(log) as fh:
+                        tail = fh.read()[-2000:]
+                    raise RuntimeError(f"the atheris target ended without a finding:\n{tail}")
+                for name in new:
+                    data = Path(os.path.join(artifacts, name)).read_bytes()
+                    before = len(stats.findings)
+                    replay = Stats()
+                    sup.run_one(len(seen), data, [f"atheris {name.split('-')[0]}"], replay)
+                    stats.findings += replay.findings
+                    if len(stats.findings) == before:
+                        # Not reproduced under the supervisor (e.g. an RSS overrun): keep the
+                        # libFuzzer verdict.
+                        stats.findings.append(Finding(name.split("-")[0], "?", "libFuzzer " + name,
+                                                      [f"atheris {name}"], data))
+        finally:
+            sup.close()
+        stats.files = totals["files"]
+        stats.reads = totals["reads"]
+        stats.outcomes = {"ok": totals["ok"], "fits_error": totals["fits_error"],
+                          "findings": len(stats.findings)}
     return stats
