@@ -100,6 +100,15 @@ def test_image_dataset_errors(files, tmp_path):
         FitsImageDataset(files, labels=[1, 2])
     with pytest.raises(RuntimeError, match="NOPE"):
         FitsImageDataset(files, label_key="NOPE")
+    # A label card that is not an integer: a FitsError naming the file (still a ValueError).
+    from torchfits.errors import CorruptHeaderError
+
+    bad = str(tmp_path / "badlabel.fits")
+    fits.writeto(bad, np.zeros((6, 8), np.float32), fits.Header([("CLASS", "cat")]))
+    with pytest.raises(CorruptHeaderError, match=r"badlabel\.fits: HDU 0: label keyword CLASS = 'cat'"):
+        FitsImageDataset([bad], label_key="CLASS")
+    with pytest.raises(ValueError):
+        FitsImageDataset([bad], label_key="CLASS")
     missing = FitsImageDataset(str(tmp_path / "none*.fits"))
     assert missing.files == [str(tmp_path / "none*.fits")]
     with pytest.raises(RuntimeError):

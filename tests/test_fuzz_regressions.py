@@ -132,6 +132,15 @@ def test_integer_quantised_image_matches_cfitsio(fitsio):
     np.testing.assert_array_equal(torchfits.open_image(path, 1)[10:30, 5:9], theirs[10:30, 5:9])
 
 
+def test_numeric_ttype_names_no_column():
+    # Found by the atheris campaign: TTYPE1 = TTYPE3 = 4294967297 (numbers, not strings).
+    path = data("reg_ttype_numeric.fits")
+    assert torchfits.read_colnames(path, 1) == ["col1", "FLUX", "col3"]
+    table = torchfits.scan(path, 1, where="col1 > 4 AND col3 < 8").to_arrow()
+    assert table.column_names == ["col1", "FLUX", "col3"]
+    assert table.column("col1").to_pylist() == [5, 6, 7]
+
+
 def test_every_regression_file_is_described():
     with open(os.path.join(ROOT, "tests", "fuzz", "make_regressions.py")) as fh:
         recipe = fh.read()

@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="atheris (coverage-guided, with the structure-aware mutators) or the "
                          "mutators at random; auto picks atheris when it is installed")
     ap.add_argument("--atheris", action="store_true", help="same as --engine atheris")
+    ap.add_argument("--sweep", action="store_true",
+                    help="mutators engine: first set every structural card of every seed to every "
+                         "interesting value, then mutate at random")
     args = ap.parse_args(argv)
 
     engine = "atheris" if args.atheris else args.engine
@@ -50,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                                      read_timeout=args.read_timeout)
         else:
             stats = campaign(seeds, budget_s=args.budget_s, seed=args.seed,
-                             read_timeout=args.read_timeout)
+                             read_timeout=args.read_timeout, sweep=args.sweep)
         elapsed = time.monotonic() - t0
     unique: dict[str, object] = {}
     for f in stats.findings:

@@ -25,7 +25,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from .mutators import mutate
+from .mutators import card_lie_sweep, mutate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEMORY_HEADROOM = 1 << 30  # bytes of address space a read may add to the worker's baseline
@@ -279,8 +279,11 @@ class Supervisor:
 
 
 def campaign(seeds: list[str], *, budget_s: float, seed: int = 0, workdir: Optional[str] = None,
-             read_timeout: float = 10.0, max_rounds: int = 3) -> Stats:
-    """Mutate the seeds at random for ``budget_s`` seconds; returns the counts and findings."""
+             read_timeout: float = 10.0, max_rounds: int = 3, sweep: bool = False) -> Stats:
+    """Mutate the seeds at random for ``budget_s`` seconds; returns the counts and findings.
+
+    With ``sweep``, first every structural card of every seed takes every interesting value
+    (`card_lie_sweep`), then random mutation fills the rest of the budget."""
     rng = random.Random(seed)
     originals = [Path(p).read_bytes() for p in seeds]
     stats = Stats()
@@ -289,6 +292,13 @@ def campaign(seeds: list[str], *, budget_s: float, seed: int = 0, workdir: Optio
         deadline = time.monotonic() + budget_s
         i = 0
         try:
+            if sweep:
+                for original in originals:
+                    for data, note in card_lie_sweep(original):
+                        if time.monotonic() >= deadline:
+                            break
+                        sup.run_one(i, data, [note], stats)
+                        i += 1
             while time.monotonic() < deadline:
                 data, notes = mutate(rng.choice(originals), rng, rng.randint(1, max_rounds))
                 sup.run_one(i, data, notes, stats)

@@ -73,6 +73,15 @@ def build() -> dict[str, str]:
     _set_card(raw, b"TFIELDS", b"4294967297")
     emit("reg_tfields_huge.fits", raw, "a loop over TFIELDS allocated without bound")
 
+    raw = fits_bytes([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(
+        [fits.Column(name="ID", format="K", array=np.arange(10)),
+         fits.Column(name="FLUX", format="E", array=np.arange(10, dtype=np.float32)),
+         fits.Column(name="MAG", format="E", array=np.arange(10, dtype=np.float32))])])
+    _set_card(raw, b"TTYPE1", b"4294967297")
+    _set_card(raw, b"TTYPE3", b"4294967297")
+    emit("reg_ttype_numeric.fits", raw,
+         "numeric TTYPEs named two columns alike: a where raised a bare KeyError from pyarrow")
+
     img = rng.integers(0, 1000, (64, 64)).astype(np.int32)
     comp = fits_bytes([fits.PrimaryHDU(), fits.CompImageHDU(img, compression_type="RICE_1",
                                                             tile_shape=(16, 64))])

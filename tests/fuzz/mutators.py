@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Callable
+from typing import Callable, Iterator
 
 BLOCK = 2880
 CARD = 80
@@ -144,6 +144,19 @@ def data_garble(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     buf = bytearray(data)
     buf[i:i + n] = bytes(rng.randrange(256) for _ in range(min(n, len(buf) - i)))
     return bytes(buf), f"data_garble at {i} ({n} bytes)"
+
+
+def card_lie_sweep(data: bytes) -> Iterator[tuple[bytes, str]]:
+    """Every structural card of ``data`` set to every interesting value, one at a time (the
+    deterministic counterpart of `card_lie`)."""
+    for o in cards(data):
+        if not STRUCTURAL.match(data[o:o + 8]):
+            continue
+        key = data[o:o + 8].rstrip()
+        for value in INTERESTING_VALUES:
+            buf = bytearray(data)
+            buf[o:o + CARD] = _value_card(key, value)
+            yield bytes(buf), f"card_lie {key.decode()}={value.decode(errors='replace')}"
 
 
 MUTATORS: dict[str, Callable[[bytes, random.Random], tuple[bytes, str]]] = {

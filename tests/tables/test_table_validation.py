@@ -194,3 +194,12 @@ def test_every_table_error_is_a_fits_error_with_context(tmp_path):
                 read()
             except FitsError as exc:
                 assert "lie.fits" in str(exc), (key, value, str(exc))
+
+
+def test_split_data_unit_refuses_non_integer_sizes():
+    for key, value in [("NAXIS1", "garbage"), ("NAXIS2", 1.5), ("PCOUNT", True), ("THEAP", "x")]:
+        header = {"NAXIS1": 4, "NAXIS2": 2, "PCOUNT": 0, key: value}
+        with pytest.raises(CorruptHeaderError, match=f"{key} = .* is not an integer"):
+            _decode.split_data_unit(bytes(8), header)
+    rows, heap = _decode.split_data_unit(bytes(16), {"NAXIS1": 4, "NAXIS2": 2, "PCOUNT": 8})
+    assert len(rows) == 8 and len(heap) == 8

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from .._torch_adapter import torch_dtype, validate_device
-from ..errors import KeywordNotFoundError
+from ..errors import CorruptHeaderError, KeywordNotFoundError
 from ..fits.hdu_index import get_index
 from ..fits.paths import fspath
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
@@ -175,7 +175,14 @@ def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: A
             if label_key not in header:
                 raise KeywordNotFoundError(f"{path}: HDU {hdu!r} has no keyword {label_key!r} "
                                            "(label_key)")
-            values.append(int(header[label_key]))
+            value = header[label_key]
+            try:
+                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                    raise ValueError
+                values.append(int(value))
+            except (TypeError, ValueError, OverflowError):
+                raise CorruptHeaderError(f"{path}: HDU {hdu!r}: label keyword {label_key} = "
+                                         f"{value!r} is not an integer") from None
         return torch.as_tensor(values, dtype=torch.int64)
     return None
 

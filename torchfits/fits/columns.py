@@ -277,7 +277,9 @@ def parse_columns(header: Mapping[str, Any], kind: Literal["bintable", "table"])
     offset = 0
     for i in range(tfields):
         n = i + 1
-        name = _str_keyword(header, f"TTYPE{n}")
+        ttype = header.get(f"TTYPE{n}")
+        # A TTYPE that is not a string (a number, T/F) names no column: colN, as read_colnames says.
+        name = ttype.rstrip() if isinstance(ttype, str) else ""
         if not name:
             name = f"col{n}"
         tform = header.get(f"TFORM{n}")

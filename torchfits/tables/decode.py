@@ -1023,6 +1023,13 @@ def decode_ascii_table(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
 # ----------------------------------------------------------------------------- data unit layout
 
 
+def _size_keyword(header: Mapping[str, Any], key: str) -> int:
+    value = header.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise CorruptHeaderError(f"{key} = {value!r} is not an integer")
+    return int(value)
+
+
 def split_data_unit(data_unit: Buffer, header: Mapping[str, Any]) -> tuple[memoryview, memoryview]:
     """Split a table's data unit into its row bytes and its heap, honouring THEAP and PCOUNT.
 
@@ -1046,14 +1053,13 @@ def split_data_unit(data_unit: Buffer, header: Mapping[str, Any]) -> tuple[memor
         ``data_unit`` is shorter than ``NAXIS1 * NAXIS2 + PCOUNT`` bytes.
     """
     view = memoryview(data_unit).cast("B") if not isinstance(data_unit, memoryview) else data_unit.cast("B")
-    naxis1 = int(header.get("NAXIS1", 0))
-    naxis2 = int(header.get("NAXIS2", 0))
-    pcount = int(header.get("PCOUNT", 0) or 0)
+    naxis1 = _size_keyword(header, "NAXIS1")
+    naxis2 = _size_keyword(header, "NAXIS2")
+    pcount = _size_keyword(header, "PCOUNT")
     if naxis1 < 0 or naxis2 < 0 or pcount < 0:
         raise CorruptHeaderError(f"negative table size (NAXIS1={naxis1}, NAXIS2={naxis2}, PCOUNT={pcount})")
     table = naxis1 * naxis2
-    theap = header.get("THEAP")
-    theap = table if theap is None else int(theap)
+    theap = table if header.get("THEAP") is None else _size_keyword(header, "THEAP")
     if theap < table or theap > table + pcount:
         raise CorruptHeaderError(
             f"THEAP = {theap} lies outside the data area ({table} table bytes + PCOUNT = {pcount})"

@@ -334,7 +334,7 @@ class Scanner:
         typed = [s for s in first.specs if s.name not in complex_cols]
         names = [s.name for s in first.specs]
         schema = arrow_schema(typed, mapping=self._options.mapping, decode_bytes=True)
-        types = {s.name: schema.field(s.name).type for s in typed}
+        types = {s.name: f.type for s, f in zip(typed, schema)}  # zip: names may repeat
         tree: Any = None
         if where is not None:
             if not isinstance(where, str) or not where.strip():
