@@ -203,3 +203,13 @@ def test_split_data_unit_refuses_non_integer_sizes():
             _decode.split_data_unit(bytes(8), header)
     rows, heap = _decode.split_data_unit(bytes(16), {"NAXIS1": 4, "NAXIS2": 2, "PCOUNT": 8})
     assert len(rows) == 8 and len(heap) == 8
+
+
+def test_repeated_column_names_do_not_break_where_planning(tmp_path):
+    raw = _table([fits.Column(name="A", format="K", array=np.arange(5)),
+                  fits.Column(name="B", format="E", array=np.arange(5, dtype=np.float32)),
+                  fits.Column(name="C", format="J", array=np.arange(5))])
+    path = _write(tmp_path, "dup.fits", _set(raw, b"TTYPE3", b"'A'"))
+    # The first of two columns named alike is the one a name selects.
+    assert torchfits.scan(path, 1, where="B > 1").to_arrow().column("A").to_pylist() == [2, 3, 4]
+    assert torchfits.scan(path, 1, where="A > 3").to_arrow().num_rows == 1
