@@ -282,3 +282,28 @@ def test_vos_reads_through_the_client_once(served, monkeypatch, tmp_path):
     torchfits.clear_file_cache()
     np.testing.assert_array_equal(read_numpy("vault:me/mef.fits")[:4, :4], img[:4, :4])
     assert calls == ["vos://cadc.nrc.ca~vault/me/mef.fits"]  # the second read used the cache
+
+
+def test_remote_table_with_corrupt_descriptors_names_the_row(tmp_path):
+    # Lazily fetched tables fetch only the heap ranges their descriptors point at: an absurd
+    # descriptor must be neither fetched nor overflow the range arithmetic; the decoder names it.
+    from torchfits.errors import CorruptHeaderError
+    from torchfits.fits.hdu_index import get_index
+
+    n = 50
+    cols = [astropy_fits.Column("id", "J", array=np.arange(n)),
+            astropy_fits.Column("v", "QD()", array=np.array([np.arange(i % 5, dtype=np.float64)
+                                                             for i in range(n)], dtype=object))]
+    path = tmp_path / "vla.fits"
+    astropy_fits.HDUList([astropy_fits.PrimaryHDU(), astropy_fits.BinTableHDU.from_columns(cols)]).writeto(path)
+    e = get_index(str(path)).entries[1]
+    raw = bytearray(path.read_bytes())
+    p = e.data_offset + 7 * e.row_bytes + 4
+    raw[p:p + 16] = (2**62 - 1).to_bytes(8, "big") + (8).to_bytes(8, "big")
+    path.write_bytes(bytes(raw))
+    with FileServer(str(tmp_path)) as srv:
+        url = f"{srv.url}/vla.fits"
+        ok = scan(url, 1, rows=[0, 3], storage_options=LOCAL).to_arrow()
+        assert ok.column("v").to_pylist() == [[], [0.0, 1.0, 2.0]]
+        with pytest.raises(CorruptHeaderError, match=r"vla\.fits: HDU 1: column 2 \('v'.*row 7: corrupt heap"):
+            scan(url, 1, storage_options=LOCAL).to_arrow()

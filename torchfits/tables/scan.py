@@ -133,11 +133,17 @@ class TableSource:
             desc = np.ascontiguousarray(table[:, spec.offset:spec.offset + 2 * dt.itemsize]).view(dt)
             desc = desc.reshape(-1, 2).astype(np.int64)
             count, offset = desc[:, 0], desc[:, 1]
-            if spec.code == "X":
-                nbytes = (count + 7) // 8
-            else:
-                nbytes = count * _HEAP_ITEMSIZE.get(spec.code, 1)
+            # Only cells inside the heap are fetched (the decoder names the others); the limit
+            # is compared before multiplying so that absurd counts cannot overflow int64.
+            room = np.maximum(e.heap_size - offset, 0)
             ok = (count > 0) & (offset >= 0)
+            if spec.code == "X":
+                ok &= count <= room * 8
+                nbytes = (np.where(ok, count, 0) + 7) // 8
+            else:
+                itemsize = _HEAP_ITEMSIZE.get(spec.code, 1)
+                ok &= count <= room // itemsize
+                nbytes = np.where(ok, count, 0) * itemsize
             ranges += [(e.heap_offset + int(o), int(n)) for o, n in zip(offset[ok], nbytes[ok])]
         src.ensure(ranges)
 
