@@ -32,13 +32,15 @@ def _open_dataset(source: Any, hdu: Any, *, schema: Any, add_path_column: bool, 
 def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = None, where: Any = None, *,
                index: Optional[str] = None, split_row_groups: Any = "auto", schema: Any = None,
                add_path_column: bool = False, sidecar: Any = None,
-               storage_options: Optional[dict] = None) -> Any:
+               storage_options: Optional[dict] = None, threads: Optional[int] = None) -> Any:
     """FITS tables as a ``dask.dataframe.DataFrame``, one partition per fragment.
 
     Parameters
     ----------
-    source : str, os.PathLike, glob, directory or list
-        The catalog files (a directory means its ``*.fit*`` files).
+    source : str, os.PathLike, glob, directory, URL or list
+        The catalog files (a directory means its ``*.fit*`` files). URLs (``http(s)://``,
+        ``s3://``, ...) are read through torchfits' byte sources in every worker; a list of
+        URLs always works, a remote glob only where the store can list (see docs/dask.md).
     hdu : int or str
         The table HDU in every file.
     columns : list of str, optional
@@ -62,7 +64,12 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
         The statistics sidecar (``_torchfits_index.json``): None finds one beside the files,
         False uses none.
     storage_options : dict, optional
-        fsspec options for remote sources (needs torchfits' remote support).
+        fsspec options for remote sources plus torchfits' own (``allow_private_hosts``,
+        ``cache``; see docs/remote.md). They travel with every partition, so the workers
+        open the URLs the way the caller did.
+    threads : int, optional
+        Decode threads per partition. Default: 1 inside a ``distributed`` worker (the worker's
+        task slots are the parallelism), the shared default under Dask's local schedulers.
 
     Returns
     -------
@@ -70,7 +77,8 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
     """
     ds = _open_dataset(source, hdu, schema=schema, add_path_column=add_path_column, sidecar=sidecar,
                        storage_options=storage_options)
-    return ds.to_dask_dataframe(columns, where, index=index, split_row_groups=split_row_groups)
+    return ds.to_dask_dataframe(columns, where, index=index, split_row_groups=split_row_groups,
+                                threads=threads)
 
 
 
