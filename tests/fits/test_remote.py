@@ -282,3 +282,16 @@ def test_vos_reads_through_the_client_once(served, monkeypatch, tmp_path):
     torchfits.clear_file_cache()
     np.testing.assert_array_equal(read_numpy("vault:me/mef.fits")[:4, :4], img[:4, :4])
     assert calls == ["vos://cadc.nrc.ca~vault/me/mef.fits"]  # the second read used the cache
+
+
+def test_http_glob_lists_through_the_guard(served, tmp_path):
+    root, _, _ = served
+    with FileServer(root, listing=True) as srv:
+        with pytest.raises(HttpBlockedError):
+            dataset(f"{srv.url}/*.fits", "CAT")
+        assert srv.requests == []  # the listing request is refused before it is sent
+        ds = dataset(f"{srv.url}/m*.fits", "CAT", storage_options=LOCAL)
+        assert ds.files == [f"{srv.url}/mef.fits"]
+    with FileServer(root) as srv:  # no HTML index page: say what to do instead
+        with pytest.raises(FitsFileNotFoundError, match="list of URLs"):
+            dataset(f"{srv.url}/*.fits", "CAT", storage_options=LOCAL)
