@@ -449,27 +449,42 @@ def test_dask_partitions_of_remote_files_keep_their_options(catalogs, tmp_path):
 
 
 def _decode_threads_probe():
+    """Record, in a worker, the decode threads asked for and whether the shared pool is used."""
+    from torchfits.fits import threads as pool_module
     from torchfits.tables.scan import TableSource
 
-    original = TableSource.decode
+    original, original_pool = TableSource.decode, pool_module.get_pool
     seen: list = []
 
     def recording(self, *, options, **kwargs):
         seen.append(options.threads)
         return original(self, options=options, **kwargs)
 
-    TableSource._threads_probe = (original, seen)
+    def pool_used():
+        seen.append("pool")
+        return original_pool()
+
+    TableSource._threads_probe = (original, original_pool, seen)
     TableSource.decode = recording
+    pool_module.get_pool = pool_used
     return True
 
 
 def _decode_threads_seen():
+    from torchfits.fits import threads as pool_module
     from torchfits.tables.scan import TableSource
 
-    original, seen = TableSource._threads_probe
+    original, original_pool, seen = TableSource._threads_probe
     TableSource.decode = original
+    pool_module.get_pool = original_pool
     del TableSource._threads_probe
-    return sorted(set(seen))
+    return sorted(set(seen), key=str)
+
+
+def _use_the_pool():
+    from torchfits.fits.threads import run_parallel
+
+    return run_parallel(abs, [1, -2])
 
 
 def test_tasks_in_workers_decode_on_one_thread_unless_told(client, catalogs):
@@ -478,13 +493,17 @@ def test_tasks_in_workers_decode_on_one_thread_unless_told(client, catalogs):
     assert task_threads(None) is None  # not in a worker: the shared default
     assert client.submit(task_threads, None, pure=False).result() == 1
     assert client.submit(task_threads, 3, pure=False).result() == 3
+    # by default the kernels get threads=1 and never touch the shared pool
     for threads, want in ((None, [1]), (2, [2])):
         client.run(_decode_threads_probe)
         try:
-            tfd.read_table(str(catalogs), columns=["ra"], threads=threads).ra.sum().compute()
+            tfd.read_table(str(catalogs), columns=["ra"], where="mag < 22", threads=threads).ra.sum().compute()
         finally:
             seen = client.run(_decode_threads_seen)
-        assert sorted({t for v in seen.values() for t in v}) == want
+        assert sorted({t for v in seen.values() for t in v}, key=str) == want
+    client.run(_decode_threads_probe)  # the probe does see the pool when it is used
+    client.run(_use_the_pool)
+    assert all("pool" in v for v in client.run(_decode_threads_seen).values())
     with pytest.raises(ValueError, match="threads"):
         tfd.read_table(str(catalogs), threads=0)
     with pytest.raises(ValueError, match="threads"):
