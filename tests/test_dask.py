@@ -539,6 +539,30 @@ def test_to_fits_failed_partition_leaves_no_partial_file(client, tmp_path):
             assert len(hdul[1].data) == 10
 
 
+def test_to_fits_to_a_url_directory(client, tmp_path):
+    df = pd.DataFrame({"a": np.arange(30, dtype=np.int64), "b": np.linspace(0, 1, 30)})
+    ddf = dd.from_pandas(df, npartitions=3)
+    # file:// is an fsspec URL every worker process can reach: the upload path on the cluster
+    url = "file://" + str(tmp_path / "up")
+    paths = tfd.to_fits(ddf, url)
+    assert paths == [f"{url}/part-{i:05d}.fits" for i in range(3)]
+    assert sorted(os.listdir(tmp_path / "up")) == [f"part-{i:05d}.fits" for i in range(3)]  # no sidecar
+    got = pd.concat([torchfits.scan(p).to_pandas() for p in paths], ignore_index=True)
+    pd.testing.assert_frame_equal(got, df)
+    with pytest.raises(FitsFileExistsError, match="overwrite=True"):
+        tfd.to_fits(ddf, url)
+    with pytest.raises(ValueError, match="sidecar"):
+        tfd.to_fits(ddf, url, sidecar=True, overwrite=True)
+    with pytest.raises(ValueError, match="http"):
+        tfd.to_fits(ddf, "http://127.0.0.1:9/out")
+    # an object store (memory:// lives in this process: Dask's threaded scheduler)
+    job = tfd.to_fits(ddf, "memory://to-fits/out", compute=False)
+    written = job.compute(scheduler="threads")
+    assert len(written) == 3
+    back = tfd.read_table(written).compute(scheduler="threads")
+    pd.testing.assert_frame_equal(back.reset_index(drop=True), df)
+
+
 def _slow_identity(df):
     time.sleep(0.2)
     return df
