@@ -62,7 +62,7 @@ def _astropy_part(path: str) -> object:
     return df[["mag_r", "mag_g", "kind"]]
 
 
-def _queries(fits_dir: Path, parquet_dir: Path) -> dict:
+def _queries(fits_dir: Path, parquet_dir: Path, threads: int | None = None) -> dict:
     import dask
     import dask.dataframe as dd
 
@@ -76,7 +76,8 @@ def _queries(fits_dir: Path, parquet_dir: Path) -> dict:
         return sel.groupby("kind").mag_g.agg(["mean", "count"])
 
     return {
-        "torchfits": lambda: agg(tfd.read_table(str(fits_dir), where=WHERE), filtered=True).compute(),
+        "torchfits": lambda: agg(tfd.read_table(str(fits_dir), where=WHERE, threads=threads),
+                                 filtered=True).compute(),
         "Parquet (uncompressed)": lambda: agg(dd.read_parquet(str(parquet_dir))).compute(),
         "astropy (from_delayed)": lambda: agg(dd.from_delayed(
             [dask.delayed(_astropy_part)(p) for p in paths], meta=meta)).compute(),
@@ -102,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per worker count (default 5)")
     parser.add_argument("--append", action="store_true", help="append the section to docs/benchmarks.md")
+    parser.add_argument("--decode-threads", type=int, default=None,
+                        help="threads= for torchfits' partitions (default: 1 per task in a worker; "
+                             "pass the core count to see the oversubscribed behaviour)")
     args = parser.parse_args(argv)
 
     import dask
@@ -110,12 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     fits_dir, parquet_dir = _make_data(generate.DATA_DIR / f"dask_{args.files}x{args.rows}", args.files, args.rows)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")] if p)
     timings = {}
+    load_before = os.getloadavg()[0]
     for workers in (1, 2):
         log(f"{workers} worker(s) ...")
         with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                       host="127.0.0.1", dashboard_address="127.0.0.1:0",
                                       silence_logs=40) as cluster, distributed.Client(cluster):
-            queries = _queries(fits_dir, parquet_dir)
+            queries = _queries(fits_dir, parquet_dir, args.decode_threads)
             _check({k: q() for k, q in queries.items()})  # also warms every worker
             cases = {k: Case(q, budget_s=60.0, min_repeat=2) for k, q in queries.items()}
             timings[workers] = measure_group(cases, repeat=args.repeat, warmup=0)
@@ -130,8 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     pq2 = timings[2]["Parquet (uncompressed)"].median
     ap2 = timings[2]["astropy (from_delayed)"].median
     scale = timings[1]["torchfits"].median / tf2
+    load_after = os.getloadavg()[0]
     info = machine_info()
     total = args.files * args.rows
+    threads_note = ("one decode thread per task (the default inside a worker)" if args.decode_threads is None
+                    else f"threads={args.decode_threads} per task")
     section = "\n".join([
         "",
         "## Dask: filtered group-by over many catalogs (benchmarks/run_dask.py)",
@@ -139,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{info['date']}; {info['cpu']}, {info['cores']} cores, {info['memory']}; {info['python']}; "
         f"Dask {dask.__version__}. {args.files} files × {args.rows:,} rows ({total:,} rows, 12 columns); "
         f"LocalCluster with 1 and 2 worker processes of one thread; median of {args.repeat} interleaved "
-        f"rounds; warm page cache. Command: `python benchmarks/run_dask.py --files {args.files} "
-        f"--rows {args.rows} --repeat {args.repeat}`.",
+        f"rounds; warm page cache; torchfits decodes with {threads_note}; 1-minute load average "
+        f"{load_before:.1f} before, {load_after:.1f} after. Command: `python benchmarks/run_dask.py "
+        f"--files {args.files} --rows {args.rows} --repeat {args.repeat}"
+        f"{'' if args.decode_threads is None else f' --decode-threads {args.decode_threads}'}`.",
         "",
         f"Query: `ddf[ddf.mag_r < 21].groupby('kind').mag_g.agg(['mean', 'count'])` (torchfits gets "
         f"the filter as `where=\"{WHERE}\"`).",

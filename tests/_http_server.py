@@ -3,6 +3,9 @@
 It serves files from one directory, honours single ``Range: bytes=a-b`` requests (or ignores them
 when asked), answers HEAD with size and ETag, redirects ``/redirect/<name>`` to ``/<name>``
 (optionally on another server), and counts the body bytes it sends and the headers it saw.
+With ``listing=True`` a directory (``/``) answers with an HTML page linking its files, the way
+fsspec lists (and globs) an HTTP "directory"; without it, directories are 404 like on most
+object stores served over plain HTTP.
 """
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ from typing import Optional
 
 
 class FileServer:
-    def __init__(self, root: str, *, honour_range: bool = True, redirect_to: Optional[str] = None) -> None:
+    def __init__(self, root: str, *, honour_range: bool = True, redirect_to: Optional[str] = None,
+                 listing: bool = False) -> None:
         self.root = root
+        self.listing = listing
         self.honour_range = honour_range
         self.redirect_to = redirect_to  # base URL other servers' files are redirected to
         self.bytes_sent = 0
@@ -66,9 +71,25 @@ class FileServer:
                     self.send_header("Accept-Ranges", "bytes")
                 self.end_headers()
 
+            def _listing(self) -> bool:
+                name = self.path.split("?", 1)[0].lstrip("/")
+                folder = os.path.join(server.root, name)
+                if not server.listing or not os.path.isdir(folder):
+                    return False
+                prefix = "/" + name if name and not name.endswith("/") else "/" + name
+                prefix = prefix if prefix.endswith("/") else prefix + "/"
+                links = "".join(f'<a href="{prefix}{n}">{n}</a>\n' for n in sorted(os.listdir(folder)))
+                body = f"<html><body>\n{links}</body></html>\n".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return True
+
             def do_GET(self) -> None:
                 self._record()
-                if self._redirect():
+                if self._redirect() or self._listing():
                     return
                 full = self._target()
                 if full is None:

@@ -332,6 +332,237 @@ def test_to_fits_deferred(client, tmp_path):
     pd.testing.assert_frame_equal(got, df)
 
 
+# -- remote sources: HTTP on 127.0.0.1, read by the worker processes --------------------------------
+def _served(root, **kwargs):
+    pytest.importorskip("fsspec")
+    pytest.importorskip("aiohttp")
+    from _http_server import FileServer
+
+    return FileServer(str(root), **kwargs)
+
+
+def _remote_options(tmp_path, cache=False):
+    # the test server is on loopback, which the guard refuses unless allowed; the workers get
+    # these options with every task
+    opts = {"allow_private_hosts": True, "cache": cache}
+    if cache:
+        opts["cache_dir"] = str(tmp_path / "remote-cache")
+    return opts
+
+
+def test_remote_table_urls_on_the_cluster(client, catalogs, astropy_frame, tmp_path):
+    where = "mag < 21 AND flag >= 0"
+    ref = astropy_frame[(astropy_frame.mag < np.float32(21)) & (astropy_frame.flag.fillna(-1) >= 0)]
+    want = ref.groupby("band").agg({"ra": "sum", "mag": "count"})
+    with _served(catalogs, listing=True) as srv:
+        urls = [f"{srv.url}/cat{k:02d}.fits" for k in range(NFILES)]
+        ddf = tfd.read_table(urls, columns=["ra", "mag", "band"], where=where,
+                             storage_options=_remote_options(tmp_path), split_row_groups=1500)
+        assert list(ddf.columns) == ["ra", "mag", "band"]
+        assert ddf.npartitions == NFILES * 3  # no sidecar for URLs: plain 1500-row cuts
+        srv.reset()  # from here on only the workers read the server
+        client.run(_install_decode_counter)
+        try:
+            got = ddf.groupby("band").agg({"ra": "sum", "mag": "count"}).compute().sort_index()
+        finally:
+            seen = client.run(_collect_decode_counter)
+        assert any(m == "GET" and "Range" in h for m, _, h in srv.requests)  # ranged reads by workers
+        decoded = {c for calls in seen.values() for cols in calls for c in cols}
+        assert decoded == {"ra", "mag", "band"}  # flag and mag filtered on raw rows, others never
+        assert list(got.index) == list(want.index)
+        np.testing.assert_allclose(got["ra"].to_numpy(), want["ra"].to_numpy(), rtol=1e-12)
+        assert got["mag"].tolist() == want["mag"].tolist()
+        # a glob works where the server lists the directory (an HTML index page)
+        globbed = tfd.read_table(f"{srv.url}/cat*.fits", columns=["id"], where="id < 10",
+                                 storage_options=_remote_options(tmp_path))
+        assert globbed.npartitions == NFILES
+        assert sorted(globbed.compute()["id"].tolist()) == list(range(10))
+
+
+def test_remote_glob_without_a_listing_names_the_workaround(catalogs, tmp_path):
+    with _served(catalogs) as srv:
+        with pytest.raises(FileNotFoundError, match="list of URLs"):
+            tfd.read_table(f"{srv.url}/cat*.fits", storage_options=_remote_options(tmp_path))
+
+
+def test_remote_images_on_the_cluster(client, tmp_path):
+    www = tmp_path / "www"
+    www.mkdir()
+    arrays = _write_images(www, 4, (96, 70), fits)
+    rng = np.random.default_rng(9)
+    big = rng.normal(size=(300, 200)).astype(np.float32)
+    fits.PrimaryHDU(big).writeto(str(www / "big.fits"))
+    opts = _remote_options(tmp_path, cache=True)  # the workers' block cache, in tmp_path
+    with _served(www, listing=True) as srv:
+        arr = tfd.read_images(f"{srv.url}/big.fits", chunks=(100, 64), storage_options=opts)
+        assert arr.shape == big.shape and arr.dtype == np.float32
+        srv.reset()
+        np.testing.assert_array_equal(arr.blocks[1, 2].compute(), big[100:200, 128:192])
+        assert srv.requests  # the worker fetched the block's rows
+        np.testing.assert_allclose(float(arr.sum().compute()), float(big.astype(np.float64).sum()), rtol=1e-6)
+        urls = [f"{srv.url}/img{k}.fits" for k in range(4)]
+        stack = tfd.read_images(urls, chunks=(2, 48, 70), storage_options=opts)
+        ref = np.stack(arrays)
+        assert stack.shape == (4, 96, 70) and stack.dtype == np.uint16
+        assert int(stack.astype(np.int64).sum().compute()) == int(ref.astype(np.int64).sum())
+        np.testing.assert_array_equal(stack[1:3, 40:60, ::3].compute(), ref[1:3, 40:60, ::3])
+        globbed = tfd.read_images(f"{srv.url}/img*.fits", storage_options=opts)
+        assert globbed.shape == (4, 96, 70)
+        np.testing.assert_array_equal(globbed.compute(), ref)
+
+
+def test_fragments_pickle_small_and_reopen_lazily(catalogs, monkeypatch):
+    import pickle
+
+    from torchfits.tables.scan import TableSource
+
+    ds = torchfits.dataset(str(catalogs))
+    frag = next(iter(ds.get_fragments()))
+    assert frag.stats is not None
+    part = ds.split(1000)
+    small = list(part.get_fragments())[1]
+    payload = pickle.dumps(small)
+    assert len(payload) < 4000  # path, HDU, rows, schema and one chunk's statistics
+    assert len(small.stats.chunks) == 1 or len(payload) < len(pickle.dumps(frag))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("unpickling opened the file")
+
+    monkeypatch.setattr(TableSource, "open", refuse)
+    back = pickle.loads(payload)  # a worker unpickles without touching the file
+    monkeypatch.undo()
+    assert back.row_range == small.row_range and back.hdu_index == 1
+    assert back.to_table(columns=["id"]).column("id").to_pylist() == list(range(1000, 2000))
+
+
+def test_dask_partitions_of_remote_files_keep_their_options(catalogs, tmp_path):
+    import pickle
+
+    with _served(catalogs) as srv:
+        opts = _remote_options(tmp_path)
+        ddf = tfd.read_table([f"{srv.url}/cat00.fits"], storage_options=opts, split_row_groups=1000)
+        assert ddf.npartitions == NROWS // 1000
+        ds = torchfits.dataset([f"{srv.url}/cat00.fits"], storage_options=opts)
+        frag = pickle.loads(pickle.dumps(list(ds.split(1000).get_fragments())[2]))
+        assert frag.storage_options == opts
+        assert frag.to_table(columns=["id"]).column("id").to_pylist()[0] == 2000
+
+
+def _decode_threads_probe():
+    """Record, in a worker, the decode threads asked for and whether the shared pool is used."""
+    from torchfits.fits import threads as pool_module
+    from torchfits.tables.scan import TableSource
+
+    original, original_pool = TableSource.decode, pool_module.get_pool
+    seen: list = []
+
+    def recording(self, *, options, **kwargs):
+        seen.append(options.threads)
+        return original(self, options=options, **kwargs)
+
+    def pool_used():
+        seen.append("pool")
+        return original_pool()
+
+    TableSource._threads_probe = (original, original_pool, seen)
+    TableSource.decode = recording
+    pool_module.get_pool = pool_used
+    return True
+
+
+def _decode_threads_seen():
+    from torchfits.fits import threads as pool_module
+    from torchfits.tables.scan import TableSource
+
+    original, original_pool, seen = TableSource._threads_probe
+    TableSource.decode = original
+    pool_module.get_pool = original_pool
+    del TableSource._threads_probe
+    return sorted(set(seen), key=str)
+
+
+def _use_the_pool():
+    from torchfits.fits.threads import run_parallel
+
+    return run_parallel(abs, [1, -2])
+
+
+def test_tasks_in_workers_decode_on_one_thread_unless_told(client, catalogs):
+    from torchfits.tables.dask_frame import task_threads
+
+    assert task_threads(None) is None  # not in a worker: the shared default
+    assert client.submit(task_threads, None, pure=False).result() == 1
+    assert client.submit(task_threads, 3, pure=False).result() == 3
+    # by default the kernels get threads=1 and never touch the shared pool
+    for threads, want in ((None, [1]), (2, [2])):
+        client.run(_decode_threads_probe)
+        try:
+            tfd.read_table(str(catalogs), columns=["ra"], where="mag < 22", threads=threads).ra.sum().compute()
+        finally:
+            seen = client.run(_decode_threads_seen)
+        assert sorted({t for v in seen.values() for t in v}, key=str) == want
+    client.run(_decode_threads_probe)  # the probe does see the pool when it is used
+    client.run(_use_the_pool)
+    assert all("pool" in v for v in client.run(_decode_threads_seen).values())
+    with pytest.raises(ValueError, match="threads"):
+        tfd.read_table(str(catalogs), threads=0)
+    with pytest.raises(ValueError, match="threads"):
+        tfd.read_images(str(catalogs / "cat00.fits"), hdu=0, threads=0)
+
+
+def _fail_on_partition_two(df):
+    if len(df) and int(df["a"].iloc[0]) == 20:
+        raise RuntimeError("partition 2 fails")
+    return df
+
+
+def test_to_fits_failed_partition_leaves_no_partial_file(client, tmp_path):
+    df = pd.DataFrame({"a": np.arange(40, dtype=np.int64), "b": np.linspace(0, 1, 40)})
+    ddf = dd.from_pandas(df, npartitions=4).map_partitions(_fail_on_partition_two, meta=df.iloc[:0])
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="partition 2 fails"):
+        tfd.to_fits(ddf, str(out))
+    # The error comes back while another worker may still be writing its partition (Dask does
+    # not interrupt running tasks): that write completes or cleans up, and leaves no temporary.
+    deadline = time.monotonic() + 30
+
+    def temporaries():
+        return [n for n in os.listdir(out) if n.startswith(".") or n.endswith(".tmp")]
+
+    while temporaries() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not temporaries()
+    left = sorted(os.listdir(out))
+    assert INDEX_NAME not in left  # the sidecar is written only once every file is
+    for name in left:  # whatever was written is whole
+        with fits.open(out / name) as hdul:
+            assert len(hdul[1].data) == 10
+
+
+def test_to_fits_to_a_url_directory(client, tmp_path):
+    df = pd.DataFrame({"a": np.arange(30, dtype=np.int64), "b": np.linspace(0, 1, 30)})
+    ddf = dd.from_pandas(df, npartitions=3)
+    # file:// is an fsspec URL every worker process can reach: the upload path on the cluster
+    url = "file://" + str(tmp_path / "up")
+    paths = tfd.to_fits(ddf, url)
+    assert paths == [f"{url}/part-{i:05d}.fits" for i in range(3)]
+    assert sorted(os.listdir(tmp_path / "up")) == [f"part-{i:05d}.fits" for i in range(3)]  # no sidecar
+    got = pd.concat([torchfits.scan(p).to_pandas() for p in paths], ignore_index=True)
+    pd.testing.assert_frame_equal(got, df)
+    with pytest.raises(FitsFileExistsError, match="overwrite=True"):
+        tfd.to_fits(ddf, url)
+    with pytest.raises(ValueError, match="sidecar"):
+        tfd.to_fits(ddf, url, sidecar=True, overwrite=True)
+    with pytest.raises(ValueError, match="http"):
+        tfd.to_fits(ddf, "http://127.0.0.1:9/out")
+    # an object store (memory:// lives in this process: Dask's threaded scheduler)
+    job = tfd.to_fits(ddf, "memory://to-fits/out", compute=False)
+    written = job.compute(scheduler="threads")
+    assert len(written) == 3
+    back = tfd.read_table(written).compute(scheduler="threads")
+    pd.testing.assert_frame_equal(back.reset_index(drop=True), df)
+
+
 def _slow_identity(df):
     time.sleep(0.2)
     return df

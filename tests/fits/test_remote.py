@@ -307,3 +307,16 @@ def test_remote_table_with_corrupt_descriptors_names_the_row(tmp_path):
         assert ok.column("v").to_pylist() == [[], [0.0, 1.0, 2.0]]
         with pytest.raises(CorruptHeaderError, match=r"vla\.fits: HDU 1: column 2 \('v'.*row 7: corrupt heap"):
             scan(url, 1, storage_options=LOCAL).to_arrow()
+
+
+def test_http_glob_lists_through_the_guard(served, tmp_path):
+    root, _, _ = served
+    with FileServer(root, listing=True) as srv:
+        with pytest.raises(HttpBlockedError):
+            dataset(f"{srv.url}/*.fits", "CAT")
+        assert srv.requests == []  # the listing request is refused before it is sent
+        ds = dataset(f"{srv.url}/m*.fits", "CAT", storage_options=LOCAL)
+        assert ds.files == [f"{srv.url}/mef.fits"]
+    with FileServer(root) as srv:  # no HTML index page: say what to do instead
+        with pytest.raises(FitsFileNotFoundError, match="list of URLs"):
+            dataset(f"{srv.url}/*.fits", "CAT", storage_options=LOCAL)

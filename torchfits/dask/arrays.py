@@ -15,8 +15,10 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ..errors import FitsError
+from ..fits.paths import with_storage_options
 from ..fits.threads import run_parallel
 from ..image.plain import Image, open_image
+from ..tables.dask_frame import task_threads
 from ..tables.scan import resolve_sources
 
 __all__ = ["read_images", "ImageBlocks"]
@@ -41,7 +43,8 @@ class ImageBlocks:
     """
 
     def __init__(self, paths: Sequence[str], hdu: Any, image_shape: tuple[int, ...], dtype: Any,
-                 *, stack: bool, raw_scale: bool = False, storage_options: Optional[dict] = None) -> None:
+                 *, stack: bool, raw_scale: bool = False, storage_options: Optional[dict] = None,
+                 threads: Optional[int] = None) -> None:
         self.paths = [str(p) for p in paths]
         self.hdu = hdu
         self.image_shape = tuple(int(n) for n in image_shape)
@@ -49,12 +52,13 @@ class ImageBlocks:
         self.stack = bool(stack)
         self.raw_scale = bool(raw_scale)
         self.storage_options = storage_options
+        self.threads = None if threads is None else int(threads)
         self.shape = ((len(self.paths),) if self.stack else ()) + self.image_shape
         self.ndim = len(self.shape)
 
     def __reduce__(self) -> Any:
         return (_rebuild_blocks, (self.paths, self.hdu, self.image_shape, self.dtype.str, self.stack,
-                                  self.raw_scale, self.storage_options))
+                                  self.raw_scale, self.storage_options, self.threads))
 
     def __dask_tokenize__(self) -> Any:
         stamps: list[tuple[str, Optional[int], Optional[int]]] = []
@@ -71,7 +75,8 @@ class ImageBlocks:
         return _open(self.paths[k], self.hdu, self.raw_scale, self.storage_options)
 
     def _region(self, image: Image, key: tuple) -> np.ndarray:
-        out = image[key] if key else image.read()
+        # a region decode is one thread; a whole read obeys the worker's share (`task_threads`)
+        out = image[key] if key else image.read(threads=task_threads(self.threads))
         if not isinstance(out, np.ndarray) or not out.flags.writeable:
             out = np.array(out)  # a view of the file map must not outlive this task
         return out
@@ -97,9 +102,9 @@ class ImageBlocks:
 
 
 def _rebuild_blocks(paths: list, hdu: Any, image_shape: tuple, dtype: str, stack: bool, raw_scale: bool,
-                    storage_options: Optional[dict]) -> ImageBlocks:
+                    storage_options: Optional[dict], threads: Optional[int] = None) -> ImageBlocks:
     return ImageBlocks(paths, hdu, image_shape, dtype, stack=stack, raw_scale=raw_scale,
-                       storage_options=storage_options)
+                       storage_options=storage_options, threads=threads)
 
 
 def _auto_chunks(image: Image, stack: int, dtype: np.dtype) -> tuple:
@@ -130,14 +135,15 @@ def _auto_chunks(image: Image, stack: int, dtype: np.dtype) -> tuple:
 
 
 def read_images(source: Any, hdu: Any = 0, *, chunks: Any = "auto", raw_scale: bool = False,
-                storage_options: Optional[dict] = None) -> Any:
+                storage_options: Optional[dict] = None, threads: Optional[int] = None) -> Any:
     """Image HDUs as a ``dask.array.Array`` whose blocks decode only their own region.
 
     Parameters
     ----------
-    source : str, os.PathLike, glob, directory or list
+    source : str, os.PathLike, glob, directory, URL or list
         One file: its image, chunked into blocks. Several files (a list, a glob or a directory):
-        their same-shaped images stacked along a new first axis.
+        their same-shaped images stacked along a new first axis. URLs are opened through
+        torchfits' byte sources, in the caller for the headers and in every worker for blocks.
     hdu : int or str
         The image HDU (index or EXTNAME) in every file; a tile-compressed HDU works too.
     chunks : "auto", int, tuple or dict
@@ -146,7 +152,11 @@ def read_images(source: Any, hdu: Any = 0, *, chunks: Any = "auto", raw_scale: b
     raw_scale : bool
         Stored values instead of physical ones (no BSCALE/BZERO).
     storage_options : dict, optional
-        fsspec options for remote sources (needs torchfits' remote support).
+        fsspec options for remote sources plus torchfits' own (see docs/remote.md); they
+        travel with the blocks, and every worker reopens the URLs with them.
+    threads : int, optional
+        Decode threads of a block read whole. Default: 1 inside a ``distributed`` worker,
+        the shared default elsewhere (a region is always decoded by one thread).
 
     Returns
     -------
@@ -162,9 +172,16 @@ def read_images(source: Any, hdu: Any = 0, *, chunks: Any = "auto", raw_scale: b
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("torchfits.dask needs Dask: pip install 'torchfits[dask]'") from exc
 
-    stack = isinstance(source, (list, tuple)) or _many(source)
-    paths = [str(p) for p in source] if isinstance(source, (list, tuple)) else \
-        ([str(source)] if "://" in str(source) else resolve_sources(source))
+    if isinstance(source, (list, tuple)):
+        stack, paths = True, [str(p) for p in source]
+    else:
+        stack = _many(source)
+        if stack and _is_remote(source):  # a remote glob or directory: listed through fsspec
+            paths = [str(p) for p in resolve_sources(with_storage_options(str(source), storage_options))]
+        elif _is_remote(source):
+            paths = [str(source)]
+        else:
+            paths = resolve_sources(source)
     if not paths:
         raise FileNotFoundError(f"no files in {source!r}")
     images = run_parallel(lambda p: _open(p, hdu, raw_scale, storage_options), paths)
@@ -175,19 +192,27 @@ def read_images(source: Any, hdu: Any = 0, *, chunks: Any = "auto", raw_scale: b
                              f"{img.path} HDU {img.hdu} is {img.shape} {img.dtype}; read_images stacks "
                              "same-shaped images only")
     dtype = np.dtype(first.dtype)
+    if threads is not None and (isinstance(threads, bool) or int(threads) <= 0):
+        raise ValueError("threads must be a positive integer")
     blocks = ImageBlocks(paths, hdu, first.shape, dtype, stack=stack, raw_scale=raw_scale,
-                         storage_options=storage_options)
+                         storage_options=storage_options, threads=threads)
     if isinstance(chunks, str) and chunks == "auto":
         chunks = _auto_chunks(first, len(paths) if stack else 0, dtype)
     return da.from_array(blocks, chunks=chunks, name=f"read-fits-images-{_token(blocks)}", lock=False,
                          asarray=False, fancy=False, meta=np.empty((0,) * blocks.ndim, dtype))
 
 
+def _is_remote(source: Any) -> bool:
+    return not isinstance(source, os.PathLike) and "://" in str(source)
+
+
 def _many(source: Any) -> bool:
-    """Whether a single ``source`` names several files (a directory or a glob)."""
+    """Whether a single ``source`` names several files (a directory or a glob; for a URL, a
+    glob or a path ending in ``/``)."""
     text = os.fspath(source) if isinstance(source, os.PathLike) else str(source)
-    if "://" in text:
-        return False
+    if _is_remote(source):
+        rest = text.partition("://")[2]
+        return rest.endswith("/") or any(c in rest for c in "*?[")
     return os.path.isdir(text) or (not os.path.exists(text) and any(c in text for c in "*?["))
 
 

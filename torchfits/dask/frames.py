@@ -32,13 +32,15 @@ def _open_dataset(source: Any, hdu: Any, *, schema: Any, add_path_column: bool, 
 def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = None, where: Any = None, *,
                index: Optional[str] = None, split_row_groups: Any = "auto", schema: Any = None,
                add_path_column: bool = False, sidecar: Any = None,
-               storage_options: Optional[dict] = None) -> Any:
+               storage_options: Optional[dict] = None, threads: Optional[int] = None) -> Any:
     """FITS tables as a ``dask.dataframe.DataFrame``, one partition per fragment.
 
     Parameters
     ----------
-    source : str, os.PathLike, glob, directory or list
-        The catalog files (a directory means its ``*.fit*`` files).
+    source : str, os.PathLike, glob, directory, URL or list
+        The catalog files (a directory means its ``*.fit*`` files). URLs (``http(s)://``,
+        ``s3://``, ...) are read through torchfits' byte sources in every worker; a list of
+        URLs always works, a remote glob only where the store can list (see docs/dask.md).
     hdu : int or str
         The table HDU in every file.
     columns : list of str, optional
@@ -62,7 +64,12 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
         The statistics sidecar (``_torchfits_index.json``): None finds one beside the files,
         False uses none.
     storage_options : dict, optional
-        fsspec options for remote sources (needs torchfits' remote support).
+        fsspec options for remote sources plus torchfits' own (``allow_private_hosts``,
+        ``cache``; see docs/remote.md). They travel with every partition, so the workers
+        open the URLs the way the caller did.
+    threads : int, optional
+        Decode threads per partition. Default: 1 inside a ``distributed`` worker (the worker's
+        task slots are the parallelism), the shared default under Dask's local schedulers.
 
     Returns
     -------
@@ -70,47 +77,85 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
     """
     ds = _open_dataset(source, hdu, schema=schema, add_path_column=add_path_column, sidecar=sidecar,
                        storage_options=storage_options)
-    return ds.to_dask_dataframe(columns, where, index=index, split_row_groups=split_row_groups)
+    return ds.to_dask_dataframe(columns, where, index=index, split_row_groups=split_row_groups,
+                                threads=threads)
 
 
+
+
+def _url_filesystem(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:
+    """The fsspec file system and path of a URL ``to_fits`` writes to (object stores and the
+    like: an http(s) server takes no uploads)."""
+    from ..fits.remote_source import split_storage_options
+
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ("http", "https", "ftp", "ftps"):
+        raise ValueError(f"to_fits cannot write to {scheme}:// URLs; write to a file system or an "
+                         "object store (s3://, gs://, abfs://, ...)")
+    try:
+        import fsspec
+    except ImportError:
+        raise ImportError(f"writing to {url} needs fsspec: pip install 'torchfits[remote]'") from None
+    _, options = split_storage_options(storage_options)
+    fs, path = fsspec.core.url_to_fs(url, **options)
+    return fs, path
 
 
 def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
-                     chunk_rows: int) -> tuple[str, dict]:
-    """Write one partition as a FITS table (atomic rename) and return its sidecar entry."""
+                     chunk_rows: int, storage_options: Optional[dict] = None) -> tuple[str, Optional[dict]]:
+    """Write one partition as a FITS table and return its sidecar entry (None for a URL).
+
+    A local file is written atomically (a temporary file renamed into place); a URL gets the
+    file written locally first and uploaded in one request, so an object store shows it whole
+    or not at all."""
+    from ..fits.remote_source import is_url
     from ..tables.stats_index import file_entry
     from ..writing.api import write
 
     if write_index:
         df = df.reset_index()
-    write(path, df, overwrite=overwrite)
-    return path, file_entry(path, 1, None, chunk_rows)
+    if not is_url(path):
+        write(path, df, overwrite=overwrite)
+        return path, file_entry(path, 1, None, chunk_rows)
+    import tempfile
+
+    fs, remote = _url_filesystem(path, storage_options)
+    with tempfile.TemporaryDirectory(prefix="torchfits-to-fits-") as tmp:
+        local = os.path.join(tmp, "part.fits")
+        write(local, df)
+        fs.put_file(local, remote)
+    return path, None
 
 
-def _finish(results: Sequence[tuple[str, dict]], directory: str, chunk_rows: int, sidecar: bool) -> list[str]:
+def _finish(results: Sequence[tuple[str, Optional[dict]]], directory: str, chunk_rows: int,
+            sidecar: bool) -> list[str]:
     from ..tables.stats_index import INDEX_NAME, write_index_document
 
     paths = [p for p, _ in results]
     if sidecar:
-        write_index_document({p: e for p, e in results}, os.path.join(directory, INDEX_NAME), chunk_rows)
+        write_index_document({p: e for p, e in results if e is not None}, os.path.join(directory, INDEX_NAME),
+                             chunk_rows)
     return paths
 
 
 def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bool = False,
-            write_index: Optional[bool] = None, sidecar: bool = True, chunk_rows: Optional[int] = None,
-            compute: bool = True) -> Any:
+            write_index: Optional[bool] = None, sidecar: Optional[bool] = None,
+            chunk_rows: Optional[int] = None, compute: bool = True,
+            storage_options: Optional[dict] = None) -> Any:
     """Write a Dask DataFrame as one FITS table file per partition, plus a statistics sidecar.
 
     Every partition is written by the worker that computes it, to a temporary file renamed into
-    place when complete, so readers never see half a file. The directory must be one the
-    workers share with the caller (a local directory for a local cluster).
+    place when complete (or, for a URL, uploaded in one request when complete), so readers
+    never see half a file. A local directory must be one the workers share with the caller
+    (any directory for a local cluster, a network file system for a real one).
 
     Parameters
     ----------
     df : dask.dataframe.DataFrame
         The data (a pandas DataFrame is written as one partition).
-    directory : str or os.PathLike
-        Created if missing.
+    directory : str, os.PathLike or URL
+        Created if missing. A URL (``s3://bucket/out/``, ``gs://...``, any fsspec file system
+        that takes uploads) gets one upload per partition from the worker that computed it.
     name_function : callable, optional
         Partition number → file name; default ``part-{i:05d}.fits``.
     overwrite : bool
@@ -118,13 +163,17 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
         anything is written).
     write_index : bool, optional
         Write the index as a column; default: when it is named or not a default range index.
-    sidecar : bool
+    sidecar : bool, optional
         Write ``_torchfits_index.json`` (per-chunk statistics of every file) in the directory,
-        so `read_table` over it skips files and knows divisions.
+        so `read_table` over it skips files and knows divisions. Default: for a local
+        directory; sidecars are local-only, so True with a URL is an error.
     chunk_rows : int, optional
         Statistics granularity (default: the sidecar's default).
     compute : bool
         Write now and return the paths; False returns a ``dask.delayed`` object that does it.
+    storage_options : dict, optional
+        fsspec options for a URL ``directory`` (credentials, endpoint, ...); they travel to
+        the workers with the tasks.
 
     Returns
     -------
@@ -134,6 +183,7 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
     import dask.dataframe as dd
 
     from ..fits.paths import fspath
+    from ..fits.remote_source import is_url
     from ..tables.stats_index import DEFAULT_CHUNK_ROWS
 
     if not isinstance(df, dd.DataFrame):
@@ -143,17 +193,30 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
         else:
             raise TypeError(f"to_fits needs a dask.dataframe.DataFrame, not {type(df).__name__}")
     directory = fspath(directory)
+    remote = is_url(directory)
+    if sidecar is None:
+        sidecar = not remote
+    elif sidecar and remote:
+        raise ValueError(f"{directory}: the statistics sidecar is written for local directories only; "
+                         "pass sidecar=False (or None) for a URL")
     rows = DEFAULT_CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
     if rows <= 0:
         raise ValueError("chunk_rows must be > 0")
     name_function = name_function or (lambda i: f"part-{i:05d}.fits")
     names = [str(name_function(i)) for i in range(df.npartitions)]
-    if len(set(names)) != len(names) or any(os.sep in n or n in ("", ".", "..") for n in names):
+    if len(set(names)) != len(names) or any(os.sep in n or "/" in n or n in ("", ".", "..") for n in names):
         raise ValueError("name_function must give a distinct plain file name for every partition")
-    os.makedirs(directory, exist_ok=True)
-    paths = [os.path.join(directory, n) for n in names]
+    if remote:
+        fs, base = _url_filesystem(directory, storage_options)
+        fs.makedirs(base, exist_ok=True)
+        paths = [directory.rstrip("/") + "/" + n for n in names]
+        exists = [fs.exists(base.rstrip("/") + "/" + n) for n in names] if not overwrite else []
+    else:
+        os.makedirs(directory, exist_ok=True)
+        paths = [os.path.join(directory, n) for n in names]
+        exists = [os.path.exists(p) for p in paths] if not overwrite else []
     if not overwrite:
-        existing = [p for p in paths if os.path.exists(p)]
+        existing = [p for p, e in zip(paths, exists) if e]
         if existing:
             raise FitsFileExistsError(f"{existing[0]} already exists ({len(existing)} of the partition "
                                       "files do); pass overwrite=True to replace them")
@@ -161,7 +224,8 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
         meta_index = df._meta.index
         write_index = meta_index.name is not None or type(meta_index).__name__ != "RangeIndex"
     parts = df.to_delayed()
-    writes = [dask.delayed(_write_partition, pure=False)(part, path, overwrite, bool(write_index), rows)
+    writes = [dask.delayed(_write_partition, pure=False)(part, path, overwrite, bool(write_index), rows,
+                                                         storage_options if remote else None)
               for part, path in zip(parts, paths)]
     done = dask.delayed(_finish, pure=False)(writes, directory, rows, bool(sidecar))
     return done.compute() if compute else done

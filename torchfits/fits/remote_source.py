@@ -27,7 +27,7 @@ from .mirror_source import MirroredSource
 from .source import ByteSource
 
 __all__ = ["RemoteSource", "open_remote", "check_url", "is_url", "normalize_url",
-           "split_storage_options", "validator_of"]
+           "split_storage_options", "validator_of", "list_remote"]
 
 _OUR_OPTIONS = ("allow_private_hosts", "cache", "cache_dir")
 _BLOCKED_SCHEMES = ("ftp", "ftps")
@@ -306,6 +306,34 @@ def open_remote(url: str, storage_options: Optional[dict] = None) -> ByteSource:
     if cache == "file":
         src.buffer()  # the whole object now, then every read is local
     return src
+
+
+def list_remote(url: str, storage_options: Optional[dict] = None, *, glob: bool = True) -> list[str]:
+    """The FITS files a remote glob (``glob``) or directory URL names, as full URLs, sorted.
+
+    The listing request goes through the same security guard and credentials as reads. An
+    http(s) "directory" can only be listed when the server answers it with an HTML page of
+    links (fsspec reads the links); object stores (``s3://``, ``gs://`` ...) list natively.
+    """
+    _, options = split_storage_options(storage_options)
+    url = normalize_url(url)
+    allow = allow_private(storage_options)
+    check_url(url, allow)
+    fs, path = _filesystem(url, options, allow)
+    pattern = path if glob else path.rstrip("/") + "/*.fit*"
+    try:
+        found = fs.glob(pattern)
+    except HttpBlockedError:
+        raise
+    except (FileNotFoundError, OSError) as exc:
+        _raise_blocked(exc)
+        found = []
+    if not found:
+        hint = (" (an http(s) directory is listed from the HTML index page the server returns "
+                "for it, and this one returned none: pass the files as a list of URLs)"
+                if url.split("://", 1)[0].lower() in _HTTP else "")
+        raise FitsFileNotFoundError(f"no FITS files match {_redact(url)}{hint}")
+    return [fs.unstrip_protocol(p) if "://" not in p else p for p in sorted(found)]
 
 
 def fetch_vos(url: str, storage_options: Optional[dict] = None) -> str:

@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from .stats_index import ColumnStats
 
-__all__ = ["FragmentReader", "split_ranges", "sorted_divisions", "nullable_columns", "from_fragments",
-           "TARGET_PARTITION_BYTES"]
+__all__ = ["FragmentReader", "task_threads", "in_dask_worker", "split_ranges", "sorted_divisions",
+           "nullable_columns", "from_fragments", "TARGET_PARTITION_BYTES"]
 
 #: decoded bytes aimed at per partition when ``split_row_groups="auto"`` (the issue asks 64–256 MB)
 TARGET_PARTITION_BYTES = 128 << 20
@@ -151,6 +151,32 @@ def arrow_to_pandas(table: Any, nullable: frozenset, arrow_strings: bool = False
     return df[names]
 
 
+def in_dask_worker() -> bool:
+    """Whether this code runs as a task of a ``distributed`` worker (never imports Dask: a
+    process that has not imported ``distributed`` is not a worker)."""
+    import sys
+
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except (ValueError, AttributeError):
+        return False
+    return True
+
+
+def task_threads(threads: Optional[int]) -> Optional[int]:
+    """Decode threads for one Dask task: ``threads`` when given; 1 inside a ``distributed``
+    worker, whose task slots already are the parallelism (Dask sets ``OMP_NUM_THREADS=1`` in
+    its workers for the same reason: a one-thread worker must not use every core, and two
+    workers on one machine must not each start a pool of every core); otherwise None (the
+    shared default: ``$TORCHFITS_THREADS`` or every core)."""
+    if threads is not None:
+        return int(threads)
+    return 1 if in_dask_worker() else None
+
+
 class FragmentReader:
     """What every Dask task calls: decode one fragment's filtered rows and projected columns.
 
@@ -160,7 +186,8 @@ class FragmentReader:
     """
 
     def __init__(self, schema: Any, filter: Any, index: Optional[str], nullable: frozenset,
-                 sort_index: bool, use_threads: bool, arrow_strings: bool = False) -> None:
+                 sort_index: bool, use_threads: bool, arrow_strings: bool = False,
+                 threads: Optional[int] = None) -> None:
         self.schema = schema
         self.filter = filter
         self.index = index
@@ -168,12 +195,14 @@ class FragmentReader:
         self.sort_index = sort_index
         self.use_threads = use_threads
         self.arrow_strings = arrow_strings
+        self.threads = threads  # decode threads per task; None: `task_threads` decides
 
     def __call__(self, fragment: Any, columns: Optional[Sequence[str]] = None) -> Any:
         names = [n for n in self.schema.names if n != self.index] if columns is None else list(columns)
         wanted = names + [self.index] if self.index is not None and self.index not in names else names
         table = fragment.to_table(schema=self.schema, columns=wanted, filter=self.filter,
-                                  batch_size=max(1, fragment.num_rows), use_threads=self.use_threads)
+                                  batch_size=max(1, fragment.num_rows), use_threads=self.use_threads,
+                                  threads=task_threads(self.threads))
         df = arrow_to_pandas(table, self.nullable, self.arrow_strings)
         if self.index is not None:
             df = df.set_index(self.index)
@@ -189,7 +218,7 @@ class FragmentReader:
     def __dask_tokenize__(self) -> Any:
         return ("torchfits.FragmentReader", self.schema.to_string(show_schema_metadata=False),
                 repr(self.filter), self.index, sorted(self.nullable), self.sort_index, self.use_threads,
-                self.arrow_strings)
+                self.arrow_strings, self.threads)
 
     def __repr__(self) -> str:
         return f"<FragmentReader filter={self.filter!r} index={self.index!r}>"

@@ -162,8 +162,11 @@ class FitsFragment:
         return src
 
     def __reduce__(self) -> Any:
+        # Small and handle-free: the receiving process (a Dask worker) reopens the file, through
+        # the same byte sources as a local read, on first use rather than while unpickling.
         return (_rebuild_fragment, (self.path, self.hdu, self.row_range, self._schema,
-                                    self.add_path_column, self.stats, self.storage_options))
+                                    self.add_path_column, self.stats, self.storage_options,
+                                    self.hdu_index))
 
     def __repr__(self) -> str:
         a, b = self.row_range
@@ -196,12 +199,8 @@ class FitsFragment:
         if isinstance(max_rows, bool) or int(max_rows) <= 0:
             raise ValueError("max_rows must be > 0")
         a, b = self.row_range
-        out = []
-        for s in range(a, b, int(max_rows)) if b > a else [a]:
-            out.append(FitsFragment(self.path, self.hdu, (s, min(s + int(max_rows), b)), schema=self._schema,
-                                    storage_options=self.storage_options,
-                                    add_path_column=self.add_path_column, stats=self.stats))
-        return out
+        return [_sub_fragment(self, (s, min(s + int(max_rows), b))) for s in (range(a, b, int(max_rows))
+                                                                           if b > a else [a])]
 
     # -- scanning ---------------------------------------------------------------------------------
     def scanner(self, schema: Any = None, columns: Any = None, filter: Any = None,
@@ -238,9 +237,35 @@ class FitsFragment:
 
 def _rebuild_fragment(path: str, hdu: Any, row_range: tuple[int, int], schema: Any,
                       add_path_column: bool, stats: Optional[FileStats],
-                      storage_options: Optional[dict[str, Any]] = None) -> FitsFragment:
-    return FitsFragment(path, hdu, row_range, schema=schema, add_path_column=add_path_column, stats=stats,
-                        storage_options=storage_options)
+                      storage_options: Optional[dict[str, Any]] = None,
+                      hdu_index: Optional[int] = None) -> FitsFragment:
+    if hdu_index is None:  # pickled by an older version: validate against the file now
+        return FitsFragment(path, hdu, row_range, schema=schema, add_path_column=add_path_column, stats=stats,
+                            storage_options=storage_options)
+    # Checked when it was built; the file is opened by the first scan (`_open`).
+    frag = FitsFragment.__new__(FitsFragment)
+    frag.path = path
+    frag.storage_options = storage_options or None
+    frag.hdu = hdu
+    frag._source = None
+    frag.row_range = (int(row_range[0]), int(row_range[1]))
+    frag.hdu_index = int(hdu_index)
+    frag.add_path_column = bool(add_path_column)
+    frag._schema = schema
+    frag.stats = stats
+    return frag
+
+
+def _sub_fragment(f: FitsFragment, row_range: tuple[int, int]) -> FitsFragment:
+    """Rows ``row_range`` of ``f``: the same file, source options and open source, carrying
+    only the statistics chunks that cover those rows (what travels to a worker stays small)."""
+    a, b = row_range
+    stats = f.stats
+    if stats is not None:
+        stats = FileStats(stats.nrows, [ch for ch in stats.chunks if ch.start < b and ch.stop > a],
+                          stats.summary)
+    return FitsFragment(f.path, f.hdu, row_range, schema=f._schema, add_path_column=f.add_path_column,
+                        stats=stats, storage_options=f.storage_options, _source=f._source)
 
 
 def _with_path_columns(schema: Any, add: bool) -> Any:
@@ -257,9 +282,10 @@ class _FragmentScan:
     """A fragment under a plan: which conjuncts run in the decoder (predicate kernel, or pyarrow on
     just-decoded filter columns), which after unification, and which row ranges stats exclude."""
 
-    def __init__(self, fragment: FitsFragment, plan: _Plan) -> None:
+    def __init__(self, fragment: FitsFragment, plan: _Plan, threads: Optional[int] = None) -> None:
         self.fragment = fragment
         self.plan = plan
+        self.threads = threads  # decode threads of the kernels (None: the shared default)
         src = fragment._open()
         self.src = src
         file_names = {s.name for s in src.specs}
@@ -298,7 +324,7 @@ class _FragmentScan:
         if self._scanner is None:
             try:
                 self._scanner = Scanner([self.src], columns=self.decode, filter=self._pushed,
-                                        batch_size=_WHOLE, schema_metadata=False)
+                                        batch_size=_WHOLE, schema_metadata=False, threads=self.threads)
             except ValueError:
                 if self._pushed is None:
                     raise
@@ -308,7 +334,7 @@ class _FragmentScan:
                 self.gather = list(dict.fromkeys(self.gather + _expr.columns(self._pushed)))
                 self.decode = [n for n in self.gather if n in self._file_names]
                 self._scanner = Scanner([self.src], columns=self.decode, batch_size=_WHOLE,
-                                        schema_metadata=False)
+                                        schema_metadata=False, threads=self.threads)
         return self._scanner
 
     def ranges(self, batch_size: int) -> list[tuple[int, int]]:
@@ -421,7 +447,7 @@ class FitsScanner:
     def __init__(self, fragments: Sequence[FitsFragment], schema: Any, *, columns: Any = None,
                  filter: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  path_columns: tuple[str, ...] = (), use_threads: bool = True,
-                 batch_readahead: Any = None, fragment_readahead: Any = None,
+                 threads: Optional[int] = None, batch_readahead: Any = None, fragment_readahead: Any = None,
                  fragment_scan_options: Any = None, cache_metadata: Any = None,
                  memory_pool: Any = None) -> None:
         try:
@@ -436,6 +462,9 @@ class FitsScanner:
         self._plan = _make_plan(schema, columns, filter, path_columns)
         self._batch_size = size
         self._threads = bool(use_threads)
+        if threads is not None and (isinstance(threads, bool) or operator.index(threads) <= 0):
+            raise ValueError("threads must be a positive integer")
+        self._decode_threads = None if threads is None else operator.index(threads)
         self._scans: Optional[list[_FragmentScan]] = None
 
     @property
@@ -452,7 +481,7 @@ class FitsScanner:
 
     def _planned(self) -> list[_FragmentScan]:
         if self._scans is None:
-            self._scans = [_FragmentScan(f, self._plan) for f in self._fragments]
+            self._scans = [_FragmentScan(f, self._plan, self._decode_threads) for f in self._fragments]
         return self._scans
 
     def _iter_tasks(self) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
@@ -537,7 +566,7 @@ class FitsScanner:
 
         # only the filter's columns are needed to count
         counting = FitsScanner(self._fragments, plan.schema, columns=[], batch_size=self._batch_size,
-                               path_columns=plan.path_columns)
+                               path_columns=plan.path_columns, threads=self._decode_threads)
         counting._plan = _Plan(plan.schema, [], plan.tree, plan.opaque, plan.path_columns)
         tasks = counting._tasks()
         return sum(run_parallel(count, tasks) if self._threads else [count(t) for t in tasks])
@@ -706,8 +735,10 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         batch_size : int
             Most rows per batch.
         **kwargs
-            ``use_threads`` (default True); pyarrow's ``batch_readahead``, ``fragment_readahead``,
-            ``cache_metadata`` and ``memory_pool`` are accepted and ignored.
+            ``use_threads`` (default True: row ranges run on the shared pool), ``threads``
+            (decode threads of each range's kernels; default: the shared default); pyarrow's
+            ``batch_readahead``, ``fragment_readahead``, ``cache_metadata`` and ``memory_pool``
+            are accepted and ignored.
 
         Returns
         -------
@@ -775,7 +806,7 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
 
     def to_dask_dataframe(self, columns: Optional[Sequence[str]] = None, where: Any = None, *,
                           index: Optional[str] = None, split_row_groups: Any = "auto",
-                          use_threads: bool = False) -> Any:
+                          use_threads: bool = False, threads: Optional[int] = None) -> Any:
         """A ``dask.dataframe.DataFrame`` over this dataset (needs the ``dask`` extra).
 
         Parameters
@@ -792,8 +823,11 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
             "auto"/True: about 128 MB of decoded rows per partition (cut at statistics chunk
             boundaries); False: one partition per file; an int: at most that many rows.
         use_threads : bool
-            Decode each partition on the shared thread pool (default: one thread per task,
-            since Dask already runs tasks in parallel).
+            Scan a partition's row ranges on the shared thread pool (default: one after the
+            other, since Dask already runs tasks in parallel).
+        threads : int, optional
+            Decode threads of one partition's kernels. Default: 1 inside a Dask worker (its
+            task slots are the parallelism; see docs/dask.md), the shared default elsewhere.
 
         Returns
         -------
@@ -807,10 +841,12 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         if index is not None and index not in self._schema.names:
             raise ColumnNotFoundError(f"index column {index!r} is not in the dataset "
                                       f"(columns: {', '.join(self._schema.names)})")
-        parts = [p for f in self._fragments for p in
-                 ([f] if split_ranges(f, split_row_groups) == [f.row_range] else
-                  [FitsFragment(f.path, f.hdu, r, schema=f._schema, add_path_column=f.add_path_column,
-                                stats=f.stats) for r in split_ranges(f, split_row_groups)])]
+        if threads is not None and (isinstance(threads, bool) or operator.index(threads) <= 0):
+            raise ValueError("threads must be a positive integer")
+        parts = []
+        for f in self._fragments:
+            ranges = split_ranges(f, split_row_groups)
+            parts += [f] if ranges == [f.row_range] else [_sub_fragment(f, r) for r in ranges]
         nullable = nullable_columns(parts, self._schema)
         if plan.tree is not None:
             # partitions the statistics (or path columns) rule out never become tasks
@@ -819,7 +855,8 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         divisions = None
         if index is not None and parts:
             parts, divisions = sorted_divisions(parts, index)
-        reader = FragmentReader(self._schema, filter, index, nullable, divisions is not None, use_threads)
+        reader = FragmentReader(self._schema, filter, index, nullable, divisions is not None, use_threads,
+                                threads=None if threads is None else operator.index(threads))
         projection = None if columns is None else [c for c in plan.projection if c != index]
         return from_fragments(reader, parts, projection, divisions)
 

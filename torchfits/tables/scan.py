@@ -240,15 +240,9 @@ def _remote_sources(source: Any) -> list[Any]:
     head, sep, rest = url.partition("://")
     if not _is_glob(rest) and not rest.endswith("/"):
         return [source]
-    import fsspec
-    from ..fits.remote_source import split_storage_options
+    from ..fits.remote_source import list_remote
 
-    _, options = split_storage_options(sp.storage_options)
-    fs, path = fsspec.core.url_to_fs(url, **options)
-    found = fs.glob(path) if _is_glob(rest) else fs.glob(path.rstrip("/") + "/*.fit*")
-    if not found:
-        raise FileNotFoundError(f"no FITS files match {url!r}")
-    urls = [fs.unstrip_protocol(p) for p in sorted(found)]
+    urls = list_remote(url, sp.storage_options, glob=_is_glob(rest))
     return [SourcePath(u, sp.storage_options) if sp.storage_options else u for u in urls]
 
 
