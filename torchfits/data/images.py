@@ -17,7 +17,8 @@ from ..errors import KeywordNotFoundError
 from ..fits.hdu_index import get_index
 from ..fits.paths import fspath
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
-from .readers import read_pixels, validity_mask
+from .loader import finish_batch
+from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
@@ -230,16 +231,38 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, i: int) -> tuple[Any, torch.Tensor]:
+    def _position(self, i: Any) -> int:
         n = len(self.files)
         if isinstance(i, bool) or not hasattr(i, "__index__"):
             raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
         i = int(i)
         if not -n <= i < n:
             raise IndexError(f"index {i} out of range for a dataset of {n} files")
-        i %= n
+        return i % n
+
+    def __getitem__(self, i: int) -> tuple[Any, torch.Tensor]:
+        i = self._position(i)
         payload = self._finish(self._payload(self.files[i]))
         return payload, self._label_values[i].clone()
+
+    def __getitems__(self, indices: list) -> list:
+        """A DataLoader batch decoded into one stacked tensor (a `FitsBatch` that
+        `fits_collate_fn` passes through): plain primary images of small local files are read
+        with one ``pread`` each and decoded straight into their slot, other files through their
+        open-once reader. Batches with companions, several HDUs, plane selections,
+        ``scale_on_device`` or files of different shapes are read item by item. Equal to
+        ``[self[i] for i in indices]`` either way."""
+        positions = [self._position(i) for i in indices]
+        arr = None
+        if (positions and len(self.hdus) == 1 and self.ivar_hdus is None
+                and self.mask_hdus is None and not self._lead and not self.scale_on_device):
+            arr = batch_images([self.files[p] for p in positions], self.hdus[0])
+        if arr is None:
+            return [self[p] for p in positions]
+        t = to_tensor_batch(arr, self.dtype, self.device)
+        if self.add_channel_dim and t.dim() == 3:
+            t = t.unsqueeze(1)
+        return finish_batch(t, self.transform, self._label_values[positions])
 
 
 class FitsImageDataset(FitsTensorDataset):
