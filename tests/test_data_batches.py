@@ -310,3 +310,65 @@ def test_custom_collate_gets_items(mosaics):
                          collate_fn=lambda items: [tuple(t.shape) for t in items])
     assert next(iter(loader)) == [(1, 5, 5)] * 4
     assert [b.shape[0] for b in torch.utils.data.DataLoader(FitsCutoutDataset(specs), batch_size=10)] == [10, 10, 3]
+
+
+# -- catalog batches -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def table_path(tmp_path_factory):
+    n = 2503
+    rng = np.random.default_rng(4)
+    path = str(tmp_path_factory.mktemp("batch_cat") / "cat.fits")
+    fits.BinTableHDU.from_columns([
+        fits.Column(name="ID", format="K", array=np.arange(n, dtype=np.int64)),
+        fits.Column(name="MAG", format="E", array=rng.normal(18, 2, n).astype(np.float32)),
+        fits.Column(name="RA", format="D", array=rng.uniform(0, 360, n)),
+        fits.Column(name="FLAG", format="J", array=rng.integers(-9, 9, n).astype(np.int32)),
+        fits.Column(name="B", format="B", array=rng.integers(0, 255, n).astype(np.uint8)),
+        fits.Column(name="NULLED", format="J", null=-9, array=rng.integers(-9, 9, n).astype(np.int32)),
+        fits.Column(name="U16", format="I", bzero=32768, array=rng.integers(0, 65535, n).astype(np.uint16)),
+        fits.Column(name="NAME", format="4A", array=np.array(["ab"] * n))]).writeto(path)
+    return path
+
+
+def _table_batches(path, generic, monkeypatch=None, **kw):
+    from torchfits.data import FitsTableIterableDataset
+
+    ds = FitsTableIterableDataset(path, as_batches=True, **kw)
+    if generic:
+        ds._direct_batches = lambda *a: None  # the scanner + Arrow path
+    return list(ds)
+
+
+@pytest.mark.parametrize("columns", [["ID", "MAG", "RA", "FLAG", "B"], ["MAG", "U16", "ID"]])
+@pytest.mark.parametrize("chunk", [64, 32 << 20])
+def test_table_batches_equal_the_scanner(table_path, columns, chunk, monkeypatch):
+    import torchfits.data.tables as tables
+
+    monkeypatch.setattr(tables, "_CHUNK_BYTES", chunk)  # small: many chunks, each sliced
+    for world in (1, 3):
+        for rank in range(world):
+            kw = dict(columns=columns, batch_size=300, rank=rank, world_size=world)
+            fast, ref = _table_batches(table_path, False, **kw), _table_batches(table_path, True, **kw)
+            assert len(fast) == len(ref) and all(
+                a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k])
+                                             for k in a) for a, b in zip(fast, ref))
+    for generic in (False, True):  # TNULL columns: nulls have no tensor form on either path
+        with pytest.raises(TypeError, match="NULLED"):
+            _table_batches(table_path, generic, columns=["MAG", "NULLED"], batch_size=300)
+    direct = tables.FitsTableIterableDataset(table_path, columns=["ID", "MAG"], as_batches=True)
+    assert direct._direct_batches(table_path, 0, 10) is not None
+    for cols, where in ((["MAG", "NULLED"], None), (["MAG", "U16"], None), (["MAG"], "MAG > 18")):
+        other = tables.FitsTableIterableDataset(table_path, columns=cols, where=where, as_batches=True)
+        assert other._direct_batches(table_path, 0, 10) is None
+
+
+@pytest.mark.skipif(not HAS_FORK, reason="no fork start method")
+@pytest.mark.parametrize("workers", [2, 4])
+def test_table_batches_workers_every_row_once(table_path, workers):
+    from torchfits.data import FitsTableIterableDataset
+
+    ds = FitsTableIterableDataset(table_path, columns=["ID", "MAG"], batch_size=128, as_batches=True)
+    for _ in range(2):
+        ids = [b["ID"] for b in make_loader(ds, batch_size=None, num_workers=workers,
+                                            multiprocessing_context="fork")]
+        assert torch.equal(torch.sort(torch.cat(ids)).values, torch.arange(2503))
