@@ -13,12 +13,15 @@ from .._torch_adapter import torch_dtype, validate_device
 from ..fits.paths import fspath
 from .images import _check_hdu, _ImagePayloads
 from .loader import finish_batch
-from .readers import batch_cutouts, image_reader, read_pixels, to_tensor_batch, validity_mask
+from ..fits.remote_source import open_remote
+from .readers import (batch_cutouts, image_reader, is_remote, read_pixels, to_tensor_batch,
+                      validity_mask)
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
 
 CutoutSpec = tuple[str, int, int, int, int, int]
+_STAGE_CHUNK = 8 << 20
 _SPEC_ERROR = "cutout must be (path, hdu, x, y, size) or (path, hdu, x1, y1, x2, y2)"
 
 
@@ -54,11 +57,17 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         The tensor type (``torch.bfloat16``/``torch.float16`` included).
     scale_on_device : bool
         Ship the raw bytes of each box to ``device`` and decode there (uncompressed images).
+    storage_options : dict, optional
+        For fsspec URLs among the paths: passed to the remote byte sources (only the rows a
+        box covers are fetched).
     """
 
     def __init__(self, cutouts: Any, transform: Optional[Callable] = None, device: Any = "cpu",
                  add_channel_dim: bool = True, *, dtype: Any = None,
-                 scale_on_device: bool = False) -> None:
+                 scale_on_device: bool = False, storage_options: Optional[dict] = None) -> None:
+        if storage_options is not None and not isinstance(storage_options, dict):
+            raise TypeError("storage_options must be a dict")
+        self.storage_options = dict(storage_options) if storage_options else None
         self._specs = [_parse_spec(s) for s in cutouts]
         self.files = list(dict.fromkeys(p for p, _, _ in self._specs))
         if transform is not None and not callable(transform):
@@ -88,7 +97,8 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         compressed images, ``scale_on_device``) are read item by item. Equal to
         ``[self[i] for i in indices]`` either way."""
         positions = [self._position(i) for i in indices]
-        arr = None if self.scale_on_device else batch_cutouts([self._specs[p] for p in positions])
+        arr = None if self.scale_on_device else batch_cutouts([self._specs[p] for p in positions],
+                                                               self.storage_options)
         if arr is None:
             return [self[p] for p in positions]
         t = to_tensor_batch(arr, self.dtype, self.device)
@@ -99,7 +109,7 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> torch.Tensor:
         path, hdu, box = self._specs[self._position(i)]
         t = read_pixels(path, hdu, dtype=self.dtype, device=self.device, box=box,
-                        scale_on_device=self.scale_on_device)
+                        scale_on_device=self.scale_on_device, storage_options=self.storage_options)
         if self.add_channel_dim and t.dim() == 2:
             t = t.unsqueeze(0)
         return self.transform(t) if self.transform is not None else t
@@ -115,9 +125,10 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
     block per epoch). Stamps are ``cutout_size`` (int or ``(H, W)``) boxes drawn uniformly inside
     the image with a generator fixed by ``(seed, epoch, rank, worker, file)``, or chosen by
     ``cutout_generator(height, width, ch, cw) -> (x1, y1, x2, y2)``. Payloads follow
-    `FitsTensorDataset` (companions cut with the same box). Remote mosaics would be staged into
-    ``staging_dir`` (``$SLURM_TMPDIR``/``$TMPDIR``), deleted after use when ``cleanup``; local
-    files are read in place.
+    `FitsTensorDataset` (companions cut with the same box). Remote mosaics (fsspec URLs, with
+    ``storage_options``) are copied whole into ``staging_dir`` (``$SLURM_TMPDIR``/``$TMPDIR``)
+    by the worker that reads them, and deleted after use when ``cleanup``; local files are read
+    in place.
     """
 
     def __init__(self, paths: Any, cutouts_per_file: int = 100, cutout_size: Any = 128,
@@ -128,11 +139,11 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
                  shuffle_buffer_size: Optional[int] = None, seed: int = 0,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  mask_is_dq: bool = False, bad_bits: Any = None, dtype: Any = None,
-                 scale_on_device: bool = False) -> None:
+                 scale_on_device: bool = False, storage_options: Optional[dict] = None) -> None:
         if isinstance(hdu, (list, tuple)):
             raise ValueError("staged cutouts read one flux HDU per file")
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, True, add_channel_dim,
-                    None, mask_is_dq, bad_bits, dtype, scale_on_device)
+                    None, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         if isinstance(cutouts_per_file, bool) or not isinstance(cutouts_per_file, int) \
                 or cutouts_per_file <= 0:
             raise ValueError("cutouts_per_file must be a positive integer")
@@ -154,11 +165,26 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
             or tempfile.gettempdir()
 
     def _stage(self, path: str) -> tuple[str, bool]:
-        """A local path for ``path`` and whether it is a staged copy to clean up."""
-        if "://" not in path:
+        """A local path for ``path`` and whether it is a staged copy to clean up: a remote
+        mosaic is copied whole (8 MiB reads through the remote byte source) into a fresh folder
+        of the staging root, under its own file name."""
+        if not is_remote(path):
             return path, False
-        raise NotImplementedError(f"remote mosaics are not supported yet: {path} (stage it to "
-                                  f"{self._staging_root()} yourself and pass the local path)")
+        src = open_remote(path, self.storage_options)
+        folder = tempfile.mkdtemp(prefix="torchfits-stage-", dir=self._staging_root())
+        local = os.path.join(folder, os.path.basename(path.split("?", 1)[0]) or "mosaic.fits")
+        try:
+            with open(local, "wb") as fh:
+                for offset in range(0, src.size, _STAGE_CHUNK):
+                    fh.write(src.read(offset, min(_STAGE_CHUNK, src.size - offset)))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        finally:
+            close = getattr(src, "close", None)
+            if close is not None:
+                close()
+        return folder, True
 
     def _stamps(self, path: str, file_index: int, epoch: int) -> Iterator[Any]:
         h, w = image_reader(path, self.hdu).shape[-2:]
@@ -206,7 +232,11 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
             for i in order:
                 local, staged = self._stage(self.files[i])
                 try:
-                    yield from self._stamps(local, i, epoch)
+                    if staged:
+                        name = os.listdir(local)[0]
+                        yield from self._stamps(os.path.join(local, name), i, epoch)
+                    else:
+                        yield from self._stamps(local, i, epoch)
                 finally:
                     if staged and self.cleanup:
                         shutil.rmtree(local, ignore_errors=True)

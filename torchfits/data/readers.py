@@ -22,7 +22,8 @@ from types import SimpleNamespace
 from .._kernels import _header, _image
 from .._torch_adapter import numpy_decode_dtype, torch_dtype
 from ..errors import FitsFileNotFoundError
-from ..fits.hdu_index import HduIndex, get_index
+from ..fits.hdu_index import HduIndex, get_index, invalidate
+from ..fits.remote_source import is_url
 from ..fits.source import ByteSource, faults_seen, stat_key
 from ..image.plain import Image, plan_image
 
@@ -62,12 +63,48 @@ class _FileBytes(ByteSource):
         return self._view
 
 
-def image_reader(path: str, hdu: Any) -> Image:
+def _options_key(storage_options: Optional[dict]) -> str:
+    return repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items()))
+
+
+def is_remote(path: str) -> bool:
+    """Whether ``path`` is an fsspec URL, read through the remote byte sources (the dataset's
+    ``storage_options`` apply to URLs only)."""
+    return bool(is_url(path))
+
+
+_remote_owner: dict[str, int] = {}
+
+
+def own_remote(path: str) -> None:
+    """Make this process open its own connection to the URL ``path``: a forked DataLoader
+    worker inherits the parent's cached remote index, whose fsspec filesystem is not fork-safe,
+    so the first use in each process drops it and reopens."""
+    pid = os.getpid()
+    if _remote_owner.get(path) != pid:
+        invalidate(path)
+        _remote_owner[path] = pid
+
+
+def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) -> Image:
     """The open `Image` of (path, HDU) in this process (an LRU of recently used ones).
 
     Each call checks the file's identity (one stat), so a replaced file is reopened. Files under
     1 MiB are read whole (stamps: one read per file per epoch); larger ones go through the
-    shared HDU index cache and its file map."""
+    shared HDU index cache and its file map. URLs (with ``storage_options``) go through the
+    remote byte sources: ranged reads, the index revalidated like ``torchfits.read`` does."""
+    if is_remote(path):
+        key: tuple = (os.getpid(), path, hdu, _options_key(storage_options))
+        own_remote(path)
+        index = get_index(path, storage_options)
+        with _lock:
+            hit = _readers.get(key)
+            if hit is not None and hit[0]._index is index:
+                _readers.move_to_end(key)
+                return hit[0]
+        img = Image(path, hdu, index=index)
+        _remember(key, img, None)
+        return img
     key = (os.getpid(), path, hdu)
     version = stat_key(path)
     with _lock:
@@ -80,17 +117,22 @@ def image_reader(path: str, hdu: Any) -> Image:
     else:
         index = get_index(path)
     img = Image(path, hdu, index=index)
+    _remember(key, img, version)
+    return img
+
+
+def _remember(key: tuple, img: Image, version: Any) -> None:
     with _lock:
         _readers[key] = (img, version)
         while len(_readers) > _CAPACITY:
             _readers.popitem(last=False)
-    return img
 
 
-def cutout_reader(path: str, hdu: Any) -> Any:
+def cutout_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) -> Any:
     """The C cutout reader of an uncompressed image HDU (None where cutouts take the general
-    path: compressed or truncated files, uint64 results)."""
-    return _reader_of(image_reader(path, hdu))
+    path: compressed or truncated files, uint64 results). Over a remote file it reads what
+    was fetched: call ``Image.prefetch_cutout`` first."""
+    return _reader_of(image_reader(path, hdu, storage_options))
 
 
 def _reader_of(img: Image) -> Any:
@@ -99,7 +141,7 @@ def _reader_of(img: Image) -> Any:
     return img._cutout_reader()
 
 
-def batch_cutouts(boxes: list) -> Optional[np.ndarray]:
+def batch_cutouts(boxes: list, storage_options: Optional[dict] = None) -> Optional[np.ndarray]:
     """Many ``(path, hdu, (x1, y1, x2, y2))`` boxes decoded into one ``(N, *lead, h, w)`` array,
     one kernel call per file with the GIL released, or None where the batch must take the
     per-item path: boxes of different sizes or cut by an image edge (the edge clamps them),
@@ -121,7 +163,7 @@ def batch_cutouts(boxes: list) -> Optional[np.ndarray]:
     jobs = []
     lead, dtype = None, None
     for (path, hdu), rows in groups.items():
-        img = image_reader(path, hdu)
+        img = image_reader(path, hdu, storage_options)
         reader = _reader_of(img)
         if reader is None or img.ndim < 2:
             return None
@@ -212,7 +254,8 @@ def _primary_plain(path: str) -> Optional[tuple[_Plan, bytes, int]]:
         os.close(fd)
 
 
-def batch_images(paths: list[str], hdu: Any) -> Optional[np.ndarray]:
+def batch_images(paths: list[str], hdu: Any,
+                 storage_options: Optional[dict] = None) -> Optional[np.ndarray]:
     """Whole images of many files decoded into one ``(N, *shape)`` array, or None where the
     batch takes the per-item path (shapes or types differ between files).
 
@@ -225,9 +268,9 @@ def batch_images(paths: list[str], hdu: Any) -> Optional[np.ndarray]:
     fast = hdu == 0 and not isinstance(hdu, bool)
     start = step = ()
     for slot, path in enumerate(paths):
-        got = _primary_plain(path) if fast and "://" not in path else None
+        got = _primary_plain(path) if fast and not is_remote(path) else None
         if got is None:
-            arr = image_reader(path, hdu).read()
+            arr = image_reader(path, hdu, storage_options).read()
             if out is None:
                 out = np.empty((len(paths),) + arr.shape, arr.dtype)
             elif out.shape[1:] != arr.shape or out.dtype != arr.dtype:
@@ -277,12 +320,14 @@ def _box_key(img: Image, lead: tuple, box: Optional[tuple[int, int, int, int]]) 
 
 def read_pixels(path: str, hdu: Any, *, dtype: Any = None, device: str = "cpu",
                 lead: tuple = (), box: Optional[tuple[int, int, int, int]] = None,
-                scale_on_device: bool = False) -> torch.Tensor:
+                scale_on_device: bool = False,
+                storage_options: Optional[dict] = None) -> torch.Tensor:
     """One image HDU (or leading-axis selection ``lead`` and cutout ``box`` of it) as a tensor."""
-    img = image_reader(path, hdu)
-    if box is not None and not lead and not scale_on_device and dtype is None:
+    img = image_reader(path, hdu, storage_options)
+    if box is not None and not lead and not scale_on_device and dtype is None \
+            and not img._index.lazy:
         # The common stamp: one C call clamps, allocates and decodes every leading plane.
-        reader = cutout_reader(path, hdu)
+        reader = _reader_of(img)
         if reader is not None:
             t = torch.from_numpy(reader.cutout(*box))
             return t if device == "cpu" else t.to(device, non_blocking=True)
