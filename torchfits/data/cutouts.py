@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from typing import Any, Callable, Iterator, Optional
 
+import numpy as np
 import torch
 
 from .._torch_adapter import torch_dtype, validate_device
@@ -25,11 +26,23 @@ _STAGE_CHUNK = 8 << 20
 _SPEC_ERROR = "cutout must be (path, hdu, x, y, size) or (path, hdu, x1, y1, x2, y2)"
 
 
-def _parse_spec(spec: Any) -> tuple[str, Any, tuple[int, int, int, int]]:
+def _parse_spec(spec: Any, seen: Optional[dict] = None) -> tuple[str, Any, tuple[int, int, int, int]]:
+    """One spec → (path, hdu, (x1, y1, x2, y2)). ``seen`` memoizes the checked (path, hdu)
+    pairs: thousands of boxes usually name a handful of files."""
     if not isinstance(spec, (tuple, list)) or len(spec) not in (5, 6):
         raise ValueError(_SPEC_ERROR)
-    path, hdu = fspath(spec[0]), spec[1]
-    _check_hdu(hdu)
+    raw, hdu = spec[0], spec[1]
+    try:
+        checked = seen.get((raw, hdu)) if seen is not None and type(raw) is str \
+            and type(hdu) in (int, str) else None
+    except TypeError:
+        checked = None
+    if checked is None:
+        checked = (fspath(raw), hdu)
+        _check_hdu(hdu)
+        if seen is not None and type(raw) is str and type(hdu) in (int, str):
+            seen[(raw, hdu)] = checked
+    path = checked[0]
     try:
         nums = [int(v) for v in spec[2:]]
     except (TypeError, ValueError):
@@ -68,7 +81,20 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         if storage_options is not None and not isinstance(storage_options, dict):
             raise TypeError("storage_options must be a dict")
         self.storage_options = dict(storage_options) if storage_options else None
-        self._specs = [_parse_spec(s) for s in cutouts]
+        seen: dict = {}
+        specs = []
+        for spec in cutouts:
+            # The common (path, hdu, x, y, size) of a checked file, without the general parse.
+            if type(spec) is tuple and len(spec) == 5:
+                raw, hdu, x, y, size = spec
+                if type(x) is int and type(y) is int and type(size) is int and size > 0 \
+                        and type(raw) is str and type(hdu) in (int, str):
+                    checked = seen.get((raw, hdu))
+                    if checked is not None:
+                        specs.append((checked[0], hdu, (x, y, x + size, y + size)))
+                        continue
+            specs.append(_parse_spec(spec, seen))
+        self._specs = specs
         self.files = list(dict.fromkeys(p for p, _, _ in self._specs))
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
@@ -96,15 +122,42 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         `fits_collate_fn` passes through; other batches (boxes an edge clamps, mixed sizes,
         compressed images, ``scale_on_device``) are read item by item. Equal to
         ``[self[i] for i in indices]`` either way."""
-        positions = [self._position(i) for i in indices]
-        arr = None if self.scale_on_device else batch_cutouts([self._specs[p] for p in positions],
-                                                               self.storage_options)
+        positions = self._positions(indices)
+        arr = None
+        if not self.scale_on_device and len(positions):
+            keys, key_ids, boxes = self._table()
+            arr = batch_cutouts(keys, key_ids[positions], boxes[positions], self.storage_options)
         if arr is None:
-            return [self[p] for p in positions]
+            return [self[p] for p in positions.tolist()]
         t = to_tensor_batch(arr, self.dtype, self.device)
         if self.add_channel_dim and t.dim() == 3:
             t = t.unsqueeze(1)
         return finish_batch(t, self.transform)
+
+    def _positions(self, indices: list) -> np.ndarray:
+        """Batch indices as non-negative positions (the errors of ``self[i]`` for bad ones)."""
+        n = len(self._specs)
+        idx = np.asarray(indices)
+        if idx.ndim != 1 or idx.dtype.kind not in "iu" or (idx.size and (idx.min() < -n or idx.max() >= n)):
+            return np.array([self._position(i) for i in indices], dtype=np.int64)
+        return np.where(idx < 0, idx + n, idx).astype(np.int64, copy=False)
+
+    def _table(self) -> tuple[list, np.ndarray, np.ndarray]:
+        """(distinct (path, hdu) pairs, pair index per spec, (n, 4) boxes): built once per
+        process, not pickled."""
+        table = self.__dict__.get("_spec_table")
+        if table is None:
+            ids: dict = {}
+            key_ids = np.array([ids.setdefault((p, h), len(ids)) for p, h, _ in self._specs],
+                               dtype=np.int64)
+            boxes = np.array([b for _, _, b in self._specs], dtype=np.int64).reshape(-1, 4)
+            table = self.__dict__["_spec_table"] = (list(ids), key_ids, boxes)
+        return table
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_spec_table", None)
+        return state
 
     def __getitem__(self, i: int) -> torch.Tensor:
         path, hdu, box = self._specs[self._position(i)]

@@ -42,7 +42,8 @@ def resolve_paths(paths: Any) -> list[str]:
     out: list[str] = []
     for item in items:
         text = fspath(item)
-        if "://" not in text and any(ch in text for ch in "*?[") and not os.path.exists(text):
+        if ("*" in text or "?" in text or "[" in text) and "://" not in text \
+                and not os.path.exists(text):
             found = sorted(_glob.glob(text))
             out += found if found else [text]
         else:

@@ -141,48 +141,49 @@ def _reader_of(img: Image) -> Any:
     return img._cutout_reader()
 
 
-def batch_cutouts(boxes: list, storage_options: Optional[dict] = None) -> Optional[np.ndarray]:
-    """Many ``(path, hdu, (x1, y1, x2, y2))`` boxes decoded into one ``(N, *lead, h, w)`` array,
-    one kernel call per file with the GIL released, or None where the batch must take the
-    per-item path: boxes of different sizes or cut by an image edge (the edge clamps them),
-    compressed or truncated images, uint64 results, files whose leading axes or types differ.
+def batch_cutouts(keys: list, key_ids: np.ndarray, boxes: np.ndarray,
+                  storage_options: Optional[dict] = None) -> Optional[np.ndarray]:
+    """Many boxes decoded into one ``(N, *lead, h, w)`` array, one kernel call per file with the
+    GIL released, or None where the batch must take the per-item path: boxes of different
+    sizes or cut by an image edge (the edge clamps them), compressed or truncated images,
+    uint64 results, files whose leading axes or types differ.
 
-    Every value equals what `read_pixels` gives for the same box.
+    ``keys`` are the distinct ``(path, hdu)`` pairs, ``key_ids`` the pair of each box and
+    ``boxes`` an ``(N, 4)`` int64 array of ``(x1, y1, x2, y2)``. Every value equals what
+    `read_pixels` gives for the same box.
     """
-    if not boxes:
+    n = len(boxes)
+    if n == 0:
         return None
-    x1, y1, x2, y2 = boxes[0][2]
-    h, w = y2 - y1, x2 - x1
-    if h <= 0 or w <= 0:
+    widths, heights = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+    w, h = int(widths[0]), int(heights[0])
+    if h <= 0 or w <= 0 or (widths != w).any() or (heights != h).any():
         return None
-    groups: dict = {}
-    for slot, (path, hdu, (a, b, c, d)) in enumerate(boxes):
-        if c - a != w or d - b != h:
-            return None
-        groups.setdefault((path, hdu), []).append((slot, a, b))
     jobs = []
     lead, dtype = None, None
-    for (path, hdu), rows in groups.items():
+    for k in np.unique(key_ids).tolist():
+        path, hdu = keys[k]
         img = image_reader(path, hdu, storage_options)
         reader = _reader_of(img)
         if reader is None or img.ndim < 2:
             return None
         height, width = img.shape[-2:]
-        arr = np.asarray(rows, dtype=np.int64)
-        xs, ys = arr[:, 1], arr[:, 2]
+        slots = np.flatnonzero(key_ids == k)
+        xs, ys = boxes[slots, 0], boxes[slots, 1]
         if xs.min() < 0 or ys.min() < 0 or xs.max() + w > width or ys.max() + h > height:
             return None
         if lead is None:
             lead, dtype = img.shape[:-2], img.dtype
         elif img.shape[:-2] != lead or img.dtype != dtype:
             return None
-        jobs.append((img, reader, arr))
-    out = np.empty((len(boxes),) + tuple(lead or ()) + (h, w), dtype)
-    for img, reader, arr in jobs:
+        jobs.append((img, reader, np.ascontiguousarray(np.stack([slots, xs, ys], axis=1),
+                                                       dtype=np.int64)))
+    out = np.empty((n,) + tuple(lead or ()) + (h, w), dtype)
+    for img, reader, rows in jobs:
         if img._index.lazy:  # a remote image: fetch the rows the boxes cover first
-            for _, a, b in arr.tolist():
+            for _, a, b in rows.tolist():
                 img.prefetch_cutout(a, b, a + w, b + h)
-        _image.cutout_batch(reader, arr, h, w, out)
+        _image.cutout_batch(reader, rows, h, w, out)
     if faults_seen():
         for img, _, _ in jobs:
             img._index.source.check()
@@ -191,10 +192,11 @@ def batch_cutouts(boxes: list, storage_options: Optional[dict] = None) -> Option
 
 # -- small files: one read, structural keywords, decode into the batch's slot -----------------------
 _BLOCK = 2880
-_HEAD_READ = 4 * _BLOCK  # headers of stamps fit; a longer one is read on
+_FIRST_READ = 64 << 10
 _SCALING = ("BSCALE", "BZERO", "BLANK")
 _PLAIN = frozenset({"SIMPLE", "BITPIX", "NAXIS", "__ncards__", *_SCALING}
                    | {f"NAXIS{k}" for k in range(1, 33)})
+_NAXIS_KEYS = tuple(f"NAXIS{k}" for k in range(1, 33))
 _NATIVE = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
            64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
 
@@ -212,8 +214,9 @@ def _primary_plain(path: str) -> Optional[tuple[_Plan, bytes, int]]:
     except OSError:
         return None  # the general path raises the right error
     try:
-        buf = os.pread(fd, _SMALL_FILE, 0)
-        size = len(buf) if len(buf) < _SMALL_FILE else os.fstat(fd).st_size
+        # 64 KiB holds a stamp whole; below malloc's mmap threshold it costs no extra syscalls.
+        buf = os.pread(fd, _FIRST_READ, 0)
+        size = len(buf) if len(buf) < _FIRST_READ else os.fstat(fd).st_size
         end = _header.find_header_end(buf, 0, len(buf))
         if end < 0 or not _header.header_is_printable(buf, 0, end):
             return None
@@ -224,9 +227,10 @@ def _primary_plain(path: str) -> Optional[tuple[_Plan, bytes, int]]:
         if type(bitpix) is not int or bitpix not in _NATIVE or type(naxis) is not int \
                 or not 1 <= naxis <= 32:
             return None
-        naxes = [found.get(f"NAXIS{k}") for k in range(1, naxis + 1)]
-        if any(type(n) is not int or n <= 0 for n in naxes):
-            return None
+        naxes = [found.get(k) for k in _NAXIS_KEYS[:naxis]]
+        for n in naxes:
+            if type(n) is not int or n <= 0:
+                return None
         shape = tuple(reversed(naxes))
         if "BSCALE" in found or "BZERO" in found or "BLANK" in found:
             for key in _SCALING:
@@ -268,7 +272,7 @@ def batch_images(paths: list[str], hdu: Any,
     fast = hdu == 0 and not isinstance(hdu, bool)
     start = step = ()
     for slot, path in enumerate(paths):
-        got = _primary_plain(path) if fast and not is_remote(path) else None
+        got = _primary_plain(path) if fast and "://" not in path and not is_remote(path) else None
         if got is None:
             arr = image_reader(path, hdu, storage_options).read()
             if out is None:
