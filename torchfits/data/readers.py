@@ -197,11 +197,11 @@ _SCALING = ("BSCALE", "BZERO", "BLANK")
 _PLAIN = frozenset({"SIMPLE", "BITPIX", "NAXIS", "__ncards__", *_SCALING}
                    | {f"NAXIS{k}" for k in range(1, 33)})
 _NAXIS_KEYS = tuple(f"NAXIS{k}" for k in range(1, 33))
-_NATIVE = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
+_NATIVE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
            64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
 
 # (bitpix, mode, result dtype, C-order shape, bscale, bzero, blank or None)
-_Plan = tuple
+_Plan = tuple[int, int, np.dtype, tuple[int, ...], float, float, Optional[int]]
 
 
 def _primary_plain(path: str) -> Optional[tuple[_Plan, bytes, int]]:
@@ -242,7 +242,7 @@ def _primary_plain(path: str) -> Optional[tuple[_Plan, bytes, int]]:
             p = plan_image(entry, found)  # type: ignore[arg-type]
             if p.dtype == np.uint64:
                 return None
-            plan = (bitpix, p.mode, p.dtype, shape, p.bscale, p.bzero, p.blank)
+            plan: _Plan = (bitpix, p.mode, p.dtype, shape, p.bscale, p.bzero, p.blank)
         else:
             plan = (bitpix, _image.MODE_RAW, _NATIVE[bitpix], shape, 1.0, 0.0, None)
         nbytes = math.prod(shape) * (abs(bitpix) // 8)
@@ -270,7 +270,8 @@ def batch_images(paths: list[str], hdu: Any,
     """
     out: Optional[np.ndarray] = None
     fast = hdu == 0 and not isinstance(hdu, bool)
-    start = step = ()
+    start: tuple[int, ...] = ()
+    step: tuple[int, ...] = ()
     for slot, path in enumerate(paths):
         got = _primary_plain(path) if fast and "://" not in path and not is_remote(path) else None
         if got is None:
