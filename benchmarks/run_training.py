@@ -12,6 +12,8 @@ Scenarios (num_workers=0 unless stated):
 
 Every case also returns the float64 sum of everything it delivered; the runner refuses a case
 whose sum differs from the fitsio anchor's. Times are best of --repeat epochs, cases interleaved.
+Every case (1.2.3 too) runs with torch.set_num_threads(1): on a shared machine torch's
+intra-op threads made the identical checksum pass of every case cost more than the reads.
 
 Usage: python benchmarks/run_training.py [--files 2000] [--cutouts 5000] [--repeat 3]
        [--no-incumbent] [--json PATH]
@@ -76,6 +78,8 @@ def cases(paths: list[str], big: str, cat: str, corners: list) -> dict:
     from astropy.io import fits
 
     import torchfits.data as td
+
+    torch.set_num_threads(1)
 
     def batched(items, n):
         for a in range(0, len(items), n):
@@ -170,6 +174,7 @@ INCUMBENT_CODE = r'''
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 import torch, torchfits, torchfits.data as td
+torch.set_num_threads(1)
 job = json.loads(sys.stdin.read())
 paths, big, cat, corners, cols, repeat = (job[k] for k in ("paths", "big", "cat", "corners", "cols", "repeat"))
 def images(workers=0):

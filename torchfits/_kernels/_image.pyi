@@ -38,3 +38,11 @@ class CutoutReader:
         blank: int = ...,
     ) -> None: ...
     def cutout(self, x1: int, y1: int, x2: int, y2: int) -> np.ndarray: ...
+
+def cutout_batch(
+    reader: CutoutReader,
+    boxes: Any,
+    height: int,
+    width: int,
+    out: np.ndarray,
+) -> None: ...

@@ -17,7 +17,8 @@ from ..errors import CorruptHeaderError, KeywordNotFoundError
 from ..fits.hdu_index import get_index
 from ..fits.paths import fspath
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
-from .readers import read_pixels, validity_mask
+from .loader import finish_batch
+from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
@@ -26,7 +27,8 @@ __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "F
 
 def resolve_paths(paths: Any) -> list[str]:
     """A path, glob pattern or list of them → file list. A string pattern is expanded and sorted;
-    a pattern matching nothing stays a literal path (reading it then fails)."""
+    a pattern matching nothing stays a literal path (reading it then fails). URLs are kept as
+    they are (read through the remote byte sources with the dataset's ``storage_options``)."""
     if isinstance(paths, (str, os.PathLike)):
         items = [paths]
     else:
@@ -40,7 +42,8 @@ def resolve_paths(paths: Any) -> list[str]:
     out: list[str] = []
     for item in items:
         text = fspath(item)
-        if any(ch in text for ch in "*?[") and not os.path.exists(text):
+        if ("*" in text or "?" in text or "[" in text) and "://" not in text \
+                and not os.path.exists(text):
             found = sorted(_glob.glob(text))
             out += found if found else [text]
         else:
@@ -82,8 +85,12 @@ class _ImagePayloads:
 
     def _setup(self, paths: Any, hdu: Any, ivar_hdu: Any, mask_hdu: Any, transform: Any,
                device: Any, mmap: Any, add_channel_dim: bool, cache_dir: Any, mask_is_dq: bool,
-               bad_bits: Any, dtype: Any, scale_on_device: bool) -> None:
+               bad_bits: Any, dtype: Any, scale_on_device: bool,
+               storage_options: Optional[dict] = None) -> None:
         self.files = resolve_paths(paths)
+        if storage_options is not None and not isinstance(storage_options, dict):
+            raise TypeError("storage_options must be a dict")
+        self.storage_options = dict(storage_options) if storage_options else None
         self.hdu = hdu
         self.hdus = _hdu_list(hdu)
         for h in self.hdus:
@@ -111,7 +118,8 @@ class _ImagePayloads:
     # -- reading -----------------------------------------------------------------------------------
     def _read(self, path: str, hdu: Any, dtype: Any) -> torch.Tensor:
         return read_pixels(path, hdu, dtype=dtype, device=self.device, lead=self._lead,
-                           scale_on_device=self.scale_on_device)
+                           scale_on_device=self.scale_on_device,
+                           storage_options=self.storage_options)
 
     def _stack(self, path: str, hdus: list[Any], dtype: Any) -> torch.Tensor:
         parts = [self._read(path, h, dtype) for h in hdus]
@@ -161,7 +169,8 @@ class _ImagePayloads:
         return f"{type(self).__name__}(n={len(self.files)}, hdu={self.hdu!r}, device={self.device!r})"
 
 
-def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: Any) -> Any:
+def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: Any,
+                 storage_options: Optional[dict] = None) -> Any:
     if labels is not None:
         labels = list(labels)
         if len(labels) != len(files):
@@ -170,7 +179,7 @@ def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: A
     if label_key is not None:
         values = []
         for path in files:
-            index = get_index(path)
+            index = get_index(path, storage_options)
             header = index.header_view(index.resolve(hdu))
             if label_key not in header:
                 raise KeywordNotFoundError(f"{path}: HDU {hdu!r} has no keyword {label_key!r} "
@@ -220,33 +229,62 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
         Flux and ivar type (``torch.bfloat16`` and ``torch.float16`` included).
     scale_on_device : bool
         Copy raw big-endian bytes to ``device`` and swap/scale there (uncompressed images).
+    storage_options : dict, optional
+        For fsspec URLs in ``paths`` (``https://``, ``s3://``...): passed to the remote byte
+        sources like ``torchfits.read(url, storage_options=...)``. The dataset pickles as its
+        URLs and options; each DataLoader worker opens its own connections.
     """
 
     def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
                  label_key: Optional[str] = None, labels: Any = None,
                  transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
                  add_channel_dim: bool = False, cache_dir: Any = None, *, mask_is_dq: bool = False,
-                 bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False) -> None:
+                 bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False,
+                 storage_options: Optional[dict] = None) -> None:
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, mmap, add_channel_dim,
-                    cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device)
+                    cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         self.label_key = label_key
-        self.labels = _labels_from(self.files, self.hdus[0], label_key, labels)
+        self.labels = _labels_from(self.files, self.hdus[0], label_key, labels,
+                                   self.storage_options)
         self._label_values = self.labels if self.labels is not None else \
             torch.zeros(len(self.files), dtype=torch.int64)
 
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, i: int) -> tuple[Any, torch.Tensor]:
+    def _position(self, i: Any) -> int:
         n = len(self.files)
         if isinstance(i, bool) or not hasattr(i, "__index__"):
             raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
         i = int(i)
         if not -n <= i < n:
             raise IndexError(f"index {i} out of range for a dataset of {n} files")
-        i %= n
+        return i % n
+
+    def __getitem__(self, i: int) -> tuple[Any, torch.Tensor]:
+        i = self._position(i)
         payload = self._finish(self._payload(self.files[i]))
         return payload, self._label_values[i].clone()
+
+    def __getitems__(self, indices: list) -> list:
+        """A DataLoader batch decoded into one stacked tensor (a `FitsBatch` that
+        `fits_collate_fn` passes through): plain primary images of small local files are read
+        with one ``pread`` each and decoded straight into their slot, other files through their
+        open-once reader. Batches with companions, several HDUs, plane selections,
+        ``scale_on_device`` or files of different shapes are read item by item. Equal to
+        ``[self[i] for i in indices]`` either way."""
+        positions = [self._position(i) for i in indices]
+        arr = None
+        if (positions and len(self.hdus) == 1 and self.ivar_hdus is None
+                and self.mask_hdus is None and not self._lead and not self.scale_on_device):
+            arr = batch_images([self.files[p] for p in positions], self.hdus[0],
+                               self.storage_options)
+        if arr is None:
+            return [self[p] for p in positions]
+        t = to_tensor_batch(arr, self.dtype, self.device)
+        if self.add_channel_dim and t.dim() == 3:
+            t = t.unsqueeze(1)
+        return finish_batch(t, self.transform, self._label_values[positions])
 
 
 class FitsImageDataset(FitsTensorDataset):
@@ -347,9 +385,10 @@ class FitsTensorIterableDataset(_ImagePayloads, EpochMixin, torch.utils.data.Ite
                  shuffle: bool = False, shuffle_buffer_size: Optional[int] = None, seed: int = 0,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  add_channel_dim: bool = False, cache_dir: Any = None, *, mask_is_dq: bool = False,
-                 bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False) -> None:
+                 bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False,
+                 storage_options: Optional[dict] = None) -> None:
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, mmap, add_channel_dim,
-                    cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device)
+                    cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         self.shuffle = bool(shuffle)
         if shuffle_buffer_size is not None and (isinstance(shuffle_buffer_size, bool)
                                                 or int(shuffle_buffer_size) < 0):

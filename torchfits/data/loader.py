@@ -8,7 +8,53 @@ import torch
 
 from .._torch_adapter import validate_device
 
-__all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader"]
+__all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch"]
+
+
+class FitsBatch(list):
+    """The items of one DataLoader batch (what ``__getitems__`` returns) together with their
+    collated form, decoded at once by a batch kernel.
+
+    It is a list of the items, so any ``collate_fn`` works on it; `fits_collate_fn` returns
+    ``collated`` as is instead of stacking the items again. The items are views of the
+    collated tensors (no copy).
+    """
+
+    collated: Any = None
+
+    @classmethod
+    def of(cls, collated: Any) -> "FitsBatch":
+        """The batch whose collated form is ``collated`` (a tensor with the batch on dim 0, a dict
+        of them, or a ``(payloads, labels)`` pair); the items are its per-sample views."""
+        batch = cls(_unbind(collated))
+        batch.collated = collated
+        return batch
+
+
+def finish_batch(payloads: Any, transform: Any, labels: Any = None) -> list:
+    """A batch decoded at once → what ``__getitems__`` returns.
+
+    A transform whose ``batchable`` attribute is true (it gives on a batch exactly what it gives
+    on each item, e.g. the pointwise stretches) runs once on the batch; any other runs item by
+    item on views of the batch (the plain list then goes through the usual collation).
+    """
+    if transform is not None and not getattr(transform, "batchable", False):
+        items = [transform(p) for p in _unbind(payloads)]
+        return items if labels is None else list(zip(items, labels.unbind(0)))
+    if transform is not None:
+        payloads = transform(payloads)
+    return FitsBatch.of(payloads if labels is None else (payloads, labels))
+
+
+def _unbind(collated: Any) -> list:
+    if torch.is_tensor(collated):
+        return list(collated.unbind(0))
+    if isinstance(collated, dict):
+        cols = {k: _unbind(v) for k, v in collated.items()}
+        n = len(next(iter(cols.values()))) if cols else 0
+        return [{k: v[i] for k, v in cols.items()} for i in range(n)]
+    payloads, labels = collated
+    return list(zip(_unbind(payloads), labels.unbind(0)))
 
 
 def _stack_values(values: list, name: str) -> Any:
@@ -24,7 +70,8 @@ def _stack_values(values: list, name: str) -> Any:
 
 def fits_collate_fn(batch: list) -> Any:
     """Collate dataset items: tensors are stacked, dicts become dicts of stacks (nested dicts
-    too), ``(payload, label)`` pairs become ``(payloads, labels)``.
+    too), ``(payload, label)`` pairs become ``(payloads, labels)``. A `FitsBatch` (what the
+    map-style datasets' ``__getitems__`` return) is already collated and costs nothing.
 
     Raises
     ------
@@ -35,6 +82,8 @@ def fits_collate_fn(batch: list) -> Any:
     RuntimeError
         Tensors of different shapes (from ``torch.stack``).
     """
+    if isinstance(batch, FitsBatch) and batch.collated is not None:
+        return batch.collated  # decoded as one batch already (a dataset's __getitems__)
     if not batch:
         return []
     first = batch[0]

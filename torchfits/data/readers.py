@@ -17,14 +17,19 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from .._kernels import _image
+from types import SimpleNamespace
+
+from .._kernels import _header, _image
 from .._torch_adapter import numpy_decode_dtype, torch_dtype
 from ..errors import FitsFileNotFoundError
-from ..fits.hdu_index import HduIndex, get_index
-from ..fits.source import ByteSource, stat_key
-from ..image.plain import Image
+from ..fits.hdu_index import HduIndex, get_index, invalidate
+from ..fits.remote_source import is_url
+from ..fits.source import ByteSource, faults_seen, stat_key
+from ..image.plain import Image, plan_image
 
-__all__ = ["image_reader", "cutout_reader", "read_pixels", "device_decode", "validity_mask", "clear_readers"]
+__all__ = ["image_reader", "cutout_reader", "batch_cutouts", "batch_images", "to_tensor_batch",
+           "read_pixels",
+           "device_decode", "validity_mask", "clear_readers"]
 
 _CAPACITY = 128
 _lock = threading.Lock()
@@ -58,12 +63,48 @@ class _FileBytes(ByteSource):
         return self._view
 
 
-def image_reader(path: str, hdu: Any) -> Image:
+def _options_key(storage_options: Optional[dict]) -> str:
+    return repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items()))
+
+
+def is_remote(path: str) -> bool:
+    """Whether ``path`` is an fsspec URL, read through the remote byte sources (the dataset's
+    ``storage_options`` apply to URLs only)."""
+    return bool(is_url(path))
+
+
+_remote_owner: dict[str, int] = {}
+
+
+def own_remote(path: str) -> None:
+    """Make this process open its own connection to the URL ``path``: a forked DataLoader
+    worker inherits the parent's cached remote index, whose fsspec filesystem is not fork-safe,
+    so the first use in each process drops it and reopens."""
+    pid = os.getpid()
+    if _remote_owner.get(path) != pid:
+        invalidate(path)
+        _remote_owner[path] = pid
+
+
+def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) -> Image:
     """The open `Image` of (path, HDU) in this process (an LRU of recently used ones).
 
     Each call checks the file's identity (one stat), so a replaced file is reopened. Files under
     1 MiB are read whole (stamps: one read per file per epoch); larger ones go through the
-    shared HDU index cache and its file map."""
+    shared HDU index cache and its file map. URLs (with ``storage_options``) go through the
+    remote byte sources: ranged reads, the index revalidated like ``torchfits.read`` does."""
+    if is_remote(path):
+        key: tuple = (os.getpid(), path, hdu, _options_key(storage_options))
+        own_remote(path)
+        index = get_index(path, storage_options)
+        with _lock:
+            hit = _readers.get(key)
+            if hit is not None and hit[0]._index is index:
+                _readers.move_to_end(key)
+                return hit[0]
+        img = Image(path, hdu, index=index)
+        _remember(key, img, None)
+        return img
     key = (os.getpid(), path, hdu)
     version = stat_key(path)
     with _lock:
@@ -76,20 +117,193 @@ def image_reader(path: str, hdu: Any) -> Image:
     else:
         index = get_index(path)
     img = Image(path, hdu, index=index)
+    _remember(key, img, version)
+    return img
+
+
+def _remember(key: tuple, img: Image, version: Any) -> None:
     with _lock:
         _readers[key] = (img, version)
         while len(_readers) > _CAPACITY:
             _readers.popitem(last=False)
-    return img
 
 
-def cutout_reader(path: str, hdu: Any) -> Any:
+def cutout_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) -> Any:
     """The C cutout reader of an uncompressed image HDU (None where cutouts take the general
-    path: compressed or truncated files, uint64 results)."""
-    img = image_reader(path, hdu)
+    path: compressed or truncated files, uint64 results). Over a remote file it reads what
+    was fetched: call ``Image.prefetch_cutout`` first."""
+    return _reader_of(image_reader(path, hdu, storage_options))
+
+
+def _reader_of(img: Image) -> Any:
     if getattr(img, "is_compressed", False) or img.dtype == np.uint64:
         return None
     return img._cutout_reader()
+
+
+def batch_cutouts(keys: list, key_ids: np.ndarray, boxes: np.ndarray,
+                  storage_options: Optional[dict] = None) -> Optional[np.ndarray]:
+    """Many boxes decoded into one ``(N, *lead, h, w)`` array, one kernel call per file with the
+    GIL released, or None where the batch must take the per-item path: boxes of different
+    sizes or cut by an image edge (the edge clamps them), compressed or truncated images,
+    uint64 results, files whose leading axes or types differ.
+
+    ``keys`` are the distinct ``(path, hdu)`` pairs, ``key_ids`` the pair of each box and
+    ``boxes`` an ``(N, 4)`` int64 array of ``(x1, y1, x2, y2)``. Every value equals what
+    `read_pixels` gives for the same box.
+    """
+    n = len(boxes)
+    if n == 0:
+        return None
+    widths, heights = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+    w, h = int(widths[0]), int(heights[0])
+    if h <= 0 or w <= 0 or (widths != w).any() or (heights != h).any():
+        return None
+    jobs = []
+    lead, dtype = None, None
+    for k in np.unique(key_ids).tolist():
+        path, hdu = keys[k]
+        img = image_reader(path, hdu, storage_options)
+        reader = _reader_of(img)
+        if reader is None or img.ndim < 2:
+            return None
+        height, width = img.shape[-2:]
+        slots = np.flatnonzero(key_ids == k)
+        xs, ys = boxes[slots, 0], boxes[slots, 1]
+        if xs.min() < 0 or ys.min() < 0 or xs.max() + w > width or ys.max() + h > height:
+            return None
+        if lead is None:
+            lead, dtype = img.shape[:-2], img.dtype
+        elif img.shape[:-2] != lead or img.dtype != dtype:
+            return None
+        jobs.append((img, reader, np.ascontiguousarray(np.stack([slots, xs, ys], axis=1),
+                                                       dtype=np.int64)))
+    out = np.empty((n,) + tuple(lead or ()) + (h, w), dtype)
+    for img, reader, rows in jobs:
+        if img._index.lazy:  # a remote image: fetch the rows the boxes cover first
+            for _, a, b in rows.tolist():
+                img.prefetch_cutout(a, b, a + w, b + h)
+        _image.cutout_batch(reader, rows, h, w, out)
+    if faults_seen():
+        for img, _, _ in jobs:
+            img._index.source.check()
+    return out
+
+
+# -- small files: one read, structural keywords, decode into the batch's slot -----------------------
+_BLOCK = 2880
+_FIRST_READ = 64 << 10
+_SCALING = ("BSCALE", "BZERO", "BLANK")
+_PLAIN = frozenset({"SIMPLE", "BITPIX", "NAXIS", "__ncards__", *_SCALING}
+                   | {f"NAXIS{k}" for k in range(1, 33)})
+_NAXIS_KEYS = tuple(f"NAXIS{k}" for k in range(1, 33))
+_NATIVE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
+           64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
+
+# (bitpix, mode, result dtype, C-order shape, bscale, bzero, blank or None)
+_Plan = tuple[int, int, np.dtype, tuple[int, ...], float, float, Optional[int]]
+
+
+def _primary_plain(path: str) -> Optional[tuple[_Plan, bytes, int]]:
+    """(plan, file bytes, data offset) of a plain primary image read with one ``pread`` (two
+    for long headers or big files), or None for anything the general reader must judge:
+    random groups, extensions' keywords, repeated or non-numeric scaling keywords, headers
+    that are not printable, files cut short, empty or uint64 images."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # the general path raises the right error
+    try:
+        # 64 KiB holds a stamp whole; below malloc's mmap threshold it costs no extra syscalls.
+        buf = os.pread(fd, _FIRST_READ, 0)
+        size = len(buf) if len(buf) < _FIRST_READ else os.fstat(fd).st_size
+        end = _header.find_header_end(buf, 0, len(buf))
+        if end < 0 or not _header.header_is_printable(buf, 0, end):
+            return None
+        found = _header.scan_structural(buf, 0, end)
+        if found.get("SIMPLE") is not True or not _PLAIN.issuperset(found):
+            return None
+        bitpix, naxis = found.get("BITPIX"), found.get("NAXIS")
+        if type(bitpix) is not int or bitpix not in _NATIVE or type(naxis) is not int \
+                or not 1 <= naxis <= 32:
+            return None
+        naxes = [found.get(k) for k in _NAXIS_KEYS[:naxis]]
+        for n in naxes:
+            if type(n) is not int or n <= 0:
+                return None
+        shape = tuple(reversed(naxes))
+        if "BSCALE" in found or "BZERO" in found or "BLANK" in found:
+            for key in _SCALING:
+                # Once, with a number: repeats and garbled values follow the general reader.
+                if key in found and (type(found[key]) not in (int, float)
+                                     or buf.count(key.encode(), 0, end) != 1):
+                    return None
+            entry = SimpleNamespace(bitpix=bitpix, naxes=tuple(naxes), shape=shape)
+            p = plan_image(entry, found)  # type: ignore[arg-type]
+            if p.dtype == np.uint64:
+                return None
+            plan: _Plan = (bitpix, p.mode, p.dtype, shape, p.bscale, p.bzero, p.blank)
+        else:
+            plan = (bitpix, _image.MODE_RAW, _NATIVE[bitpix], shape, 1.0, 0.0, None)
+        nbytes = math.prod(shape) * (abs(bitpix) // 8)
+        if size < end + nbytes:
+            return None
+        if len(buf) < end + nbytes:
+            buf = os.pread(fd, nbytes, end)
+            end = 0
+            if len(buf) < nbytes:
+                return None
+        return plan, buf, end
+    finally:
+        os.close(fd)
+
+
+def batch_images(paths: list[str], hdu: Any,
+                 storage_options: Optional[dict] = None) -> Optional[np.ndarray]:
+    """Whole images of many files decoded into one ``(N, *shape)`` array, or None where the
+    batch takes the per-item path (shapes or types differ between files).
+
+    Plain uncompressed primary images (``hdu=0``, local files) are read with one ``pread``,
+    their structural keywords scanned by the C card scanner and their pixels decoded straight
+    into the batch's slot; every other file goes through its open-once `Image`. Values equal
+    `read_pixels` for every file.
+    """
+    out: Optional[np.ndarray] = None
+    fast = hdu == 0 and not isinstance(hdu, bool)
+    start: tuple[int, ...] = ()
+    step: tuple[int, ...] = ()
+    for slot, path in enumerate(paths):
+        got = _primary_plain(path) if fast and "://" not in path and not is_remote(path) else None
+        if got is None:
+            arr = image_reader(path, hdu, storage_options).read()
+            if out is None:
+                out = np.empty((len(paths),) + arr.shape, arr.dtype)
+            elif out.shape[1:] != arr.shape or out.dtype != arr.dtype:
+                return None
+            out[slot] = arr
+            continue
+        (bitpix, mode, dtype, shape, bscale, bzero, blank), buf, offset = got
+        if out is None:
+            out = np.empty((len(paths),) + shape, dtype)
+        elif out.shape[1:] != shape or out.dtype != dtype:
+            return None
+        if len(start) != len(shape):
+            start, step = (0,) * len(shape), (1,) * len(shape)
+        _image.decode_region(buf, offset, out[slot], bitpix, mode, shape, start, step, shape,
+                             bscale, bzero, blank is not None, blank if blank is not None else 0)
+    return out
+
+
+def to_tensor_batch(arr: np.ndarray, dtype: Any, device: str) -> torch.Tensor:
+    """A decoded batch as a tensor of ``dtype`` on ``device``: the same conversions
+    `read_pixels` applies to each item, applied once to the whole batch."""
+    tdt = torch_dtype(dtype)
+    if tdt is not None:
+        arr = arr.astype(numpy_decode_dtype(tdt), copy=False)
+    t = torch.from_numpy(arr) if arr.dtype != np.uint64 else torch.from_numpy(arr.astype(np.float64))
+    if tdt is not None and t.dtype != tdt:
+        t = t.to(tdt)
+    return t if device == "cpu" else t.to(device, non_blocking=True)
 
 
 def clear_readers() -> None:
@@ -111,12 +325,14 @@ def _box_key(img: Image, lead: tuple, box: Optional[tuple[int, int, int, int]]) 
 
 def read_pixels(path: str, hdu: Any, *, dtype: Any = None, device: str = "cpu",
                 lead: tuple = (), box: Optional[tuple[int, int, int, int]] = None,
-                scale_on_device: bool = False) -> torch.Tensor:
+                scale_on_device: bool = False,
+                storage_options: Optional[dict] = None) -> torch.Tensor:
     """One image HDU (or leading-axis selection ``lead`` and cutout ``box`` of it) as a tensor."""
-    img = image_reader(path, hdu)
-    if box is not None and not lead and not scale_on_device and dtype is None:
+    img = image_reader(path, hdu, storage_options)
+    if box is not None and not lead and not scale_on_device and dtype is None \
+            and not img._index.lazy:
         # The common stamp: one C call clamps, allocates and decodes every leading plane.
-        reader = cutout_reader(path, hdu)
+        reader = _reader_of(img)
         if reader is not None:
             t = torch.from_numpy(reader.cutout(*box))
             return t if device == "cpu" else t.to(device, non_blocking=True)

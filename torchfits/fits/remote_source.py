@@ -197,7 +197,9 @@ def _filesystem(url: str, options: dict, allow: bool) -> tuple[Any, str]:
         # fsspec caches these file systems itself (per protocol and options).
         return fsspec.core.url_to_fs(url, **options)
     options = _with_credentials(options)
-    key = (repr(sorted((k, repr(v)) for k, v in options.items())), allow)
+    # Per process: fsspec's async file systems are not fork-safe (a forked DataLoader worker
+    # must not use its parent's event loop and sessions).
+    key = (os.getpid(), repr(sorted((k, repr(v)) for k, v in options.items())), allow)
     with _fs_lock:
         fs = _fs_cache.get(key)
     if fs is None:

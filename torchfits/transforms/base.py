@@ -31,6 +31,9 @@ class FITSTransform:
 
     #: False when the transform has no inverse at all.
     invertible: bool = True
+    #: True when ``forward`` on a batch gives, bit for bit, the stack of ``forward`` on each
+    #: item (pointwise maps with fixed parameters): the datasets then run it once per batch.
+    batchable: bool = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "FITSTransform":
         obj = super().__new__(cls)
@@ -106,6 +109,7 @@ class Compose(FITSTransform):
                 raise TransformError(f"Compose: item {i} is not callable: {t!r}")
         self.invertible = all(getattr(t, "invertible", False) and hasattr(t, "inverse")
                               for t in self.transforms)
+        self.batchable = all(getattr(t, "batchable", False) for t in self.transforms)
 
     def __len__(self) -> int:
         return len(self.transforms)

@@ -16,6 +16,8 @@ __all__ = ["ArcsinhStretch", "LogStretch", "SqrtStretch"]
 class _Stretch(FITSTransform):
     """A pointwise map ``f`` with an exact inverse; ``ivar`` optionally by the delta method."""
 
+    batchable = True  # pointwise with fixed parameters: a batch equals its items stacked
+
     def __init__(self, propagate_ivar: bool) -> None:
         self.propagate_ivar = bool(propagate_ivar)
 
