@@ -253,6 +253,10 @@ class HduIndex:
     complete HDU); it is raised when a caller asks for an HDU past the ones indexed.
     """
 
+    #: False describes every HDU in Python, one at a time: the reference the kernel walk
+    #: (``HduRows.walk``) is tested against.
+    kernel_walk: bool = True
+
     def __init__(self, path: str, key: Optional[tuple], source: ByteSource) -> None:
         self.path = path
         self.key = key
@@ -287,6 +291,7 @@ class HduIndex:
     def _build(self) -> None:
         src = self.source
         lazy = self.lazy
+        walk = self.kernel_walk and not lazy
         size = self.size
         path = self.path
         src.ensure([(0, BLOCK)])
@@ -301,7 +306,7 @@ class HduIndex:
         items = self.entries._items
         pos = 0
         while pos < size:
-            if not lazy:
+            if walk:
                 # The kernel walks every ordinary HDU in one C pass; it stops at the end of the
                 # HDUs or at one it leaves to the careful path below (errors are worded there).
                 pos, status = rows.walk(buf, pos, size, len(items), items)
