@@ -3,7 +3,7 @@
 
 Callers validate offsets; these functions only read inside ``[start, stop)`` of the buffer.
 """
-from libc.stdint cimport uint8_t, int64_t
+from libc.stdint cimport uint8_t, int64_t, uint64_t
 from libc.stdlib cimport strtod
 from libc.string cimport memcmp, memcpy
 
@@ -312,6 +312,48 @@ cdef enum:
     MAXAXES = 999
 
 cdef int64_t _LIMIT = (<int64_t>1) << 60  # beyond this the careful path does the arithmetic
+
+
+cdef inline uint64_t _key(const uint8_t* p) noexcept nogil:
+    """Columns 1-8 of a card as one big-endian number: keyword tests are single compares."""
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v = (v << 8) | p[i]
+    return v
+
+
+cdef uint64_t K_END = _key(b"END     ")
+cdef uint64_t K_BITPIX = _key(b"BITPIX  ")
+cdef uint64_t K_XTENSION = _key(b"XTENSION")
+cdef uint64_t K_PCOUNT = _key(b"PCOUNT  ")
+cdef uint64_t K_GCOUNT = _key(b"GCOUNT  ")
+cdef uint64_t K_EXTNAME = _key(b"EXTNAME ")
+cdef uint64_t K_EXTVER = _key(b"EXTVER  ")
+cdef uint64_t K_THEAP = _key(b"THEAP   ")
+cdef uint64_t K_TFIELDS = _key(b"TFIELDS ")
+cdef uint64_t K_ZIMAGE = _key(b"ZIMAGE  ")
+cdef uint64_t K_GROUPS = _key(b"GROUPS  ")
+cdef uint64_t K_NAXIS = _key(b"NAXIS   ")
+cdef uint64_t K_NAXIS_PREFIX = _key(b"NAXIS   ") >> 24  # the first five bytes
+
+
+cdef object _fast_string(const uint8_t* p):
+    """A quoted value of plain printable ASCII without doubled quotes, stripped as the
+    tokenizer's value would be by ``str.strip()``; None for anything else."""
+    cdef Py_ssize_t lo = _lstrip(p, 10, CARD), i, a, b
+    if lo >= CARD or p[lo] != b"'":
+        return None
+    i = lo + 1
+    while i < CARD and p[i] != b"'":
+        if p[i] < 32 or p[i] > 126:
+            return None
+        i += 1
+    if i >= CARD or (i + 1 < CARD and p[i + 1] == b"'"):
+        return None
+    a = _lstrip(p, lo + 1, i)
+    b = _rstrip(p, a, i)
+    return (<char*>p)[a:b].decode("ascii")
 _KINDS = ("primary", "image", "bintable", "table")
 
 
@@ -424,11 +466,12 @@ cdef class HduRows:
             self.axes, self.axcap = p, cap
         return 0
 
-    cdef int _describe(self, const uint8_t* base, Py_ssize_t pos, Py_ssize_t end,
+    cdef int _describe(self, const uint8_t* base, Py_ssize_t pos, Py_ssize_t stop,
                        Py_ssize_t index) except -2:
-        """Append the row of the HDU whose header is ``base[pos:end]``; 0 when done, -1 when
-        the careful path must describe it (nothing appended)."""
-        cdef Py_ssize_t q = pos, ncards = 0, k
+        """Append the row of the HDU whose header starts at ``pos`` (and must end before
+        ``stop``); 0 when done, -1 when the careful path must describe it (nothing appended)."""
+        cdef Py_ssize_t q = pos, ncards = 0, k, end
+        cdef uint64_t key
         cdef const uint8_t* p
         cdef int kind = 0 if index == 0 else -1
         cdef int64_t v, bitpix = 0, naxis = -1, pcount = 0, gcount = 1, theap = -1
@@ -443,16 +486,19 @@ cdef class HduRows:
         stamp = self.stamp
         if index == 0 and memcmp(base + pos, b"SIMPLE  =", 9) != 0:
             return -1
-        while q + CARD <= end:
+        while True:
+            if q + CARD > stop:
+                return -1  # no END: the careful path says the header never ends
             p = base + q
-            if _is_end_card(p):
+            key = _key(p)
+            if key == K_END:
                 break
             ncards += 1
             q += CARD
             if p[8] != b'=':
                 continue
-            if p[0] == b'N' and memcmp(p, b"NAXIS", 5) == 0:
-                if memcmp(p + 5, b"   ", 3) == 0:
+            if (key >> 24) == K_NAXIS_PREFIX:
+                if key == K_NAXIS:
                     if naxis == -1:
                         if not _fast_int(p, &naxis):
                             return -1
@@ -475,51 +521,55 @@ cdef class HduRows:
                 if not _fast_int(p, &self.ax_value[v]):
                     self.ax_value[v] = -1  # not a plain integer: the careful path decides
                 continue
-            if memcmp(p, b"BITPIX  ", 8) == 0:
+            if key == K_BITPIX:
                 if not has_bitpix:
                     has_bitpix = True
                     if not _fast_int(p, &bitpix):
                         return -1
-            elif memcmp(p, b"XTENSION", 8) == 0:
+            elif key == K_XTENSION:
                 if not has_xtension:
                     has_xtension = True
                     if index > 0:
                         kind = _xtension_kind(p)
                         if kind < 0:
                             return -1
-            elif memcmp(p, b"PCOUNT  ", 8) == 0:
+            elif key == K_PCOUNT:
                 if not has_pcount:
                     has_pcount = True
                     if not _fast_int(p, &pcount):
                         return -1
-            elif memcmp(p, b"GCOUNT  ", 8) == 0:
+            elif key == K_GCOUNT:
                 if not has_gcount:
                     has_gcount = True
                     if not _fast_int(p, &gcount):
                         return -1
-            elif memcmp(p, b"EXTNAME ", 8) == 0:
+            elif key == K_EXTNAME:
                 if not has_extname:
                     has_extname = True
                     extname_at = q - CARD
-            elif memcmp(p, b"EXTVER  ", 8) == 0:
+            elif key == K_EXTVER:
                 if not has_extver:
                     has_extver = True
                     if not _fast_int(p, &extver):
                         return -1
-            elif memcmp(p, b"THEAP   ", 8) == 0:
+            elif key == K_THEAP:
                 if not has_theap:
                     has_theap = True
                     if not _fast_int(p, &theap):
                         return -1
-            elif memcmp(p, b"TFIELDS ", 8) == 0:
+            elif key == K_TFIELDS:
                 if not has_tfields:
                     has_tfields = True
                     if not _fast_int(p, &tfields):
                         return -1
-            elif memcmp(p, b"ZIMAGE  ", 8) == 0:
+            elif key == K_ZIMAGE:
                 has_zimage = True
-            elif memcmp(p, b"GROUPS  ", 8) == 0:
+            elif key == K_GROUPS:
                 has_groups = True
+        # The header ends with the block holding END (cut short by the end of the file).
+        end = pos + ((q + CARD - pos + BLOCK - 1) // BLOCK) * BLOCK
+        if end > stop:
+            end = stop
         if kind < 0 or not has_bitpix or naxis < 0 or naxis > MAXAXES:
             return -1
         if not (bitpix == 8 or bitpix == 16 or bitpix == 32 or bitpix == 64 or bitpix == -32
@@ -582,8 +632,11 @@ cdef class HduRows:
         row[F_NCARDS] = ncards
         if extname_at >= 0:
             # As the tokenizer reads it: a string (stripped) names the HDU, anything else not.
-            value = _parse_value_field(base + extname_at, 10, CARD)[0]
-            self.extnames.append(value.strip() if isinstance(value, str) else None)
+            value = _fast_string(base + extname_at)
+            if value is None:
+                value = _parse_value_field(base + extname_at, 10, CARD)[0]
+                value = value.strip() if isinstance(value, str) else None
+            self.extnames.append(value)
         else:
             self.extnames.append(None)
         self.naxes += naxis
@@ -609,19 +662,7 @@ cdef class HduRows:
             for i in range(pos, check_end):
                 if base[i] < 32 or base[i] > 126:
                     return pos, (WALK_SLOW if index == 0 else WALK_DONE)
-            end = -1
-            i = pos
-            while i + CARD <= size:
-                if _is_end_card(base + i):
-                    end = i + CARD
-                    break
-                i += CARD
-            if end < 0:
-                return pos, WALK_SLOW  # a header that never ends: the careful path words it
-            end = pos + ((end - pos + BLOCK - 1) // BLOCK) * BLOCK
-            if end > size:
-                end = size
-            if self._describe(base, pos, end, index) < 0:
+            if self._describe(base, pos, size, index) < 0:
                 return pos, WALK_SLOW
             items.append(self.n - 1)
             index += 1
