@@ -104,9 +104,9 @@ def test_subset_reader_calls(tmp_path, fits):
     want = fits.getdata(path, 1)
     with torchfits.open_subset_reader(str(path), 1) as r:
         t = r(2, 3, 9, 11)
-        assert isinstance(t, torch.Tensor) and t.dtype == torch.int32
+        assert isinstance(t, torch.Tensor) and t.dtype == torch.uint16
         np.testing.assert_array_equal(t.numpy(), want[:, 3:11, 2:9])
-        out = torch.zeros((3, 8, 7), dtype=torch.int32)
+        out = torch.zeros((3, 8, 7), dtype=torch.uint16)
         assert r(2, 3, 9, 11, out=out) is out
         np.testing.assert_array_equal(out.numpy(), want[:, 3:11, 2:9])
         np.testing.assert_array_equal(r.read(2, 3, 9, 11).numpy(), want[:, 3:11, 2:9])
