@@ -674,8 +674,9 @@ cdef class HduRows:
 
     def fields(self, Py_ssize_t r, Py_ssize_t index):
         """The HduEntry fields of row ``r`` (HDU number ``index``), in declaration order up to
-        ``tfields``: index, kind, header_offset, data_offset, data_size, bitpix, naxes, pcount,
-        gcount, heap_offset, heap_size, extname, extver, ncards, tfields."""
+        ``zcmptype``: index, kind, header_offset, data_offset, data_size, bitpix, naxes, pcount,
+        gcount, heap_offset, heap_size, extname, extver, ncards, tfields, zcmptype (None: the
+        walk never describes a tile-compressed HDU)."""
         if not 0 <= r < self.n:
             raise IndexError(r)
         cdef int64_t* row = self.rows + r * NFIELDS
@@ -684,7 +685,7 @@ cdef class HduRows:
         return (index, _KINDS[row[F_KIND]], row[F_HEADER], row[F_DATA], row[F_SIZE],
                 row[F_BITPIX], naxes, row[F_PCOUNT], row[F_GCOUNT], row[F_HEAP], row[F_HEAPSIZE],
                 self.extnames[r], row[F_EXTVER] if row[F_HAS_EXTVER] else None, row[F_NCARDS],
-                row[F_TFIELDS])
+                row[F_TFIELDS], None)
 
     def extname(self, Py_ssize_t r):
         """EXTNAME of row ``r`` (stripped), or None."""

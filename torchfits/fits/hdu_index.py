@@ -227,7 +227,7 @@ class _Entries:
         e = self._items[i]
         if type(e) is int:
             k = i if i >= 0 else i + len(self._items)
-            e = self._items[i] = HduEntry(*self._rows.fields(e, k), None)
+            e = self._items[i] = HduEntry(*self._rows.fields(e, k))
         return e
 
     def __iter__(self) -> Iterator[HduEntry]:
