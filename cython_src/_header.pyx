@@ -3,7 +3,7 @@
 
 Callers validate offsets; these functions only read inside ``[start, stop)`` of the buffer.
 """
-from libc.stdint cimport uint8_t, int64_t
+from libc.stdint cimport uint8_t, int64_t, uint64_t
 from libc.stdlib cimport strtod
 from libc.string cimport memcmp, memcpy
 
@@ -277,3 +277,416 @@ def scan_structural(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stop):
         pos += CARD
     found["__ncards__"] = ncards
     return found
+
+
+# -- the HDU walk -----------------------------------------------------------------------------------
+# One C pass over the headers of a mapped file: each HDU's header and data offsets and its
+# structural values go into a compact table (no Python object per keyword, none per HDU but an
+# EXTNAME string). Only well-formed, ordinary HDUs are described here; the walk stops at any HDU
+# it cannot describe exactly (a validation failure, an unusual value, a tile-compressed or
+# random-groups HDU) and hands its offset back, so the caller's careful path decides it (and words
+# its error) the way it always has.
+
+from libc.stdlib cimport malloc, realloc, free
+
+WALK_DONE = 0  # no further HDU: end of file, trailing bytes, or a last HDU cut short
+WALK_SLOW = 1  # the HDU at the returned offset needs the caller's careful path
+
+cdef enum:
+    F_KIND = 0
+    F_HEADER = 1
+    F_DATA = 2
+    F_SIZE = 3
+    F_BITPIX = 4
+    F_NAXIS = 5
+    F_AXES = 6
+    F_PCOUNT = 7
+    F_GCOUNT = 8
+    F_HEAP = 9
+    F_HEAPSIZE = 10
+    F_EXTVER = 11
+    F_HAS_EXTVER = 12
+    F_NCARDS = 13
+    F_TFIELDS = 14
+    NFIELDS = 15
+    MAXAXES = 999
+
+cdef int64_t _LIMIT = (<int64_t>1) << 60  # beyond this the careful path does the arithmetic
+
+
+cdef inline uint64_t _key(const uint8_t* p) noexcept nogil:
+    """Columns 1-8 of a card as one big-endian number: keyword tests are single compares."""
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v = (v << 8) | p[i]
+    return v
+
+
+cdef uint64_t K_END = _key(b"END     ")
+cdef uint64_t K_BITPIX = _key(b"BITPIX  ")
+cdef uint64_t K_XTENSION = _key(b"XTENSION")
+cdef uint64_t K_PCOUNT = _key(b"PCOUNT  ")
+cdef uint64_t K_GCOUNT = _key(b"GCOUNT  ")
+cdef uint64_t K_EXTNAME = _key(b"EXTNAME ")
+cdef uint64_t K_EXTVER = _key(b"EXTVER  ")
+cdef uint64_t K_THEAP = _key(b"THEAP   ")
+cdef uint64_t K_TFIELDS = _key(b"TFIELDS ")
+cdef uint64_t K_ZIMAGE = _key(b"ZIMAGE  ")
+cdef uint64_t K_GROUPS = _key(b"GROUPS  ")
+cdef uint64_t K_NAXIS = _key(b"NAXIS   ")
+cdef uint64_t K_NAXIS_PREFIX = _key(b"NAXIS   ") >> 24  # the first five bytes
+
+
+cdef object _fast_string(const uint8_t* p):
+    """A quoted value of plain printable ASCII without doubled quotes, stripped as the
+    tokenizer's value would be by ``str.strip()``; None for anything else."""
+    cdef Py_ssize_t lo = _lstrip(p, 10, CARD), i, a, b
+    if lo >= CARD or p[lo] != b"'":
+        return None
+    i = lo + 1
+    while i < CARD and p[i] != b"'":
+        if p[i] < 32 or p[i] > 126:
+            return None
+        i += 1
+    if i >= CARD or (i + 1 < CARD and p[i + 1] == b"'"):
+        return None
+    a = _lstrip(p, lo + 1, i)
+    b = _rstrip(p, a, i)
+    return (<char*>p)[a:b].decode("ascii")
+_KINDS = ("primary", "image", "bintable", "table")
+
+
+cdef inline bint _fast_int(const uint8_t* p, int64_t* out) noexcept nogil:
+    """The value of card ``p`` when it is a plain integer of at most 18 characters (as the
+    tokenizer reads it: an int64 there); False for anything else."""
+    cdef Py_ssize_t lo = _lstrip(p, 10, CARD), hi = lo, i
+    cdef int64_t acc = 0
+    cdef bint neg = False
+    while hi < CARD and p[hi] != b'/':
+        hi += 1
+    hi = _rstrip(p, lo, hi)
+    if hi <= lo or hi - lo > 18:
+        return False
+    i = lo
+    if p[i] == b'+' or p[i] == b'-':
+        neg = p[i] == b'-'
+        i += 1
+    if i >= hi:
+        return False
+    while i < hi:
+        if not (b'0' <= p[i] <= b'9'):
+            return False
+        acc = acc * 10 + (p[i] - 48)
+        i += 1
+    out[0] = -acc if neg else acc
+    return True
+
+
+cdef inline int _xtension_kind(const uint8_t* p) noexcept nogil:
+    """Kind of a quoted XTENSION value without escapes (1 image, 2 bintable, 3 table), else -1."""
+    cdef Py_ssize_t lo = _lstrip(p, 10, CARD), i, a, b, n, k
+    cdef char word[9]
+    if lo >= CARD or p[lo] != b"'":
+        return -1
+    i = lo + 1
+    while i < CARD and p[i] != b"'":
+        i += 1
+    if i >= CARD or (i + 1 < CARD and p[i + 1] == b"'"):
+        return -1
+    a = _lstrip(p, lo + 1, i)
+    b = _rstrip(p, a, i)
+    n = b - a
+    if n < 5 or n > 8:
+        return -1
+    for k in range(n):
+        word[k] = p[a + k] - 32 if b'a' <= p[a + k] <= b'z' else p[a + k]
+    if n == 5 and memcmp(word, b"IMAGE", 5) == 0:
+        return 1
+    if n == 5 and memcmp(word, b"TABLE", 5) == 0:
+        return 3
+    if n == 8 and (memcmp(word, b"IUEIMAGE", 8) == 0):
+        return 1
+    if n == 8 and (memcmp(word, b"BINTABLE", 8) == 0 or memcmp(word, b"A3DTABLE", 8) == 0):
+        return 2
+    return -1
+
+
+cdef inline bint _mul(int64_t a, int64_t b, int64_t* out) noexcept nogil:
+    """a * b for 0 ≤ a, b, False when the product passes _LIMIT."""
+    if a != 0 and b > _LIMIT // a:
+        return False
+    out[0] = a * b
+    return out[0] <= _LIMIT
+
+
+cdef class HduRows:
+    """Compact per-HDU rows filled by :meth:`walk`; :meth:`fields` builds one HDU's values."""
+
+    cdef int64_t* rows
+    cdef int64_t* axes
+    cdef Py_ssize_t n, cap, naxes, axcap
+    cdef list extnames
+    # Scratch for one header: NAXISn values and the HDU that set them (first card wins).
+    cdef int64_t ax_value[MAXAXES + 1]
+    cdef int64_t ax_stamp[MAXAXES + 1]
+    cdef int64_t stamp
+
+    def __cinit__(self):
+        self.rows = NULL
+        self.axes = NULL
+        self.n = self.cap = self.naxes = self.axcap = 0
+        self.extnames = []
+        self.stamp = 0
+        cdef int k
+        for k in range(MAXAXES + 1):
+            self.ax_stamp[k] = -1
+
+    def __dealloc__(self):
+        free(self.rows)
+        free(self.axes)
+
+    def __len__(self):
+        return self.n
+
+    cdef int _grow(self, Py_ssize_t naxis) except -1:
+        cdef int64_t* p
+        cdef Py_ssize_t cap
+        if self.n >= self.cap:
+            cap = 64 if self.cap == 0 else 2 * self.cap
+            p = <int64_t*>realloc(self.rows, cap * NFIELDS * sizeof(int64_t))
+            if p == NULL:
+                raise MemoryError()
+            self.rows, self.cap = p, cap
+        if self.naxes + naxis > self.axcap:
+            cap = max(2 * self.axcap, self.naxes + naxis, 128)
+            p = <int64_t*>realloc(self.axes, cap * sizeof(int64_t))
+            if p == NULL:
+                raise MemoryError()
+            self.axes, self.axcap = p, cap
+        return 0
+
+    cdef int _describe(self, const uint8_t* base, Py_ssize_t pos, Py_ssize_t stop,
+                       Py_ssize_t index) except -2:
+        """Append the row of the HDU whose header starts at ``pos`` (and must end before
+        ``stop``); 0 when done, -1 when the careful path must describe it (nothing appended)."""
+        cdef Py_ssize_t q = pos, ncards = 0, k, end
+        cdef uint64_t key
+        cdef const uint8_t* p
+        cdef int kind = 0 if index == 0 else -1
+        cdef int64_t v, bitpix = 0, naxis = -1, pcount = 0, gcount = 1, theap = -1
+        cdef int64_t tfields = 0, extver = 0, nelem, data_size, table_bytes = 0, bp
+        cdef bint has_bitpix = False, has_pcount = False, has_gcount = False
+        cdef bint has_theap = False, has_tfields = False, has_extver = False
+        cdef bint has_xtension = False, has_zimage = False, has_groups = False
+        cdef bint has_extname = False
+        cdef Py_ssize_t extname_at = -1
+        cdef int64_t stamp
+        self.stamp += 1
+        stamp = self.stamp
+        if index == 0 and memcmp(base + pos, b"SIMPLE  =", 9) != 0:
+            return -1
+        while True:
+            if q + CARD > stop:
+                return -1  # no END: the careful path says the header never ends
+            p = base + q
+            key = _key(p)
+            if key == K_END:
+                break
+            ncards += 1
+            q += CARD
+            if p[8] != b'=':
+                continue
+            if (key >> 24) == K_NAXIS_PREFIX:
+                if key == K_NAXIS:
+                    if naxis == -1:
+                        if not _fast_int(p, &naxis):
+                            return -1
+                        if naxis < 0:
+                            return -1
+                    continue
+                # NAXISn: digits (no leading zero) then blanks
+                if not (b'1' <= p[5] <= b'9'):
+                    continue
+                v = p[5] - 48
+                k = 6
+                while k < 8 and b'0' <= p[k] <= b'9':
+                    v = v * 10 + (p[k] - 48)
+                    k += 1
+                while k < 8 and p[k] == b' ':
+                    k += 1
+                if k < 8 or self.ax_stamp[v] == stamp:
+                    continue
+                self.ax_stamp[v] = stamp
+                if not _fast_int(p, &self.ax_value[v]):
+                    self.ax_value[v] = -1  # not a plain integer: the careful path decides
+                continue
+            if key == K_BITPIX:
+                if not has_bitpix:
+                    has_bitpix = True
+                    if not _fast_int(p, &bitpix):
+                        return -1
+            elif key == K_XTENSION:
+                if not has_xtension:
+                    has_xtension = True
+                    if index > 0:
+                        kind = _xtension_kind(p)
+                        if kind < 0:
+                            return -1
+            elif key == K_PCOUNT:
+                if not has_pcount:
+                    has_pcount = True
+                    if not _fast_int(p, &pcount):
+                        return -1
+            elif key == K_GCOUNT:
+                if not has_gcount:
+                    has_gcount = True
+                    if not _fast_int(p, &gcount):
+                        return -1
+            elif key == K_EXTNAME:
+                if not has_extname:
+                    has_extname = True
+                    extname_at = q - CARD
+            elif key == K_EXTVER:
+                if not has_extver:
+                    has_extver = True
+                    if not _fast_int(p, &extver):
+                        return -1
+            elif key == K_THEAP:
+                if not has_theap:
+                    has_theap = True
+                    if not _fast_int(p, &theap):
+                        return -1
+            elif key == K_TFIELDS:
+                if not has_tfields:
+                    has_tfields = True
+                    if not _fast_int(p, &tfields):
+                        return -1
+            elif key == K_ZIMAGE:
+                has_zimage = True
+            elif key == K_GROUPS:
+                has_groups = True
+        # The header ends with the block holding END (cut short by the end of the file).
+        end = pos + ((q + CARD - pos + BLOCK - 1) // BLOCK) * BLOCK
+        if end > stop:
+            end = stop
+        if kind < 0 or not has_bitpix or naxis < 0 or naxis > MAXAXES:
+            return -1
+        if not (bitpix == 8 or bitpix == 16 or bitpix == 32 or bitpix == 64 or bitpix == -32
+                or bitpix == -64):
+            return -1
+        if kind == 2 and has_zimage:
+            return -1  # maybe tile-compressed
+        if not (0 <= pcount <= _LIMIT and 0 <= gcount <= _LIMIT):
+            return -1
+        nelem = 1
+        for k in range(1, naxis + 1):
+            if self.ax_stamp[k] != stamp or self.ax_value[k] < 0 or self.ax_value[k] > _LIMIT:
+                return -1
+            if self.ax_value[k] == 0:
+                nelem = 0
+        if index == 0 and naxis > 0 and self.ax_value[1] == 0 and has_groups:
+            return -1  # random groups
+        if naxis == 0:
+            nelem = 0
+        if nelem != 0:
+            for k in range(1, naxis + 1):
+                if not _mul(nelem, self.ax_value[k], &nelem):
+                    return -1
+        bp = (bitpix if bitpix > 0 else -bitpix) // 8
+        if pcount + nelem > _LIMIT:
+            return -1
+        if not _mul(bp, gcount, &data_size) or not _mul(data_size, pcount + nelem, &data_size):
+            return -1
+        if kind >= 2:
+            if naxis >= 2 and not _mul(self.ax_value[1], self.ax_value[2], &table_bytes):
+                return -1
+            if not has_theap:
+                theap = table_bytes
+            if theap < table_bytes and pcount:
+                return -1
+            if not 0 <= tfields <= 999:
+                return -1
+        self._grow(naxis)
+        cdef int64_t* row = self.rows + self.n * NFIELDS
+        row[F_KIND] = kind
+        row[F_HEADER] = pos
+        row[F_DATA] = end
+        row[F_SIZE] = data_size
+        row[F_BITPIX] = bitpix
+        row[F_NAXIS] = naxis
+        row[F_AXES] = self.naxes
+        for k in range(1, naxis + 1):
+            self.axes[self.naxes + k - 1] = self.ax_value[k]
+        row[F_PCOUNT] = pcount
+        row[F_GCOUNT] = gcount
+        if kind >= 2:
+            row[F_HEAP] = end + theap
+            v = table_bytes + pcount - theap
+            row[F_HEAPSIZE] = v if v > 0 else 0
+            row[F_TFIELDS] = tfields
+        else:
+            row[F_HEAP] = row[F_HEAPSIZE] = row[F_TFIELDS] = 0
+        row[F_EXTVER] = extver
+        row[F_HAS_EXTVER] = has_extver
+        row[F_NCARDS] = ncards
+        if extname_at >= 0:
+            # As the tokenizer reads it: a string (stripped) names the HDU, anything else not.
+            value = _fast_string(base + extname_at)
+            if value is None:
+                value = _parse_value_field(base + extname_at, 10, CARD)[0]
+                value = value.strip() if isinstance(value, str) else None
+            self.extnames.append(value)
+        else:
+            self.extnames.append(None)
+        self.naxes += naxis
+        self.n += 1
+        return 0
+
+    def walk(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t size, Py_ssize_t index,
+             list items):
+        """Describe the HDUs from ``pos`` (the ``index``-th HDU) on, appending each new row's
+        number to ``items``. Returns ``(pos, status)``: ``WALK_DONE`` when no HDU follows,
+        ``WALK_SLOW`` when the HDU at ``pos`` needs the careful path."""
+        cdef const uint8_t* base = &buf[0]
+        cdef Py_ssize_t end, check_end, i, data_end
+        cdef int64_t* row
+        if size > buf.shape[0]:
+            return pos, WALK_SLOW  # fewer bytes than the file claims: the careful path
+        while pos < size:
+            if index > 0 and (pos + 9 > size or memcmp(base + pos, b"XTENSION=", 9) != 0):
+                return pos, WALK_DONE  # trailing bytes after the last HDU
+            check_end = pos + (BLOCK if index == 0 else CARD)
+            if check_end > size:
+                check_end = size
+            for i in range(pos, check_end):
+                if base[i] < 32 or base[i] > 126:
+                    return pos, (WALK_SLOW if index == 0 else WALK_DONE)
+            if self._describe(base, pos, size, index) < 0:
+                return pos, WALK_SLOW
+            items.append(self.n - 1)
+            index += 1
+            row = self.rows + (self.n - 1) * NFIELDS
+            if row[F_DATA] + row[F_SIZE] > size:
+                return pos, WALK_DONE  # the data is cut short: nothing can follow
+            pos = row[F_DATA] + ((row[F_SIZE] + BLOCK - 1) // BLOCK) * BLOCK
+        return pos, WALK_DONE
+
+    def fields(self, Py_ssize_t r, Py_ssize_t index):
+        """The HduEntry fields of row ``r`` (HDU number ``index``), in declaration order up to
+        ``zcmptype``: index, kind, header_offset, data_offset, data_size, bitpix, naxes, pcount,
+        gcount, heap_offset, heap_size, extname, extver, ncards, tfields, zcmptype (None: the
+        walk never describes a tile-compressed HDU)."""
+        if not 0 <= r < self.n:
+            raise IndexError(r)
+        cdef int64_t* row = self.rows + r * NFIELDS
+        cdef int64_t* ax = self.axes + row[F_AXES]
+        naxes = tuple([ax[k] for k in range(row[F_NAXIS])])
+        return (index, _KINDS[row[F_KIND]], row[F_HEADER], row[F_DATA], row[F_SIZE],
+                row[F_BITPIX], naxes, row[F_PCOUNT], row[F_GCOUNT], row[F_HEAP], row[F_HEAPSIZE],
+                self.extnames[r], row[F_EXTVER] if row[F_HAS_EXTVER] else None, row[F_NCARDS],
+                row[F_TFIELDS], None)
+
+    def extname(self, Py_ssize_t r):
+        """EXTNAME of row ``r`` (stripped), or None."""
+        return self.extnames[r]

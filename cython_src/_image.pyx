@@ -6,6 +6,7 @@ without the GIL and writes into an output buffer the caller allocated.
 """
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy
+from cpython.ref cimport Py_INCREF
 from libc.math cimport NAN
 
 import numpy as np
@@ -136,6 +137,13 @@ cdef extern from *:
 
 cdef enum:
     PREFETCH_ROWS = 8
+
+
+cdef inline void _prefetch_run(const uint8_t* p, Py_ssize_t nbytes) noexcept nogil:
+    cdef Py_ssize_t off = 0
+    while off < nbytes:
+        TF_PREFETCH(p + off)
+        off += 64
 
 
 cdef inline int64_t _run_offset(int ndim, const int64_t* start, const int64_t* step,
@@ -291,6 +299,105 @@ def decode_region(const uint8_t[::1] src, Py_ssize_t data_offset, cnp.ndarray ou
         raise ValueError("region outside the image or the buffers")
 
 
+# -- cutout memory ----------------------------------------------------------------------------------
+# Fresh memory costs a page fault per 4 KiB page on first touch, as much as the decode of a small
+# cutout. Cutouts come from blocks that return to a bounded free list when their array dies, so
+# a loop that keeps a batch of cutouts, drops it and reads the next one reuses memory already
+# faulted in. The list holds at most POOL_BYTES; release_cutout_memory() empties it.
+from libc.stdlib cimport malloc, realloc, free
+
+cdef enum:
+    POOL_CLASSES = 8
+
+cdef struct _FreeList:
+    Py_ssize_t size
+    Py_ssize_t n
+    Py_ssize_t cap
+    void** items
+
+cdef _FreeList _pool[POOL_CLASSES]
+cdef Py_ssize_t _pool_bytes = 0
+cdef Py_ssize_t POOL_BYTES = 64 << 20
+cdef Py_ssize_t _POOL_MAX_BLOCK = 1 << 20  # bigger results are rare and plain malloc'd
+
+for _k in range(POOL_CLASSES):
+    _pool[_k].size = 0
+    _pool[_k].n = 0
+    _pool[_k].cap = 0
+    _pool[_k].items = NULL
+
+
+cdef void* _take(Py_ssize_t size) noexcept:
+    global _pool_bytes
+    cdef int k
+    for k in range(POOL_CLASSES):
+        if _pool[k].size == size and _pool[k].n > 0:
+            _pool[k].n -= 1
+            _pool_bytes -= size
+            return _pool[k].items[_pool[k].n]
+    return malloc(size)
+
+
+cdef void _give(void* ptr, Py_ssize_t size) noexcept:
+    global _pool_bytes
+    cdef int k, slot = -1
+    cdef void** grown
+    cdef Py_ssize_t cap
+    if size <= _POOL_MAX_BLOCK and _pool_bytes + size <= POOL_BYTES:
+        for k in range(POOL_CLASSES):
+            if _pool[k].size == size:
+                slot = k
+                break
+        if slot < 0:
+            for k in range(POOL_CLASSES):
+                if _pool[k].n == 0:  # an empty class takes the new size
+                    _pool[k].size = size
+                    slot = k
+                    break
+        if slot >= 0:
+            if _pool[slot].n == _pool[slot].cap:
+                cap = 64 if _pool[slot].cap == 0 else 2 * _pool[slot].cap
+                grown = <void**>realloc(_pool[slot].items, cap * sizeof(void*))
+                if grown != NULL:
+                    _pool[slot].items = grown
+                    _pool[slot].cap = cap
+            if _pool[slot].n < _pool[slot].cap:
+                _pool[slot].items[_pool[slot].n] = ptr
+                _pool[slot].n += 1
+                _pool_bytes += size
+                return
+    free(ptr)
+
+
+def release_cutout_memory():
+    """Free the memory kept for reuse by cutouts that were dropped; returns the bytes freed."""
+    global _pool_bytes
+    cdef int k
+    cdef Py_ssize_t freed = _pool_bytes
+    for k in range(POOL_CLASSES):
+        while _pool[k].n > 0:
+            _pool[k].n -= 1
+            free(_pool[k].items[_pool[k].n])
+    _pool_bytes = 0
+    return freed
+
+
+def cutout_memory_kept():
+    """Bytes of dropped cutouts kept for reuse (at most 64 MiB)."""
+    return _pool_bytes
+
+
+cdef class _CutoutMemory:
+    """Owner of one cutout's memory (the base of its array); gives it back when the array dies."""
+    cdef void* ptr
+    cdef Py_ssize_t size
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            _give(self.ptr, self.size)
+            self.ptr = NULL
+
+
 cdef class CutoutReader:
     """Rectangular cutouts of the last two axes (all leading planes) of one mapped image,
     with every per-call cost in C: clamping, allocation and the decode."""
@@ -303,6 +410,9 @@ cdef class CutoutReader:
     cdef int64_t blank
     cdef int64_t height, width
     cdef object dtype
+    cdef int typenum, out_size
+    cdef object wrap, faults, on_fault
+    cdef bint ready
     cdef tuple lead
     cdef int64_t c_shape[MAX_NDIM]
 
@@ -322,29 +432,25 @@ cdef class CutoutReader:
         self.height = shape[self.ndim - 2]
         self.width = shape[self.ndim - 1]
         self.lead = tuple(shape[:len(shape) - 2])
-        self.dtype = dtype
+        self.dtype = np.dtype(dtype)
+        self.typenum = self.dtype.num
+        self.out_size = self.dtype.itemsize
+        if self.out_size != _out_size(bitpix, mode):
+            raise ValueError(f"dtype {self.dtype} does not match BITPIX={bitpix} in mode {mode}")
         self.bscale = bscale
         self.bzero = bzero
         self.has_blank = has_blank
         self.blank = blank
+        self.ready = True
 
-    def cutout(self, int64_t x1, int64_t y1, int64_t x2, int64_t y2):
-        """``image[..., y1:y2, x1:x2]`` with coordinates clamped to the image (0-based)."""
+    cdef int _decode_scaled(self, uint8_t* out, Py_ssize_t out_len, int64_t x1, int64_t y1,
+                            int64_t nx, int64_t ny) except -1:
+        """The general N-D decode (scaled cutouts)."""
         cdef int64_t c_shape[MAX_NDIM]
         cdef int64_t c_start[MAX_NDIM]
         cdef int64_t c_step[MAX_NDIM]
         cdef int64_t c_count[MAX_NDIM]
-        cdef int k, rc = 0, n = self.ndim
-        cdef int64_t nx, ny
-        x1 = 0 if x1 < 0 else (self.width if x1 > self.width else x1)
-        x2 = 0 if x2 < 0 else (self.width if x2 > self.width else x2)
-        y1 = 0 if y1 < 0 else (self.height if y1 > self.height else y1)
-        y2 = 0 if y2 < 0 else (self.height if y2 > self.height else y2)
-        nx = x2 - x1 if x2 > x1 else 0
-        ny = y2 - y1 if y2 > y1 else 0
-        out = np.empty(self.lead + (ny, nx), self.dtype)
-        if nx == 0 or ny == 0 or out.size == 0:
-            return out
+        cdef int k, rc, n = self.ndim
         for k in range(n):
             c_shape[k] = self.c_shape[k]
             c_start[k] = 0
@@ -354,14 +460,102 @@ cdef class CutoutReader:
         c_start[n - 1] = x1
         c_count[n - 2] = ny
         c_count[n - 1] = nx
-        cdef uint8_t* d = <uint8_t*>cnp.PyArray_DATA(out)
-        cdef Py_ssize_t out_len = cnp.PyArray_NBYTES(out)
         with nogil:
             rc = _decode_nd(&self.src[0] + self.data_offset, self.src.shape[0] - self.data_offset,
-                            d, out_len, n, c_shape, c_start, c_step, c_count, self.bitpix,
+                            out, out_len, n, c_shape, c_start, c_step, c_count, self.bitpix,
                             self.mode, self.bscale, self.bzero, self.has_blank, self.blank)
         if rc != 0:
             raise ValueError("cutout outside the image or the buffer")
+        return 0
+
+    def set_result(self, wrap=None, faults=None, on_fault=None):
+        """How :meth:`read` and calls finish a cutout: ``wrap(array)`` makes the result (e.g. a
+        tensor); after the decode, ``on_fault()`` runs when ``faults()`` says a map faulted.
+        ``wrap=None`` sends calls to the subclass's ``read_subset``."""
+        self.wrap, self.faults, self.on_fault = wrap, faults, on_fault
+
+    def read(self, int64_t x1, int64_t y1, int64_t x2, int64_t y2):
+        """:meth:`cutout`, then the fault check and ``wrap`` set by :meth:`set_result`."""
+        arr = self._cut(x1, y1, x2, y2)
+        if self.faults is not None and self.faults():
+            self.on_fault()
+        return arr if self.wrap is None else self.wrap(arr)
+
+    def __call__(self, x1, y1, x2, y2, *, out=None):
+        """``read(x1, y1, x2, y2)`` once :meth:`set_result` gave a ``wrap``; otherwise (and with
+        ``out``) the subclass's ``read_subset(x1, y1, x2, y2, out=out)``."""
+        if out is None and self.wrap is not None:
+            arr = self._cut(x1, y1, x2, y2)
+            if self.faults is not None and self.faults():
+                self.on_fault()
+            return self.wrap(arr)
+        return self.read_subset(x1, y1, x2, y2, out=out)
+
+    def cutout(self, int64_t x1, int64_t y1, int64_t x2, int64_t y2):
+        """``image[..., y1:y2, x1:x2]`` with coordinates clamped to the image (0-based), as a
+        new C-contiguous array that owns its memory."""
+        return self._cut(x1, y1, x2, y2)
+
+    cdef object _cut(self, int64_t x1, int64_t y1, int64_t x2, int64_t y2):
+        cdef cnp.npy_intp dims[MAX_NDIM]
+        cdef int k, n = self.ndim, size = abs(self.bitpix) // 8
+        cdef int64_t nx, ny, total = 1, planes = 1, row_stride, plane_stride, plane, r, last
+        cdef Py_ssize_t nbytes
+        cdef uint64_t flip
+        cdef const uint8_t* s
+        cdef const uint8_t* row
+        cdef uint8_t* d
+        cdef _CutoutMemory mem
+        cdef cnp.ndarray out
+        if not self.ready:
+            raise ValueError("this reader has no uncompressed image to cut")
+        x1 = 0 if x1 < 0 else (self.width if x1 > self.width else x1)
+        x2 = 0 if x2 < 0 else (self.width if x2 > self.width else x2)
+        y1 = 0 if y1 < 0 else (self.height if y1 > self.height else y1)
+        y2 = 0 if y2 < 0 else (self.height if y2 > self.height else y2)
+        nx = x2 - x1 if x2 > x1 else 0
+        ny = y2 - y1 if y2 > y1 else 0
+        for k in range(n - 2):
+            dims[k] = self.c_shape[k]
+            planes *= self.c_shape[k]
+        dims[n - 2] = ny
+        dims[n - 1] = nx
+        total = planes * ny * nx
+        if total == 0:
+            return np.empty(self.lead + (ny, nx), self.dtype)
+        mem = _CutoutMemory.__new__(_CutoutMemory)
+        mem.size = total * self.out_size
+        mem.ptr = _take(mem.size)
+        if mem.ptr == NULL:
+            raise MemoryError()
+        if self.mode == 2:
+            self._decode_scaled(<uint8_t*>mem.ptr, mem.size, x1, y1, nx, ny)
+        else:
+            # Rows of the last two axes, plane after plane: one byte-swapping copy per row,
+            # asking for the row PREFETCH_ROWS ahead (rows lie a whole image row apart).
+            row_stride = self.width * size
+            plane_stride = self.height * row_stride
+            last = (planes - 1) * plane_stride + (y1 + ny - 1) * row_stride + (x1 + nx) * size
+            if last > self.src.shape[0] - self.data_offset:
+                raise ValueError("cutout outside the image or the buffer")
+            flip = (<uint64_t>1) << (8 * size - 1) if self.mode == 1 else 0
+            nbytes = nx * size
+            s = &self.src[0] + self.data_offset + y1 * row_stride + x1 * size
+            d = <uint8_t*>mem.ptr
+            with nogil:
+                for plane in range(planes):
+                    row = s + plane * plane_stride
+                    for r in range(ny if ny < PREFETCH_ROWS else PREFETCH_ROWS):
+                        _prefetch_run(row + r * row_stride, nbytes)
+                    for r in range(ny):
+                        if r + PREFETCH_ROWS < ny:
+                            _prefetch_run(row + PREFETCH_ROWS * row_stride, nbytes)
+                        _run_raw(row, nx, size, d, size, flip)
+                        d += nbytes
+                        row += row_stride
+        out = cnp.PyArray_SimpleNewFromData(n, dims, self.typenum, mem.ptr)
+        Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
+        cnp.PyArray_SetBaseObject(out, mem)
         return out
 
 

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .._kernels import _image
 from ..fits.block_cache import cache_root, clear_remote, remote_cache_root, usage
 from ..fits.hdu_index import cache_stats, clear_index_cache
 
@@ -182,8 +183,11 @@ def stats() -> dict[str, Any]:
 def clear_file_cache(*, data: bool = True, handles: bool = True, meta: bool = True,
                      hdu_types: bool = True, stats: bool = True, cpp: bool = True,
                      cpp_module: Any = None) -> None:
-    """Clear in-process caches selectively (``handles`` and ``cpp`` are accepted and ignored)."""
+    """Clear in-process caches selectively (``handles`` and ``cpp`` are accepted and ignored);
+    ``data`` also frees the memory kept from dropped cutouts for reuse."""
     clear_index_cache(stats=stats, entries=meta or hdu_types or data)
+    if data:
+        _image.release_cutout_memory()
 
 
 def remote_cache_usage() -> dict:
@@ -195,6 +199,7 @@ def clear_cache(*, disk: bool = False) -> None:
     """Clear in-process caches; ``disk=True`` also deletes ``cache_root()`` and the remote block
     cache (``remote_cache_root()``, which ``TORCHFITS_REMOTE_CACHE`` may put elsewhere)."""
     clear_index_cache()
+    _image.release_cutout_memory()
     if disk:
         clear_remote()
         shutil.rmtree(cache_root(), ignore_errors=True)

@@ -306,10 +306,14 @@ def _clamp(v: int, n: int) -> int:
     return 0 if v < 0 else (n if v > n else v)
 
 
-class SubsetReader:
+class SubsetReader(_image.CutoutReader):
     """An image HDU opened once for many rectangular cutouts (torchfits 1.x
     ``open_subset_reader``): the file is mapped once and each call copies only the rows the
-    cutout touches. Coordinates are 0-based, half-open, clamped to the image."""
+    cutout touches. Coordinates are 0-based, half-open, clamped to the image.
+
+    It extends the kernel's cutout reader so that the common call (a complete local file, a CPU
+    tensor, no ``out``) runs in C from the call itself: clamp, allocate, decode, fault check and
+    tensor wrap; every other call goes through :meth:`read_subset`."""
 
     def __init__(self, path: Any, hdu: Any = 0, device: Any = "cpu", *,
                  storage_options: Optional[dict] = None) -> None:
@@ -330,13 +334,13 @@ class SubsetReader:
         self._lazy = index.lazy
         self._complete = entry.data_offset + entry.data_size <= index.size
         self._lead = plan.shape[:-2]
-        if getattr(self._image, "is_compressed", False):
+        self._cut_ok = not getattr(self._image, "is_compressed", False)
+        if not self._cut_ok:
             # Tile-compressed: cutouts go through the image's tile cache (read_region).
             self._complete = False
-            self._cutouts: Any = None
         else:
-            self._cutouts = _image.CutoutReader(
-                index.source.view(), entry.data_offset, plan.bitpix, plan.mode, plan.shape,
+            _image.CutoutReader.__init__(
+                self, index.source.view(), entry.data_offset, plan.bitpix, plan.mode, plan.shape,
                 plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
                 plan.blank if plan.blank is not None else 0)
         self._fast = self._device == "cpu" and plan.dtype != np.uint64
@@ -344,6 +348,8 @@ class SubsetReader:
             from .._torch_adapter import require_torch
 
             self._from_numpy = require_torch().from_numpy
+            if self._complete and not self._lazy:
+                self.set_result(self._from_numpy, faults_seen, index.source.check)
 
     def read_subset(self, x1: int, y1: int, x2: int, y2: int, *, out: Any = None) -> Any:
         """The cutout ``[y1:y2, x1:x2]`` of the last two axes (all leading planes); with
@@ -355,7 +361,7 @@ class SubsetReader:
         if self._complete:
             if self._lazy:
                 self._image.prefetch_cutout(x1, y1, x2, y2)
-            out = self._cutouts.cutout(x1, y1, x2, y2)
+            out = self.cutout(x1, y1, x2, y2)
             if faults_seen():
                 self._image._index.source.check()
         else:
@@ -381,11 +387,9 @@ class SubsetReader:
         """Cutouts of a file cut short: the rows present read fine, the rest raise."""
         return self._image.read_region(*self._region(x1, y1, x2, y2))
 
-    __call__ = read_subset
-
     def close(self) -> None:
         self._closed = True
-        self._cutouts = None  # type: ignore[assignment]
+        self.set_result(None)  # calls now reach read_subset, which refuses
 
     def __enter__(self) -> "SubsetReader":
         return self

@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from .._kernels import _header
 from .source import ByteSource, LocalSource, faults_seen, stat_key
@@ -70,6 +70,9 @@ class HduEntry:
     ncards: int
     tfields: int
     zcmptype: Optional[str]
+    # Every structural keyword (first card of each) of an HDU described the careful way, which
+    # every tile-compressed HDU is (``image_layout`` reads ZBITPIX/ZNAXISn from it); empty for
+    # the ordinary HDUs the kernel walk describes.
     structural: dict = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -209,6 +212,45 @@ def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_s
     )
 
 
+class _Entries:
+    """The HDU entries of an index: a read-only sequence whose `HduEntry` objects are built on
+    first access from the kernel's compact rows (a cold lookup of one HDU of a many-HDU file
+    builds one entry, not all of them)."""
+
+    __slots__ = ("_items", "_rows")
+
+    def __init__(self, rows: Any) -> None:
+        self._items: list[Any] = []  # an HduEntry, or the row number of one not built yet
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self._items)))]
+        e = self._items[i]
+        if type(e) is int:
+            k = i if i >= 0 else i + len(self._items)
+            e = self._items[i] = HduEntry(*self._rows.fields(e, k))
+        return e
+
+    def __iter__(self) -> Iterator[HduEntry]:
+        for k in range(len(self._items)):
+            yield self[k]
+
+    def append(self, entry: HduEntry) -> None:
+        self._items.append(entry)
+
+    def extname(self, i: int) -> Optional[str]:
+        """EXTNAME of HDU ``i`` without building its entry."""
+        e = self._items[i]
+        return self._rows.extname(e) if type(e) is int else e.extname
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} HDU entries>"
+
+
 class HduIndex:
     """Every HDU of one file version, plus lazily parsed headers.
 
@@ -216,12 +258,16 @@ class HduIndex:
     complete HDU); it is raised when a caller asks for an HDU past the ones indexed.
     """
 
+    #: False describes every HDU in Python, one at a time: the reference the kernel walk
+    #: (``HduRows.walk``) is tested against.
+    kernel_walk: bool = True
+
     def __init__(self, path: str, key: Optional[tuple], source: ByteSource) -> None:
         self.path = path
         self.key = key
         self.source = source
         self.size = source.size
-        self.entries: list[HduEntry] = []
+        self.entries = _Entries(_header.HduRows())
         self.tail_error: Optional[str] = None
         self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
@@ -250,6 +296,7 @@ class HduIndex:
     def _build(self) -> None:
         src = self.source
         lazy = self.lazy
+        walk = self.kernel_walk and not lazy
         size = self.size
         path = self.path
         src.ensure([(0, BLOCK)])
@@ -260,48 +307,67 @@ class HduIndex:
             if not bytes(buf[:9]) == b"SIMPLE  =":
                 raise NotFitsError(f"{path}: not a FITS file (first card is not SIMPLE)")
             raise TruncatedFileError(f"{path}: truncated FITS file: {size} bytes, less than one header block")
+        rows = self.entries._rows
+        items = self.entries._items
         pos = 0
         while pos < size:
-            if lazy and self.entries:
-                src.ensure([(pos, BLOCK)])
-            if self.entries and not bytes(buf[pos:pos + 9]) == b"XTENSION=":
-                # Trailing bytes after the last HDU (zero padding, junk) are not an HDU.
+            if walk:
+                # The kernel walks every ordinary HDU in one C pass; it stops at the end of the
+                # HDUs or at one it leaves to the careful path below (errors are worded there).
+                pos, status = rows.walk(buf, pos, size, len(items), items)
+                if status == _header.WALK_DONE:
+                    break
+            nxt = self._describe_one(buf, pos, lazy)
+            if nxt is None:
                 break
-            # Binary bytes in the first block mean "not FITS"; after that, one card is enough
-            # to tell trailing junk from the next header.
-            check_end = pos + BLOCK if not self.entries else pos + 80
-            if not _header.header_is_printable(buf, pos, min(size, check_end)):
-                if not self.entries:
-                    raise NotFitsError(f"{path}: not a FITS file (binary bytes in the first header block)")
-                break
-            end = self._header_end(buf, pos, lazy)
-            if end < 0:
-                message = (
-                    f"{path}: HDU {len(self.entries)}: header never ends "
-                    f"(no END card before the end of the file: truncated or corrupt)"
-                )
-                if not self.entries:
-                    if bytes(buf[:9]) != b"SIMPLE  =":
-                        raise NotFitsError(f"{path}: not a FITS file (first card is not SIMPLE)")
-                    raise TruncatedFileError(message)
-                self.tail_error = message
-                break
-            if end > size:
-                # END found but its block is cut short: the header itself is readable.
-                end = size
-            try:
-                entry = _describe(buf, pos, end, len(self.entries), path, size)
-            except FitsError as exc:
-                if not self.entries:
-                    raise
-                # A corrupt later HDU must not take the readable ones before it down with it.
-                self.tail_error = str(exc)
-                self.tail_exception = type(exc)
-                break
-            self.entries.append(entry)
-            if entry.data_offset + entry.data_size > size:
-                break
-            pos = entry.data_offset + padded(entry.data_size)
+            pos = nxt
+
+    def _describe_one(self, buf: memoryview, pos: int, lazy: bool) -> Optional[int]:
+        """Describe the HDU at ``pos`` in Python (fetching its header first from a lazy source);
+        the offset of the next HDU, or None when indexing stops here."""
+        src = self.source
+        size = self.size
+        path = self.path
+        if lazy and self.entries:
+            src.ensure([(pos, BLOCK)])
+        if self.entries and not bytes(buf[pos:pos + 9]) == b"XTENSION=":
+            # Trailing bytes after the last HDU (zero padding, junk) are not an HDU.
+            return None
+        # Binary bytes in the first block mean "not FITS"; after that, one card is enough
+        # to tell trailing junk from the next header.
+        check_end = pos + BLOCK if not self.entries else pos + 80
+        if not _header.header_is_printable(buf, pos, min(size, check_end)):
+            if not self.entries:
+                raise NotFitsError(f"{path}: not a FITS file (binary bytes in the first header block)")
+            return None
+        end = self._header_end(buf, pos, lazy)
+        if end < 0:
+            message = (
+                f"{path}: HDU {len(self.entries)}: header never ends "
+                f"(no END card before the end of the file: truncated or corrupt)"
+            )
+            if not self.entries:
+                if bytes(buf[:9]) != b"SIMPLE  =":
+                    raise NotFitsError(f"{path}: not a FITS file (first card is not SIMPLE)")
+                raise TruncatedFileError(message)
+            self.tail_error = message
+            return None
+        if end > size:
+            # END found but its block is cut short: the header itself is readable.
+            end = size
+        try:
+            entry = _describe(buf, pos, end, len(self.entries), path, size)
+        except FitsError as exc:
+            if not self.entries:
+                raise
+            # A corrupt later HDU must not take the readable ones before it down with it.
+            self.tail_error = str(exc)
+            self.tail_exception = type(exc)
+            return None
+        self.entries.append(entry)
+        if entry.data_offset + entry.data_size > size:
+            return None
+        return entry.data_offset + padded(entry.data_size)
 
     # -- selection --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -315,9 +381,11 @@ class HduIndex:
             return self.entries[self.autodetect()]
         if isinstance(hdu, str):
             wanted = hdu.strip().upper()
-            for e in self.entries:
-                if e.extname is not None and e.extname.upper() == wanted:
-                    return e
+            entries = self.entries
+            for k in range(len(entries)):
+                name = entries.extname(k)
+                if name is not None and name.upper() == wanted:
+                    return entries[k]
             if self.tail_error:
                 raise self.tail_exception(self.tail_error)
             raise HDUNotFoundError(f"{self.path}: HDU '{hdu}' not found")

@@ -1,0 +1,125 @@
+"""The cutout kernel (``_image.CutoutReader``): every BITPIX and scaling against astropy, memory
+reused from dropped cutouts without touching kept ones, and the C call path of SubsetReader."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import torchfits
+from torchfits._kernels import _image
+
+BOXES = [(0, 0, 5, 4), (3, 2, 17, 11), (-4, -2, 3, 30), (10, 7, 100, 100), (5, 5, 5, 9),
+         (9, 3, 2, 8), (0, 0, 17, 13), (16, 12, 17, 13)]
+
+
+def _image_file(tmp_path, fits, dtype, shape=(13, 17), **cards):
+    rng = np.random.default_rng(5)
+    if np.dtype(dtype).kind == "f":
+        data = rng.standard_normal(shape).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        data = rng.integers(max(info.min, -30000), min(info.max, 30000), shape).astype(dtype)
+    hdu = fits.ImageHDU(data)
+    for k, v in cards.items():
+        hdu.header[k] = v
+    path = tmp_path / f"{np.dtype(dtype).name}_{len(shape)}.fits"
+    fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(path, overwrite=True)
+    return path
+
+
+@pytest.mark.parametrize("dtype,cards", [
+    (np.uint8, {}), (np.int16, {}), (np.int32, {}), (np.int64, {}), (np.float32, {}),
+    (np.float64, {}), (np.uint16, {}), (np.uint32, {}), (np.int16, {"BSCALE": 0.5, "BZERO": 3.0}),
+    (np.int32, {"BLANK": 7, "BSCALE": 2.0}),
+], ids=lambda v: str(v))
+@pytest.mark.parametrize("shape", [(13, 17), (3, 13, 17)], ids=["2d", "3d"])
+def test_cutouts_match_astropy(tmp_path, fits, dtype, cards, shape):
+    path = _image_file(tmp_path, fits, dtype, shape, **cards)
+    want = fits.getdata(path, 1)
+    img = torchfits.open_image(str(path), 1)
+    reader = img._cutout_reader()
+    assert reader is not None
+    for x1, y1, x2, y2 in BOXES:
+        got = reader.cutout(x1, y1, x2, y2)
+        ref = want[..., max(y1, 0):max(y2, 0), max(x1, 0):max(x2, 0)]
+        assert got.shape == ref.shape and got.flags.c_contiguous and got.flags.writeable
+        np.testing.assert_array_equal(got, ref)
+        assert got.dtype == img.dtype
+
+
+def test_dropped_cutouts_are_reused_and_kept_ones_untouched(tmp_path, fits):
+    path = _image_file(tmp_path, fits, np.float32, (64, 64))
+    want = fits.getdata(path, 1)
+    reader = torchfits.open_image(str(path), 1)._cutout_reader()
+    _image.release_cutout_memory()
+    kept = [reader.cutout(i, i, i + 16, i + 16) for i in range(20)]
+    assert _image.cutout_memory_kept() == 0
+    dropped = [reader.cutout(0, 0, 16, 16) for _ in range(10)]
+    del dropped
+    gc.collect()
+    assert _image.cutout_memory_kept() == 10 * 16 * 16 * 4
+    again = [reader.cutout(40, 40, 56, 56) for _ in range(12)]  # 10 reused, 2 fresh
+    assert _image.cutout_memory_kept() == 0
+    for i, c in enumerate(kept):
+        np.testing.assert_array_equal(c, want[i:i + 16, i:i + 16])
+    for c in again:
+        np.testing.assert_array_equal(c, want[40:56, 40:56])
+    assert len({c.__array_interface__["data"][0] for c in kept + again}) == 32
+    del again, c
+    gc.collect()
+    assert _image.release_cutout_memory() == 12 * 16 * 16 * 4
+    assert _image.cutout_memory_kept() == 0
+
+
+def test_kept_memory_is_bounded(tmp_path, fits):
+    path = _image_file(tmp_path, fits, np.float64, (1024, 1024))
+    reader = torchfits.open_image(str(path), 1)._cutout_reader()
+    _image.release_cutout_memory()
+    batch = [reader.cutout(0, 0, 512, 256) for _ in range(100)]  # 1 MiB each
+    del batch
+    gc.collect()
+    assert 0 < _image.cutout_memory_kept() <= 64 << 20
+    big = [reader.cutout(0, 0, 1024, 1024)]  # 8 MiB: larger than any block kept
+    del big
+    gc.collect()
+    assert _image.cutout_memory_kept() <= 64 << 20
+    _image.release_cutout_memory()
+
+
+def test_reader_argument_checks(tmp_path, fits):
+    path = _image_file(tmp_path, fits, np.float32)
+    reader = torchfits.open_image(str(path), 1)._cutout_reader()
+    np.testing.assert_array_equal(reader.cutout(np.int64(1), np.int32(1), 4, 4),
+                                  fits.getdata(path, 1)[1:4, 1:4])
+    with pytest.raises(ValueError, match="does not match"):
+        _image.CutoutReader(memoryview(path.read_bytes()), 2880 * 2, -32, _image.MODE_RAW, (13, 17),
+                            np.float64)
+
+
+def test_subset_reader_calls(tmp_path, fits):
+    torch = pytest.importorskip("torch")
+    path = _image_file(tmp_path, fits, np.int16, (3, 13, 17), BZERO=32768)
+    want = fits.getdata(path, 1)
+    with torchfits.open_subset_reader(str(path), 1) as r:
+        t = r(2, 3, 9, 11)
+        assert isinstance(t, torch.Tensor) and t.dtype == torch.uint16
+        np.testing.assert_array_equal(t.numpy(), want[:, 3:11, 2:9])
+        out = torch.zeros((3, 8, 7), dtype=torch.uint16)
+        assert r(2, 3, 9, 11, out=out) is out
+        np.testing.assert_array_equal(out.numpy(), want[:, 3:11, 2:9])
+        np.testing.assert_array_equal(r.read(2, 3, 9, 11).numpy(), want[:, 3:11, 2:9])
+    with pytest.raises(RuntimeError, match="closed"):
+        r(0, 0, 1, 1)
+
+
+def test_compressed_subset_reader_has_no_map_cutouts(tmp_path, fits):
+    pytest.importorskip("torch")
+    data = np.arange(40 * 30, dtype=np.int16).reshape(40, 30)
+    path = tmp_path / "c.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(data)]).writeto(path)
+    with torchfits.open_subset_reader(str(path), 1) as r:
+        np.testing.assert_array_equal(r(3, 4, 10, 20).numpy(), data[4:20, 3:10])
+        with pytest.raises(ValueError, match="no uncompressed image"):
+            r.cutout(0, 0, 2, 2)
