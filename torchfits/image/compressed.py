@@ -49,6 +49,9 @@ _MAX_RATIO = {"NOCOMPRESS": 1, "RICE_1": 1100, "GZIP_1": 1100, "GZIP_2": 1100,
 _MIN_DECODED_BOUND = 256 << 20
 # Codecs with a GIL-free many-tile kernel (one call decodes a run of tiles).
 _KERNEL_CODECS = ("RICE_1", "PLIO_1", "HCOMPRESS_1", "GZIP_1", "GZIP_2")
+# Quantised tiles are decoded this many pixels at a time (int32: 256 KiB, within L2) and
+# dequantised while still in cache.
+_SCRATCH_PIXELS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -388,10 +391,10 @@ class _TileDecoder:
                                       self.smooth)
 
     def decode_into(self, ks: np.ndarray, plan: tuple[np.ndarray, np.ndarray, np.ndarray],
-                    npix: np.ndarray, dest: np.ndarray, values: np.ndarray, ints: np.ndarray,
+                    npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
                     stop: np.ndarray) -> None:
         """Decode tiles ``ks`` (``npix[i]`` pixels each) into ``values[dest[i]:...]``, the flat
-        storage values; ``ints`` is the int32 scratch of quantised images (else ``values``).
+        storage values.
 
         The many-tile kernel takes the tiles it can; the others (no kernel, an unusual tile, a
         bad one) are decoded one by one, raising the error that names the tile. On any error
@@ -407,19 +410,18 @@ class _TileDecoder:
             if fast.size:
                 fdest = np.ascontiguousarray(dest[mask])
                 fnpix = np.ascontiguousarray(npix[mask])
-                status = self.decode_many(fast, np.ascontiguousarray(offsets[fast]),
-                                          np.ascontiguousarray(sizes[fast]), fnpix, fdest, ints, stop)
-                if (status == _gziptiles.STOPPED).any():
-                    return
-                good = status == _gziptiles.OK
-                bad = ~good
+                foff = np.ascontiguousarray(offsets[fast])
+                fsize = np.ascontiguousarray(sizes[fast])
+                if self.float_image and self.layout.quantize is not None:
+                    bad = self._decode_quantized(fast, foff, fsize, fnpix, fdest, values, stop)
+                    if bad is None:
+                        return
+                else:
+                    status = self.decode_many(fast, foff, fsize, fnpix, fdest, values, stop)
+                    if (status == _gziptiles.STOPPED).any():
+                        return
+                    bad = status != _gziptiles.OK
                 slow += [(int(k), int(d), int(n)) for k, d, n in zip(fast[bad], fdest[bad], fnpix[bad])]
-                lay = self.layout
-                if self.float_image and lay.quantize is not None and good.all():
-                    self._dequantize_many(fast, fdest, fnpix, ints, values)
-                elif self.float_image and lay.quantize is not None and good.any():
-                    self._dequantize_many(fast[good], np.ascontiguousarray(fdest[good]),
-                                          np.ascontiguousarray(fnpix[good]), ints, values)
             for k, d, n in sorted(slow):
                 if stop[0]:
                     return
@@ -428,8 +430,41 @@ class _TileDecoder:
             stop[0] = 1
             raise
 
+    def _decode_quantized(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                          npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
+                          stop: np.ndarray) -> Optional[np.ndarray]:
+        """Quantised tiles: decode a few at a time into a cache-sized int32 scratch and dequantise
+        them while they are still in cache. The mask of tiles left for the per-tile path, or
+        None when stopped."""
+        bad = np.zeros(len(ks), bool)
+        limit = max(int(npix.max()), _SCRATCH_PIXELS)
+        scratch = np.empty(limit, np.int32)
+        pos = 0
+        while pos < len(ks):
+            end = pos + 1
+            total = int(npix[pos])
+            while end < len(ks) and total + npix[end] <= limit:
+                total += int(npix[end])
+                end += 1
+            sub = slice(pos, end)
+            local = np.cumsum(npix[sub]) - npix[sub]
+            status = self.decode_many(ks[sub], offsets[sub], sizes[sub], npix[sub], local, scratch,
+                                      stop)
+            if (status == _gziptiles.STOPPED).any():
+                return None
+            good = status == _gziptiles.OK
+            bad[sub] = ~good
+            if good.all():
+                self._dequantize_many(ks[sub], dest[sub], npix[sub], scratch, values, local)
+            elif good.any():
+                self._dequantize_many(ks[sub][good], np.ascontiguousarray(dest[sub][good]),
+                                      np.ascontiguousarray(npix[sub][good]), scratch, values,
+                                      np.ascontiguousarray(local[good]))
+            pos = end
+        return bad
+
     def _dequantize_many(self, ks: np.ndarray, dest: np.ndarray, npix: np.ndarray, ints: np.ndarray,
-                         values: np.ndarray) -> None:
+                         values: np.ndarray, src: Optional[np.ndarray] = None) -> None:
         lay = self.layout
         zs = self.scalars.get("ZSCALE")
         zz = self.scalars.get("ZZERO")
@@ -438,7 +473,7 @@ class _TileDecoder:
         _quantize.dequantize_many(ints, values, dest, npix, np.ascontiguousarray(zs, np.float64),
                                   np.ascontiguousarray(zz, np.float64), np.ascontiguousarray(ks),
                                   int(lay.quantize or 0), lay.zdither0, lay.zblank is not None,
-                                  int(lay.zblank) if lay.zblank is not None else 0)
+                                  int(lay.zblank) if lay.zblank is not None else 0, src)
 
     def decode_batch(self, ks: list[int]) -> dict[int, np.ndarray]:
         """Decode several tiles (GIL-free kernel where the codec has one); tile → array."""
@@ -451,9 +486,7 @@ class _TileDecoder:
         npix = np.array([math.prod(sh) for sh in shapes], np.int64)
         dest = np.cumsum(npix) - npix
         values = np.empty(int(npix.sum()), self.storage)
-        quantized = self.float_image and self.layout.quantize is not None
-        ints = np.empty(values.size, np.int32) if quantized else values
-        self.decode_into(karr, kplan, npix, dest, values, ints, np.zeros(1, np.uint8))
+        self.decode_into(karr, kplan, npix, dest, values, np.zeros(1, np.uint8))
         return {int(k): values[d:d + n].reshape(sh) for k, sh, d, n in zip(karr, shapes, dest, npix)}
 
     def tile_shape(self, k: int) -> tuple[int, ...]:
@@ -822,12 +855,10 @@ class CompressedImage(Image):
         npix = dec.tile_sizes()
         dest = np.cumsum(npix) - npix
         total = int(npix.sum())
-        quantized = dec.float_image and lay.quantize is not None
         contiguous = self._contiguous()
         direct = contiguous and (plan.mode == 0 or (dec.float_image and plan.mode != 2)) \
             and out.dtype == dec.storage
         values = out.reshape(-1) if direct else np.empty(total, dec.storage)
-        ints = np.empty(total, np.int32) if quantized else values
         kplan = dec.kernel_plan()
         ntiles = len(npix)
         ks_all = np.arange(ntiles, dtype=np.int64)
@@ -838,7 +869,7 @@ class CompressedImage(Image):
 
         def chunk(bounds: tuple[int, int]) -> None:
             a, b = bounds
-            dec.decode_into(ks_all[a:b], kplan, npix[a:b], dest[a:b], values, ints, stop)
+            dec.decode_into(ks_all[a:b], kplan, npix[a:b], dest[a:b], values, stop)
 
         # A few chunks per thread balance cores that other work slows down.
         nchunks = max(1, min(ntiles, nthreads * 4 if nthreads > 1 else 1))
