@@ -8,7 +8,6 @@ range); a scan runs row chunks of the fragments on the shared thread pool.
 """
 from __future__ import annotations
 
-import itertools
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple, Optional, Sequence
@@ -22,7 +21,7 @@ from ..query.names import did_you_mean, resolve_columns
 from .scan import Scanner, TableSource, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 from .decode import arrow_schema
-from ..fits.threads import default_threads, run_parallel
+from ..fits.threads import default_threads, iter_parallel, run_parallel
 from ..errors import ColumnNotFoundError
 import os
 
@@ -477,20 +476,18 @@ class FitsScanner:
             yield fs, (lo, hi)
 
     def _stream(self) -> Iterator[tuple[Any, FitsFragment]]:
-        tasks = self._ramped()
+        # Tasks run ahead on the pool (a window that starts at one task and doubles up to two
+        # per thread) while the consumer — DuckDB, Polars — works on the batches already
+        # yielded: decoding overlaps consumption, memory stays bounded, and the first rows
+        # come back after the least work.
         width = max(2, 2 * default_threads()) if self._threads else 1
-        wave_size = 1
-        # waves keep memory bounded while the pool decodes several chunks at once; they start
-        # at one task and double, so the first rows come back after the least work
-        while True:
-            wave = list(itertools.islice(tasks, wave_size))
-            if not wave:
-                return
-            results = run_parallel(lambda t: t[0].run(t[1]), wave) if self._threads else [t[0].run(t[1]) for t in wave]
-            for (fs, _), batch in zip(wave, results):
-                if batch is not None:
-                    yield batch, fs.fragment
-            wave_size = min(width, 2 * wave_size)
+
+        def run(task: tuple[_FragmentScan, tuple[int, int]]) -> tuple[Any, FitsFragment]:
+            return task[0].run(task[1]), task[0].fragment
+
+        for batch, fragment in iter_parallel(run, self._ramped(), width):
+            if batch is not None:
+                yield batch, fragment
 
     def to_batches(self) -> Iterator[Any]:
         """Stream record batches (at most ``batch_size`` rows each; empty ones skipped)."""
