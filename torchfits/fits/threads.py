@@ -4,6 +4,7 @@ No OpenMP anywhere (torch ships its own runtime); parallel work goes through thi
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import deque
@@ -22,6 +23,12 @@ def default_threads() -> int:
     env = os.environ.get("TORCHFITS_THREADS")
     if env and env.isdigit() and int(env) > 0:
         return int(env)
+    return _cpu_count()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_count() -> int:
+    # os.cpu_count() reads the system each call (tens of µs): every batch of a scan asks.
     return os.cpu_count() or 1
 
 

@@ -31,7 +31,8 @@ from ..fits.paths import SourcePath, is_local_path, with_storage_options
 __all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
 
 DEFAULT_BATCH_SIZE = 131_072  # pyarrow.dataset's default
-_RAMP_FIRST = 1_024  # rows of a stream's first task (then 4×, 16×, ... up to batch_size)
+_RAMP_FIRST = 1_024  # rows of a stream's first task (then 4×, 16×, ... up to the task size)
+_TASK_BYTES = 32 << 20  # table bytes a streamed task decodes at least
 PATH_COLUMNS = ("filename", "hdu")
 _WHOLE = 1 << 62
 
@@ -451,10 +452,15 @@ class FitsScanner:
             self._scans = [_FragmentScan(f, self._plan) for f in self._fragments]
         return self._scans
 
-    def _iter_tasks(self) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
+    def _iter_tasks(self, stream: bool = False) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
         for fs in self._planned():
             planned = False
-            for r in fs.iter_ranges(self._batch_size):
+            size = self._batch_size
+            if stream:
+                # A streamed task decodes at least _TASK_BYTES of table rows (cut into
+                # batch_size batches afterwards): fewer, larger tasks cost less Python per row.
+                size = max(size, _TASK_BYTES // max(1, fs.src.entry.row_bytes))
+            for r in fs.iter_ranges(size):
                 if not planned:
                     fs.scanner  # noqa: B018 - plan here, once, not racing in the workers
                     planned = True
@@ -463,13 +469,13 @@ class FitsScanner:
     def _tasks(self) -> list[tuple[_FragmentScan, tuple[int, int]]]:
         return list(self._iter_tasks())
 
-    def _ramped(self) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
-        """The tasks, the first ones cut small and growing 4× up to ``batch_size``: a consumer
+    def _ramped(self, stream: bool = False) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
+        """The tasks, the first ones cut small and growing 4× up to their full size: a consumer
         that stops after a few rows (DuckDB's ``LIMIT n``) pays for O(n) rows, not a wave of
         full batches."""
         size = _RAMP_FIRST
-        for fs, (lo, hi) in self._iter_tasks():
-            while size < self._batch_size and hi - lo > size:
+        for fs, (lo, hi) in self._iter_tasks(stream):
+            while hi - lo > size:
                 yield fs, (lo, lo + size)
                 lo += size
                 size *= 4
@@ -481,13 +487,19 @@ class FitsScanner:
         # yielded: decoding overlaps consumption, memory stays bounded, and the first rows
         # come back after the least work.
         width = max(2, 2 * default_threads()) if self._threads else 1
+        step = self._batch_size
 
         def run(task: tuple[_FragmentScan, tuple[int, int]]) -> tuple[Any, FitsFragment]:
             return task[0].run(task[1]), task[0].fragment
 
-        for batch, fragment in iter_parallel(run, self._ramped(), width):
-            if batch is not None:
+        for batch, fragment in iter_parallel(run, self._ramped(stream=True), width):
+            if batch is None:
+                continue
+            if batch.num_rows <= step:
                 yield batch, fragment
+                continue
+            for start in range(0, batch.num_rows, step):  # zero-copy slices
+                yield batch.slice(start, step), fragment
 
     def to_batches(self) -> Iterator[Any]:
         """Stream record batches (at most ``batch_size`` rows each; empty ones skipped)."""
