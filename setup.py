@@ -7,6 +7,8 @@ from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
 EXTRA_COMPILE_ARGS = ["-O3", "-fno-strict-aliasing"]
+# C libraries a kernel links against (zlib's inflate for the batched GZIP tile decoder).
+LIBRARIES = {"_gziptiles": ["z"]}
 
 extensions = [
     Extension(
@@ -15,6 +17,7 @@ extensions = [
         include_dirs=[np.get_include(), str(HERE / "cython_src")],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=EXTRA_COMPILE_ARGS,
+        libraries=LIBRARIES.get(pyx.stem, []),
     )
     for pyx in sorted((HERE / "cython_src").glob("_*.pyx"))
 ]

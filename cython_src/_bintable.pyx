@@ -92,8 +92,8 @@ S_HIGH = FS_HIGH
 S_NFIELDS = FS_NFIELDS
 
 cdef enum:
-    BLOCK_MAX = 256     # most rows per block (the size of the row-pointer table)
-    BLOCK_BYTES = 4096  # a block of rows this big stays in L1 while every column reads it
+    BLOCK_MAX = 1024    # most rows per block (the size of the row-pointer table)
+    BLOCK_BYTES = 16384  # a block of rows this big stays in L1 (32+ KiB) while every column reads it
 
 
 ctypedef struct Blk:

@@ -58,35 +58,62 @@ def dither_seed(Py_ssize_t tile_index, long long zdither0) -> int:
     return <int>((tile_index + zdither0 - 1) % 10000)
 
 
+cdef inline void _dequant_run(const int32_t* src, Py_ssize_t n, float* o32, double* o64,
+                              const float* r, double scale, double zero, int method, int has_null,
+                              int32_t null_value) noexcept nogil:
+    # One run of pixels whose dither values are r[0..n) (r is NULL without dithering), with no
+    # branch on the method inside the loop so the compiler can vectorise it. The arithmetic is
+    # the convention's, in the same order, so results stay bit for bit those of CFITSIO.
+    cdef Py_ssize_t i
+    cdef double v
+    cdef int32_t s
+    if r == NULL:
+        if o64 != NULL:
+            for i in range(n):
+                s = src[i]
+                v = <double>s * scale + zero
+                o64[i] = NAN if has_null and s == null_value else v
+        else:
+            for i in range(n):
+                s = src[i]
+                v = <double>s * scale + zero
+                o32[i] = NAN if has_null and s == null_value else <float>v
+    elif o64 != NULL:
+        for i in range(n):
+            s = src[i]
+            v = (<double>s - r[i] + 0.5) * scale + zero
+            if method == 2 and s == C_ZERO_VALUE:
+                v = 0.0
+            o64[i] = NAN if has_null and s == null_value else v
+    else:
+        for i in range(n):
+            s = src[i]
+            v = (<double>s - r[i] + 0.5) * scale + zero
+            if method == 2 and s == C_ZERO_VALUE:
+                v = 0.0
+            o32[i] = NAN if has_null and s == null_value else <float>v
+
+
 cdef void _dequant(const int32_t* src, Py_ssize_t n, void* out, int is64, double scale,
                    double zero, int method, int iseed, int has_null, int32_t null_value) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef int nextrand = 0
-    cdef double v, r
-    cdef float* o32 = <float*>out
-    cdef double* o64 = <double*>out
-    if method != 0:
+    cdef Py_ssize_t done = 0, run
+    cdef int nextrand
+    cdef float* o32 = NULL if is64 else <float*>out
+    cdef double* o64 = <double*>out if is64 else NULL
+    if method == 0:
+        _dequant_run(src, n, o32, o64, NULL, scale, zero, 0, has_null, null_value)
+        return
+    # The dither sequence restarts at a new seed every 10,000 - start values: one run each.
+    nextrand = <int>(_rand[iseed] * 500)
+    while done < n:
+        run = min(n - done, 10000 - nextrand)
+        _dequant_run(src + done, run, NULL if is64 else o32 + done, o64 + done if is64 else NULL,
+                     &_rand[nextrand], scale, zero, method, has_null, null_value)
+        done += run
+        iseed += 1
+        if iseed == 10000:
+            iseed = 0
         nextrand = <int>(_rand[iseed] * 500)
-    for i in range(n):
-        if has_null and src[i] == null_value:
-            v = NAN
-        elif method == 2 and src[i] == C_ZERO_VALUE:
-            v = 0.0
-        elif method == 0:
-            v = <double>src[i] * scale + zero
-        else:
-            v = (<double>src[i] - _rand[nextrand] + 0.5) * scale + zero
-        if is64:
-            o64[i] = v
-        else:
-            o32[i] = <float>v
-        if method != 0:
-            nextrand += 1
-            if nextrand == 10000:
-                iseed += 1
-                if iseed == 10000:
-                    iseed = 0
-                nextrand = <int>(_rand[iseed] * 500)
 
 
 def dequantize(const int32_t[::1] src, cnp.ndarray out, double scale, double zero, int method,
@@ -184,23 +211,33 @@ def unshuffle(const uint8_t[::1] src, uint8_t[::1] out, int itemsize) -> None:
 def dequantize_many(const int32_t[::1] ints, cnp.ndarray out, const int64_t[::1] dest,
                     const int64_t[::1] npix, const double[::1] zscale, const double[::1] zzero,
                     const int64_t[::1] tile_index, int method, long long zdither0,
-                    bint has_null, int null_value) -> None:
-    """Dequantise several tiles at once: tile i occupies ``[dest[i], dest[i] + npix[i])`` of
-    both the flat int32 ``ints`` and the flat float ``out``; GIL-free."""
+                    bint has_null, int null_value, const int64_t[::1] src=None) -> None:
+    """Dequantise several tiles at once, GIL-free: tile i occupies ``[dest[i], dest[i] + npix[i])``
+    of the flat float ``out`` and the same range of the flat int32 ``ints`` — or, when ``src``
+    is given, ``[src[i], src[i] + npix[i])`` of ``ints`` (a smaller scratch buffer)."""
     cdef Py_ssize_t n = dest.shape[0], i
     cdef int is64 = out.dtype.itemsize == 8
     cdef char* o = <char*>cnp.PyArray_DATA(out)
-    cdef Py_ssize_t size = ints.shape[0]
+    cdef Py_ssize_t size = out.size, isize = ints.shape[0]
+    cdef const int64_t* sp = &dest[0] if n else NULL
     cdef int iseed
-    if out.size != size or not out.flags.c_contiguous or out.dtype.kind != "f":
-        raise ValueError("out must be a C-contiguous float array the size of ints")
+    if not out.flags.c_contiguous or out.dtype.kind != "f" or not out.flags.writeable:
+        raise ValueError("out must be a writable C-contiguous float array")
+    if src is None and size != isize:
+        raise ValueError("out must be the size of ints when src is not given")
+    if npix.shape[0] != n or zscale.shape[0] != n or zzero.shape[0] != n \
+            or tile_index.shape[0] != n or (src is not None and src.shape[0] != n):
+        raise ValueError("dest, npix, zscale, zzero, tile_index (and src) must have the same length")
+    if src is not None and n:
+        sp = &src[0]
     for i in range(n):
-        if dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > size:
+        if dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > size or sp[i] < 0 \
+                or sp[i] + npix[i] > isize:
             raise ValueError("tile range outside the buffers")
     with nogil:
         for i in range(n):
             if npix[i] == 0:
                 continue
             iseed = <int>((tile_index[i] + zdither0 - 1) % 10000) if method else 0
-            _dequant(&ints[dest[i]], npix[i], o + dest[i] * (8 if is64 else 4), is64, zscale[i],
+            _dequant(&ints[sp[i]], npix[i], o + dest[i] * (8 if is64 else 4), is64, zscale[i],
                      zzero[i], method, iseed, has_null, <int32_t>null_value)

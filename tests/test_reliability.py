@@ -19,7 +19,7 @@ import pytest
 
 import torchfits
 from torchfits.errors import FitsError, FitsIOError, TruncatedFileError
-from torchfits.fits.threads import run_parallel
+from torchfits.fits.threads import iter_parallel, run_parallel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -279,6 +279,59 @@ def test_run_parallel_joins_siblings_before_raising():
 
 def test_run_parallel_results_in_order():
     assert run_parallel(lambda i: i * i, range(50)) == [i * i for i in range(50)]
+
+
+def test_iter_parallel_in_order_and_ahead():
+    assert list(iter_parallel(lambda i: i * i, range(50), 4)) == [i * i for i in range(50)]
+    assert list(iter_parallel(lambda i: i + 1, iter(range(7)), 1)) == list(range(1, 8))
+    started = []
+    lock = threading.Lock()
+
+    def fn(i: int) -> int:
+        with lock:
+            started.append(i)
+        return i
+
+    gen = iter_parallel(fn, range(100), 8)
+    assert next(gen) == 0
+    assert started == [0]  # the window starts at one item: a consumer stopping here paid for one
+    assert [next(gen) for _ in range(5)] == [1, 2, 3, 4, 5]
+    gen.close()
+    assert len(started) <= 6 + 8  # never more than the window ahead
+
+
+def test_iter_parallel_close_and_error_join_running_items():
+    running, finished = [], []
+    lock = threading.Lock()
+
+    def fn(i: int) -> int:
+        with lock:
+            running.append(i)
+        time.sleep(0.05)
+        if i == 5:
+            raise ValueError("boom")
+        with lock:
+            finished.append(i)
+        return i
+
+    with pytest.raises(ValueError, match="boom"):
+        for _ in iter_parallel(fn, range(64), 4):
+            pass
+    snapshot = (sorted(running), sorted(finished))
+    time.sleep(0.3)
+    # Everything that started had finished (or failed) when the error arrived; nothing afterwards.
+    assert (sorted(running), sorted(finished)) == snapshot
+    assert set(snapshot[0]) - set(snapshot[1]) == {5}
+    assert len(running) < 64
+    running.clear()
+    finished.clear()
+    gen = iter_parallel(fn, range(4, -60, -1), 4)  # never reaches the failing item 5
+    for _ in range(3):
+        next(gen)
+    gen.close()
+    snapshot = (sorted(running), sorted(finished))
+    time.sleep(0.3)
+    assert (sorted(running), sorted(finished)) == snapshot and snapshot[0] == snapshot[1]
 
 
 # -- writes ----------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torchfits._kernels import _hcompress, _plio, _quantize, _rice
+from torchfits._kernels import _gziptiles, _hcompress, _plio, _quantize, _rice
 from torchfits.image.codec_registry import REGISTRY, CodecError, Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1, get_codec
 
 
@@ -170,3 +170,75 @@ def test_inflate_backend_prefers_isal():
         assert inflate_backend() is zlib
     else:
         assert inflate_backend() is isal_zlib
+
+
+def _gzip_tiles(tiles, shuffled, wbits):
+    """Deflate big-endian tiles (byte-shuffled for GZIP_2) with gzip (31) or zlib (15) framing."""
+    import zlib
+
+    blobs = []
+    for t in tiles:
+        raw = t.astype(t.dtype.newbyteorder(">")).view(np.uint8)
+        if shuffled:
+            raw = np.frombuffer(_quantize.shuffle(raw, t.dtype.itemsize), np.uint8)
+        c = zlib.compressobj(6, zlib.DEFLATED, wbits)
+        blobs.append(c.compress(raw.tobytes()) + c.flush())
+    buf = np.frombuffer(b"".join(blobs), np.uint8)
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    return buf, np.cumsum(sizes) - sizes, sizes
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.int64, np.float32, np.float64])
+@pytest.mark.parametrize("shuffled", [False, True])
+@pytest.mark.parametrize("wbits", [31, 15])
+def test_gzip_many_tile_kernel(dtype, shuffled, wbits):
+    """The batched GZIP kernel gives the native values of every tile, tiles of any size."""
+    rng = np.random.default_rng(11)
+    sizes_px = [300, 1, 77, 300, 0, 512]
+    tiles = [(rng.normal(0, 1000, n) if np.dtype(dtype).kind == "f"
+              else rng.integers(0, 200, n)).astype(dtype) for n in sizes_px]
+    buf, offsets, sizes = _gzip_tiles(tiles, shuffled, wbits)
+    npix = np.array(sizes_px, np.int64)
+    dest = np.cumsum(npix) - npix
+    out = np.empty(int(npix.sum()), dtype)
+    status = np.full(len(tiles), 9, np.uint8)
+    bad = _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, out.itemsize, shuffled,
+                                 status, np.zeros(1, np.uint8))
+    assert bad == 0 and (status == _gziptiles.OK).all()
+    assert np.array_equal(out.view(np.uint8), np.concatenate(tiles).view(np.uint8))
+
+
+def test_gzip_many_tile_kernel_reports_bad_tiles():
+    """Corrupt, truncated, out-of-bounds and wrongly sized tiles are reported one by one (the
+    others still decode); a raised stop flag skips the rest."""
+    rng = np.random.default_rng(12)
+    tiles = [rng.normal(0, 1, 200).astype(np.float32) for _ in range(6)]
+    buf, offsets, sizes = _gzip_tiles(tiles, True, 31)
+    buf = buf.copy()
+    buf[offsets[1] + 12:offsets[1] + 40] ^= 0x5A  # corrupt deflate data
+    sizes = sizes.copy()
+    sizes[2] -= 9  # truncated stream
+    offsets = offsets.copy()
+    offsets[3] = len(buf) - 4  # past the end of the buffer
+    npix = np.full(6, 200, np.int64)
+    npix[4] = 150  # inflates to more bytes than the tile holds
+    dest = np.arange(6, dtype=np.int64) * 200
+    out = np.zeros(1200, np.float32)
+    status = np.empty(6, np.uint8)
+    bad = _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, 4, True, status,
+                                 np.zeros(1, np.uint8))
+    assert list(status) == [_gziptiles.OK, _gziptiles.MISMATCH, _gziptiles.MISMATCH,
+                            _gziptiles.MISMATCH, _gziptiles.MISMATCH, _gziptiles.OK]
+    assert bad == 4
+    assert np.array_equal(out[:200], tiles[0]) and np.array_equal(out[1000:], tiles[5])
+    stopped = np.empty(6, np.uint8)
+    assert _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, 4, True, stopped,
+                                  np.ones(1, np.uint8)) == 6
+    assert (stopped == _gziptiles.STOPPED).all()
+    with pytest.raises(ValueError):
+        _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, 2, True, status,
+                               np.zeros(1, np.uint8))
+    with pytest.raises(ValueError):  # arrays of different lengths
+        _gziptiles.decode_many(buf, offsets, sizes[:3], npix, dest, out, 4, True, status,
+                               np.zeros(1, np.uint8))
+    assert _gziptiles.zlib_version()

@@ -4,12 +4,14 @@ No OpenMP anywhere (torch ships its own runtime); parallel work goes through thi
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Callable, Iterable, Optional
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any, Callable, Iterable, Iterator, Optional
 
-__all__ = ["default_threads", "get_pool", "run_parallel"]
+__all__ = ["default_threads", "get_pool", "run_parallel", "iter_parallel"]
 
 _pool: Optional[ThreadPoolExecutor] = None
 _pool_lock = threading.Lock()
@@ -21,6 +23,12 @@ def default_threads() -> int:
     env = os.environ.get("TORCHFITS_THREADS")
     if env and env.isdigit() and int(env) > 0:
         return int(env)
+    return _cpu_count()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_count() -> int:
+    # os.cpu_count() reads the system each call (tens of µs): every batch of a scan asks.
     return os.cpu_count() or 1
 
 
@@ -64,3 +72,42 @@ def run_parallel(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
             f.cancel()
         wait(futures)
         raise
+
+
+def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int) -> Iterator[Any]:
+    """Yield ``fn(item)`` for every item, in order, computing up to ``width`` items ahead on the
+    pool while the consumer works on the results already yielded.
+
+    The window starts at one item and doubles with every result taken, so a consumer that stops
+    after the first result (``LIMIT n``) pays for one item only. ``items`` is drawn lazily, from
+    the consuming thread. When an item fails, or the consumer stops (the generator is closed),
+    the items not yet started are cancelled and the running ones joined before the error (or the
+    close) returns. Called from inside a pool worker, or with ``width <= 1``, it runs serially.
+    """
+    it = iter(items)
+    if width <= 1 or getattr(_in_worker, "active", False):
+        for item in it:
+            yield fn(item)
+        return
+    pool = get_pool()
+    pending: deque[Future[Any]] = deque()
+    window = 1
+    done = False
+    try:
+        while True:
+            while not done and len(pending) < window:
+                try:
+                    item = next(it)
+                except StopIteration:
+                    done = True
+                    break
+                pending.append(pool.submit(_run_marked, fn, item))
+            if not pending:
+                return
+            result = pending.popleft().result()
+            yield result
+            window = min(width, 2 * window)
+    finally:
+        for f in pending:
+            f.cancel()
+        wait(pending)

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .._kernels import _gziptiles
 from .._kernels import _hcompress
 from .._kernels import _plio
 from .._kernels import _quantize
@@ -46,6 +47,11 @@ _CACHE_BYTES = 64 << 20
 _MAX_RATIO = {"NOCOMPRESS": 1, "RICE_1": 1100, "GZIP_1": 1100, "GZIP_2": 1100,
               "PLIO_1": 1 << 16, "HCOMPRESS_1": 1 << 16}
 _MIN_DECODED_BOUND = 256 << 20
+# Codecs with a GIL-free many-tile kernel (one call decodes a run of tiles).
+_KERNEL_CODECS = ("RICE_1", "PLIO_1", "HCOMPRESS_1", "GZIP_1", "GZIP_2")
+# Quantised tiles are decoded this many pixels at a time (int32: 256 KiB, within L2) and
+# dequantised while still in cache.
+_SCRATCH_PIXELS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -317,8 +323,7 @@ class _TileDecoder:
     def kernel_plan(self) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """For codecs with a GIL-free many-tile kernel: (usable mask, absolute offsets, sizes)."""
         lay = self.layout
-        if lay.zcmptype not in ("RICE_1", "PLIO_1", "HCOMPRESS_1") or "ZBLANK" in self.scalars \
-                or self.int_scaled:
+        if lay.zcmptype not in _KERNEL_CODECS or "ZBLANK" in self.scalars or self.int_scaled:
             return None
         if lay.zcmptype == "RICE_1" and self.codec.bytepix != (4 if self.float_image else self.storage.itemsize):
             return None
@@ -331,8 +336,37 @@ class _TileDecoder:
         return ok, self.heap_start + offset, size
 
     def decode_many(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
-                    dest: np.ndarray, out: np.ndarray) -> int:
-        """Run the codec's many-tile kernel; -1 or the position of the first failing tile."""
+                    dest: np.ndarray, out: np.ndarray, stop: np.ndarray) -> np.ndarray:
+        """Run the codec's many-tile kernel over tiles ``ks`` into the flat ``out``.
+
+        Tile i goes to ``out[dest[i]:dest[i] + npix[i]]`` (int32 for quantised images, else the
+        storage type). Returns a status per tile: ``_gziptiles.OK`` (decoded), ``MISMATCH`` (to
+        be decoded tile by tile, which reads it another way or raises the error naming it) or
+        ``STOPPED`` (not attempted: ``stop[0]`` was raised by a failing sibling chunk).
+        """
+        t = self.layout.zcmptype
+        if t in ("GZIP_1", "GZIP_2"):
+            status = np.empty(len(ks), np.uint8)
+            _gziptiles.decode_many(self.buf, offsets, sizes, npix, dest, out, out.itemsize,
+                                   t == "GZIP_2", status, stop)
+            return status
+        # The other kernels stop at the first failing tile: mark it and go on after it.
+        status = np.zeros(len(ks), np.uint8)
+        pos = 0
+        while pos < len(ks):
+            if stop[0]:
+                status[pos:] = _gziptiles.STOPPED
+                break
+            rc = self._kernel(ks[pos:], offsets[pos:], sizes[pos:], npix[pos:], dest[pos:], out)
+            if rc < 0:
+                break
+            status[pos + rc] = _gziptiles.MISMATCH
+            pos += rc + 1
+        return status
+
+    def _kernel(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
+                dest: np.ndarray, out: np.ndarray) -> int:
+        """RICE_1 / PLIO_1 / HCOMPRESS_1 kernels: -1 or the position of the first failing tile."""
         t = self.layout.zcmptype
         if t == "RICE_1":
             return _rice.decode_many(self.buf, offsets, sizes, npix, dest, out, self.codec.bytepix,
@@ -345,55 +379,115 @@ class _TileDecoder:
         # the last-axis extent of each tile (edge tiles are narrower)
         col = np.minimum(ncols, last - (ks % grid_last) * ncols)
         if np.any(col != col[0]) if col.size else False:
-            failed = -1
             for i in range(len(ks)):
                 sub = slice(i, i + 1)
                 rc = _hcompress.decode_many(self.buf, offsets[sub], sizes[sub], npix[sub] // col[i],
                                             int(col[i]), dest[sub], out, self.smooth)
                 if rc >= 0:
                     return i
-            return failed
+            return -1
         ncol = int(col[0]) if col.size else 1
         return _hcompress.decode_many(self.buf, offsets, sizes, npix // ncol, ncol, dest, out,
                                       self.smooth)
 
+    def decode_into(self, ks: np.ndarray, plan: tuple[np.ndarray, np.ndarray, np.ndarray],
+                    npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
+                    stop: np.ndarray) -> None:
+        """Decode tiles ``ks`` (``npix[i]`` pixels each) into ``values[dest[i]:...]``, the flat
+        storage values.
+
+        The many-tile kernel takes the tiles it can; the others (no kernel, an unusual tile, a
+        bad one) are decoded one by one, raising the error that names the tile. On any error
+        ``stop[0]`` is raised so sibling chunks on the pool stop early.
+        """
+        try:
+            if stop[0]:
+                return
+            usable, offsets, sizes = plan
+            mask = usable[ks]
+            fast = ks[mask]
+            slow = [(int(k), int(d), int(n)) for k, d, n in zip(ks[~mask], dest[~mask], npix[~mask])]
+            if fast.size:
+                fdest = np.ascontiguousarray(dest[mask])
+                fnpix = np.ascontiguousarray(npix[mask])
+                foff = np.ascontiguousarray(offsets[fast])
+                fsize = np.ascontiguousarray(sizes[fast])
+                if self.float_image and self.layout.quantize is not None:
+                    bad = self._decode_quantized(fast, foff, fsize, fnpix, fdest, values, stop)
+                    if bad is None:
+                        return
+                else:
+                    status = self.decode_many(fast, foff, fsize, fnpix, fdest, values, stop)
+                    if (status == _gziptiles.STOPPED).any():
+                        return
+                    bad = status != _gziptiles.OK
+                slow += [(int(k), int(d), int(n)) for k, d, n in zip(fast[bad], fdest[bad], fnpix[bad])]
+            for k, d, n in sorted(slow):
+                if stop[0]:
+                    return
+                values[d:d + n] = self.decode(k).reshape(-1)
+        except BaseException:
+            stop[0] = 1
+            raise
+
+    def _decode_quantized(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                          npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
+                          stop: np.ndarray) -> Optional[np.ndarray]:
+        """Quantised tiles: decode a few at a time into a cache-sized int32 scratch and dequantise
+        them while they are still in cache. The mask of tiles left for the per-tile path, or
+        None when stopped."""
+        bad = np.zeros(len(ks), bool)
+        limit = max(int(npix.max()), _SCRATCH_PIXELS)
+        scratch = np.empty(limit, np.int32)
+        pos = 0
+        while pos < len(ks):
+            end = pos + 1
+            total = int(npix[pos])
+            while end < len(ks) and total + npix[end] <= limit:
+                total += int(npix[end])
+                end += 1
+            sub = slice(pos, end)
+            local = np.cumsum(npix[sub]) - npix[sub]
+            status = self.decode_many(ks[sub], offsets[sub], sizes[sub], npix[sub], local, scratch,
+                                      stop)
+            if (status == _gziptiles.STOPPED).any():
+                return None
+            good = status == _gziptiles.OK
+            bad[sub] = ~good
+            if good.all():
+                self._dequantize_many(ks[sub], dest[sub], npix[sub], scratch, values, local)
+            elif good.any():
+                self._dequantize_many(ks[sub][good], np.ascontiguousarray(dest[sub][good]),
+                                      np.ascontiguousarray(npix[sub][good]), scratch, values,
+                                      np.ascontiguousarray(local[good]))
+            pos = end
+        return bad
+
+    def _dequantize_many(self, ks: np.ndarray, dest: np.ndarray, npix: np.ndarray, ints: np.ndarray,
+                         values: np.ndarray, src: Optional[np.ndarray] = None) -> None:
+        lay = self.layout
+        zs = self.scalars.get("ZSCALE")
+        zz = self.scalars.get("ZZERO")
+        zs = zs[ks] if zs is not None else np.full(ks.size, lay.zscale or 1.0)
+        zz = zz[ks] if zz is not None else np.full(ks.size, lay.zzero or 0.0)
+        _quantize.dequantize_many(ints, values, dest, npix, np.ascontiguousarray(zs, np.float64),
+                                  np.ascontiguousarray(zz, np.float64), np.ascontiguousarray(ks),
+                                  int(lay.quantize or 0), lay.zdither0, lay.zblank is not None,
+                                  int(lay.zblank) if lay.zblank is not None else 0, src)
+
     def decode_batch(self, ks: list[int]) -> dict[int, np.ndarray]:
         """Decode several tiles (GIL-free kernel where the codec has one); tile → array."""
-        result: dict[int, np.ndarray] = {}
         self.prefetch(ks)
         kplan = self.kernel_plan()
         if kplan is None or len(ks) < 2:
             return {k: self.decode(k) for k in ks}
-        usable, offsets, sizes = kplan
         karr = np.asarray(ks, np.int64)
-        fast = karr[usable[karr]]
-        for k in karr[~usable[karr]]:
-            result[int(k)] = self.decode(int(k))
-        if fast.size:
-            shapes = [self.tile_shape(int(k)) for k in fast]
-            npix = np.array([math.prod(sh) for sh in shapes], np.int64)
-            dest = np.cumsum(npix) - npix
-            lay = self.layout
-            quantized = self.float_image and lay.quantize is not None
-            values = np.empty(int(npix.sum()), self.storage)
-            ints = np.empty(values.size, np.int32) if quantized else values
-            rc = self.decode_many(fast, np.ascontiguousarray(offsets[fast]),
-                                  np.ascontiguousarray(sizes[fast]), npix, dest, ints)
-            if rc >= 0:
-                self.decode(int(fast[rc]))
-                raise CompressedTileError(f"{self.where}: tile {int(fast[rc])}: cannot be decoded")
-            if quantized:
-                zs = self.scalars.get("ZSCALE")
-                zz = self.scalars.get("ZZERO")
-                zs = zs[fast] if zs is not None else np.full(fast.size, lay.zscale or 1.0)
-                zz = zz[fast] if zz is not None else np.full(fast.size, lay.zzero or 0.0)
-                _quantize.dequantize_many(ints, values, dest, npix, np.ascontiguousarray(zs, np.float64),
-                                          np.ascontiguousarray(zz, np.float64), fast,
-                                          int(lay.quantize or 0), lay.zdither0, lay.zblank is not None,
-                                          int(lay.zblank) if lay.zblank is not None else 0)
-            for k, sh, d, n in zip(fast, shapes, dest, npix):
-                result[int(k)] = values[d:d + n].reshape(sh)
-        return result
+        shapes = [self.tile_shape(int(k)) for k in karr]
+        npix = np.array([math.prod(sh) for sh in shapes], np.int64)
+        dest = np.cumsum(npix) - npix
+        values = np.empty(int(npix.sum()), self.storage)
+        self.decode_into(karr, kplan, npix, dest, values, np.zeros(1, np.uint8))
+        return {int(k): values[d:d + n].reshape(sh) for k, sh, d, n in zip(karr, shapes, dest, npix)}
 
     def tile_shape(self, k: int) -> tuple[int, ...]:
         """The clipped shape of tile k (edge tiles are smaller)."""
@@ -761,51 +855,24 @@ class CompressedImage(Image):
         npix = dec.tile_sizes()
         dest = np.cumsum(npix) - npix
         total = int(npix.sum())
-        quantized = dec.float_image and lay.quantize is not None
         contiguous = self._contiguous()
         direct = contiguous and (plan.mode == 0 or (dec.float_image and plan.mode != 2)) \
             and out.dtype == dec.storage
         values = out.reshape(-1) if direct else np.empty(total, dec.storage)
-        ints = np.empty(total, np.int32) if quantized else values
         kplan = dec.kernel_plan()
         ntiles = len(npix)
         ks_all = np.arange(ntiles, dtype=np.int64)
-        if kplan is not None:
-            usable, offsets, sizes = kplan
-        else:
-            usable = np.zeros(ntiles, bool)
-            offsets = sizes = np.zeros(ntiles, np.int64)
-        if quantized:
-            col_scale = dec.scalars.get("ZSCALE")
-            col_zero = dec.scalars.get("ZZERO")
-            zscale = np.ascontiguousarray(col_scale if col_scale is not None
-                                          else np.full(ntiles, lay.zscale or 1.0), np.float64)
-            zzero = np.ascontiguousarray(col_zero if col_zero is not None
-                                         else np.full(ntiles, lay.zzero or 0.0), np.float64)
+        if kplan is None:
+            kplan = (np.zeros(ntiles, bool), np.zeros(ntiles, np.int64), np.zeros(ntiles, np.int64))
+        # A failing chunk raises stop[0]: the kernels of its siblings stop at their next tile.
+        stop = np.zeros(1, np.uint8)
 
         def chunk(bounds: tuple[int, int]) -> None:
             a, b = bounds
-            ks = ks_all[a:b]
-            fast = ks[usable[a:b]]
-            slow = ks[~usable[a:b]]
-            if fast.size:
-                rc = dec.decode_many(fast, np.ascontiguousarray(offsets[fast]),
-                                     np.ascontiguousarray(sizes[fast]), np.ascontiguousarray(npix[fast]),
-                                     np.ascontiguousarray(dest[fast]), ints)
-                if rc >= 0:
-                    dec.decode(int(fast[rc]))  # raises the error naming the tile
-                    raise CompressedTileError(f"{dec.where}: tile {int(fast[rc])}: cannot be decoded")
-                if quantized:
-                    _quantize.dequantize_many(ints, values, np.ascontiguousarray(dest[fast]),
-                                              np.ascontiguousarray(npix[fast]), zscale[fast], zzero[fast],
-                                              fast, int(lay.quantize or 0), lay.zdither0,
-                                              lay.zblank is not None,
-                                              int(lay.zblank) if lay.zblank is not None else 0)
-            for k in slow:
-                k = int(k)
-                values[dest[k]:dest[k] + npix[k]] = dec.decode(k).reshape(-1)
+            dec.decode_into(ks_all[a:b], kplan, npix[a:b], dest[a:b], values, stop)
 
-        nchunks = max(1, min(ntiles, nthreads if kplan is not None else nthreads * 4))
+        # A few chunks per thread balance cores that other work slows down.
+        nchunks = max(1, min(ntiles, nthreads * 4 if nthreads > 1 else 1))
         bounds = [(ntiles * i // nchunks, ntiles * (i + 1) // nchunks) for i in range(nchunks)]
         if nthreads == 1 or nchunks == 1:
             for bnd in bounds:

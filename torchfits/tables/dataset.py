@@ -8,7 +8,6 @@ range); a scan runs row chunks of the fragments on the shared thread pool.
 """
 from __future__ import annotations
 
-import itertools
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple, Optional, Sequence
@@ -22,7 +21,7 @@ from ..query.names import did_you_mean, resolve_columns
 from .scan import Scanner, TableSource, filter_error, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 from .decode import arrow_schema
-from ..fits.threads import default_threads, run_parallel
+from ..fits.threads import default_threads, iter_parallel, run_parallel
 from ..errors import ColumnNotFoundError
 import os
 
@@ -32,7 +31,8 @@ from ..fits.paths import SourcePath, is_local_path, with_storage_options
 __all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
 
 DEFAULT_BATCH_SIZE = 131_072  # pyarrow.dataset's default
-_RAMP_FIRST = 1_024  # rows of a stream's first task (then 4×, 16×, ... up to batch_size)
+_RAMP_FIRST = 1_024  # rows of a stream's first task (then 4×, 16×, ... up to the task size)
+_TASK_BYTES = 32 << 20  # table bytes a streamed task decodes at least
 PATH_COLUMNS = ("filename", "hdu")
 _WHOLE = 1 << 62
 
@@ -484,10 +484,15 @@ class FitsScanner:
             self._scans = [_FragmentScan(f, self._plan, self._decode_threads) for f in self._fragments]
         return self._scans
 
-    def _iter_tasks(self) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
+    def _iter_tasks(self, stream: bool = False) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
         for fs in self._planned():
             planned = False
-            for r in fs.iter_ranges(self._batch_size):
+            size = self._batch_size
+            if stream:
+                # A streamed task decodes at least _TASK_BYTES of table rows (cut into
+                # batch_size batches afterwards): fewer, larger tasks cost less Python per row.
+                size = max(size, _TASK_BYTES // max(1, fs.src.entry.row_bytes))
+            for r in fs.iter_ranges(size):
                 if not planned:
                     fs.scanner  # noqa: B018 - plan here, once, not racing in the workers
                     planned = True
@@ -496,33 +501,37 @@ class FitsScanner:
     def _tasks(self) -> list[tuple[_FragmentScan, tuple[int, int]]]:
         return list(self._iter_tasks())
 
-    def _ramped(self) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
-        """The tasks, the first ones cut small and growing 4× up to ``batch_size``: a consumer
+    def _ramped(self, stream: bool = False) -> Iterator[tuple[_FragmentScan, tuple[int, int]]]:
+        """The tasks, the first ones cut small and growing 4× up to their full size: a consumer
         that stops after a few rows (DuckDB's ``LIMIT n``) pays for O(n) rows, not a wave of
         full batches."""
         size = _RAMP_FIRST
-        for fs, (lo, hi) in self._iter_tasks():
-            while size < self._batch_size and hi - lo > size:
+        for fs, (lo, hi) in self._iter_tasks(stream):
+            while hi - lo > size:
                 yield fs, (lo, lo + size)
                 lo += size
                 size *= 4
             yield fs, (lo, hi)
 
     def _stream(self) -> Iterator[tuple[Any, FitsFragment]]:
-        tasks = self._ramped()
+        # Tasks run ahead on the pool (a window that starts at one task and doubles up to two
+        # per thread) while the consumer — DuckDB, Polars — works on the batches already
+        # yielded: decoding overlaps consumption, memory stays bounded, and the first rows
+        # come back after the least work.
         width = max(2, 2 * default_threads()) if self._threads else 1
-        wave_size = 1
-        # waves keep memory bounded while the pool decodes several chunks at once; they start
-        # at one task and double, so the first rows come back after the least work
-        while True:
-            wave = list(itertools.islice(tasks, wave_size))
-            if not wave:
-                return
-            results = run_parallel(lambda t: t[0].run(t[1]), wave) if self._threads else [t[0].run(t[1]) for t in wave]
-            for (fs, _), batch in zip(wave, results):
-                if batch is not None:
-                    yield batch, fs.fragment
-            wave_size = min(width, 2 * wave_size)
+        step = self._batch_size
+
+        def run(task: tuple[_FragmentScan, tuple[int, int]]) -> tuple[Any, FitsFragment]:
+            return task[0].run(task[1]), task[0].fragment
+
+        for batch, fragment in iter_parallel(run, self._ramped(stream=True), width):
+            if batch is None:
+                continue
+            if batch.num_rows <= step:
+                yield batch, fragment
+                continue
+            for start in range(0, batch.num_rows, step):  # zero-copy slices
+                yield batch.slice(start, step), fragment
 
     def to_batches(self) -> Iterator[Any]:
         """Stream record batches (at most ``batch_size`` rows each; empty ones skipped)."""

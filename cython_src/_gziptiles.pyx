@@ -1,0 +1,188 @@
+# cython: language_level=3
+"""GZIP_1 / GZIP_2 tiles of the tiled image compression convention, many per call.
+
+One GIL-free loop inflates each tile with zlib's C API (a stream reset per tile, not rebuilt),
+then byte-swaps it to native order — for GZIP_2 un-shuffling the byte planes in the same
+pass — straight into the caller's flat output. No Python object is made per tile.
+"""
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+cdef extern from "zlib.h" nogil:
+    ctypedef struct z_stream:
+        unsigned char* next_in
+        unsigned int avail_in
+        unsigned long total_in
+        unsigned char* next_out
+        unsigned int avail_out
+        unsigned long total_out
+    int inflateInit2(z_stream* strm, int window_bits)
+    int inflateReset(z_stream* strm)
+    int inflate(z_stream* strm, int flush)
+    int inflateEnd(z_stream* strm)
+    const char* zlibVersion()
+    int Z_OK
+    int Z_STREAM_END
+    int Z_FINISH
+
+cdef extern from "_swap.h" nogil:
+    void tf_swap_inplace16(uint8_t* d, size_t n, uint16_t flip)
+    void tf_swap_inplace32(uint8_t* d, size_t n, uint32_t flip)
+    void tf_swap_inplace64(uint8_t* d, size_t n, uint64_t flip)
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <stddef.h>
+    #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+    #define TF_GZ_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #define TF_GZ_CLONES
+    #endif
+    /* GZIP_2 stores byte plane j (the j-th most significant byte of every element) after plane
+       j - 1; gather the planes back into native little-endian elements. */
+    TF_GZ_CLONES static void tf_unshuffle_swap(const uint8_t *s, uint8_t *d, size_t n, int size) {
+        size_t i;
+        if (size == 2) {
+            const uint8_t *p0 = s, *p1 = s + n;
+            uint16_t *o = (uint16_t *)d;
+            for (i = 0; i < n; i++) o[i] = (uint16_t)((p0[i] << 8) | p1[i]);
+        } else if (size == 4) {
+            const uint8_t *p0 = s, *p1 = s + n, *p2 = s + 2 * n, *p3 = s + 3 * n;
+            uint32_t *o = (uint32_t *)d;
+            for (i = 0; i < n; i++)
+                o[i] = ((uint32_t)p0[i] << 24) | ((uint32_t)p1[i] << 16) | ((uint32_t)p2[i] << 8) | p3[i];
+        } else if (size == 8) {
+            uint64_t *o = (uint64_t *)d;
+            for (i = 0; i < n; i++) {
+                uint64_t v = 0;
+                for (int j = 0; j < 8; j++) v = (v << 8) | s[(size_t)j * n + i];
+                o[i] = v;
+            }
+        } else {
+            for (i = 0; i < n; i++) d[i] = s[i];
+        }
+    }
+    """
+    void tf_unshuffle_swap(const uint8_t* s, uint8_t* d, size_t n, int size) nogil
+
+# Per-tile status returned by decode_many (the caller decodes a non-zero tile the slow way,
+# which either handles it — another element size — or raises an error naming the tile).
+cdef enum:
+    C_OK = 0
+    C_MISMATCH = 1  # bad bounds, corrupt stream, or not exactly npix * itemsize bytes
+    C_STOPPED = 2  # not attempted: the stop flag was raised by another chunk
+
+OK = C_OK
+MISMATCH = C_MISMATCH
+STOPPED = C_STOPPED
+
+
+def zlib_version() -> str:
+    """The version of the zlib library the kernel is linked with."""
+    return zlibVersion().decode()
+
+
+cdef int _inflate_exact(z_stream* zs, const uint8_t* src, int64_t n, uint8_t* dst,
+                        int64_t want) noexcept nogil:
+    """Inflate one gzip- or zlib-framed stream into exactly ``want`` bytes; 0 on success."""
+    cdef int rc
+    if n > <int64_t>0xFFFFFFFF or want > <int64_t>0xFFFFFFFF:
+        return 1
+    if inflateReset(zs) != Z_OK:
+        return 1
+    zs.next_in = <unsigned char*>src
+    zs.avail_in = <unsigned int>n
+    zs.next_out = dst
+    zs.avail_out = <unsigned int>want
+    rc = inflate(zs, Z_FINISH)
+    if rc == Z_STREAM_END:
+        return 0 if zs.total_out == <unsigned long>want else 1
+    if rc < 0 or zs.avail_out != 0:
+        return 1  # corrupt or short
+    # The output is full but the stream has not ended: it would inflate to more bytes.
+    return 1
+
+
+def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
+                const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out, int itemsize,
+                bint shuffled, uint8_t[::1] status, const uint8_t[::1] stop) -> int:
+    """Decode tiles into the flat native-order array ``out`` in one GIL-free loop.
+
+    Tile i is ``sizes[i]`` bytes at ``offsets[i]`` of ``buf``, inflates to ``npix[i]`` big-endian
+    elements of ``itemsize`` bytes (byte-shuffled when ``shuffled``: GZIP_2), and is written at
+    element ``dest[i]`` of ``out``. ``status[i]`` becomes OK, MISMATCH or STOPPED; the loop
+    stops early once ``stop[0]`` is non-zero (another chunk failed). Returns the number of tiles
+    not OK.
+    """
+    cdef Py_ssize_t n = offsets.shape[0], i, j, blen = buf.shape[0]
+    cdef Py_ssize_t olen = out.size
+    cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
+    cdef const uint8_t* b = &buf[0] if blen else NULL
+    cdef int64_t want, largest = 0, bad = 0
+    cdef uint8_t* scratch = NULL
+    cdef uint8_t* target
+    cdef z_stream zs
+    if out.itemsize != itemsize or itemsize not in (1, 2, 4, 8) or not out.flags.c_contiguous \
+            or not out.flags.writeable:
+        raise ValueError("out must be a writable C-contiguous array of itemsize 1, 2, 4 or 8")
+    if sizes.shape[0] != n or npix.shape[0] != n or dest.shape[0] != n or status.shape[0] != n:
+        raise ValueError("offsets, sizes, npix, dest and status must have the same length")
+    if stop.shape[0] < 1:
+        raise ValueError("stop must hold one byte")
+    for i in range(n):
+        if npix[i] > largest:
+            largest = npix[i]
+    if shuffled and itemsize > 1 and largest > 0:
+        scratch = <uint8_t*>malloc(largest * itemsize)
+        if scratch == NULL:
+            raise MemoryError()
+    memset(&zs, 0, sizeof(zs))
+    if inflateInit2(&zs, 47) != Z_OK:  # 32 + 15: gzip or zlib framing, 32 KiB window
+        free(scratch)
+        raise MemoryError("zlib could not start an inflate stream")
+    try:
+        with nogil:
+            for i in range(n):
+                if stop[0]:
+                    for j in range(i, n):
+                        status[j] = C_STOPPED
+                    bad += n - i
+                    break
+                if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
+                        or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
+                    status[i] = C_MISMATCH
+                    bad += 1
+                    continue
+                want = npix[i] * itemsize
+                if want == 0:
+                    status[i] = C_OK
+                    continue
+                target = o + dest[i] * itemsize
+                if scratch != NULL:
+                    if _inflate_exact(&zs, b + offsets[i], sizes[i], scratch, want):
+                        status[i] = C_MISMATCH
+                        bad += 1
+                        continue
+                    tf_unshuffle_swap(scratch, target, npix[i], itemsize)
+                else:
+                    if _inflate_exact(&zs, b + offsets[i], sizes[i], target, want):
+                        status[i] = C_MISMATCH
+                        bad += 1
+                        continue
+                    if itemsize == 2:
+                        tf_swap_inplace16(target, npix[i], 0)
+                    elif itemsize == 4:
+                        tf_swap_inplace32(target, npix[i], 0)
+                    elif itemsize == 8:
+                        tf_swap_inplace64(target, npix[i], 0)
+                status[i] = C_OK
+    finally:
+        inflateEnd(&zs)
+        free(scratch)
+    return bad
