@@ -603,7 +603,8 @@ cdef class HduRows:
                 return -1
             if not has_theap:
                 theap = table_bytes
-            if theap < table_bytes and pcount:
+            # THEAP outside the rows..PCOUNT span: Python's path names the error
+            if pcount and (theap < table_bytes or theap - table_bytes > pcount):
                 return -1
             if not 0 <= tfields <= 999:
                 return -1
