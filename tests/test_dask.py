@@ -114,7 +114,7 @@ def test_meta_comes_from_the_schema_without_decoding(catalogs, monkeypatch):
     dtypes = ddf.dtypes.to_dict()
     assert dtypes["id"] == np.int64 and dtypes["mag"] == np.float32
     assert str(dtypes["flag"]) == "Int32"  # TNULL column: a nullable dtype in every partition
-    assert ddf.npartitions == NFILES
+    assert ddf.npartitions == 1  # twelve small files gathered into one ~128 MB partition
 
 
 def test_bad_arguments_raise_clear_errors(catalogs):
@@ -208,9 +208,11 @@ def test_projection_decodes_only_requested_columns_in_workers(client, catalogs, 
 
 def test_statistics_skip_files_and_give_divisions(client, catalogs, astropy_frame):
     lo, hi = 3 * NROWS + 10, 5 * NROWS - 10
-    ddf = tfd.read_table(str(catalogs), where=f"id >= {lo} AND id < {hi}")
+    ddf = tfd.read_table(str(catalogs), where=f"id >= {lo} AND id < {hi}", split_row_groups=False)
     assert ddf.npartitions == 2  # the other ten files never become tasks
     assert len(ddf) == hi - lo
+    gathered = tfd.read_table(str(catalogs), where=f"id >= {lo} AND id < {hi}")
+    assert gathered.npartitions == 1 and len(gathered) == hi - lo
     indexed = tfd.read_table(str(catalogs), index="id", split_row_groups=1000)
     assert indexed.known_divisions
     assert indexed.npartitions == NFILES * NROWS // 1000
@@ -221,6 +223,23 @@ def test_statistics_skip_files_and_give_divisions(client, catalogs, astropy_fram
     np.testing.assert_array_equal(part["ra"].to_numpy(), ref["ra"].to_numpy())
     # no sidecar: unknown divisions
     assert not tfd.read_table(str(catalogs), index="id", sidecar=False).known_divisions
+
+
+def test_small_files_gather_into_partitions_keeping_divisions(client, catalogs, astropy_frame, monkeypatch):
+    import torchfits.tables.dask_frame as dask_frame
+
+    # files of 4000 rows x ~40 bytes: a 400 kB target gathers two or three files per partition
+    monkeypatch.setattr(dask_frame, "TARGET_PARTITION_BYTES", 2 * NROWS * 45)
+    ddf = tfd.read_table(str(catalogs), index="id")
+    assert 1 < ddf.npartitions < NFILES
+    assert ddf.known_divisions and ddf.divisions[0] == 0 and ddf.divisions[-1] == NFILES * NROWS - 1
+    got = ddf.compute()
+    ref = astropy_frame.set_index("id").sort_index()
+    np.testing.assert_array_equal(got.index.to_numpy(), ref.index.to_numpy())
+    np.testing.assert_array_equal(got["mag"].to_numpy(), ref["mag"].to_numpy())
+    lo, hi = NROWS + 5, 3 * NROWS + 5
+    part = ddf.loc[lo:hi].compute()
+    np.testing.assert_array_equal(part.index.to_numpy(), np.arange(lo, hi + 1))
 
 
 def test_dataset_to_dask_dataframe(client, catalogs, astropy_frame):
@@ -374,7 +393,7 @@ def test_remote_table_urls_on_the_cluster(client, catalogs, astropy_frame, tmp_p
         assert got["mag"].tolist() == want["mag"].tolist()
         # a glob works where the server lists the directory (an HTML index page)
         globbed = tfd.read_table(f"{srv.url}/cat*.fits", columns=["id"], where="id < 10",
-                                 storage_options=_remote_options(tmp_path))
+                                 storage_options=_remote_options(tmp_path), split_row_groups=False)
         assert globbed.npartitions == NFILES
         assert sorted(globbed.compute()["id"].tolist()) == list(range(10))
 

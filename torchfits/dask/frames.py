@@ -54,8 +54,9 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
         A column to make the index. When the statistics show the partitions hold disjoint
         ranges of it, partitions are ordered by it and the divisions are known.
     split_row_groups : "auto", bool or int
-        "auto"/True: about 128 MB of decoded data per partition; False: one per file; an int:
-        at most that many rows per partition.
+        "auto"/True: about 128 MB of decoded data per partition (large files cut, small
+        consecutive files gathered); False: one per file; an int: at most that many rows per
+        partition, each within one file.
     schema : pyarrow.Schema, optional
         The schema to read into (default: the files' schemas unified by name).
     add_path_column : bool

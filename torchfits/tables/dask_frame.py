@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from .stats_index import ColumnStats
 
-__all__ = ["FragmentReader", "task_threads", "in_dask_worker", "split_ranges", "sorted_divisions",
-           "nullable_columns", "from_fragments", "TARGET_PARTITION_BYTES"]
+__all__ = ["FragmentReader", "task_threads", "in_dask_worker", "split_ranges", "group_fragments",
+           "sorted_divisions", "nullable_columns", "from_fragments", "TARGET_PARTITION_BYTES"]
 
 #: decoded bytes aimed at per partition when ``split_row_groups="auto"`` (the issue asks 64–256 MB)
 TARGET_PARTITION_BYTES = 128 << 20
@@ -64,6 +64,38 @@ def split_ranges(fragment: Any, split_row_groups: Any = "auto") -> list[tuple[in
         raise ValueError(f"split_row_groups must be 'auto', True, False or a positive int, not {split_row_groups!r}")
     cuts = _split_points(fragment, rows)
     return list(zip(cuts[:-1], cuts[1:]))
+
+
+def group_fragments(fragments: Sequence[Any], split_row_groups: Any = "auto",
+                    divisions: Optional[tuple] = None) -> tuple[list[tuple], Optional[tuple]]:
+    """Consecutive small fragments gathered into partitions of about `TARGET_PARTITION_BYTES`
+    decoded (``"auto"``/True only: False and an int keep one partition per fragment).
+
+    Many small files as many small partitions cost Dask more than they save: each task has a
+    fixed price, and a group-by over more than ~15 partitions is planned as a shuffle instead
+    of a tree reduction. Order is kept, so known ``divisions`` (one per fragment, plus the end)
+    stay true: a group's division is its first fragment's.
+    """
+    if not (split_row_groups is True or split_row_groups == "auto"):
+        return [(f,) for f in fragments], divisions
+    groups: list[tuple] = []
+    starts: list[int] = []
+    current: list[Any] = []
+    size = 0
+    for k, f in enumerate(fragments):
+        nbytes = f.num_rows * _decoded_row_bytes(f)
+        if current and size + nbytes > TARGET_PARTITION_BYTES:
+            groups.append(tuple(current))
+            current, size = [], 0
+        if not current:
+            starts.append(k)
+        current.append(f)
+        size += nbytes
+    if current:
+        groups.append(tuple(current))
+    if divisions is not None:
+        divisions = tuple(divisions[k] for k in starts) + (divisions[-1],)
+    return groups, divisions
 
 
 def _range_stats(fragment: Any, column: str) -> Optional[ColumnStats]:
@@ -197,12 +229,16 @@ class FragmentReader:
         self.arrow_strings = arrow_strings
         self.threads = threads  # decode threads per task; None: `task_threads` decides
 
-    def __call__(self, fragment: Any, columns: Optional[Sequence[str]] = None) -> Any:
+    def __call__(self, fragments: Any, columns: Optional[Sequence[str]] = None) -> Any:
+        """One partition: a fragment, or a tuple of fragments read one after the other."""
         names = [n for n in self.schema.names if n != self.index] if columns is None else list(columns)
         wanted = names + [self.index] if self.index is not None and self.index not in names else names
-        table = fragment.to_table(schema=self.schema, columns=wanted, filter=self.filter,
-                                  batch_size=max(1, fragment.num_rows), use_threads=self.use_threads,
-                                  threads=task_threads(self.threads))
+        threads = task_threads(self.threads)
+        group = fragments if isinstance(fragments, (tuple, list)) else (fragments,)
+        tables = [f.to_table(schema=self.schema, columns=wanted, filter=self.filter,
+                             batch_size=max(1, f.num_rows), use_threads=self.use_threads, threads=threads)
+                  for f in group]
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         df = arrow_to_pandas(table, self.nullable, self.arrow_strings)
         if self.index is not None:
             df = df.set_index(self.index)
@@ -226,8 +262,8 @@ class FragmentReader:
 
 def from_fragments(reader: FragmentReader, fragments: Sequence[Any], projection: Optional[Sequence[str]],
                    divisions: Optional[tuple]) -> Any:
-    """The ``dask.dataframe.from_map`` collection: one partition per fragment, ``columns=``
-    projectable, meta from the schema."""
+    """The ``dask.dataframe.from_map`` collection: one partition per element of ``fragments`` (a
+    fragment or a tuple of them), ``columns=`` projectable, meta from the schema."""
     try:
         import dask.dataframe as dd
     except ImportError as exc:  # pragma: no cover - depends on the environment

@@ -829,8 +829,9 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
             A column to use as the index; with statistics proving each partition's range is
             disjoint from the others, the divisions are known (and partitions sorted by it).
         split_row_groups : "auto", bool or int
-            "auto"/True: about 128 MB of decoded rows per partition (cut at statistics chunk
-            boundaries); False: one partition per file; an int: at most that many rows.
+            "auto"/True: about 128 MB of decoded rows per partition (large files cut at
+            statistics chunk boundaries, small consecutive files gathered into one partition);
+            False: one partition per file; an int: at most that many rows (one file each).
         use_threads : bool
             Scan a partition's row ranges on the shared thread pool (default: one after the
             other, since Dask already runs tasks in parallel).
@@ -842,7 +843,8 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         -------
         dask.dataframe.DataFrame
         """
-        from .dask_frame import FragmentReader, from_fragments, nullable_columns, sorted_divisions, split_ranges
+        from .dask_frame import (FragmentReader, from_fragments, group_fragments, nullable_columns,
+                                 sorted_divisions, split_ranges)
 
         filter = _combine(self._filter, where)
         path_columns = PATH_COLUMNS if self._add_path_column else ()
@@ -864,10 +866,11 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         divisions = None
         if index is not None and parts:
             parts, divisions = sorted_divisions(parts, index)
+        groups, divisions = group_fragments(parts, split_row_groups, divisions)
         reader = FragmentReader(self._schema, filter, index, nullable, divisions is not None, use_threads,
                                 threads=None if threads is None else operator.index(threads))
         projection = None if columns is None else [c for c in plan.projection if c != index]
-        return from_fragments(reader, parts, projection, divisions)
+        return from_fragments(reader, groups, projection, divisions)
 
     def sort_by(self, sorting: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("FitsDataset.sort_by is not supported: use "
