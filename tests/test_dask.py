@@ -6,6 +6,7 @@ NumPy for images.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -565,13 +566,11 @@ def test_to_fits_to_a_url_directory(client, tmp_path):
     url = "file://" + str(tmp_path / "up")
     paths = tfd.to_fits(ddf, url)
     assert paths == [f"{url}/part-{i:05d}.fits" for i in range(3)]
-    assert sorted(os.listdir(tmp_path / "up")) == [f"part-{i:05d}.fits" for i in range(3)]  # no sidecar
+    assert sorted(os.listdir(tmp_path / "up")) == ["_torchfits_index.json"] + [f"part-{i:05d}.fits" for i in range(3)]
     got = pd.concat([torchfits.scan(p).to_pandas() for p in paths], ignore_index=True)
     pd.testing.assert_frame_equal(got, df)
     with pytest.raises(FitsFileExistsError, match="overwrite=True"):
         tfd.to_fits(ddf, url)
-    with pytest.raises(ValueError, match="sidecar"):
-        tfd.to_fits(ddf, url, sidecar=True, overwrite=True)
     with pytest.raises(ValueError, match="http"):
         tfd.to_fits(ddf, "http://127.0.0.1:9/out")
     # an object store (memory:// lives in this process: Dask's threaded scheduler)
@@ -580,6 +579,89 @@ def test_to_fits_to_a_url_directory(client, tmp_path):
     assert len(written) == 3
     back = tfd.read_table(written).compute(scheduler="threads")
     pd.testing.assert_frame_equal(back.reset_index(drop=True), df)
+
+
+def test_remote_sidecar_skips_objects_and_goes_stale_on_rewrite(tmp_path):
+    fsspec = pytest.importorskip("fsspec")
+    df = pd.DataFrame({"id": np.arange(60, dtype=np.int64), "v": np.linspace(0, 1, 60)})
+    root = "memory://remote-sidecar/out"
+    # memory:// lives in this process: Dask's threaded scheduler, no cluster
+    written = tfd.to_fits(dd.from_pandas(df, npartitions=3), root, compute=False).compute(scheduler="threads")
+    fs = fsspec.filesystem("memory")
+    doc = json.loads(fs.cat_file("/remote-sidecar/out/_torchfits_index.json"))
+    entry = doc["files"]["part-00001.fits"]
+    assert entry["validator"] and "mtime_ns" not in entry and entry["nrows"] == 20
+
+    ds = torchfits.dataset(root + "/")  # the directory's sidecar is found beside the objects
+    assert ds.index_path == root + "/_torchfits_index.json"
+    few = tfd.read_table(root + "/", where="id >= 25 AND id < 30", split_row_groups=False)
+    assert few.npartitions == 1  # the statistics rule out the other two objects
+    assert few.compute(scheduler="threads")["id"].tolist() == list(range(25, 30))
+
+    # rewrite one object with other rows: its entry no longer matches, so it is scanned
+    other = tmp_path / "other.fits"
+    torchfits.write(str(other), pd.DataFrame({"id": np.arange(100, 120, dtype=np.int64),
+                                              "v": np.zeros(20)}))
+    fs.pipe_file("/remote-sidecar/out/part-00000.fits", other.read_bytes())
+    torchfits.clear_file_cache()  # a URL's validator is re-checked at most every 5 s (docs/remote.md)
+    late = tfd.read_table(root + "/", where="id >= 100", split_row_groups=False)
+    assert late.npartitions == 1
+    assert late.compute(scheduler="threads")["id"].tolist() == list(range(100, 120))
+    assert sorted(written) == sorted(f"{root}/part-{i:05d}.fits" for i in range(3))
+
+
+def test_to_fits_on_s3_writes_a_sidecar_of_etags(tmp_path, monkeypatch):
+    s3fs = pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        so = {"endpoint_url": f"http://{host}:{port}", "key": "testing", "secret": "testing"}
+        s3fs.S3FileSystem(skip_instance_cache=True, **so).mkdir("sidecars")
+        df = pd.DataFrame({"id": np.arange(90, dtype=np.int64), "mag": np.linspace(14, 26, 90)})
+        job = tfd.to_fits(dd.from_pandas(df, npartitions=3), "s3://sidecars/run1", storage_options=so,
+                          compute=False)
+        job.compute(scheduler="threads")
+        doc = json.loads(s3fs.S3FileSystem(skip_instance_cache=True, **so).cat_file(f"sidecars/run1/{INDEX_NAME}"))
+        assert sorted(doc["files"]) == [f"part-{i:05d}.fits" for i in range(3)]
+        assert all("etag" in e["validator"] for e in doc["files"].values())
+        ddf = tfd.read_table("s3://sidecars/run1/", where="id >= 65", storage_options=so,
+                             split_row_groups=False)
+        assert ddf.npartitions == 1  # the first two objects are ruled out by their statistics
+        assert ddf.compute(scheduler="threads")["id"].tolist() == list(range(65, 90))
+    finally:
+        server.stop()
+
+
+def test_build_index_over_urls_with_a_local_or_remote_sidecar(catalogs, tmp_path):
+    from torchfits.tables.stats_index import build_index
+
+    opts = _remote_options(tmp_path)
+    with _served(catalogs) as srv:
+        urls = [f"{srv.url}/cat{k:02d}.fits" for k in range(3)]
+        local = build_index(urls, output=str(tmp_path / "idx.json"), chunk_rows=1000, storage_options=opts)
+        with open(local, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        assert set(doc["files"]) == set(urls)  # outside the sidecar's directory: full URLs
+        assert all(e["validator"] for e in doc["files"].values())
+        lo, hi = NROWS + 10, NROWS + 20  # in the second file only
+        ds = torchfits.dataset(urls, index=local, storage_options=opts)
+        assert [f.stats is not None for f in ds.get_fragments()] == [True, True, True]
+        got = ds.to_table(filter=f"id >= {lo} AND id < {hi}", columns=["id"])
+        assert got.column("id").to_pylist() == list(range(lo, hi))
+        kept = tfd.read_table(urls, where=f"id >= {lo} AND id < {hi}", sidecar=local,
+                              storage_options=opts, split_row_groups=False)
+        assert kept.npartitions == 1
+        # the sidecar served beside the files was built locally (sizes and mtimes, no
+        # validators): found, but never trusted for URLs, so every file is scanned
+        beside = torchfits.dataset(urls, storage_options=opts)
+        assert beside.index_path == f"{srv.url}/{INDEX_NAME}"
+        assert [f.stats for f in beside.get_fragments()] == [None, None, None]
+        assert beside.to_table(filter=f"id >= {lo} AND id < {hi}").num_rows == hi - lo
+    with pytest.raises(ValueError, match="http"):
+        build_index(urls[:1], output="http://127.0.0.1:9/idx.json", storage_options=opts)
 
 
 def _slow_identity(df):

@@ -87,12 +87,9 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
 def _url_filesystem(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:
     """The fsspec file system and path of a URL ``to_fits`` writes to (object stores and the
     like: an http(s) server takes no uploads)."""
-    from ..fits.remote_source import split_storage_options
+    from ..fits.remote_source import check_writable, split_storage_options
 
-    scheme = url.split("://", 1)[0].lower()
-    if scheme in ("http", "https", "ftp", "ftps"):
-        raise ValueError(f"to_fits cannot write to {scheme}:// URLs; write to a file system or an "
-                         "object store (s3://, gs://, abfs://, ...)")
+    check_writable(url)
     try:
         import fsspec
     except ImportError:
@@ -104,12 +101,13 @@ def _url_filesystem(url: str, storage_options: Optional[dict]) -> tuple[Any, str
 
 def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
                      chunk_rows: int, storage_options: Optional[dict] = None) -> tuple[str, Optional[dict]]:
-    """Write one partition as a FITS table and return its sidecar entry (None for a URL).
+    """Write one partition as a FITS table and return its sidecar entry.
 
     A local file is written atomically (a temporary file renamed into place); a URL gets the
     file written locally first and uploaded in one request, so an object store shows it whole
-    or not at all."""
-    from ..fits.remote_source import is_url
+    or not at all. A URL's entry takes its statistics from the local copy and its identity
+    (size, ETag or modification time) from the store after the upload."""
+    from ..fits.remote_source import is_url, remote_identity
     from ..tables.stats_index import file_entry
     from ..writing.api import write
 
@@ -124,18 +122,24 @@ def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
     with tempfile.TemporaryDirectory(prefix="torchfits-to-fits-") as tmp:
         local = os.path.join(tmp, "part.fits")
         write(local, df)
+        entry = file_entry(local, 1, None, chunk_rows)
         fs.put_file(local, remote)
-    return path, None
+    entry.pop("mtime_ns", None)
+    entry.update(remote_identity(path, storage_options))
+    return path, entry
 
 
 def _finish(results: Sequence[tuple[str, Optional[dict]]], directory: str, chunk_rows: int,
-            sidecar: bool) -> list[str]:
+            sidecar: bool, storage_options: Optional[dict] = None) -> list[str]:
+    from ..fits.remote_source import is_url
     from ..tables.stats_index import INDEX_NAME, write_index_document
 
     paths = [p for p, _ in results]
     if sidecar:
-        write_index_document({p: e for p, e in results if e is not None}, os.path.join(directory, INDEX_NAME),
-                             chunk_rows)
+        target = (directory.rstrip("/") + "/" + INDEX_NAME if is_url(directory)
+                  else os.path.join(directory, INDEX_NAME))
+        write_index_document({p: e for p, e in results if e is not None}, target, chunk_rows,
+                             storage_options)
     return paths
 
 
@@ -166,8 +170,10 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
         Write the index as a column; default: when it is named or not a default range index.
     sidecar : bool, optional
         Write ``_torchfits_index.json`` (per-chunk statistics of every file) in the directory,
-        so `read_table` over it skips files and knows divisions. Default: for a local
-        directory; sidecars are local-only, so True with a URL is an error.
+        so `read_table` over it skips files and knows divisions. Default True. In a URL
+        directory the sidecar records each object's size and ETag (or modification time) as
+        the store reports them after the upload, so a later rewrite of a file makes its entry
+        stale rather than wrong.
     chunk_rows : int, optional
         Statistics granularity (default: the sidecar's default).
     compute : bool
@@ -196,10 +202,7 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
     directory = fspath(directory)
     remote = is_url(directory)
     if sidecar is None:
-        sidecar = not remote
-    elif sidecar and remote:
-        raise ValueError(f"{directory}: the statistics sidecar is written for local directories only; "
-                         "pass sidecar=False (or None) for a URL")
+        sidecar = True
     rows = DEFAULT_CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
     if rows <= 0:
         raise ValueError("chunk_rows must be > 0")
@@ -228,5 +231,6 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
     writes = [dask.delayed(_write_partition, pure=False)(part, path, overwrite, bool(write_index), rows,
                                                          storage_options if remote else None)
               for part, path in zip(parts, paths)]
-    done = dask.delayed(_finish, pure=False)(writes, directory, rows, bool(sidecar))
+    done = dask.delayed(_finish, pure=False)(writes, directory, rows, bool(sidecar),
+                                             storage_options if remote else None)
     return done.compute() if compute else done

@@ -27,7 +27,8 @@ from .mirror_source import MirroredSource
 from .source import ByteSource
 
 __all__ = ["RemoteSource", "open_remote", "check_url", "is_url", "normalize_url",
-           "split_storage_options", "validator_of", "list_remote"]
+           "split_storage_options", "validator_of", "list_remote", "read_small", "write_small",
+           "remote_identity", "check_writable"]
 
 _OUR_OPTIONS = ("allow_private_hosts", "cache", "cache_dir")
 _BLOCKED_SCHEMES = ("ftp", "ftps")
@@ -336,6 +337,50 @@ def list_remote(url: str, storage_options: Optional[dict] = None, *, glob: bool 
                 if url.split("://", 1)[0].lower() in _HTTP else "")
         raise FitsFileNotFoundError(f"no FITS files match {_redact(url)}{hint}")
     return [fs.unstrip_protocol(p) if "://" not in p else p for p in sorted(found)]
+
+
+def _guarded_fs(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:
+    _, options = split_storage_options(storage_options)
+    url = normalize_url(url)
+    allow = allow_private(storage_options)
+    check_url(url, allow)
+    return _filesystem(url, options, allow)
+
+
+def read_small(url: str, storage_options: Optional[dict] = None) -> Optional[bytes]:
+    """The whole of a small remote object (a statistics sidecar), through the guard; None when
+    the store has no such object or refuses to say (a missing key can be a 403 on S3)."""
+    fs, path = _guarded_fs(url, storage_options)
+    try:
+        return bytes(fs.cat_file(path))
+    except HttpBlockedError:
+        raise
+    except (FileNotFoundError, PermissionError, OSError) as exc:
+        _raise_blocked(exc)
+        return None
+
+
+def check_writable(url: str) -> None:
+    """Refuse a URL no upload can go to (an http(s) server takes none), before any work."""
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ("http", "https", "ftp", "ftps"):
+        raise ValueError(f"cannot write to {scheme}:// URLs ({_redact(url)}); write to a file system "
+                         "or an object store (s3://, gs://, abfs://, ...)")
+
+
+def write_small(url: str, data: bytes, storage_options: Optional[dict] = None) -> None:
+    """Upload ``data`` as the object ``url`` in one request (readers see all of it or none)."""
+    check_writable(url)
+    fs, path = _guarded_fs(url, storage_options)
+    fs.pipe_file(path, data)
+
+
+def remote_identity(url: str, storage_options: Optional[dict] = None) -> dict:
+    """What a statistics entry records of one remote object version: its size and the
+    validator `open_remote` compares (ETag, modification time, ... as the store gives them)."""
+    fs, path = _guarded_fs(url, storage_options)
+    info = fs.info(path)
+    return {"size": int(info["size"]), "validator": validator_of(info)}
 
 
 def fetch_vos(url: str, storage_options: Optional[dict] = None) -> str:

@@ -915,9 +915,10 @@ def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_
         read as nulls, integer and float columns widened; other differences raise TypeError).
     add_path_column : bool
         Add ``filename`` (string) and ``hdu`` (int32) columns; filters on them skip files.
-    index : None, False, str or os.PathLike
-        Statistics sidecar (``_torchfits_index.json``, written by ``torchfits index build``);
-        None looks for one in the directory, False uses none.
+    index : None, False, str, os.PathLike or URL
+        Statistics sidecar (``_torchfits_index.json``, written by ``torchfits index build``,
+        `build_index` or ``torchfits.dask.to_fits``); None looks for one beside the files (for
+        URLs too: one small request), False uses none.
     storage_options : dict, optional
         fsspec options for URLs (credentials, endpoint, ...) plus torchfits's remote options;
         see ``docs/remote.md``.
@@ -940,13 +941,14 @@ def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_
     if index is False:
         stats_index = None
     elif index is None:
-        # Sidecars are looked for beside local files only.
-        stats_index = find_index(names, source) if all(is_local_path(p) for p in paths) else None
+        # beside the files, local or remote (a URL costs one small request; index=False saves it)
+        stats_index = find_index(names, source, storage_options)
     else:
-        stats_index = load_index(index)
+        stats_index = load_index(index, storage_options)
     fragments = []
     for path, name, src in zip(paths, names, sources):
-        stats = stats_index.lookup(name, src.entry.index) if stats_index is not None else None
+        stats = (stats_index.lookup(name, src.entry.index, src.index.source)
+                 if stats_index is not None else None)
         fragments.append(FitsFragment(path, hdu, (0, src.nrows), schema=schema,
                                       storage_options=storage_options,
                                       add_path_column=add_path_column, stats=stats, _source=src))

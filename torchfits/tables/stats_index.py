@@ -10,10 +10,14 @@ The sidecar is one JSON file, ``_torchfits_index.json``, in the indexed director
                                       "stats": {"ra": {"min": 0.1, "max": 9.9, "nulls": 0}}},
                                      ...]}}}
 
-File keys are paths relative to the sidecar's directory (``/`` separated). ``min``/``max`` are
-JSON numbers, booleans or strings, or null when unknown (all values null or NaN, or an
-infinity, which JSON cannot hold). A file whose size or modification time differs from the
-entry is stale: its statistics are ignored and it is scanned in full.
+File keys are paths relative to the sidecar's directory (``/`` separated; a file elsewhere is
+keyed by its full path or URL). ``min``/``max`` are JSON numbers, booleans or strings, or null
+when unknown (all values null or NaN, or an infinity, which JSON cannot hold). A local file
+whose size or modification time differs from the entry is stale: its statistics are ignored and
+it is scanned in full. A remote file (an fsspec URL) is identified instead by its size and its
+``validator`` (ETag, modification time, ... as the store reports them, what the remote byte
+source compares too); an entry without a validator is never trusted for a URL. A sidecar can
+itself live at a URL, beside remote files.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from ..errors import FitsError
 from ..query import expr as _expr
 
 __all__ = ["INDEX_NAME", "ColumnStats", "ChunkStats", "FileStats", "StatsIndex", "build_index",
@@ -103,12 +108,22 @@ def _chunk_stats(batch: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _file_entry(path: str, hdu: Any, columns: Optional[Sequence[str]], chunk_rows: int) -> dict[str, Any]:
+def _identity(path: Any, src: Any) -> dict[str, Any]:
+    """How an entry recognises this version of the file: size and mtime for a local file,
+    size and the byte source's validator for a remote one."""
+    if _is_remote(path):
+        byte_source = src.index.source
+        return {"size": int(byte_source.size), "validator": dict(getattr(byte_source, "validator", None) or {})}
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _file_entry(path: Any, hdu: Any, columns: Optional[Sequence[str]], chunk_rows: int) -> dict[str, Any]:
     from .scan import TableSource
     from .decode import DecodeOptions, arrow_schema
 
-    st = os.stat(path)
     src = TableSource.open(path, hdu)
+    identity = _identity(path, src)
     schema = arrow_schema(src.specs, metadata=False)
     if columns is None:
         chosen = [f.name for f in schema if _indexable(f.type)]
@@ -122,19 +137,19 @@ def _file_entry(path: str, hdu: Any, columns: Optional[Sequence[str]], chunk_row
             batch = src.decode(columns=chosen, row_range=(start, stop), options=DecodeOptions(threads=1))
             stats = _chunk_stats(batch)
         chunks.append({"start": start, "stop": stop, "stats": stats})
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "hdu": src.entry.index,
-            "nrows": src.nrows, "chunks": chunks}
+    return dict(identity, hdu=src.entry.index, nrows=src.nrows, chunks=chunks)
 
 
 def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] = None,
                 chunk_rows: int = DEFAULT_CHUNK_ROWS, output: Any = None,
-                progress: Optional[bool] = False) -> str:
+                progress: Optional[bool] = False, storage_options: Optional[dict] = None) -> str:
     """Compute per-chunk statistics of the table HDU of every file and write the sidecar.
 
     Parameters
     ----------
-    source : str, os.PathLike, glob or list
-        A directory (its ``*.fit*`` files), files or a glob.
+    source : str, os.PathLike, glob, URL or list
+        A directory (its ``*.fit*`` files), files or a glob; or fsspec URLs (a remote glob or
+        directory where the store lists), read through the remote byte sources.
     hdu : int or str
         The table HDU (index or EXTNAME) to index in every file.
     columns : list of str, optional
@@ -142,27 +157,34 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
         column.
     chunk_rows : int
         Rows per chunk: the granularity at which scans can skip rows.
-    output : str or os.PathLike, optional
+    output : str, os.PathLike or URL, optional
         Where to write the sidecar; default ``_torchfits_index.json`` in the directory (for a
-        directory source) or next to the first file.
+        directory source) or next to the first file. A URL is uploaded in one request (an
+        object store or another fsspec file system that takes writes).
+    storage_options : dict, optional
+        fsspec options for URL sources and a URL ``output`` (see docs/remote.md).
 
     Returns
     -------
     str
-        The path of the sidecar written.
+        The path or URL of the sidecar written.
     """
-    from ..fits.paths import fspath
+    from ..fits.paths import fspath, with_storage_options
     from .scan import resolve_sources
     from ..fits.threads import run_parallel
 
     if isinstance(chunk_rows, bool) or int(chunk_rows) <= 0:
         raise ValueError("chunk_rows must be > 0")
-    paths = resolve_sources(source)
+    paths = resolve_sources(with_storage_options(source, storage_options))
+    names = [_name_of(p) for p in paths]
     if output is None:
-        base = fspath(source) if not isinstance(source, (list, tuple)) else ""
-        directory = base if base and os.path.isdir(base) else os.path.dirname(os.path.abspath(paths[0]))
-        output = os.path.join(directory, INDEX_NAME)
+        candidates = _sidecar_candidates(names, source)
+        output = candidates[0] if candidates else INDEX_NAME
     output = fspath(output)
+    if _is_remote(output):
+        from ..fits.remote_source import check_writable
+
+        check_writable(output)  # before the work, not after it
     from .._progress import progress_bar
 
     with progress_bar(total=len(paths), desc="index build", enabled=progress, unit="file") as bar:
@@ -172,7 +194,7 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
             return e
 
         entries = run_parallel(entry, paths)
-    return write_index_document(dict(zip(paths, entries)), output, int(chunk_rows))
+    return write_index_document(dict(zip(names, entries)), output, int(chunk_rows), storage_options)
 
 
 def file_entry(path: str, hdu: Any = 1, columns: Optional[Sequence[str]] = None,
@@ -182,16 +204,24 @@ def file_entry(path: str, hdu: Any = 1, columns: Optional[Sequence[str]] = None,
     return _file_entry(path, hdu, columns, int(chunk_rows))
 
 
-def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, chunk_rows: int) -> str:
-    """Write the sidecar ``output`` from file entries keyed by file path (atomically)."""
+def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, chunk_rows: int,
+                         storage_options: Optional[dict] = None) -> str:
+    """Write the sidecar ``output`` from file entries keyed by file path or URL (atomically: a
+    local file is renamed into place, a URL is one upload)."""
     from ..fits.paths import fspath
 
     output = fspath(output)
-    root = os.path.dirname(os.path.abspath(output))
+    root = _directory_of(output)
     files = {_key(p, root): dict(e) for p, e in entries.items()}
     document = {"format": FORMAT, "version": VERSION, "chunk_rows": int(chunk_rows),
                 "columns": sorted({c for e in files.values() for ch in e["chunks"] for c in ch["stats"]}),
                 "files": files}
+    if _is_remote(output):
+        from ..fits.remote_source import write_small
+
+        write_small(output, json.dumps(document, allow_nan=False, separators=(",", ":")).encode(),
+                    storage_options)
+        return output
     tmp = output + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(document, fh, allow_nan=False, separators=(",", ":"))
@@ -199,7 +229,40 @@ def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, 
     return output
 
 
+def _is_remote(path: Any) -> bool:
+    from ..fits.paths import SourcePath
+    from ..fits.remote_source import is_url
+
+    return isinstance(path, SourcePath) or (isinstance(path, str) and is_url(path))
+
+
+def _name_of(path: Any) -> str:
+    """A source's name in a sidecar: its path, or its URL."""
+    from ..fits.paths import SourcePath, fspath
+
+    return path.url if isinstance(path, SourcePath) else fspath(path)
+
+
+def _comparable_url(url: str) -> str:
+    """A URL spelled one way (``memory:///a`` and ``memory://a`` name one object)."""
+    scheme, _, rest = url.partition("://")
+    return scheme.lower() + "://" + rest.lstrip("/")
+
+
+def _directory_of(path: str) -> str:
+    if _is_remote(path):
+        return _comparable_url(path).rsplit("/", 1)[0]
+    return os.path.dirname(os.path.abspath(path))
+
+
 def _key(path: str, root: str) -> str:
+    """``path`` relative to the sidecar's directory ``root`` (either may be a URL); the full
+    path or URL when it does not lie below it."""
+    if _is_remote(path) or _is_remote(root):
+        if not (_is_remote(path) and _is_remote(root)):
+            return _comparable_url(path) if _is_remote(path) else os.path.abspath(path)
+        full, prefix = _comparable_url(path), root.rstrip("/") + "/"
+        return full[len(prefix):] if full.startswith(prefix) else full
     return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
 
 
@@ -211,7 +274,7 @@ class StatsIndex:
         if document.get("format") != FORMAT or document.get("version") != VERSION:
             raise ValueError(f"{path}: not a torchfits index (format/version mismatch)")
         self.path = path
-        self.root = os.path.dirname(os.path.abspath(path))
+        self.root = _directory_of(path)
         self.chunk_rows = int(document.get("chunk_rows", DEFAULT_CHUNK_ROWS))
         self.columns = list(document.get("columns", []))
         self._files: dict[str, Any] = dict(document.get("files", {}))
@@ -219,17 +282,26 @@ class StatsIndex:
     def __len__(self) -> int:
         return len(self._files)
 
-    def lookup(self, path: str, hdu_index: int) -> Optional[FileStats]:
-        """The statistics of ``path``'s HDU ``hdu_index``, or None if absent or stale."""
+    def lookup(self, path: str, hdu_index: int, byte_source: Any = None) -> Optional[FileStats]:
+        """The statistics of ``path``'s HDU ``hdu_index``, or None if absent or stale.
+
+        For a URL, ``byte_source`` is the open remote source, whose size and validator must be
+        the entry's (no request is made here)."""
         entry = self._files.get(_key(path, self.root))
         if entry is None or entry.get("hdu") != hdu_index:
             return None
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        if st.st_size != entry.get("size") or st.st_mtime_ns != entry.get("mtime_ns"):
-            return None  # the file changed since the index was built
+        if _is_remote(path):
+            validator = getattr(byte_source, "validator", None)
+            if (not validator or entry.get("validator") != validator
+                    or entry.get("size") != getattr(byte_source, "size", None)):
+                return None  # another version of the object, or one that cannot be told apart
+        else:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            if st.st_size != entry.get("size") or st.st_mtime_ns != entry.get("mtime_ns"):
+                return None  # the file changed since the index was built
         chunks = [ChunkStats(int(c["start"]), int(c["stop"]),
                              {k: ColumnStats(v.get("min"), v.get("max"), int(v.get("nulls", 0)))
                               for k, v in c.get("stats", {}).items()})
@@ -261,29 +333,57 @@ def _summarise(chunks: Sequence[ChunkStats]) -> dict[str, ColumnStats]:
     return out
 
 
-def load_index(path: Any) -> StatsIndex:
-    """Read a sidecar written by :func:`build_index`."""
-    from ..fits.paths import fspath
+def load_index(path: Any, storage_options: Optional[dict] = None) -> StatsIndex:
+    """Read a sidecar written by :func:`build_index` (a local path or a URL)."""
+    from ..fits.paths import SourcePath, fspath
 
+    if isinstance(path, SourcePath):
+        path, storage_options = path.url, dict(path.storage_options or {}, **(storage_options or {}))
     path = fspath(path)
+    if _is_remote(path):
+        from ..fits.remote_source import read_small
+
+        data = read_small(path, storage_options)
+        if data is None:
+            raise FileNotFoundError(f"no statistics sidecar at {path}")
+        return StatsIndex(path, json.loads(data))
     with open(path, encoding="utf-8") as fh:
         return StatsIndex(path, json.load(fh))
 
 
-def find_index(paths: Iterable[str], source: Any) -> Optional[StatsIndex]:
-    """The sidecar that applies by default: in the source directory, or in the directory of the
-    first file; None when there is none (or it cannot be read)."""
-    from ..fits.paths import fspath
+def _sidecar_candidates(names: Sequence[str], source: Any) -> list[str]:
+    """Where the default sidecar of these sources is: the source directory (a local directory,
+    or a remote directory or glob), then the directory of the first file."""
+    from ..fits.paths import SourcePath, fspath
 
     candidates = []
-    if not isinstance(source, (list, tuple)):
-        text = fspath(source)
-        if os.path.isdir(text):
+    if not isinstance(source, (list, tuple)) and source is not None:
+        text = source.url if isinstance(source, SourcePath) else fspath(source)
+        if _is_remote(text):
+            if text.endswith("/") or any(ch in text.partition("://")[2] for ch in "*?["):
+                candidates.append(text.rsplit("/", 1)[0] + "/" + INDEX_NAME)
+        elif os.path.isdir(text):
             candidates.append(os.path.join(text, INDEX_NAME))
-    for p in paths:
-        candidates.append(os.path.join(os.path.dirname(os.path.abspath(p)), INDEX_NAME))
-        break
-    for c in candidates:
+    for p in names[:1]:
+        if _is_remote(p):
+            candidates.append(p.rsplit("/", 1)[0] + "/" + INDEX_NAME)
+        else:
+            candidates.append(os.path.join(os.path.dirname(os.path.abspath(p)), INDEX_NAME))
+    return list(dict.fromkeys(candidates))
+
+
+def find_index(paths: Iterable[str], source: Any, storage_options: Optional[dict] = None) -> Optional[StatsIndex]:
+    """The sidecar that applies by default: in the source directory, or in the directory of the
+    first file, local or remote (one small request); None when there is none (or it cannot be
+    read)."""
+    for c in _sidecar_candidates(list(paths), source):
+        if _is_remote(c):
+            try:
+                return load_index(c, storage_options)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, FitsError):
+                return None
         if os.path.isfile(c):
             try:
                 return load_index(c)
