@@ -26,7 +26,7 @@ from ..errors import ColumnNotFoundError
 import os
 
 from ..fits.aliases import HduArg, SourceArg
-from ..fits.paths import SourcePath, is_local_path, with_storage_options
+from ..fits.paths import SourcePath, with_storage_options
 
 __all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
 
