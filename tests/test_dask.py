@@ -243,6 +243,22 @@ def test_small_files_gather_into_partitions_keeping_divisions(client, catalogs, 
     np.testing.assert_array_equal(part.index.to_numpy(), np.arange(lo, hi + 1))
 
 
+def test_fragment_tokens_name_file_version_and_rows(tmp_path):
+    from dask.base import tokenize
+
+    path = tmp_path / "t.fits"
+    torchfits.write(str(path), {"a": np.arange(100, dtype=np.int64)})
+    frag = next(torchfits.dataset(str(path)).get_fragments())
+    again = next(torchfits.dataset(str(path)).get_fragments())
+    assert tokenize(frag) == tokenize(again)
+    halves = frag.split(50)
+    assert tokenize(halves[0]) != tokenize(halves[1]) != tokenize(frag)
+    torchfits.write(str(path), {"a": np.arange(100, 200, dtype=np.int64)}, overwrite=True)
+    os.utime(path, ns=(1, 1))  # another version, whatever the clock's resolution
+    rewritten = next(torchfits.dataset(str(path)).get_fragments())
+    assert tokenize(rewritten) != tokenize(frag)
+
+
 def test_dataset_to_dask_dataframe(client, catalogs, astropy_frame):
     ds = torchfits.dataset(str(catalogs), add_path_column=True).filter("band == 'g'")
     ddf = ds.to_dask_dataframe(columns=["mag", "filename"])
