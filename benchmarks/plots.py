@@ -23,12 +23,18 @@ def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", words).strip("_")[:40] or "section"
 
 
+_SECONDS = re.compile(r"^([0-9]*\.?[0-9]+)\s*s\b")
+
+
 def _number(cell: str) -> float | None:
-    text = cell.strip().replace(",", "").replace("×", "")
+    """A cell's value in ms: a plain number (ms), or ``0.166 s (...)`` (seconds, converted)."""
+    text = cell.strip().replace(",", "").replace("×", "").replace("*", "")
     try:
         return float(text)
     except ValueError:
-        return None
+        pass
+    seconds = _SECONDS.match(text)
+    return float(seconds.group(1)) * 1000.0 if seconds else None
 
 
 def parse_sections(page: str) -> dict[str, list[tuple[str, list[str], list[float]]]]:
