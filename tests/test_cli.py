@@ -395,6 +395,22 @@ def test_index_build(samples, capsys, tmp_path):
     assert run(capsys, "index", "build", cats, "-e", "CATALOG", "--overwrite")[0] == 0
 
 
+def test_index_build_over_urls_writes_beside_them(samples, capsys):
+    fsspec = pytest.importorskip("fsspec")
+    _, _, catalog = samples
+    fs = fsspec.filesystem("memory")
+    for k in range(2):
+        fs.pipe_file(f"/clicats/c{k}.fits", Path(catalog).read_bytes())
+    code, out, _ = run(capsys, "index", "build", "memory://clicats/*.fits", "-c", "ra", "--json")
+    (rec,) = json.loads(out)
+    assert code == 0 and rec["index"] == "memory://clicats/_torchfits_index.json" and rec["files"] == 2
+    code, _, err = run(capsys, "index", "build", "memory://clicats/*.fits")
+    assert code == 2 and "--overwrite" in one_line_error(err)[0]
+    assert run(capsys, "index", "build", "memory://clicats/*.fits", "--overwrite")[0] == 0
+    ds = torchfits.dataset("memory://clicats/*.fits")
+    assert all(f.stats is not None for f in ds.get_fragments())
+
+
 # -- sql ----------------------------------------------------------------------------------------
 @pytest.fixture
 def cats(samples, tmp_path):

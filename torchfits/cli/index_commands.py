@@ -3,18 +3,17 @@ row chunks (format: `torchfits.tables.stats_index`)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any, Callable
 
-from .common import UsageError, check_outputs, emit, format_options, hdus, progress_enabled, progress_options
+from .common import UsageError, emit, format_options, hdus, progress_enabled, progress_options
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Run ``torchfits index <action>``; only ``build`` exists."""
     from ..fits.metadata import read_colnames
     from ..tables.scan import resolve_sources
-    from ..tables.stats_index import INDEX_NAME, build_index, load_index
+    from ..tables.stats_index import build_index, default_sidecar, load_index, sidecar_exists
 
     if args.index_command != "build":
         raise UsageError("expected an action: build")
@@ -35,12 +34,9 @@ def cmd_index(args: argparse.Namespace) -> int:
             missing = [c for c in columns if c not in read_colnames(path, hdu)]
             if missing:
                 raise UsageError(f"{path}: no column {', '.join(map(repr, missing))} in HDU {hdu}")
-    if args.out:
-        check_outputs([args.out], args.overwrite)
-    elif not args.overwrite:
-        first = source if isinstance(source, str) and os.path.isdir(source) else os.path.dirname(
-            os.path.abspath(paths[0]))
-        check_outputs([os.path.join(first, INDEX_NAME)], False)
+    target = args.out or default_sidecar(source, paths)
+    if not args.overwrite and sidecar_exists(target):  # a URL sidecar is asked for once
+        raise UsageError(f"{target}: output exists (use --overwrite to replace it)")
     path = build_index(source, hdu, columns=columns, chunk_rows=args.chunk_rows, output=args.out,
                        progress=progress_enabled(args))
     index = load_index(path)
@@ -59,11 +55,13 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     p = sub.add_parser("index", help="statistics sidecars for datasets (index build DIR)")
     actions = p.add_subparsers(dest="index_command", metavar="ACTION")
     b = actions.add_parser("build", help="write _torchfits_index.json: per-chunk min/max/null counts")
-    b.add_argument("source", nargs="+", help="directory, files or glob")
+    b.add_argument("source", nargs="+", help="directory, files, glob or URLs (a remote glob or directory "
+                   "where the store lists)")
     b.add_argument("-e", "--hdu", default="1", help="table HDU index or EXTNAME (default 1)")
     b.add_argument("-c", "--columns", help="comma-separated columns (default: every scalar column)")
     b.add_argument("--chunk-rows", type=int, default=65_536, help="rows per statistics chunk")
-    b.add_argument("-o", "--out", help="sidecar path (default: DIR/_torchfits_index.json)")
+    b.add_argument("-o", "--out", help="sidecar path or URL (default: DIR/_torchfits_index.json, "
+                   "beside remote files for URLs)")
     b.add_argument("--overwrite", action="store_true", help="replace an existing sidecar")
     format_options(b)
     progress_options(b)

@@ -33,7 +33,8 @@ from ..errors import FitsError
 from ..query import expr as _expr
 
 __all__ = ["INDEX_NAME", "ColumnStats", "ChunkStats", "FileStats", "StatsIndex", "build_index",
-           "load_index", "find_index", "may_match", "file_entry", "write_index_document"]
+           "load_index", "find_index", "default_sidecar", "sidecar_exists", "may_match", "file_entry",
+           "write_index_document"]
 
 INDEX_NAME = "_torchfits_index.json"
 FORMAT = "torchfits-index"
@@ -178,8 +179,7 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
     paths = resolve_sources(with_storage_options(source, storage_options))
     names = [_name_of(p) for p in paths]
     if output is None:
-        candidates = _sidecar_candidates(names, source)
-        output = candidates[0] if candidates else INDEX_NAME
+        output = default_sidecar(source, paths)
     output = fspath(output)
     if _is_remote(output):
         from ..fits.remote_source import check_writable
@@ -370,6 +370,21 @@ def _sidecar_candidates(names: Sequence[str], source: Any) -> list[str]:
         else:
             candidates.append(os.path.join(os.path.dirname(os.path.abspath(p)), INDEX_NAME))
     return list(dict.fromkeys(candidates))
+
+
+def default_sidecar(source: Any, paths: Sequence[Any]) -> str:
+    """Where `build_index` writes by default for these resolved ``paths`` of ``source``."""
+    candidates = _sidecar_candidates([_name_of(p) for p in paths], source)
+    return candidates[0] if candidates else INDEX_NAME
+
+
+def sidecar_exists(path: str, storage_options: Optional[dict] = None) -> bool:
+    """Whether a sidecar is already at ``path`` (a local path or a URL)."""
+    if _is_remote(path):
+        from ..fits.remote_source import read_small
+
+        return read_small(path, storage_options) is not None
+    return os.path.exists(path)
 
 
 def find_index(paths: Iterable[str], source: Any, storage_options: Optional[dict] = None) -> Optional[StatsIndex]:
