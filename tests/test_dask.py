@@ -627,28 +627,21 @@ def test_remote_sidecar_skips_objects_and_goes_stale_on_rewrite(tmp_path):
 
 
 def test_to_fits_on_s3_writes_a_sidecar_of_etags(tmp_path, monkeypatch):
-    s3fs = pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        so = {"endpoint_url": f"http://{host}:{port}", "key": "testing", "secret": "testing"}
-        s3fs.S3FileSystem(skip_instance_cache=True, **so).mkdir("sidecars")
+    from _s3_server import moto_s3, s3_filesystem
+
+    with moto_s3(monkeypatch) as so:
+        s3_filesystem(so).mkdir("sidecars")
         df = pd.DataFrame({"id": np.arange(90, dtype=np.int64), "mag": np.linspace(14, 26, 90)})
         job = tfd.to_fits(dd.from_pandas(df, npartitions=3), "s3://sidecars/run1", storage_options=so,
                           compute=False)
         job.compute(scheduler="threads")
-        doc = json.loads(s3fs.S3FileSystem(skip_instance_cache=True, **so).cat_file(f"sidecars/run1/{INDEX_NAME}"))
+        doc = json.loads(s3_filesystem(so).cat_file(f"sidecars/run1/{INDEX_NAME}"))
         assert sorted(doc["files"]) == [f"part-{i:05d}.fits" for i in range(3)]
         assert all("etag" in e["validator"] for e in doc["files"].values())
         ddf = tfd.read_table("s3://sidecars/run1/", where="id >= 65", storage_options=so,
                              split_row_groups=False)
         assert ddf.npartitions == 1  # the first two objects are ruled out by their statistics
         assert ddf.compute(scheduler="threads")["id"].tolist() == list(range(65, 90))
-    finally:
-        server.stop()
 
 
 def test_build_index_over_urls_with_a_local_or_remote_sidecar(catalogs, tmp_path):

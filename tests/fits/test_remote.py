@@ -244,16 +244,11 @@ def test_vos_short_forms_normalise_and_name_the_extra():
 
 
 def test_s3_through_moto_server(served, monkeypatch):
-    s3fs = pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
+    from _s3_server import moto_s3, s3_filesystem
+
     root, img, _ = served
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        so = {"endpoint_url": f"http://{host}:{port}", "key": "testing", "secret": "testing"}
-        fs = s3fs.S3FileSystem(skip_instance_cache=True, **so)
+    with moto_s3(monkeypatch) as so:
+        fs = s3_filesystem(so)
         fs.mkdir("tfbucket")
         fs.put(os.path.join(root, "mef.fits"), "tfbucket/mef.fits")
         url = "s3://tfbucket/mef.fits"
@@ -261,8 +256,6 @@ def test_s3_through_moto_server(served, monkeypatch):
         t = scan(url, "CAT", columns=["id"], row_slice=(10, 20), storage_options=so).to_table()
         assert t.column("id").to_pylist() == list(range(10, 20))
         assert dataset("s3://tfbucket/*.fits", "CAT", storage_options=so).count_rows() == 200_000
-    finally:
-        server.stop()
 
 
 def test_vos_reads_through_the_client_once(served, monkeypatch, tmp_path):
