@@ -912,7 +912,7 @@ for _name in dir(pds.Dataset):
 del _name
 
 
-_SCHEMAS: "OrderedDict[tuple, pa.Schema]" = OrderedDict()
+_SCHEMAS: "OrderedDict[tuple[str, Any, int], pa.Schema]" = OrderedDict()
 _SCHEMAS_LOCK = threading.Lock()
 
 
