@@ -1,4 +1,5 @@
-"""Shared fixtures: optional oracles behind importorskip, and an isolated cache directory."""
+"""Shared fixtures: optional oracles behind importorskip, an isolated cache directory, and the
+isolation the remote-read tests share."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,21 @@ def _isolated_cache_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TORCHFITS_CACHE_DIR", str(root))
     monkeypatch.setenv("TORCHFITS_REMOTE_CACHE", str(root / "remote"))
     monkeypatch.setenv("TORCHFITS_SAMPLE_CACHE", str(root / "samples"))
+
+
+@pytest.fixture
+def isolated_remote(tmp_path, monkeypatch):
+    """Remote reads with a private cache directory, no ambient permission for private hosts or
+    credentials from the environment, and an empty open-file cache before and after."""
+    import torchfits
+
+    monkeypatch.setenv("TORCHFITS_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("TORCHFITS_ALLOW_PRIVATE_HOSTS", "TORCHFITS_HTTP_TOKEN",
+                 "TORCHFITS_HTTP_AUTHORIZATION"):
+        monkeypatch.delenv(name, raising=False)
+    torchfits.clear_file_cache()
+    yield
+    torchfits.clear_file_cache()
 
 
 @pytest.fixture

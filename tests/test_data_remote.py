@@ -15,7 +15,6 @@ pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 fits = pytest.importorskip("astropy.io.fits")
 
-import torchfits  # noqa: E402
 from torchfits.data import (  # noqa: E402
     FitsCutoutDataset,
     FitsImageDataset,
@@ -29,18 +28,10 @@ from torchfits.errors import HttpBlockedError  # noqa: E402
 
 from _http_server import FileServer  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+              pytest.mark.usefixtures("isolated_remote")]
 LOCAL = {"allow_private_hosts": True}
 HAS_FORK = "fork" in mp.get_all_start_methods()
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHFITS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TORCHFITS_ALLOW_PRIVATE_HOSTS", raising=False)
-    torchfits.clear_file_cache()
-    yield
-    torchfits.clear_file_cache()
 
 
 @pytest.fixture(scope="module")

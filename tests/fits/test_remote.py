@@ -20,18 +20,8 @@ from torchfits.image.plain import open_image, read_numpy  # noqa: E402
 
 from _http_server import FileServer  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("isolated_remote")
 LOCAL = {"allow_private_hosts": True}
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHFITS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TORCHFITS_ALLOW_PRIVATE_HOSTS", raising=False)
-    monkeypatch.delenv("TORCHFITS_HTTP_TOKEN", raising=False)
-    monkeypatch.delenv("TORCHFITS_HTTP_AUTHORIZATION", raising=False)
-    torchfits.clear_file_cache()
-    yield
-    torchfits.clear_file_cache()
 
 
 @pytest.fixture(scope="module")
