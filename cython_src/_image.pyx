@@ -408,7 +408,7 @@ cdef class CutoutReader:
     cdef double bscale, bzero
     cdef bint has_blank
     cdef int64_t blank
-    cdef int64_t height, width
+    cdef int64_t height, width, planes
     cdef object dtype
     cdef int typenum, out_size
     cdef object wrap, faults, on_fault
@@ -427,8 +427,11 @@ cdef class CutoutReader:
         self.bitpix = bitpix
         self.mode = mode
         self.ndim = len(shape)
+        self.planes = 1
         for k in range(self.ndim):
             self.c_shape[k] = shape[k]
+            if k < self.ndim - 2:
+                self.planes *= shape[k]
         self.height = shape[self.ndim - 2]
         self.width = shape[self.ndim - 1]
         self.lead = tuple(shape[:len(shape) - 2])
@@ -444,13 +447,14 @@ cdef class CutoutReader:
         self.ready = True
 
     cdef int _decode_scaled(self, uint8_t* out, Py_ssize_t out_len, int64_t x1, int64_t y1,
-                            int64_t nx, int64_t ny) except -1:
-        """The general N-D decode (scaled cutouts)."""
+                            int64_t nx, int64_t ny) noexcept nogil:
+        """The general N-D decode (scaled cutouts); 0, or -1 when the box does not fit."""
         cdef int64_t c_shape[MAX_NDIM]
         cdef int64_t c_start[MAX_NDIM]
         cdef int64_t c_step[MAX_NDIM]
         cdef int64_t c_count[MAX_NDIM]
-        cdef int k, rc, n = self.ndim
+        cdef int k, n = self.ndim
+        # Fresh arrays on every call: _decode_nd merges axes in them in place.
         for k in range(n):
             c_shape[k] = self.c_shape[k]
             c_start[k] = 0
@@ -460,12 +464,44 @@ cdef class CutoutReader:
         c_start[n - 1] = x1
         c_count[n - 2] = ny
         c_count[n - 1] = nx
-        with nogil:
-            rc = _decode_nd(&self.src[0] + self.data_offset, self.src.shape[0] - self.data_offset,
-                            out, out_len, n, c_shape, c_start, c_step, c_count, self.bitpix,
-                            self.mode, self.bscale, self.bzero, self.has_blank, self.blank)
-        if rc != 0:
-            raise ValueError("cutout outside the image or the buffer")
+        return _decode_nd(&self.src[0] + self.data_offset, self.src.shape[0] - self.data_offset,
+                          out, out_len, n, c_shape, c_start, c_step, c_count, self.bitpix,
+                          self.mode, self.bscale, self.bzero, self.has_blank, self.blank)
+
+    cdef int _decode_box(self, uint8_t* out, Py_ssize_t out_len, int64_t x1, int64_t y1,
+                         int64_t nx, int64_t ny) noexcept nogil:
+        """Decode ``image[..., y1:y1+ny, x1:x1+nx]`` (every leading plane; a box inside the
+        image, nx and ny > 0) into ``out``. Returns 0, or -1 when the box does not fit the
+        buffers (nothing is written then). The one decode of `cutout` and `cutout_batch`."""
+        cdef int size = abs(self.bitpix) // 8
+        cdef int64_t row_stride, plane_stride, plane, r, last
+        cdef Py_ssize_t nbytes
+        cdef uint64_t flip
+        cdef const uint8_t* s
+        cdef const uint8_t* row
+        cdef uint8_t* d = out
+        if self.mode == 2:
+            return self._decode_scaled(out, out_len, x1, y1, nx, ny)
+        # Rows of the last two axes, plane after plane: one byte-swapping copy per row,
+        # asking for the row PREFETCH_ROWS ahead (rows lie a whole image row apart).
+        row_stride = self.width * size
+        plane_stride = self.height * row_stride
+        last = (self.planes - 1) * plane_stride + (y1 + ny - 1) * row_stride + (x1 + nx) * size
+        if last > self.src.shape[0] - self.data_offset or self.planes * ny * nx * size > out_len:
+            return -1
+        flip = (<uint64_t>1) << (8 * size - 1) if self.mode == 1 else 0
+        nbytes = nx * size
+        s = &self.src[0] + self.data_offset + y1 * row_stride + x1 * size
+        for plane in range(self.planes):
+            row = s + plane * plane_stride
+            for r in range(ny if ny < PREFETCH_ROWS else PREFETCH_ROWS):
+                _prefetch_run(row + r * row_stride, nbytes)
+            for r in range(ny):
+                if r + PREFETCH_ROWS < ny:
+                    _prefetch_run(row + PREFETCH_ROWS * row_stride, nbytes)
+                _run_raw(row, nx, size, d, size, flip)
+                d += nbytes
+                row += row_stride
         return 0
 
     def set_result(self, wrap=None, faults=None, on_fault=None):
@@ -498,13 +534,8 @@ cdef class CutoutReader:
 
     cdef object _cut(self, int64_t x1, int64_t y1, int64_t x2, int64_t y2):
         cdef cnp.npy_intp dims[MAX_NDIM]
-        cdef int k, n = self.ndim, size = abs(self.bitpix) // 8
-        cdef int64_t nx, ny, total = 1, planes = 1, row_stride, plane_stride, plane, r, last
-        cdef Py_ssize_t nbytes
-        cdef uint64_t flip
-        cdef const uint8_t* s
-        cdef const uint8_t* row
-        cdef uint8_t* d
+        cdef int k, rc, n = self.ndim
+        cdef int64_t nx, ny, total
         cdef _CutoutMemory mem
         cdef cnp.ndarray out
         if not self.ready:
@@ -517,10 +548,9 @@ cdef class CutoutReader:
         ny = y2 - y1 if y2 > y1 else 0
         for k in range(n - 2):
             dims[k] = self.c_shape[k]
-            planes *= self.c_shape[k]
         dims[n - 2] = ny
         dims[n - 1] = nx
-        total = planes * ny * nx
+        total = self.planes * ny * nx
         if total == 0:
             return np.empty(self.lead + (ny, nx), self.dtype)
         mem = _CutoutMemory.__new__(_CutoutMemory)
@@ -528,31 +558,10 @@ cdef class CutoutReader:
         mem.ptr = _take(mem.size)
         if mem.ptr == NULL:
             raise MemoryError()
-        if self.mode == 2:
-            self._decode_scaled(<uint8_t*>mem.ptr, mem.size, x1, y1, nx, ny)
-        else:
-            # Rows of the last two axes, plane after plane: one byte-swapping copy per row,
-            # asking for the row PREFETCH_ROWS ahead (rows lie a whole image row apart).
-            row_stride = self.width * size
-            plane_stride = self.height * row_stride
-            last = (planes - 1) * plane_stride + (y1 + ny - 1) * row_stride + (x1 + nx) * size
-            if last > self.src.shape[0] - self.data_offset:
-                raise ValueError("cutout outside the image or the buffer")
-            flip = (<uint64_t>1) << (8 * size - 1) if self.mode == 1 else 0
-            nbytes = nx * size
-            s = &self.src[0] + self.data_offset + y1 * row_stride + x1 * size
-            d = <uint8_t*>mem.ptr
-            with nogil:
-                for plane in range(planes):
-                    row = s + plane * plane_stride
-                    for r in range(ny if ny < PREFETCH_ROWS else PREFETCH_ROWS):
-                        _prefetch_run(row + r * row_stride, nbytes)
-                    for r in range(ny):
-                        if r + PREFETCH_ROWS < ny:
-                            _prefetch_run(row + PREFETCH_ROWS * row_stride, nbytes)
-                        _run_raw(row, nx, size, d, size, flip)
-                        d += nbytes
-                        row += row_stride
+        with nogil:
+            rc = self._decode_box(<uint8_t*>mem.ptr, mem.size, x1, y1, nx, ny)
+        if rc != 0:
+            raise ValueError("cutout outside the image or the buffer")
         out = cnp.PyArray_SimpleNewFromData(n, dims, self.typenum, mem.ptr)
         Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
         cnp.PyArray_SetBaseObject(out, mem)
@@ -569,16 +578,14 @@ def cutout_batch(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t heigh
     inside the image (boxes the edges clamp are cut one by one with `CutoutReader.cutout`).
     Every check runs first; then the whole batch decodes without the GIL.
     """
-    cdef int64_t c_shape[MAX_NDIM]
-    cdef int64_t c_start[MAX_NDIM]
-    cdef int64_t c_step[MAX_NDIM]
-    cdef int64_t c_count[MAX_NDIM]
-    cdef int k, rc = 0, n = reader.ndim
+    cdef int rc = 0
     cdef Py_ssize_t i, nboxes = boxes.shape[0], slots
     cdef Py_ssize_t slot_bytes
     cdef int64_t slot, x1, y1
     cdef uint8_t* d = _writable_data(out)
     cdef object arr = out
+    if not reader.ready:
+        raise ValueError("this reader has no uncompressed image to cut")
     if arr.dtype != reader.dtype:
         raise ValueError(f"out has dtype {arr.dtype}, the cutouts {reader.dtype}")
     if tuple(arr.shape[1:]) != reader.lead + (height, width):
@@ -596,22 +603,10 @@ def cutout_batch(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t heigh
                 and 0 <= y1 and y1 + height <= reader.height):
             raise ValueError(f"box {i} (slot {slot}, x {x1}, y {y1}, {height}x{width}) is outside "
                              f"the image ({reader.height}x{reader.width}) or the output")
-    for k in range(n):
-        c_shape[k] = reader.c_shape[k]
-        c_start[k] = 0
-        c_step[k] = 1
-        c_count[k] = reader.c_shape[k]
-    c_count[n - 2] = height
-    c_count[n - 1] = width
     with nogil:
         for i in range(nboxes):
-            c_start[n - 2] = boxes[i, 2]
-            c_start[n - 1] = boxes[i, 1]
-            rc = _decode_nd(&reader.src[0] + reader.data_offset,
-                            reader.src.shape[0] - reader.data_offset,
-                            d + boxes[i, 0] * slot_bytes, slot_bytes, n, c_shape, c_start,
-                            c_step, c_count, reader.bitpix, reader.mode, reader.bscale,
-                            reader.bzero, reader.has_blank, reader.blank)
+            rc = reader._decode_box(d + boxes[i, 0] * slot_bytes, slot_bytes, boxes[i, 1],
+                                    boxes[i, 2], width, height)
             if rc != 0:
                 break
     if rc != 0:

@@ -161,6 +161,27 @@ def test_cutout_batch_kernel_checks(mosaics):
         _image.cutout_batch(reader, np.array([[0, 0, 0]], np.int64), 4, 4, ro)
 
 
+@pytest.mark.parametrize("kind", ["u16", "scaled", "cube"])
+def test_cutout_batch_boxes_of_whole_rows(mosaics, kind):
+    # Boxes as wide as the image (up to the whole frame) one after another: each box decodes
+    # from the image's own geometry, whatever the box before it was.
+    from torchfits.data.readers import cutout_reader
+
+    clear_readers()
+    reader = cutout_reader(mosaics[kind], 0)
+    ref = fits.getdata(mosaics[kind])
+    height, width = ref.shape[-2:]
+    for h in (height, 5):
+        rows = np.array([[0, 0, 0], [1, 0, height - h], [2, 0, 0]], np.int64)
+        out = np.zeros((3,) + ref.shape[:-2] + (h, width), reader.cutout(0, 0, 1, 1).dtype)
+        _image.cutout_batch(reader, rows, h, width, out)
+        for slot, _, y in rows.tolist():
+            assert np.array_equal(out[slot], ref[..., y:y + h, :].astype(out.dtype), equal_nan=True)
+    if kind == "u16":
+        whole = FitsCutoutDataset([(mosaics[kind], 0, 0, 0, width)] * 3)
+        assert isinstance(_batch_equals_items(whole, [0, 1, 2]), FitsBatch)
+
+
 # -- whole files -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def stamps(tmp_path_factory):
