@@ -324,18 +324,41 @@ cdef inline uint64_t _key(const uint8_t* p) noexcept nogil:
 
 
 cdef uint64_t K_END = _key(b"END     ")
-cdef uint64_t K_BITPIX = _key(b"BITPIX  ")
-cdef uint64_t K_XTENSION = _key(b"XTENSION")
-cdef uint64_t K_PCOUNT = _key(b"PCOUNT  ")
-cdef uint64_t K_GCOUNT = _key(b"GCOUNT  ")
-cdef uint64_t K_EXTNAME = _key(b"EXTNAME ")
-cdef uint64_t K_EXTVER = _key(b"EXTVER  ")
-cdef uint64_t K_THEAP = _key(b"THEAP   ")
-cdef uint64_t K_TFIELDS = _key(b"TFIELDS ")
-cdef uint64_t K_ZIMAGE = _key(b"ZIMAGE  ")
-cdef uint64_t K_GROUPS = _key(b"GROUPS  ")
 cdef uint64_t K_NAXIS = _key(b"NAXIS   ")
 cdef uint64_t K_NAXIS_PREFIX = _key(b"NAXIS   ") >> 24  # the first five bytes
+
+# The keywords the walk reads, one slot each (the first card of a keyword wins). The integer
+# ones come first: each must hold a plain integer, else the careful path describes the HDU.
+cdef enum:
+    S_BITPIX = 0
+    S_NAXIS = 1
+    S_PCOUNT = 2
+    S_GCOUNT = 3
+    S_EXTVER = 4
+    S_THEAP = 5
+    S_TFIELDS = 6
+    N_INT_SLOTS = 7
+    S_XTENSION = 7  # parsed where it stands
+    S_EXTNAME = 8   # parsed where it stands
+    S_ZIMAGE = 9    # present or not
+    S_GROUPS = 10   # present or not
+    N_SLOTS = 11
+
+cdef uint64_t _SLOT_KEY[N_SLOTS]
+_SLOT_KEY[:] = [_key(k) for k in (b"BITPIX  ", b"NAXIS   ", b"PCOUNT  ", b"GCOUNT  ",
+                                  b"EXTVER  ", b"THEAP   ", b"TFIELDS ", b"XTENSION",
+                                  b"EXTNAME ", b"ZIMAGE  ", b"GROUPS  ")]
+# Values of the integer keywords a header leaves out (NAXIS: none, THEAP: after the rows).
+cdef int64_t _SLOT_DEFAULT[N_INT_SLOTS]
+_SLOT_DEFAULT[:] = [0, -1, 0, 1, 0, -1, 0]
+
+
+cdef inline int _slot_of(uint64_t key) noexcept nogil:
+    cdef int s
+    for s in range(N_SLOTS):
+        if _SLOT_KEY[s] == key:
+            return s
+    return -1
 
 
 cdef object _fast_string(const uint8_t* p):
@@ -466,45 +489,29 @@ cdef class HduRows:
             self.axes, self.axcap = p, cap
         return 0
 
-    cdef int _describe(self, const uint8_t* base, Py_ssize_t pos, Py_ssize_t stop,
-                       Py_ssize_t index) except -2:
-        """Append the row of the HDU whose header starts at ``pos`` (and must end before
-        ``stop``); 0 when done, -1 when the careful path must describe it (nothing appended)."""
-        cdef Py_ssize_t q = pos, ncards = 0, k, end
+    cdef Py_ssize_t _scan(self, const uint8_t* base, Py_ssize_t pos, Py_ssize_t stop,
+                          Py_ssize_t* at, Py_ssize_t* ncards) noexcept nogil:
+        """One pass over the cards of the header at ``pos``: ``at[slot]`` gets the offset of
+        each table keyword's first card, NAXISn values go to the scratch arrays. Returns the
+        offset of the END card, or -1 when no END comes before ``stop``."""
+        cdef Py_ssize_t q = pos, k
         cdef uint64_t key
         cdef const uint8_t* p
-        cdef int kind = 0 if index == 0 else -1
-        cdef int64_t v, bitpix = 0, naxis = -1, pcount = 0, gcount = 1, theap = -1
-        cdef int64_t tfields = 0, extver = 0, nelem, data_size, table_bytes = 0, bp
-        cdef bint has_bitpix = False, has_pcount = False, has_gcount = False
-        cdef bint has_theap = False, has_tfields = False, has_extver = False
-        cdef bint has_xtension = False, has_zimage = False, has_groups = False
-        cdef bint has_extname = False
-        cdef Py_ssize_t extname_at = -1
-        cdef int64_t stamp
-        self.stamp += 1
-        stamp = self.stamp
-        if index == 0 and memcmp(base + pos, b"SIMPLE  =", 9) != 0:
-            return -1
-        while True:
-            if q + CARD > stop:
-                return -1  # no END: the careful path says the header never ends
+        cdef int64_t v
+        cdef int slot
+        for slot in range(N_SLOTS):
+            at[slot] = -1
+        ncards[0] = 0
+        while q + CARD <= stop:
             p = base + q
             key = _key(p)
             if key == K_END:
-                break
-            ncards += 1
+                return q
+            ncards[0] += 1
             q += CARD
             if p[8] != b'=':
                 continue
-            if (key >> 24) == K_NAXIS_PREFIX:
-                if key == K_NAXIS:
-                    if naxis == -1:
-                        if not _fast_int(p, &naxis):
-                            return -1
-                        if naxis < 0:
-                            return -1
-                    continue
+            if (key >> 24) == K_NAXIS_PREFIX and key != K_NAXIS:
                 # NAXISn: digits (no leading zero) then blanks
                 if not (b'1' <= p[5] <= b'9'):
                     continue
@@ -515,67 +522,55 @@ cdef class HduRows:
                     k += 1
                 while k < 8 and p[k] == b' ':
                     k += 1
-                if k < 8 or self.ax_stamp[v] == stamp:
+                if k < 8 or self.ax_stamp[v] == self.stamp:
                     continue
-                self.ax_stamp[v] = stamp
+                self.ax_stamp[v] = self.stamp
                 if not _fast_int(p, &self.ax_value[v]):
                     self.ax_value[v] = -1  # not a plain integer: the careful path decides
                 continue
-            if key == K_BITPIX:
-                if not has_bitpix:
-                    has_bitpix = True
-                    if not _fast_int(p, &bitpix):
-                        return -1
-            elif key == K_XTENSION:
-                if not has_xtension:
-                    has_xtension = True
-                    if index > 0:
-                        kind = _xtension_kind(p)
-                        if kind < 0:
-                            return -1
-            elif key == K_PCOUNT:
-                if not has_pcount:
-                    has_pcount = True
-                    if not _fast_int(p, &pcount):
-                        return -1
-            elif key == K_GCOUNT:
-                if not has_gcount:
-                    has_gcount = True
-                    if not _fast_int(p, &gcount):
-                        return -1
-            elif key == K_EXTNAME:
-                if not has_extname:
-                    has_extname = True
-                    extname_at = q - CARD
-            elif key == K_EXTVER:
-                if not has_extver:
-                    has_extver = True
-                    if not _fast_int(p, &extver):
-                        return -1
-            elif key == K_THEAP:
-                if not has_theap:
-                    has_theap = True
-                    if not _fast_int(p, &theap):
-                        return -1
-            elif key == K_TFIELDS:
-                if not has_tfields:
-                    has_tfields = True
-                    if not _fast_int(p, &tfields):
-                        return -1
-            elif key == K_ZIMAGE:
-                has_zimage = True
-            elif key == K_GROUPS:
-                has_groups = True
+            slot = _slot_of(key)
+            if slot >= 0 and at[slot] < 0:
+                at[slot] = q - CARD
+        return -1  # no END: the careful path says the header never ends
+
+    cdef int _describe(self, const uint8_t* base, Py_ssize_t pos, Py_ssize_t stop,
+                       Py_ssize_t index) except -2:
+        """Append the row of the HDU whose header starts at ``pos`` (and must end before
+        ``stop``); 0 when done, -1 when the careful path must describe it (nothing appended)."""
+        cdef Py_ssize_t q, ncards, k, end
+        cdef Py_ssize_t at[N_SLOTS]
+        cdef int64_t val[N_INT_SLOTS]
+        cdef int kind = 0 if index == 0 else -1
+        cdef int64_t v, nelem, data_size, table_bytes = 0, bp
+        cdef int64_t stamp
+        cdef int slot
+        self.stamp += 1
+        stamp = self.stamp
+        if index == 0 and memcmp(base + pos, b"SIMPLE  =", 9) != 0:
+            return -1
+        q = self._scan(base, pos, stop, at, &ncards)
+        if q < 0:
+            return -1
+        for slot in range(N_INT_SLOTS):
+            val[slot] = _SLOT_DEFAULT[slot]
+            if at[slot] >= 0 and not _fast_int(base + at[slot], &val[slot]):
+                return -1
+        if index > 0 and at[S_XTENSION] >= 0:
+            kind = _xtension_kind(base + at[S_XTENSION])
+            if kind < 0:
+                return -1
+        cdef int64_t bitpix = val[S_BITPIX], naxis = val[S_NAXIS], pcount = val[S_PCOUNT]
+        cdef int64_t gcount = val[S_GCOUNT], theap = val[S_THEAP], tfields = val[S_TFIELDS]
         # The header ends with the block holding END (cut short by the end of the file).
         end = pos + ((q + CARD - pos + BLOCK - 1) // BLOCK) * BLOCK
         if end > stop:
             end = stop
-        if kind < 0 or not has_bitpix or naxis < 0 or naxis > MAXAXES:
+        if kind < 0 or at[S_BITPIX] < 0 or naxis < 0 or naxis > MAXAXES:
             return -1
         if not (bitpix == 8 or bitpix == 16 or bitpix == 32 or bitpix == 64 or bitpix == -32
                 or bitpix == -64):
             return -1
-        if kind == 2 and has_zimage:
+        if kind == 2 and at[S_ZIMAGE] >= 0:
             return -1  # maybe tile-compressed
         if not (0 <= pcount <= _LIMIT and 0 <= gcount <= _LIMIT):
             return -1
@@ -585,7 +580,7 @@ cdef class HduRows:
                 return -1
             if self.ax_value[k] == 0:
                 nelem = 0
-        if index == 0 and naxis > 0 and self.ax_value[1] == 0 and has_groups:
+        if index == 0 and naxis > 0 and self.ax_value[1] == 0 and at[S_GROUPS] >= 0:
             return -1  # random groups
         if naxis == 0:
             nelem = 0
@@ -601,7 +596,7 @@ cdef class HduRows:
         if kind >= 2:
             if naxis >= 2 and not _mul(self.ax_value[1], self.ax_value[2], &table_bytes):
                 return -1
-            if not has_theap:
+            if at[S_THEAP] < 0:
                 theap = table_bytes
             # THEAP outside the rows..PCOUNT span: Python's path names the error
             if pcount and (theap < table_bytes or theap - table_bytes > pcount):
@@ -628,14 +623,14 @@ cdef class HduRows:
             row[F_TFIELDS] = tfields
         else:
             row[F_HEAP] = row[F_HEAPSIZE] = row[F_TFIELDS] = 0
-        row[F_EXTVER] = extver
-        row[F_HAS_EXTVER] = has_extver
+        row[F_EXTVER] = val[S_EXTVER]
+        row[F_HAS_EXTVER] = at[S_EXTVER] >= 0
         row[F_NCARDS] = ncards
-        if extname_at >= 0:
+        if at[S_EXTNAME] >= 0:
             # As the tokenizer reads it: a string (stripped) names the HDU, anything else not.
-            value = _fast_string(base + extname_at)
+            value = _fast_string(base + at[S_EXTNAME])
             if value is None:
-                value = _parse_value_field(base + extname_at, 10, CARD)[0]
+                value = _parse_value_field(base + at[S_EXTNAME], 10, CARD)[0]
                 value = value.strip() if isinstance(value, str) else None
             self.extnames.append(value)
         else:
