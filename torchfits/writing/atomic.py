@@ -195,21 +195,12 @@ def _staged_output(target: str) -> Iterator[Sink]:
         else:
             with open(final, "rb+") as fh:
                 os.fsync(fh.fileno())
-            if os.path.exists(target):
-                os.chmod(final, os.stat(target).st_mode & 0o7777)
-            else:
-                umask = os.umask(0)
-                os.umask(umask)
-                os.chmod(final, 0o666 & ~umask)
+            _take_mode(final, target)
             os.replace(final, target)
             staged.remove(final)
             _fsync_directory(directory or ".")
     finally:
-        for p in staged:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
+        _discard(*staged)
         invalidate(target)
 
 
@@ -233,24 +224,35 @@ def _local_output(target: str) -> Iterator[Sink]:
             # lost part is zeros. Never rename that over the target.
             raise TruncatedFileError(
                 f"{target}: not written: a file being copied was truncated during the write")
-        if os.path.exists(target):
-            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+        _take_mode(tmp, target)
         os.replace(tmp, target)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         if isinstance(exc, OSError) and not isinstance(exc, FitsError) and exc.errno is not None:
             raise _io_error(target, exc) from exc
         raise
     finally:
         invalidate(target)
     _fsync_directory(directory)
+
+
+def _take_mode(tmp: str, target: str) -> None:
+    """Give the temporary file the mode of the file it replaces (or the umask default)."""
+    if os.path.exists(target):
+        os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+
+
+def _discard(*paths: str) -> None:
+    """Delete temporary files, ignoring those already gone (or not ours to delete)."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 @contextmanager
