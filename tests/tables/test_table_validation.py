@@ -5,9 +5,6 @@ Files are built by code: an astropy-written table with one card or one descripto
 """
 from __future__ import annotations
 
-import io
-import warnings
-
 import numpy as np
 import pytest
 
@@ -16,28 +13,13 @@ from torchfits.errors import CorruptHeaderError, FitsError, TruncatedFileError
 from torchfits.fits.hdu_index import get_index
 from torchfits.tables import decode as _decode
 
+from _fitsbytes import fits_bytes, set_card
+
 fits = pytest.importorskip("astropy.io.fits")
 
 
-def _bytes(hdus: list) -> bytearray:
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fits.HDUList(hdus).writeto(buf)
-    return bytearray(buf.getvalue())
-
-
 def _table(cols: list) -> bytearray:
-    return _bytes([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols)])
-
-
-def _set(raw: bytearray, key: bytes, value: bytes) -> bytearray:
-    pos = raw.find(key.ljust(8) + b"=")
-    while pos % 80:
-        pos = raw.find(key.ljust(8) + b"=", pos + 1)
-    assert pos >= 0, key
-    raw[pos:pos + 80] = (key.ljust(8) + b"= " + value.rjust(20)).ljust(80)
-    return raw
+    return fits_bytes([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols)])
 
 
 def _write(tmp_path, name: str, raw: bytes) -> str:
@@ -74,7 +56,7 @@ def _every_read(path: str) -> list:
 def test_huge_repeat_count_is_refused_naming_the_keyword(tmp_path):
     raw = _table([fits.Column(name="M", format="6I", array=np.zeros((3, 6), np.int16))])
     # NAXIS2 = 0 so that the file holds every byte the header asks for: only the repeat lies.
-    _set(_set(_set(raw, b"TFORM1", b"'2147483648I'"), b"NAXIS1", b"4294967296"), b"NAXIS2", b"0")
+    set_card(set_card(set_card(raw, b"TFORM1", b"'2147483648I'"), b"NAXIS1", b"4294967296"), b"NAXIS2", b"0")
     path = _write(tmp_path, "repeat.fits", raw)
     for read in _every_read(path):
         with pytest.raises(CorruptHeaderError,
@@ -86,13 +68,13 @@ def test_huge_repeat_count_is_refused_naming_the_keyword(tmp_path):
 def test_tdim_larger_than_the_repeat_is_refused(tmp_path, fitsio):
     raw = _table([fits.Column(name="M", format="6I", dim="(3,2)",
                               array=np.arange(18).reshape(3, 2, 3).astype(np.int16))])
-    path = _write(tmp_path, "tdim.fits", _set(raw, b"TDIM1", b"'(4,2)'"))
+    path = _write(tmp_path, "tdim.fits", set_card(raw, b"TDIM1", b"'(4,2)'"))
     with pytest.raises(CorruptHeaderError, match=r"tdim\.fits: HDU 1: .*TDIM1 = '\(4,2\)' describes 8"):
         torchfits.scan(path, 1).to_arrow()
     with pytest.raises(ValueError, match="TDIM"):  # the CFITSIO oracle refuses it as well
         fitsio.read(path, ext=1)
     # Fewer elements than the repeat is allowed: the cells read as flat vectors.
-    path = _write(tmp_path, "tdim_small.fits", _set(bytearray(raw), b"TDIM1", b"'(2,2)'"))
+    path = _write(tmp_path, "tdim_small.fits", set_card(bytearray(raw), b"TDIM1", b"'(2,2)'"))
     assert torchfits.scan(path, 1).to_arrow().column("M").to_pylist()[1] == list(range(6, 12))
 
 
@@ -100,7 +82,7 @@ def test_theap_outside_the_data_area_is_refused(tmp_path):
     raw = _vla_table()
     e_rows = 6 * 12
     for theap in (b"4", str(e_rows + 10_000).encode()):
-        path = _write(tmp_path, "theap.fits", _set(bytearray(raw), b"THEAP", theap) if b"THEAP" in raw
+        path = _write(tmp_path, "theap.fits", set_card(bytearray(raw), b"THEAP", theap) if b"THEAP" in raw
                       else _insert_theap(bytearray(raw), theap))
         torchfits.clear_file_cache()
         with pytest.raises(CorruptHeaderError, match=rf"theap\.fits: HDU 1: THEAP={theap.decode()} "
@@ -187,7 +169,7 @@ def test_every_table_error_is_a_fits_error_with_context(tmp_path):
                        (b"NAXIS2", b"4294967297"), (b"PCOUNT", b"-5"), (b"PCOUNT", b"4294967297"),
                        (b"TFORM1", b"'9999999999J'"), (b"TFORM2", b"'1PJ(99999999999)'"),
                        (b"TFORM2", b"'3PJ'"), (b"TFORM1", b"'-1J'")]:
-        path = _write(tmp_path, "lie.fits", _set(bytearray(raw), key, value))
+        path = _write(tmp_path, "lie.fits", set_card(bytearray(raw), key, value))
         torchfits.clear_file_cache()
         for read in _every_read(path):
             try:
@@ -209,7 +191,7 @@ def test_repeated_column_names_do_not_break_where_planning(tmp_path):
     raw = _table([fits.Column(name="A", format="K", array=np.arange(5)),
                   fits.Column(name="B", format="E", array=np.arange(5, dtype=np.float32)),
                   fits.Column(name="C", format="J", array=np.arange(5))])
-    path = _write(tmp_path, "dup.fits", _set(raw, b"TTYPE3", b"'A'"))
+    path = _write(tmp_path, "dup.fits", set_card(raw, b"TTYPE3", b"'A'"))
     # The first of two columns named alike is the one a name selects.
     assert torchfits.scan(path, 1, where="B > 1").to_arrow().column("A").to_pylist() == [2, 3, 4]
     assert torchfits.scan(path, 1, where="A > 3").to_arrow().num_rows == 1
