@@ -32,6 +32,7 @@ from torchfits.data import (  # noqa: E402
     make_loader,
 )
 from _oracles import write_image  # noqa: E402
+from _stamps import write_stamp  # noqa: E402
 
 # 4 workers on a 2-core machine is what the tests ask for; torch warns about it.
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
@@ -51,17 +52,13 @@ def _image(k: int) -> np.ndarray:
 def folder(tmp_path_factory):
     root = tmp_path_factory.mktemp("stamps")
     for k in range(NFILES):
-        prim = fits.PrimaryHDU(_image(k))
-        prim.header["CLASS"] = k % 3
-        prim.header["ZP"] = 22.5
-        prim.header["EXPTIME"] = 10.0
-        ivar = fits.ImageHDU(np.full((6, 8), k + 1, np.float32), name="G_IVAR")
-        dq = fits.ImageHDU((np.arange(48).reshape(6, 8) % 8).astype(np.int16), name="G_DQ")
-        r = fits.ImageHDU(_image(k) * 2, name="R")
-        r_dq = fits.ImageHDU(np.zeros((6, 8), np.int16), name="R_DQ")
-        r_ivar = fits.ImageHDU(np.ones((6, 8), np.float32), name="R_IVAR")
-        prim.header["EXTNAME"] = "G"
-        fits.HDUList([prim, ivar, dq, r, r_ivar, r_dq]).writeto(root / f"img{k:02d}.fits")
+        write_stamp(root / f"img{k:02d}.fits", _image(k),
+                    cards=[("CLASS", k % 3), ("ZP", 22.5), ("EXPTIME", 10.0), ("EXTNAME", "G")],
+                    extensions=[("G_IVAR", np.full((6, 8), k + 1, np.float32)),
+                                ("G_DQ", (np.arange(48).reshape(6, 8) % 8).astype(np.int16)),
+                                ("R", _image(k) * 2),
+                                ("R_IVAR", np.ones((6, 8), np.float32)),
+                                ("R_DQ", np.zeros((6, 8), np.int16))])
     return root
 
 

@@ -24,6 +24,8 @@ from torchfits.data.loader import FitsBatch  # noqa: E402
 from torchfits.data.readers import clear_readers  # noqa: E402
 from torchfits.transforms import ArcsinhStretch, Compose, SqrtStretch, ZScaleNormalize  # noqa: E402
 
+from _stamps import write_stamp  # noqa: E402
+
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 HAS_FORK = "fork" in mp.get_all_start_methods()
 
@@ -51,25 +53,16 @@ def _batch_equals_items(ds, indices) -> FitsBatch:
 def mosaics(tmp_path_factory):
     root = tmp_path_factory.mktemp("mosaics")
     rng = np.random.default_rng(3)
-    out = {}
     f32 = rng.normal(100, 5, (70, 90)).astype(np.float32)
-    out["f32"] = root / "f32.fits"
-    fits.PrimaryHDU(f32).writeto(out["f32"])
-    out["f32b"] = root / "f32b.fits"
-    fits.PrimaryHDU(f32[::-1].copy()).writeto(out["f32b"])
     raw = rng.integers(-3000, 3000, (50, 60)).astype(np.int16)
     raw[3, 4] = -32768
-    hdu = fits.PrimaryHDU(raw)
-    hdu.header["BSCALE"], hdu.header["BZERO"], hdu.header["BLANK"] = 0.5, 10.0, -32768
-    out["scaled"] = root / "scaled.fits"
-    hdu.writeto(out["scaled"])
-    fits.PrimaryHDU(rng.integers(0, 65535, (40, 40)).astype(np.uint16)).writeto(
-        out.setdefault("u16", root / "u16.fits"))
-    fits.PrimaryHDU(rng.normal(size=(3, 30, 40)).astype(np.float64)).writeto(
-        out.setdefault("cube", root / "cube.fits"))
-    fits.PrimaryHDU(rng.integers(0, 2**62, (20, 20), dtype=np.uint64)).writeto(
-        out.setdefault("u64", root / "u64.fits"))
-    return {k: str(v) for k, v in out.items()}
+    arrays = {"f32": (f32, ()), "f32b": (f32[::-1].copy(), ()),
+              "scaled": (raw, [("BSCALE", 0.5), ("BZERO", 10.0), ("BLANK", -32768)]),
+              "u16": (rng.integers(0, 65535, (40, 40)).astype(np.uint16), ()),
+              "cube": (rng.normal(size=(3, 30, 40)).astype(np.float64), ()),
+              "u64": (rng.integers(0, 2**62, (20, 20), dtype=np.uint64), ())}
+    return {name: write_stamp(root / f"{name}.fits", data, cards=cards)
+            for name, (data, cards) in arrays.items()}
 
 
 # -- cutouts ---------------------------------------------------------------------------------------
@@ -189,33 +182,24 @@ def stamps(tmp_path_factory):
     rng = np.random.default_rng(8)
     kinds = {}
 
-    def put(name, hdul):
-        path = str(root / f"{name}.fits")
-        hdul.writeto(path)
-        kinds.setdefault(name.split("_")[0], []).append(path)
+    def put(name, data, **kw):
+        kinds.setdefault(name.split("_")[0], []).append(write_stamp(root / f"{name}.fits", data, **kw))
 
     for k in range(5):
         f = rng.normal(size=(12, 10)).astype(np.float32)
-        prim = fits.PrimaryHDU(f)
-        prim.header["CLASS"] = k
-        prim.header["OBJECT"] = "BZERO is mentioned in a comment" if k == 3 else "x"
-        put(f"f32_{k}", fits.HDUList([prim, fits.ImageHDU(f * 3, name="R")]))
+        put(f"f32_{k}", f, cards=[("CLASS", k),
+                                  ("OBJECT", "BZERO is mentioned in a comment" if k == 3 else "x")],
+            extensions=[("R", f * 3)])
         raw = rng.integers(-100, 100, (12, 10)).astype(np.int16)
         raw[k, k] = -999
-        hdu = fits.PrimaryHDU(raw)
-        hdu.header["BSCALE"], hdu.header["BZERO"], hdu.header["BLANK"] = 0.25, -3.0, -999
-        put(f"i16_{k}", fits.HDUList([hdu]))
-        put(f"u16_{k}", fits.HDUList([fits.PrimaryHDU(rng.integers(0, 65535, (12, 10)).astype(np.uint16))]))
-        put(f"u8_{k}", fits.HDUList([fits.PrimaryHDU(rng.integers(0, 255, (12, 10)).astype(np.uint8))]))
-        put(f"u64_{k}", fits.HDUList([fits.PrimaryHDU(rng.integers(0, 2**62, (12, 10), dtype=np.uint64))]))
-        put(f"f64_{k}", fits.HDUList([fits.PrimaryHDU(rng.normal(size=(12, 10)))]))
+        put(f"i16_{k}", raw, cards=[("BSCALE", 0.25), ("BZERO", -3.0), ("BLANK", -999)])
+        put(f"u16_{k}", rng.integers(0, 65535, (12, 10)).astype(np.uint16))
+        put(f"u8_{k}", rng.integers(0, 255, (12, 10)).astype(np.uint8))
+        put(f"u64_{k}", rng.integers(0, 2**62, (12, 10), dtype=np.uint64))
+        put(f"f64_{k}", rng.normal(size=(12, 10)))
     # A repeated BZERO: the last card applies (the general reader's rule), so the fast path
     # must step aside.
-    raw = np.arange(120, dtype=np.int16).reshape(12, 10)
-    dup = fits.PrimaryHDU(raw)
-    dup.header["BZERO"] = 5
-    dup.header.append(("BZERO", 7), useblanks=False, bottom=True)
-    put("dup_0", fits.HDUList([dup]))
+    put("dup_0", np.arange(120, dtype=np.int16).reshape(12, 10), cards=[("BZERO", 5), ("BZERO", 7)])
     return kinds
 
 

@@ -27,6 +27,7 @@ from torchfits.data import (  # noqa: E402
 from torchfits.errors import HttpBlockedError  # noqa: E402
 
 from _http_server import FileServer  # noqa: E402
+from _stamps import write_stamp  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
               pytest.mark.usefixtures("isolated_remote")]
@@ -39,10 +40,9 @@ def www(tmp_path_factory):
     root = tmp_path_factory.mktemp("www_data")
     rng = np.random.default_rng(2)
     for k in range(5):
-        hdu = fits.PrimaryHDU(rng.normal(size=(16, 12)).astype(np.float32))
-        hdu.header["CLASS"] = k
-        hdu.writeto(root / f"s{k}.fits")
-    fits.PrimaryHDU(rng.normal(size=(600, 500)).astype(np.float32)).writeto(root / "mosaic.fits")
+        write_stamp(root / f"s{k}.fits", rng.normal(size=(16, 12)).astype(np.float32),
+                    cards=[("CLASS", k)])
+    write_stamp(root / "mosaic.fits", rng.normal(size=(600, 500)).astype(np.float32))
     n = 5000
     fits.BinTableHDU.from_columns([
         fits.Column(name="ID", format="K", array=np.arange(n)),
