@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from .._kernels import _header, _image
 from .._torch_adapter import numpy_decode_dtype, torch_dtype
 from ..errors import FitsFileNotFoundError
-from ..fits.hdu_index import HduIndex, get_index, invalidate
+from ..fits.hdu_index import HduIndex, get_index
 from ..fits.remote_source import is_url
 from ..fits.source import ByteSource, faults_seen, stat_key
 from ..image.plain import Image, plan_image
@@ -73,19 +73,6 @@ def is_remote(path: str) -> bool:
     return bool(is_url(path))
 
 
-_remote_owner: dict[str, int] = {}
-
-
-def own_remote(path: str) -> None:
-    """Make this process open its own connection to the URL ``path``: a forked DataLoader
-    worker inherits the parent's cached remote index, whose fsspec filesystem is not fork-safe,
-    so the first use in each process drops it and reopens."""
-    pid = os.getpid()
-    if _remote_owner.get(path) != pid:
-        invalidate(path)
-        _remote_owner[path] = pid
-
-
 def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) -> Image:
     """The open `Image` of (path, HDU) in this process (an LRU of recently used ones).
 
@@ -95,7 +82,6 @@ def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) ->
     remote byte sources: ranged reads, the index revalidated like ``torchfits.read`` does."""
     if is_remote(path):
         key: tuple = (os.getpid(), path, hdu, _options_key(storage_options))
-        own_remote(path)
         index = get_index(path, storage_options)
         with _lock:
             hit = _readers.get(key)

@@ -16,7 +16,6 @@ from ..fits.source import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import TableSource, resolve_sources, scan
-from .readers import own_remote
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
 
 __all__ = ["FitsTableDataset", "FitsTableIterableDataset"]
@@ -184,8 +183,6 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                                                    for p in self.paths[1:]]
 
     def _source(self, path: str) -> Any:
-        if is_url(path):
-            own_remote(path)
         return _bind(path, self.storage_options)
 
     @property

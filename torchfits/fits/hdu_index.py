@@ -557,7 +557,11 @@ def _remote_index(url: str, storage_options: Optional[dict]) -> HduIndex:
         return get_index(unquote(urlsplit(url).path))
     if url.startswith(("vos:", "vault:")):
         return get_index(fetch_vos(url, storage_options))
-    cache_key = "\0".join((url, repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items()))))
+    # Per process, like the file systems behind it (remote_source): a forked DataLoader worker
+    # opens its own, since an fsspec file system is not fork-safe. The URL leads the key, so
+    # `invalidate` finds every entry of a URL by its prefix.
+    cache_key = "\0".join((url, repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items())),
+                           str(os.getpid())))
     with _lock:
         idx = _cache.get(cache_key)
     if idx is not None and still_valid(idx.raw_source, storage_options):
