@@ -2,6 +2,7 @@
 security guard, credentials and the block cache."""
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import shutil
 
@@ -102,6 +103,22 @@ def test_redirects_are_followed(served):
         srv.redirect_to = srv.url
         url = f"{srv.url}/redirect/mef.fits"
         np.testing.assert_array_equal(open_image(url, storage_options=LOCAL)[3:9, 4:11], img[3:9, 4:11])
+
+
+def _box(url: str, y: int) -> np.ndarray:
+    return open_image(url, storage_options=LOCAL)[y:y + 4, 8:12]
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="no fork start method")
+def test_forked_process_opens_its_own_index(served):
+    # The parent's index holds an fsspec file system that is not fork-safe: a forked child
+    # indexes the URL again in its own process to fetch rows the parent has not.
+    root, img, _ = served
+    with FileServer(root) as srv:
+        url = f"{srv.url}/mef.fits"
+        np.testing.assert_array_equal(_box(url, 8), img[8:12, 8:12])
+        with mp.get_context("fork").Pool(1) as pool:
+            np.testing.assert_array_equal(pool.apply(_box, (url, 900)), img[900:904, 8:12])
 
 
 def test_guard_refuses_private_hosts_and_ftp(served, monkeypatch):
