@@ -6,15 +6,44 @@ all pixels as a big-endian int64, the bit-plane counts of the three coefficient 
 byte each), the quadtree-coded bit planes of the coefficient magnitudes (4-bit Huffman codes),
 an end nybble of zero, and one sign bit per non-zero coefficient. Decoding multiplies by
 ``scale``, then inverts the H-transform (optionally smoothing the coefficients when scale > 1).
+
+The decoder reads the stream through a 64-bit bit buffer; decodes a quadtree bit plane level by
+level from the list of its non-zero nodes, so a sparse plane costs its non-zero nodes, not its
+area; and inverts the H-transform out of place: each level reads its sums from the previous
+level's output and its differences where the stream left them (no shuffling passes), and the
+last level writes the caller's pixel type. 8- and 16-bit images are decoded in 32-bit
+arithmetic, as CFITSIO decodes them; the others in 64-bit.
 """
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memset
 
 import numpy as np
 
 cimport numpy as cnp
 
 cnp.import_array()
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* Eight stream bytes as one big-endian 64-bit value. */
+    static inline uint64_t tf_hc_load_be64(const uint8_t *p) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return v;
+    #elif defined(__GNUC__) || defined(__clang__)
+        return __builtin_bswap64(v);
+    #else
+        return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40)
+             | ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16)
+             | ((uint64_t)p[6] << 8) | (uint64_t)p[7];
+    #endif
+    }
+    """
+    uint64_t _load_be64 "tf_hc_load_be64"(const uint8_t* p) noexcept nogil
 
 cdef enum:
     C_ERR_TRUNCATED = -1
@@ -25,64 +54,48 @@ ERR_TRUNCATED = C_ERR_TRUNCATED
 ERR_CORRUPT = C_ERR_CORRUPT
 ERR_MEMORY = C_ERR_MEMORY
 
+# Per-tile status of decode_many (the values of the GZIP tile kernel's).
+cdef enum:
+    C_OK = 0
+    C_MISMATCH = 1  # bad bounds, or a stream that does not decode to the tile
+    C_STOPPED = 2  # not attempted: the stop flag was raised by another chunk
+
+OK = C_OK
+MISMATCH = C_MISMATCH
+STOPPED = C_STOPPED
+
+# The decoder's arithmetic: 32-bit for 8- and 16-bit images (CFITSIO's fits_hdecompress), else
+# 64-bit (fits_hdecompress64).
+ctypedef fused hint:
+    int32_t
+    int64_t
+
+# The caller's pixel type.
+ctypedef fused pix:
+    uint8_t
+    int16_t
+    int32_t
+    int64_t
+
+# The 4-bit Huffman code of the quadtree nodes: code and length of each value.
+cdef int _CODE[16]
+cdef int _NCODE[16]
+_CODE[:] = [0x3e, 0x00, 0x01, 0x08, 0x02, 0x09, 0x1a, 0x1b, 0x03, 0x1c, 0x0a, 0x1d, 0x0b, 0x1e,
+            0x3f, 0x0c]
+_NCODE[:] = [6, 3, 3, 4, 3, 4, 5, 5, 3, 5, 4, 5, 4, 5, 6, 4]
+# The next 6 stream bits → value | length << 4 (the code is complete: every entry is set).
+cdef uint8_t _HUFF[64]
 
 
-cdef struct _Bits:
-    const uint8_t* src
-    Py_ssize_t n
-    Py_ssize_t pos
-    int buf
-    int nbits
-    int failed
+cdef void _init_huffman() noexcept:
+    cdef int v, s, length
+    for v in range(16):
+        length = _NCODE[v]
+        for s in range(1 << (6 - length)):
+            _HUFF[(_CODE[v] << (6 - length)) | s] = <uint8_t>(v | (length << 4))
 
 
-cdef inline int _bit(_Bits* b) noexcept nogil:
-    if b.nbits == 0:
-        if b.pos >= b.n:
-            b.failed = 1
-            return 0
-        b.buf = b.src[b.pos]
-        b.pos += 1
-        b.nbits = 8
-    b.nbits -= 1
-    return (b.buf >> b.nbits) & 1
-
-
-cdef inline int _nbits(_Bits* b, int k) noexcept nogil:
-    cdef int v = 0, i
-    for i in range(k):
-        v = (v << 1) | _bit(b)
-    return v
-
-
-cdef inline int _huffman(_Bits* b) noexcept nogil:
-    cdef int c = _nbits(b, 3)
-    if c < 4:
-        return 1 << c
-    c = _bit(b) | (c << 1)
-    if c == 8:
-        return 3
-    if c == 9:
-        return 5
-    if c == 10:
-        return 10
-    if c == 11:
-        return 12
-    if c == 12:
-        return 15
-    c = _bit(b) | (c << 1)
-    if c == 26:
-        return 6
-    if c == 27:
-        return 7
-    if c == 28:
-        return 9
-    if c == 29:
-        return 11
-    if c == 30:
-        return 13
-    c = _bit(b) | (c << 1)
-    return 0 if c == 62 else 14
+_init_huffman()
 
 
 cdef int _log2up(int n) noexcept nogil:
@@ -93,118 +106,170 @@ cdef int _log2up(int n) noexcept nogil:
     return k
 
 
-cdef void _qtree_copy(uint8_t* a, int nx, int ny, uint8_t* b, int n) noexcept nogil:
-    # Expand the ((nx+1)/2, (ny+1)/2) 4-bit codes of a into single bits of b (row stride n).
-    cdef int nx2 = (nx + 1) // 2, ny2 = (ny + 1) // 2
-    cdef int i, j, v
-    cdef Py_ssize_t k = <Py_ssize_t>ny2 * (nx2 - 1) + ny2 - 1, s00, s10
-    for i in range(nx2 - 1, -1, -1):
-        s00 = 2 * (<Py_ssize_t>n * i + ny2 - 1)
-        for j in range(ny2 - 1, -1, -1):
-            b[s00] = a[k]
-            k -= 1
-            s00 -= 2
-    i = 0
-    while i < nx - 1:
-        s00 = <Py_ssize_t>n * i
-        s10 = s00 + n
-        j = 0
-        while j < ny - 1:
-            v = b[s00]
-            b[s10 + 1] = v & 1
-            b[s10] = (v >> 1) & 1
-            b[s00 + 1] = (v >> 2) & 1
-            b[s00] = (v >> 3) & 1
-            s00 += 2
-            s10 += 2
-            j += 2
-        if j < ny:
-            v = b[s00]
-            b[s10] = (v >> 1) & 1
-            b[s00] = (v >> 3) & 1
+# -- bit input ----------------------------------------------------------------------------------
+cdef struct _Bits:
+    const uint8_t* p  # next byte to load
+    const uint8_t* end
+    uint64_t buf  # the next n stream bits at the top; below them, possibly the bits after them
+    int n
+    Py_ssize_t over  # zero bytes loaded past the end of the stream
+
+
+cdef inline void _refill(_Bits* b) noexcept nogil:
+    # at least 57 valid bits afterwards
+    cdef uint8_t byte
+    if b.end - b.p >= 8:
+        b.buf |= _load_be64(b.p) >> b.n
+        b.p += (63 - b.n) >> 3
+        b.n |= 56
+        return
+    while b.n <= 56:
+        if b.p < b.end:
+            byte = b.p[0]
+            b.p += 1
+        else:
+            byte = 0
+            b.over += 1
+        b.buf |= (<uint64_t>byte) << (56 - b.n)
+        b.n += 8
+
+
+cdef inline uint64_t _get(_Bits* b, int k) noexcept nogil:
+    # the next k bits, 1 <= k <= 56
+    cdef uint64_t v
+    if b.n < k:
+        _refill(b)
+    v = b.buf >> (64 - k)
+    b.buf <<= k
+    b.n -= k
+    return v
+
+
+cdef inline int _huffman(_Bits* b) noexcept nogil:
+    cdef int e
+    if b.n < 6:
+        _refill(b)
+    e = _HUFF[b.buf >> 58]
+    b.buf <<= e >> 4
+    b.n -= e >> 4
+    return e & 15
+
+
+cdef inline bint _overrun(const _Bits* b) noexcept nogil:
+    # more bits taken than the stream holds
+    return b.over * 8 > b.n
+
+
+# -- quadtree bit planes --------------------------------------------------------------------------
+cdef struct _Nodes:
+    # non-zero nodes of one quadtree level, row-major: position and 4-bit value
+    int32_t* row
+    int32_t* col
+    uint8_t* val
+
+
+cdef inline uint64_t _bitval(int v, int k, int bit) noexcept nogil:
+    # bit k of v, moved to bit plane `bit` (unsigned: a hostile plane count is no UB)
+    return (<uint64_t>((v >> k) & 1)) << bit
+
+
+cdef void _direct(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int bit) noexcept nogil:
+    # a plane written directly: one 4-bit value per 2 x 2 block, row-major
+    cdef int i = 0, j, v
+    cdef hint* p0
+    cdef hint* p1
+    while i < nqx:
+        p0 = a + <Py_ssize_t>i * n
+        if i + 1 < nqx:
+            p1 = p0 + n
+            j = 0
+            while j + 1 < nqy:
+                v = <int>_get(bs, 4)
+                p0[j] |= <hint>_bitval(v, 3, bit)
+                p0[j + 1] |= <hint>_bitval(v, 2, bit)
+                p1[j] |= <hint>_bitval(v, 1, bit)
+                p1[j + 1] |= <hint>_bitval(v, 0, bit)
+                j += 2
+            if j < nqy:
+                v = <int>_get(bs, 4)
+                p0[j] |= <hint>_bitval(v, 3, bit)
+                p1[j] |= <hint>_bitval(v, 1, bit)
+        else:
+            j = 0
+            while j + 1 < nqy:
+                v = <int>_get(bs, 4)
+                p0[j] |= <hint>_bitval(v, 3, bit)
+                p0[j + 1] |= <hint>_bitval(v, 2, bit)
+                j += 2
+            if j < nqy:
+                v = <int>_get(bs, 4)
+                p0[j] |= <hint>_bitval(v, 3, bit)
         i += 2
-    if i < nx:
-        s00 = <Py_ssize_t>n * i
-        j = 0
-        while j < ny - 1:
-            v = b[s00]
-            b[s00 + 1] = (v >> 2) & 1
-            b[s00] = (v >> 3) & 1
-            s00 += 2
-            j += 2
-        if j < ny:
-            b[s00] = (b[s00] >> 3) & 1
 
 
-cdef void _qtree_bitins(const uint8_t* a, int nx, int ny, int64_t* b, int n, int bit) noexcept nogil:
-    # OR the 4-bit codes of a, expanded to 2x2 blocks, into bit plane `bit` of b (row stride n).
-    cdef int i, j
-    cdef int64_t v, one = 1
-    cdef Py_ssize_t k = 0, s00, s10
-    i = 0
-    while i < nx - 1:
-        s00 = <Py_ssize_t>n * i
-        s10 = s00 + n
-        j = 0
-        while j < ny - 1:
-            v = a[k]
-            b[s10 + 1] |= (v & 1) << bit
-            b[s10] |= ((v >> 1) & 1) << bit
-            b[s00 + 1] |= ((v >> 2) & 1) << bit
-            b[s00] |= ((v >> 3) & 1) << bit
-            s00 += 2
-            s10 += 2
-            k += 1
-            j += 2
-        if j < ny:
-            v = a[k]
-            b[s10] |= ((v >> 1) & 1) << bit
-            b[s00] |= ((v >> 3) & 1) << bit
-            k += 1
-        i += 2
-    if i < nx:
-        s00 = <Py_ssize_t>n * i
-        j = 0
-        while j < ny - 1:
-            v = a[k]
-            b[s00 + 1] |= ((v >> 2) & 1) << bit
-            b[s00] |= ((v >> 3) & 1) << bit
-            s00 += 2
-            k += 1
-            j += 2
-        if j < ny:
-            v = a[k]
-            b[s00] |= ((v >> 3) & 1) << bit
-            k += 1
+cdef void _leaves(const int32_t* pr, const int32_t* pc, const uint8_t* pv, Py_ssize_t cnt,
+                  hint* a, Py_ssize_t n, int nqx, int nqy, int bit) noexcept nogil:
+    # OR the 2 x 2 blocks of the last level's non-zero nodes into bit plane `bit`
+    cdef Py_ssize_t t
+    cdef int r, c, v
+    cdef hint* p
+    for t in range(cnt):
+        r = 2 * pr[t]
+        c = 2 * pc[t]
+        if r >= nqx or c >= nqy:
+            continue  # a quadrant with no rows or columns
+        v = pv[t]
+        p = a + <Py_ssize_t>r * n + c
+        p[0] |= <hint>_bitval(v, 3, bit)
+        if c + 1 < nqy:
+            p[1] |= <hint>_bitval(v, 2, bit)
+        if r + 1 < nqx:
+            p[n] |= <hint>_bitval(v, 1, bit)
+            if c + 1 < nqy:
+                p[n + 1] |= <hint>_bitval(v, 0, bit)
 
 
-cdef int _qtree_decode(_Bits* bs, int64_t* a, int n, int nqx, int nqy, int nbitplanes,
-                       uint8_t* scratch) noexcept nogil:
-    cdef int log2n, bit, code, k, nx, ny, nfx, nfy, c, i
-    cdef Py_ssize_t m
-    cdef int nqmax = nqx if nqx > nqy else nqy
+cdef int _qtree(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int nbitplanes,
+                _Nodes* bufs) noexcept nogil:
+    """OR the bit planes of one nqx x nqy quadrant (row stride n) into a, top plane first.
+
+    A quadtree plane: the root's value, then level by level the values of the children of the
+    non-zero nodes, read in reverse row-major order of the level. ``bufs``: two node lists
+    (ping-pong) of at least max(1, ceil(nqx/2)) * max(1, ceil(nqy/2)) entries.
+    """
+    cdef int log2n, bit, code, lvl, nx, ny, nfx, nfy, c, v, r2, col, side
+    cdef Py_ssize_t cnt, m, i, j0, t, w
+    cdef int32_t* pr
+    cdef int32_t* pc
+    cdef uint8_t* pv
+    cdef int32_t* qr
+    cdef int32_t* qc
+    cdef uint8_t* qv
     if nqx < 0 or nqy < 0:
         return C_ERR_CORRUPT
-    log2n = _log2up(nqmax)
+    log2n = _log2up(nqx if nqx > nqy else nqy)
     for bit in range(nbitplanes - 1, -1, -1):
-        code = _nbits(bs, 4)
-        if bs.failed:
-            return C_ERR_TRUNCATED
+        code = <int>_get(bs, 4)
         if code == 0:
-            m = <Py_ssize_t>((nqx + 1) // 2) * ((nqy + 1) // 2)
-            for i in range(m):
-                scratch[i] = <uint8_t>_nbits(bs, 4)
-            _qtree_bitins(scratch, nqx, nqy, a, n, bit)
+            _direct(bs, a, n, nqx, nqy, bit)
         elif code != 0xF:
-            return C_ERR_CORRUPT
+            return C_ERR_TRUNCATED if _overrun(bs) else C_ERR_CORRUPT
         else:
-            scratch[0] = <uint8_t>_huffman(bs)
+            pr = bufs[0].row
+            pc = bufs[0].col
+            pv = bufs[0].val
+            pr[0] = 0
+            pc[0] = 0
+            pv[0] = <uint8_t>_huffman(bs)
+            cnt = 1 if pv[0] else 0
+            side = 1
             nx = 1
             ny = 1
             nfx = nqx
             nfy = nqy
             c = 1 << log2n
-            for k in range(1, log2n):
+            for lvl in range(1, log2n):
+                # the level's size (as the encoder halved the quadrant, rounding up)
                 c >>= 1
                 nx <<= 1
                 ny <<= 1
@@ -216,153 +281,248 @@ cdef int _qtree_decode(_Bits* bs, int64_t* a, int n, int nqx, int nqy, int nbitp
                     ny -= 1
                 else:
                     nfy -= c
-                _qtree_copy(scratch, nx, ny, scratch, ny)
-                for m in range(<Py_ssize_t>nx * ny - 1, -1, -1):
-                    if scratch[m]:
-                        scratch[m] = <uint8_t>_huffman(bs)
-            _qtree_bitins(scratch, nqx, nqy, a, n, bit)
-        if bs.failed:
+                if cnt == 0:
+                    continue
+                qr = bufs[side].row
+                qc = bufs[side].col
+                qv = bufs[side].val
+                side ^= 1
+                # children in row-major order: per parent row, its upper then its lower row
+                m = 0
+                i = 0
+                while i < cnt:
+                    j0 = i
+                    r2 = 2 * pr[i]
+                    while i < cnt and pr[i] == pr[j0]:
+                        i += 1
+                    for t in range(j0, i):
+                        v = pv[t]
+                        col = 2 * pc[t]
+                        if v & 8:
+                            qr[m] = r2
+                            qc[m] = col
+                            m += 1
+                        if v & 4 and col + 1 < ny:
+                            qr[m] = r2
+                            qc[m] = col + 1
+                            m += 1
+                    if r2 + 1 < nx:
+                        for t in range(j0, i):
+                            v = pv[t]
+                            col = 2 * pc[t]
+                            if v & 2:
+                                qr[m] = r2 + 1
+                                qc[m] = col
+                                m += 1
+                            if v & 1 and col + 1 < ny:
+                                qr[m] = r2 + 1
+                                qc[m] = col + 1
+                                m += 1
+                # their values, last child first; the non-zero ones stay, in order, at the end
+                w = m
+                for t in range(m - 1, -1, -1):
+                    v = _huffman(bs)
+                    qr[w - 1] = qr[t]
+                    qc[w - 1] = qc[t]
+                    qv[w - 1] = <uint8_t>v
+                    w -= v != 0
+                pr = qr + w
+                pc = qc + w
+                pv = qv + w
+                cnt = m - w
+            _leaves(pr, pc, pv, cnt, a, n, nqx, nqy, bit)
+        if _overrun(bs):
             return C_ERR_TRUNCATED
     return 0
 
 
-cdef void _unshuffle(int64_t* a, int n, int n2, int64_t* tmp) noexcept nogil:
-    # a[0], a[n2], ...: first half holds the even elements, second half the odd ones; interleave.
-    cdef int nhalf = (n + 1) >> 1, i
-    cdef Py_ssize_t k
-    for i in range(nhalf, n):
-        tmp[i - nhalf] = a[<Py_ssize_t>n2 * i]
-    for i in range(nhalf - 1, -1, -1):
-        a[<Py_ssize_t>2 * n2 * i] = a[<Py_ssize_t>n2 * i]
-    k = 0
-    i = 1
-    while i < n:
-        a[<Py_ssize_t>n2 * i] = tmp[k]
-        k += 1
-        i += 2
-
-
-cdef inline int64_t _min(int64_t a, int64_t b) noexcept nogil:
+# -- inverse H-transform ----------------------------------------------------------------------------
+cdef inline hint _min(hint a, hint b) noexcept nogil:
     return a if a < b else b
 
 
-cdef inline int64_t _max(int64_t a, int64_t b) noexcept nogil:
+cdef inline hint _max(hint a, hint b) noexcept nogil:
     return a if a > b else b
 
 
-cdef void _hsmooth(int64_t* a, int nxtop, int nytop, int ny, int scale) noexcept nogil:
-    cdef int64_t smax = scale >> 1, hm, h0, hp, hmm, hpm, hmp, hpp, hx2, hy2, diff, dmax, dmin, s
-    cdef int64_t m1, m2
-    cdef Py_ssize_t s00, s10, ny2 = 2 * <Py_ssize_t>ny
-    cdef int i, j
+cdef void _hsmooth(const hint* H, Py_ssize_t hs, hint* a, Py_ssize_t ny, int nxtop, int nytop,
+                   int scale) noexcept nogil:
+    """Smooth the differences of one level (nxtop x nytop) before it is inverted.
+
+    H: the level's sums (row stride hs); its x, y and cross differences are the quadrants of
+    a (row stride ny) right of, below and diagonal to the sums' ((nxtop + 1) // 2 rows,
+    (nytop + 1) // 2 columns). Differences move toward the interpolation of the neighbouring
+    sums, by at most scale / 2, and never past a local extremum.
+    """
+    cdef int nxh = (nxtop + 1) >> 1, nyh = (nytop + 1) >> 1, i, j
+    cdef hint smax = <hint>(scale >> 1), hm, h0, hp, hmm, hpm, hmp, hpp, hx2, hy2, diff, dmax, dmin
+    cdef hint s, m1, m2
+    cdef hint* HX = a + <Py_ssize_t>nxh * ny
+    cdef hint* HY = a + nyh
+    cdef hint* HC = HX + nyh
+    cdef const hint* h
     if smax <= 0:
         return
     # x differences
-    i = 2
-    while i < nxtop - 2:
-        s00 = <Py_ssize_t>ny * i
-        s10 = s00 + ny
-        j = 0
-        while j < nytop:
-            hm = a[s00 - ny2]
-            h0 = a[s00]
-            hp = a[s00 + ny2]
+    i = 1
+    while 2 * i < nxtop - 2:
+        h = H + i * hs
+        for j in range(nyh):
+            hm = h[j - hs]
+            h0 = h[j]
+            hp = h[j + hs]
             diff = hp - hm
-            dmax = _max(_min(hp - h0, h0 - hm), 0) << 2
-            dmin = _min(_max(hp - h0, h0 - hm), 0) << 2
+            dmax = _max(_min(hp - h0, h0 - hm), <hint>0) << 2
+            dmin = _min(_max(hp - h0, h0 - hm), <hint>0) << 2
             if dmin < dmax:
                 diff = _max(_min(diff, dmax), dmin)
-                s = diff - (a[s10] << 3)
+                s = diff - (HX[i * ny + j] << 3)
                 s = (s >> 3) if s >= 0 else ((s + 7) >> 3)
-                s = _max(_min(s, smax), -smax)
-                a[s10] = a[s10] + s
-            s00 += 2
-            s10 += 2
-            j += 2
-        i += 2
+                HX[i * ny + j] += _max(_min(s, smax), -smax)
+        i += 1
     # y differences
-    i = 0
-    while i < nxtop:
-        s00 = <Py_ssize_t>ny * i + 2
-        j = 2
-        while j < nytop - 2:
-            hm = a[s00 - 2]
-            h0 = a[s00]
-            hp = a[s00 + 2]
+    for i in range(nxh):
+        h = H + i * hs
+        j = 1
+        while 2 * j < nytop - 2:
+            hm = h[j - 1]
+            h0 = h[j]
+            hp = h[j + 1]
             diff = hp - hm
-            dmax = _max(_min(hp - h0, h0 - hm), 0) << 2
-            dmin = _min(_max(hp - h0, h0 - hm), 0) << 2
+            dmax = _max(_min(hp - h0, h0 - hm), <hint>0) << 2
+            dmin = _min(_max(hp - h0, h0 - hm), <hint>0) << 2
             if dmin < dmax:
                 diff = _max(_min(diff, dmax), dmin)
-                s = diff - (a[s00 + 1] << 3)
+                s = diff - (HY[i * ny + j] << 3)
                 s = (s >> 3) if s >= 0 else ((s + 7) >> 3)
-                s = _max(_min(s, smax), -smax)
-                a[s00 + 1] = a[s00 + 1] + s
-            s00 += 2
-            j += 2
-        i += 2
+                HY[i * ny + j] += _max(_min(s, smax), -smax)
+            j += 1
     # cross differences
-    i = 2
-    while i < nxtop - 2:
-        s00 = <Py_ssize_t>ny * i + 2
-        s10 = s00 + ny
-        j = 2
-        while j < nytop - 2:
-            hmm = a[s00 - ny2 - 2]
-            hpm = a[s00 + ny2 - 2]
-            hmp = a[s00 - ny2 + 2]
-            hpp = a[s00 + ny2 + 2]
-            h0 = a[s00]
+    i = 1
+    while 2 * i < nxtop - 2:
+        h = H + i * hs
+        j = 1
+        while 2 * j < nytop - 2:
+            hmm = h[j - hs - 1]
+            hpm = h[j + hs - 1]
+            hmp = h[j - hs + 1]
+            hpp = h[j + hs + 1]
+            h0 = h[j]
             diff = hpp + hmm - hmp - hpm
-            hx2 = a[s10] << 1
-            hy2 = a[s00 + 1] << 1
-            m1 = _min(_max(hpp - h0, 0) - hx2 - hy2, _max(h0 - hpm, 0) + hx2 - hy2)
-            m2 = _min(_max(h0 - hmp, 0) - hx2 + hy2, _max(hmm - h0, 0) + hx2 + hy2)
+            hx2 = HX[i * ny + j] << 1
+            hy2 = HY[i * ny + j] << 1
+            m1 = _min(_max(hpp - h0, <hint>0) - hx2 - hy2, _max(h0 - hpm, <hint>0) + hx2 - hy2)
+            m2 = _min(_max(h0 - hmp, <hint>0) - hx2 + hy2, _max(hmm - h0, <hint>0) + hx2 + hy2)
             dmax = _min(m1, m2) << 4
-            m1 = _max(_min(hpp - h0, 0) - hx2 - hy2, _min(h0 - hpm, 0) + hx2 - hy2)
-            m2 = _max(_min(h0 - hmp, 0) - hx2 + hy2, _min(hmm - h0, 0) + hx2 + hy2)
+            m1 = _max(_min(hpp - h0, <hint>0) - hx2 - hy2, _min(h0 - hpm, <hint>0) + hx2 - hy2)
+            m2 = _max(_min(h0 - hmp, <hint>0) - hx2 + hy2, _min(hmm - h0, <hint>0) + hx2 + hy2)
             dmin = _max(m1, m2) << 4
             if dmin < dmax:
                 diff = _max(_min(diff, dmax), dmin)
-                s = diff - (a[s10 + 1] << 6)
+                s = diff - (HC[i * ny + j] << 6)
                 s = (s >> 6) if s >= 0 else ((s + 63) >> 6)
-                s = _max(_min(s, smax), -smax)
-                a[s10 + 1] = a[s10 + 1] + s
-            s00 += 2
-            s10 += 2
-            j += 2
-        i += 2
+                HC[i * ny + j] += _max(_min(s, smax), -smax)
+            j += 1
+        i += 1
 
 
-cdef int _hinv(int64_t* a, int nx, int ny, int smooth, int scale) noexcept nogil:
+cdef void _level(const hint* H, Py_ssize_t hs, const hint* a, Py_ssize_t ny, int nxtop, int nytop,
+                 pix* O, Py_ssize_t os, int shift, hint bit0, hint bit1, hint mask0, hint mask1,
+                 hint prnd0, hint prnd1, hint neg0) noexcept nogil:
+    """One level of the inverse: the sums H (row stride hs) and the differences in a (see
+    _hsmooth) → the nxtop x nytop sums of the level below, in O (row stride os).
+
+    Branch-free forms of the rounding: x + (p if x >= 0 else p - 1) is x + p - (x < 0), and
+    x - b if x >= 0 else x + b is x - ((b ^ s) - s) with s = -(x < 0).
+    """
+    cdef int nxh = (nxtop + 1) >> 1, nyh = (nytop + 1) >> 1, nx2 = nxtop >> 1, ny2 = nytop >> 1
+    cdef int i, j
+    cdef const hint* h
+    cdef const hint* hxr
+    cdef const hint* hyr
+    cdef const hint* hcr
+    cdef pix* o0
+    cdef pix* o1
+    cdef hint h0, hx, hy, hc, lowbit0, lowbit1, s, m
+    for i in range(nx2):
+        h = H + i * hs
+        hxr = a + (nxh + i) * ny
+        hyr = a + i * ny + nyh
+        hcr = hxr + nyh
+        o0 = O + 2 * i * os
+        o1 = o0 + os
+        for j in range(ny2):
+            h0 = h[j]
+            hx = hxr[j]
+            hy = hyr[j]
+            hc = hcr[j]
+            hx = (hx + prnd1 - (hx < 0)) & mask1
+            hy = (hy + prnd1 - (hy < 0)) & mask1
+            hc = (hc + prnd0 - ((hc < 0) & neg0)) & mask0
+            lowbit0 = hc & bit0
+            s = -(hx < 0)
+            hx = hx - ((lowbit0 ^ s) - s)
+            s = -(hy < 0)
+            hy = hy - ((lowbit0 ^ s) - s)
+            lowbit1 = (hc ^ hx ^ hy) & bit1
+            # h0 + lowbit0 - lowbit1, but + lowbit1 when h0 < 0 and lowbit0 == 0
+            m = ((h0 < 0) & (lowbit0 == 0)) - 1
+            h0 = h0 + lowbit0 + ((lowbit1 ^ m) - m)
+            o1[2 * j + 1] = <pix>((h0 + hx + hy + hc) >> shift)
+            o1[2 * j] = <pix>((h0 + hx - hy - hc) >> shift)
+            o0[2 * j + 1] = <pix>((h0 - hx + hy - hc) >> shift)
+            o0[2 * j] = <pix>((h0 - hx - hy + hc) >> shift)
+        if ny2 < nyh:  # an odd last column: no y or cross difference
+            h0 = h[ny2]
+            hx = (hxr[ny2] + prnd1 - (hxr[ny2] < 0)) & mask1
+            lowbit1 = hx & bit1
+            s = -(h0 < 0)
+            h0 = h0 - ((lowbit1 ^ s) - s)
+            o1[2 * ny2] = <pix>((h0 + hx) >> shift)
+            o0[2 * ny2] = <pix>((h0 - hx) >> shift)
+    if nx2 < nxh:  # an odd last row: no x or cross difference
+        h = H + nx2 * hs
+        hyr = a + nx2 * ny + nyh
+        o0 = O + 2 * nx2 * os
+        for j in range(ny2):
+            h0 = h[j]
+            hy = (hyr[j] + prnd1 - (hyr[j] < 0)) & mask1
+            lowbit1 = hy & bit1
+            s = -(h0 < 0)
+            h0 = h0 - ((lowbit1 ^ s) - s)
+            o0[2 * j + 1] = <pix>((h0 + hy) >> shift)
+            o0[2 * j] = <pix>((h0 - hy) >> shift)
+        if ny2 < nyh:
+            o0[2 * ny2] = <pix>(h[ny2] >> shift)
+
+
+cdef void _hinv(hint* a, int nx, int ny, bint smooth, int scale, hint* odd, hint* even,
+                pix* out) noexcept nogil:
+    """Invert the H-transform of the nx x ny coefficients in a (a is changed) into out.
+
+    odd, even: the outputs of the odd and even levels above the last, of ceil(nx/2) *
+    ceil(ny/2) and ceil(nx/4) * ceil(ny/4) values (level k has ceil(nx/2^k) x ceil(ny/2^k)).
+    """
     cdef int nmax = nx if nx > ny else ny
-    cdef int log2n = _log2up(nmax), k, i, j, nxtop, nytop, nxf, nyf, c, oddx, oddy, shift = 1
-    cdef int64_t bit0, bit1, bit2, mask0, mask1, mask2, prnd0, prnd1, prnd2, nrnd0, nrnd1, nrnd2
-    cdef int64_t h0, hx, hy, hc, lowbit0, lowbit1
-    cdef Py_ssize_t s00, s10
-    cdef int64_t* tmp
+    cdef int log2n = _log2up(nmax), k, nxtop = 1, nytop = 1, nxf = nx, nyf = ny, c, shift = 1
+    cdef int64_t b0
+    cdef hint bit0, bit1, mask0, mask1, prnd0, prnd1, prnd2, mask2, neg0 = 1
+    cdef const hint* H = a
+    cdef Py_ssize_t hs = ny
+    cdef hint* O
     if log2n == 0:
-        return 0
-    tmp = <int64_t*>malloc(sizeof(int64_t) * ((nmax + 1) // 2 + 1))
-    if tmp == NULL:
-        return C_ERR_MEMORY
-    bit0 = (<int64_t>1) << (log2n - 1)
-    bit1 = bit0 << 1
-    bit2 = bit0 << 2
-    mask0 = -bit0
-    mask1 = mask0 << 1
-    mask2 = mask0 << 2
-    prnd0 = bit0 >> 1
-    prnd1 = bit1 >> 1
-    prnd2 = bit2 >> 1
-    nrnd0 = prnd0 - 1
-    nrnd1 = prnd1 - 1
-    nrnd2 = prnd2 - 1
-    a[0] = (a[0] + (prnd2 if a[0] >= 0 else nrnd2)) & mask2
-    nxtop = 1
-    nytop = 1
-    nxf = nx
-    nyf = ny
+        out[0] = <pix>a[0]
+        return
+    b0 = (<int64_t>1) << (log2n - 1)
+    bit0 = <hint>b0
+    bit1 = <hint>(b0 << 1)
+    mask0 = <hint>(-b0)
+    mask1 = <hint>(-(b0 << 1))
+    mask2 = <hint>(-(b0 << 2))
+    prnd0 = <hint>(b0 >> 1)
+    prnd1 = <hint>b0
+    prnd2 = <hint>(b0 << 1)
+    a[0] = (a[0] + prnd2 - (a[0] < 0)) & mask2
     c = 1 << log2n
     for k in range(log2n - 1, -1, -1):
         c >>= 1
@@ -377,82 +537,28 @@ cdef int _hinv(int64_t* a, int nx, int ny, int smooth, int scale) noexcept nogil
         else:
             nyf -= c
         if k == 0:
-            nrnd0 = 0
+            neg0 = 0  # the last level rounds hc by nothing
             shift = 2
-        for i in range(nxtop):
-            _unshuffle(&a[<Py_ssize_t>ny * i], nytop, 1, tmp)
-        for j in range(nytop):
-            _unshuffle(&a[j], nxtop, ny, tmp)
         if smooth:
-            _hsmooth(a, nxtop, nytop, ny, scale)
-        oddx = nxtop % 2
-        oddy = nytop % 2
-        i = 0
-        while i < nxtop - oddx:
-            s00 = <Py_ssize_t>ny * i
-            s10 = s00 + ny
-            j = 0
-            while j < nytop - oddy:
-                h0 = a[s00]
-                hx = a[s10]
-                hy = a[s00 + 1]
-                hc = a[s10 + 1]
-                hx = (hx + (prnd1 if hx >= 0 else nrnd1)) & mask1
-                hy = (hy + (prnd1 if hy >= 0 else nrnd1)) & mask1
-                hc = (hc + (prnd0 if hc >= 0 else nrnd0)) & mask0
-                lowbit0 = hc & bit0
-                hx = (hx - lowbit0) if hx >= 0 else (hx + lowbit0)
-                hy = (hy - lowbit0) if hy >= 0 else (hy + lowbit0)
-                lowbit1 = (hc ^ hx ^ hy) & bit1
-                if h0 >= 0:
-                    h0 = h0 + lowbit0 - lowbit1
-                else:
-                    h0 = h0 + (lowbit1 if lowbit0 == 0 else (lowbit0 - lowbit1))
-                a[s10 + 1] = (h0 + hx + hy + hc) >> shift
-                a[s10] = (h0 + hx - hy - hc) >> shift
-                a[s00 + 1] = (h0 - hx + hy - hc) >> shift
-                a[s00] = (h0 - hx - hy + hc) >> shift
-                s00 += 2
-                s10 += 2
-                j += 2
-            if oddy:
-                h0 = a[s00]
-                hx = a[s10]
-                hx = (hx + (prnd1 if hx >= 0 else nrnd1)) & mask1
-                lowbit1 = hx & bit1
-                h0 = (h0 - lowbit1) if h0 >= 0 else (h0 + lowbit1)
-                a[s10] = (h0 + hx) >> shift
-                a[s00] = (h0 - hx) >> shift
-            i += 2
-        if oddx:
-            s00 = <Py_ssize_t>ny * i
-            j = 0
-            while j < nytop - oddy:
-                h0 = a[s00]
-                hy = a[s00 + 1]
-                hy = (hy + (prnd1 if hy >= 0 else nrnd1)) & mask1
-                lowbit1 = hy & bit1
-                h0 = (h0 - lowbit1) if h0 >= 0 else (h0 + lowbit1)
-                a[s00 + 1] = (h0 + hy) >> shift
-                a[s00] = (h0 - hy) >> shift
-                s00 += 2
-                j += 2
-            if oddy:
-                h0 = a[s00]
-                a[s00] = h0 >> shift
-        bit2 = bit1
+            _hsmooth(H, hs, a, ny, nxtop, nytop, scale)
+        if k == 0:
+            _level(H, hs, a, ny, nxtop, nytop, out, ny, shift, bit0, bit1, mask0, mask1, prnd0,
+                   prnd1, neg0)
+        else:
+            O = odd if k & 1 else even
+            _level(H, hs, a, ny, nxtop, nytop, O, nytop, shift, bit0, bit1, mask0, mask1, prnd0,
+                   prnd1, neg0)
+            H = O
+            hs = nytop
         bit1 = bit0
         bit0 = bit0 >> 1
         mask1 = mask0
         mask0 = mask0 >> 1
         prnd1 = prnd0
         prnd0 = prnd0 >> 1
-        nrnd1 = nrnd0
-        nrnd0 = prnd0 - 1
-    free(tmp)
-    return 0
 
 
+# -- one tile -------------------------------------------------------------------------------------
 cdef int64_t _be(const uint8_t* p, int k) noexcept nogil:
     cdef int64_t v = 0
     cdef int i
@@ -461,12 +567,74 @@ cdef int64_t _be(const uint8_t* p, int k) noexcept nogil:
     return v
 
 
-cdef int _decode(const uint8_t* src, Py_ssize_t n, int64_t* a, int nx, int ny, int smooth) noexcept nogil:
-    cdef int scale, nb0, nb1, nb2, rc, nx2, ny2
+cdef struct _Work:
+    # scratch for a run of tiles, sized for the largest and for 64-bit arithmetic
+    void* coef  # the coefficients (nel)
+    void* odd  # outputs of the odd levels above the last (ceil(nx/2) * ceil(ny/2))
+    void* even  # outputs of the even levels above the last (ceil(nx/4) * ceil(ny/4))
+    _Nodes nodes[2]  # quadtree node lists (ceil(nx/4) * ceil(ny/4), at least 1 per side)
+    void* block
+
+
+cdef struct _Need:
+    Py_ssize_t nel
+    Py_ssize_t nodd
+    Py_ssize_t neven
+    Py_ssize_t nodes
+
+
+cdef void _need(_Need* need, int nx, int ny) noexcept nogil:
+    # raise need to what an nx x ny tile takes
+    cdef Py_ssize_t v
+    v = <Py_ssize_t>nx * ny
+    if v > need.nel:
+        need.nel = v
+    v = <Py_ssize_t>((nx + 1) // 2) * ((ny + 1) // 2)
+    if v > need.nodd:
+        need.nodd = v
+    v = <Py_ssize_t>((nx + 3) // 4) * ((ny + 3) // 4)
+    if v > need.neven:
+        need.neven = v
+    v = <Py_ssize_t>(nx // 4 + 2) * (ny // 4 + 2)
+    if v > need.nodes:
+        need.nodes = v
+
+
+cdef int _work_alloc(_Work* w, const _Need* need) noexcept nogil:
+    # 0, or C_ERR_MEMORY (then w.block is NULL)
+    cdef Py_ssize_t cap = need.nodes
+    cdef uint8_t* p
+    cdef int k
+    p = <uint8_t*>malloc(8 * (need.nel + need.nodd + need.neven + 3) + 2 * 9 * cap + 64)
+    w.block = p
+    if p == NULL:
+        return C_ERR_MEMORY
+    w.coef = p
+    p += 8 * (need.nel + 1)
+    w.odd = p
+    p += 8 * (need.nodd + 1)
+    w.even = p
+    p += 8 * (need.neven + 1)
+    for k in range(2):
+        w.nodes[k].row = <int32_t*>p
+        p += 4 * cap
+        w.nodes[k].col = <int32_t*>p
+        p += 4 * cap
+        w.nodes[k].val = p
+        p += cap
+    return 0
+
+
+cdef int _decode(const uint8_t* src, Py_ssize_t n, int nx, int ny, bint smooth, hint* a,
+                 hint* odd, hint* even, _Nodes* nodes, pix* out) noexcept nogil:
+    """Decode one stream of nx x ny pixels into out; 0 or a negative error code. a, odd, even,
+    nodes: scratch of _work_init(nx, ny) at least."""
+    cdef int scale, nb0, nb1, nb2, rc, nx2, ny2, drop
     cdef int64_t sumall
     cdef Py_ssize_t i, nel = <Py_ssize_t>nx * ny
+    cdef hint v, s, mult
+    cdef bint nz
     cdef _Bits bs
-    cdef uint8_t* scratch
     if n < 2 + 12 + 8 + 3:
         return C_ERR_TRUNCATED
     if src[0] != 0xDD or src[1] != 0x99:
@@ -480,63 +648,44 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, int64_t* a, int nx, int ny, i
     nb2 = src[24]
     if nb0 > 63 or nb1 > 63 or nb2 > 63:
         return C_ERR_CORRUPT
-    for i in range(nel):
-        a[i] = 0
+    memset(a, 0, nel * sizeof(hint))
     nx2 = (nx + 1) // 2
     ny2 = (ny + 1) // 2
-    scratch = <uint8_t*>malloc(<Py_ssize_t>((nx2 + 1) // 2 + 1) * ((ny2 + 1) // 2 + 1) * 4 + 16)
-    if scratch == NULL:
-        return C_ERR_MEMORY
-    bs.src = src
-    bs.n = n
-    bs.pos = 25
+    bs.p = src + 25
+    bs.end = src + n
     bs.buf = 0
-    bs.nbits = 0
-    bs.failed = 0
-    rc = _qtree_decode(&bs, a, ny, nx2, ny2, nb0, scratch)
+    bs.n = 0
+    bs.over = 0
+    rc = _qtree(&bs, a, ny, nx2, ny2, nb0, nodes)
     if rc == 0:
-        rc = _qtree_decode(&bs, a + ny2, ny, nx2, ny // 2, nb1, scratch)
+        rc = _qtree(&bs, a + ny2, ny, nx2, ny // 2, nb1, nodes)
     if rc == 0:
-        rc = _qtree_decode(&bs, a + <Py_ssize_t>ny * nx2, ny, nx // 2, ny2, nb1, scratch)
+        rc = _qtree(&bs, a + <Py_ssize_t>ny * nx2, ny, nx // 2, ny2, nb1, nodes)
     if rc == 0:
-        rc = _qtree_decode(&bs, a + <Py_ssize_t>ny * nx2 + ny2, ny, nx // 2, ny // 2, nb2, scratch)
-    free(scratch)
+        rc = _qtree(&bs, a + <Py_ssize_t>ny * nx2 + ny2, ny, nx // 2, ny // 2, nb2, nodes)
     if rc != 0:
         return rc
-    if _nbits(&bs, 4) != 0 or bs.failed:
+    if _get(&bs, 4) != 0 or _overrun(&bs):
         return C_ERR_CORRUPT
-    # sign bits start on a fresh byte
-    bs.nbits = 0
+    # the sign bits start on a fresh byte: one per non-zero coefficient, applied with the scale
+    drop = bs.n & 7
+    bs.buf <<= drop
+    bs.n -= drop
+    mult = <hint>scale if scale > 1 else 1
     for i in range(nel):
-        if a[i] != 0:
-            if _bit(&bs):
-                a[i] = -a[i]
-    if bs.failed:
+        if bs.n == 0:
+            _refill(&bs)
+        v = a[i]
+        nz = v != 0
+        s = -<hint>(bs.buf >> 63)
+        a[i] = ((v ^ s) - s) * mult
+        bs.buf <<= nz
+        bs.n -= nz
+    if _overrun(&bs):
         return C_ERR_TRUNCATED
-    a[0] = sumall
-    if scale > 1:
-        for i in range(nel):
-            a[i] *= scale
-    return _hinv(a, nx, ny, smooth, scale)
-
-
-def decode(const uint8_t[::1] src, cnp.ndarray out, int nx, int ny, bint smooth) -> int:
-    """Decode one HCOMPRESS_1 tile of ``nx`` (slow) × ``ny`` (fast) pixels into int64 ``out``.
-
-    Returns 0 or a negative error code.
-    """
-    cdef int64_t* a = <int64_t*>cnp.PyArray_DATA(out)
-    cdef Py_ssize_t n = src.shape[0]
-    cdef int rc
-    if out.dtype != np.int64 or not out.flags.c_contiguous or out.size != <Py_ssize_t>nx * ny:
-        raise ValueError("out must be a C-contiguous int64 array of nx * ny pixels")
-    if nx <= 0 or ny <= 0:
-        return 0
-    if n == 0:
-        return C_ERR_TRUNCATED
-    with nogil:
-        rc = _decode(&src[0], n, a, nx, ny, smooth)
-    return rc
+    a[0] = (<hint>sumall) * mult
+    _hinv(a, nx, ny, smooth, scale, odd, even, out)
+    return 0
 
 
 # -- encoding ---------------------------------------------------------------------------------------
@@ -651,13 +800,6 @@ cdef inline void _out_bits(_Out* o, int64_t value, int n) noexcept nogil:
 cdef inline void _out_flush(_Out* o) noexcept nogil:
     if o.nacc > 0:
         _out_bits(o, 0, 8 - o.nacc)
-
-
-cdef int _CODE[16]
-cdef int _NCODE[16]
-_CODE[:] = [0x3e, 0x00, 0x01, 0x08, 0x02, 0x09, 0x1a, 0x1b, 0x03, 0x1c, 0x0a, 0x1d, 0x0b, 0x1e,
-            0x3f, 0x0c]
-_NCODE[:] = [6, 3, 3, 4, 3, 4, 5, 5, 3, 5, 4, 5, 4, 5, 6, 4]
 
 
 cdef void _onebit(const int64_t* a, int n, int nx, int ny, uint8_t* b, int bit) noexcept nogil:
@@ -900,47 +1042,127 @@ def encode(cnp.ndarray src, int scale) -> bytes:
     return bytes(buf[:rc])
 
 
+def decode(const uint8_t[::1] src, cnp.ndarray out, int nx, int ny, bint smooth,
+           bint narrow=False) -> int:
+    """Decode one HCOMPRESS_1 tile of ``nx`` (slow) × ``ny`` (fast) pixels into int64 ``out``.
+
+    ``narrow``: 32-bit arithmetic, as CFITSIO decodes 8- and 16-bit images (64-bit otherwise).
+    Returns 0 or a negative error code.
+    """
+    cdef Py_ssize_t n = src.shape[0]
+    cdef int rc
+    cdef int64_t* o
+    cdef _Work w
+    cdef _Need need
+    if out.dtype != np.int64 or not out.flags.c_contiguous or not out.flags.writeable \
+            or out.size != <Py_ssize_t>nx * ny:
+        raise ValueError("out must be a writable C-contiguous int64 array of nx * ny pixels")
+    if nx <= 0 or ny <= 0:
+        return 0
+    if n == 0:
+        return C_ERR_TRUNCATED
+    o = <int64_t*>cnp.PyArray_DATA(out)
+    need.nel = need.nodd = need.neven = need.nodes = 0
+    with nogil:
+        _need(&need, nx, ny)
+        rc = _work_alloc(&w, &need)
+        if rc == 0:
+            if narrow:
+                rc = _decode(&src[0], n, nx, ny, smooth, <int32_t*>w.coef, <int32_t*>w.odd,
+                             <int32_t*>w.even, w.nodes, o)
+            else:
+                rc = _decode(&src[0], n, nx, ny, smooth, <int64_t*>w.coef, <int64_t*>w.odd,
+                             <int64_t*>w.even, w.nodes, o)
+        free(w.block)
+    return rc
+
+
+cdef int _decode_into(const uint8_t* src, Py_ssize_t n, int nx, int ny, bint smooth, bint narrow,
+                      _Work* w, uint8_t* target, int itemsize) noexcept nogil:
+    # one tile into `target`, a run of nx * ny pixels of `itemsize` bytes
+    if narrow:
+        if itemsize == 1:
+            return _decode(src, n, nx, ny, smooth, <int32_t*>w.coef, <int32_t*>w.odd,
+                           <int32_t*>w.even, w.nodes, target)
+        if itemsize == 2:
+            return _decode(src, n, nx, ny, smooth, <int32_t*>w.coef, <int32_t*>w.odd,
+                           <int32_t*>w.even, w.nodes, <int16_t*>target)
+        if itemsize == 4:
+            return _decode(src, n, nx, ny, smooth, <int32_t*>w.coef, <int32_t*>w.odd,
+                           <int32_t*>w.even, w.nodes, <int32_t*>target)
+        return _decode(src, n, nx, ny, smooth, <int32_t*>w.coef, <int32_t*>w.odd,
+                       <int32_t*>w.even, w.nodes, <int64_t*>target)
+    if itemsize == 1:
+        return _decode(src, n, nx, ny, smooth, <int64_t*>w.coef, <int64_t*>w.odd,
+                       <int64_t*>w.even, w.nodes, target)
+    if itemsize == 2:
+        return _decode(src, n, nx, ny, smooth, <int64_t*>w.coef, <int64_t*>w.odd,
+                       <int64_t*>w.even, w.nodes, <int16_t*>target)
+    if itemsize == 4:
+        return _decode(src, n, nx, ny, smooth, <int64_t*>w.coef, <int64_t*>w.odd,
+                       <int64_t*>w.even, w.nodes, <int32_t*>target)
+    return _decode(src, n, nx, ny, smooth, <int64_t*>w.coef, <int64_t*>w.odd,
+                   <int64_t*>w.even, w.nodes, <int64_t*>target)
+
+
 def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
-                const int64_t[::1] nrows, int ncols, const int64_t[::1] dest, cnp.ndarray out,
-                bint smooth) -> int:
-    """Decode several HCOMPRESS_1 tiles (tile i: ``nrows[i]`` × ``ncols``) of ``buf`` into the
-    flat integer ``out`` (itemsize 1, 2, 4 or 8), GIL-free. Returns -1 or the position of the
-    first failing tile."""
-    cdef Py_ssize_t n = offsets.shape[0], i, j, blen = buf.shape[0], olen = out.size, most = 0
-    cdef Py_ssize_t npix
+                const int64_t[::1] nrows, const int64_t[::1] ncols, const int64_t[::1] dest,
+                cnp.ndarray out, bint smooth, bint narrow, uint8_t[::1] status,
+                const uint8_t[::1] stop) -> int:
+    """Decode tiles into the flat integer array ``out`` (itemsize 1, 2, 4 or 8) in one GIL-free
+    loop.
+
+    Tile i is ``sizes[i]`` bytes at ``offsets[i]`` of ``buf``, ``nrows[i]`` × ``ncols[i]``
+    pixels, written at element ``dest[i]`` of ``out`` (cast as CFITSIO casts: truncated).
+    ``narrow``: 32-bit arithmetic, as CFITSIO decodes 8- and 16-bit images (64-bit otherwise).
+    ``status[i]`` becomes OK, MISMATCH (bad bounds, or a stream that does not decode to the
+    tile) or STOPPED; the loop stops early once ``stop[0]`` is non-zero (another chunk failed).
+    Returns the number of tiles not OK.
+    """
+    cdef Py_ssize_t n = offsets.shape[0], i, j, blen = buf.shape[0], olen = out.size
     cdef int itemsize = out.itemsize
     cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
     cdef const uint8_t* b = &buf[0] if blen else NULL
-    cdef int64_t* scratch
+    cdef Py_ssize_t bad = 0
+    cdef int64_t nx, ny
     cdef int rc
-    cdef Py_ssize_t failed = -1
-    if itemsize not in (1, 2, 4, 8) or not out.flags.c_contiguous or not out.flags.writeable:
+    cdef _Work w
+    cdef _Need need
+    if itemsize not in (1, 2, 4, 8) or out.dtype.kind not in "iu" or not out.flags.c_contiguous \
+            or not out.flags.writeable:
         raise ValueError("out must be a writable C-contiguous integer array")
+    if sizes.shape[0] != n or nrows.shape[0] != n or ncols.shape[0] != n or dest.shape[0] != n \
+            or status.shape[0] != n:
+        raise ValueError("offsets, sizes, nrows, ncols, dest and status must have the same length")
+    if stop.shape[0] < 1:
+        raise ValueError("stop must hold one byte")
+    need.nel = need.nodd = need.neven = need.nodes = 0
     for i in range(n):
-        if nrows[i] * ncols > most:
-            most = nrows[i] * ncols
-    scratch = <int64_t*>malloc(sizeof(int64_t) * (most + 1))
-    if scratch == NULL:
+        if 0 < nrows[i] <= 0x7FFFFFFF and 0 < ncols[i] <= 0x7FFFFFFF \
+                and nrows[i] * ncols[i] <= 0x7FFFFFFF:
+            _need(&need, <int>nrows[i], <int>ncols[i])
+    if _work_alloc(&w, &need) != 0:
         raise MemoryError()
-    with nogil:
-        for i in range(n):
-            npix = nrows[i] * ncols
-            if offsets[i] < 0 or sizes[i] <= 0 or offsets[i] + sizes[i] > blen \
-                    or dest[i] < 0 or nrows[i] <= 0 or ncols <= 0 or dest[i] + npix > olen:
-                failed = i
-                break
-            rc = _decode(b + offsets[i], sizes[i], scratch, <int>nrows[i], ncols, smooth)
-            if rc != 0:
-                failed = i
-                break
-            for j in range(npix):
-                if itemsize == 1:
-                    o[dest[i] + j] = <uint8_t>scratch[j]
-                elif itemsize == 2:
-                    (<int16_t*>o)[dest[i] + j] = <int16_t>scratch[j]
-                elif itemsize == 4:
-                    (<int32_t*>o)[dest[i] + j] = <int32_t>scratch[j]
-                else:
-                    (<int64_t*>o)[dest[i] + j] = scratch[j]
-    free(scratch)
-    return failed
+    try:
+        with nogil:
+            for i in range(n):
+                if stop[0]:
+                    for j in range(i, n):
+                        status[j] = C_STOPPED
+                    bad += n - i
+                    break
+                nx = nrows[i]
+                ny = ncols[i]
+                if offsets[i] < 0 or sizes[i] <= 0 or offsets[i] > blen - sizes[i] \
+                        or not (0 < nx <= 0x7FFFFFFF and 0 < ny <= 0x7FFFFFFF) \
+                        or nx * ny > 0x7FFFFFFF or dest[i] < 0 or dest[i] > olen - nx * ny:
+                    status[i] = C_MISMATCH
+                    bad += 1
+                    continue
+                rc = _decode_into(b + offsets[i], sizes[i], <int>nx, <int>ny, smooth, narrow, &w,
+                                  o + dest[i] * itemsize, itemsize)
+                status[i] = C_OK if rc == 0 else C_MISMATCH
+                bad += rc != 0
+    finally:
+        free(w.block)
+    return bad

@@ -205,21 +205,26 @@ class Hcompress1(Codec):
         Smooth the coefficients on decode (ZNAME SMOOTH).
     scale : float
         Quantisation scale on encode (ZNAME SCALE; 0 = lossless).
+    narrow : bool
+        Decode in 32-bit arithmetic, as CFITSIO decodes 8- and 16-bit images (64-bit otherwise;
+        the two differ only where a hostile stream overflows 32 bits).
     """
 
     codec_id = "HCOMPRESS_1"
 
-    def __init__(self, tile_shape: tuple[int, int], smooth: bool = False, scale: float = 0.0) -> None:
+    def __init__(self, tile_shape: tuple[int, int], smooth: bool = False, scale: float = 0.0,
+                 narrow: bool = False) -> None:
         self.tile_shape = (int(tile_shape[0]), int(tile_shape[1]))
         self.smooth = bool(smooth)
         self.scale = float(scale)
+        self.narrow = bool(narrow)
 
     def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Decode to int64 pixels of ``tile_shape`` (into ``out`` when given)."""
         ny, nx = self.tile_shape
         target = out if out is not None and out.dtype == np.int64 else np.empty(ny * nx, np.int64)
-        _check(_hcompress.decode(_as_bytes(buf), target.reshape(-1), ny, nx, self.smooth),
-               self.codec_id)
+        _check(_hcompress.decode(_as_bytes(buf), target.reshape(-1), ny, nx, self.smooth,
+                                 self.narrow), self.codec_id)
         if out is not None and target is not out:
             out.reshape(-1)[:] = target
             return out
@@ -231,7 +236,7 @@ class Hcompress1(Codec):
 
     def get_config(self) -> dict[str, Any]:
         return {"id": self.codec_id, "tile_shape": self.tile_shape, "smooth": self.smooth,
-                "scale": self.scale}
+                "scale": self.scale, "narrow": self.narrow}
 
 
 class NoCompress(Codec):

@@ -284,6 +284,8 @@ class _TileDecoder:
         try:
             if t == "HCOMPRESS_1":  # its codec is built per tile shape
                 self.smooth = bool(p.get("SMOOTH", 0))
+                # CFITSIO decodes 8- and 16-bit images in 32-bit arithmetic, others in 64-bit
+                self.narrow = zb in (8, 16)
             elif t == "RICE_1":
                 # The convention's default, and CFITSIO's: a stream without BYTEPIX codes 4-byte
                 # integers whatever ZBITPIX is (old writers, e.g. m13_rice.fits from 2006).
@@ -350,6 +352,15 @@ class _TileDecoder:
             _gziptiles.decode_many(self.buf, offsets, sizes, npix, dest, out, out.itemsize,
                                    t == "GZIP_2", status, stop)
             return status
+        if t == "HCOMPRESS_1":
+            # 2-D tiles (leading tile axes of 1): rows x the last-axis extent (edge tiles narrower)
+            lay = self.layout
+            width = lay.tile[-1]
+            ncols = np.minimum(width, lay.shape[-1] - (ks % lay.grid[-1]) * width).astype(np.int64)
+            status = np.empty(len(ks), np.uint8)
+            _hcompress.decode_many(self.buf, offsets, sizes, npix // ncols, ncols, dest, out,
+                                   self.smooth, self.narrow, status, stop)
+            return status
         # The other kernels stop at the first failing tile: mark it and go on after it.
         status = np.zeros(len(ks), np.uint8)
         pos = 0
@@ -366,29 +377,11 @@ class _TileDecoder:
 
     def _kernel(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                 dest: np.ndarray, out: np.ndarray) -> int:
-        """RICE_1 / PLIO_1 / HCOMPRESS_1 kernels: -1 or the position of the first failing tile."""
-        t = self.layout.zcmptype
-        if t == "RICE_1":
+        """RICE_1 / PLIO_1 kernels: -1 or the position of the first failing tile."""
+        if self.layout.zcmptype == "RICE_1":
             return _rice.decode_many(self.buf, offsets, sizes, npix, dest, out, self.codec.bytepix,
                                      self.codec.blocksize)
-        if t == "PLIO_1":
-            return _plio.decode_many(self.buf, offsets, sizes, npix, dest, out)
-        ncols = self.layout.tile[-1] if len(self.layout.tile) >= 1 else 1
-        last = self.layout.shape[-1]
-        grid_last = self.layout.grid[-1]
-        # the last-axis extent of each tile (edge tiles are narrower)
-        col = np.minimum(ncols, last - (ks % grid_last) * ncols)
-        if np.any(col != col[0]) if col.size else False:
-            for i in range(len(ks)):
-                sub = slice(i, i + 1)
-                rc = _hcompress.decode_many(self.buf, offsets[sub], sizes[sub], npix[sub] // col[i],
-                                            int(col[i]), dest[sub], out, self.smooth)
-                if rc >= 0:
-                    return i
-            return -1
-        ncol = int(col[0]) if col.size else 1
-        return _hcompress.decode_many(self.buf, offsets, sizes, npix // ncol, ncol, dest, out,
-                                      self.smooth)
+        return _plio.decode_many(self.buf, offsets, sizes, npix, dest, out)
 
     def decode_into(self, ks: np.ndarray, plan: tuple[np.ndarray, np.ndarray, np.ndarray],
                     npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
@@ -562,7 +555,8 @@ class _TileDecoder:
                 hshape = (1, shape[0])
             else:
                 hshape = (math.prod(shape[:-1]), shape[-1])
-            ints = get_codec("HCOMPRESS_1", tile_shape=hshape, smooth=self.smooth).decode(data).reshape(-1)
+            ints = get_codec("HCOMPRESS_1", tile_shape=hshape, smooth=self.smooth,
+                             narrow=self.narrow).decode(data).reshape(-1)
         else:
             raw: Any = None
             if t == "GZIP_1":
