@@ -14,7 +14,7 @@ level's output and its differences where the stream left them (no shuffling pass
 last level writes the caller's pixel type. 8- and 16-bit images are decoded in 32-bit
 arithmetic, as CFITSIO decodes them; the others in 64-bit.
 """
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -42,8 +42,64 @@ cdef extern from *:
              | ((uint64_t)p[6] << 8) | (uint64_t)p[7];
     #endif
     }
+
+    /* A directly written bit plane, 8 blocks at a time: 32 stream bits (block j in bits
+       31 - 4j .. 28 - 4j) → 16 pixels of the upper row (pixel 2j + d: bit 31 - 4j - d) and 16
+       of the lower row (bit 29 - 4j - d); each pixel ORs in bv where its bit is set. */
+    static const uint32_t tf_hc_upper[16] = {
+        1u << 31, 1u << 30, 1u << 27, 1u << 26, 1u << 23, 1u << 22, 1u << 19, 1u << 18,
+        1u << 15, 1u << 14, 1u << 11, 1u << 10, 1u << 7, 1u << 6, 1u << 3, 1u << 2};
+    static const uint32_t tf_hc_lower[16] = {
+        1u << 29, 1u << 28, 1u << 25, 1u << 24, 1u << 21, 1u << 20, 1u << 17, 1u << 16,
+        1u << 13, 1u << 12, 1u << 9, 1u << 8, 1u << 5, 1u << 4, 1u << 1, 1u << 0};
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    static inline void tf_hc_or16_i32(int32_t *p, uint32_t w, const uint32_t *m, int32_t bv) {
+        const __m128i W = _mm_set1_epi32((int32_t)w), B = _mm_set1_epi32(bv);
+        const __m128i Z = _mm_setzero_si128();
+        int q;
+        for (q = 0; q < 16; q += 4) {
+            __m128i clear = _mm_cmpeq_epi32(
+                _mm_and_si128(W, _mm_loadu_si128((const __m128i *)(m + q))), Z);
+            __m128i *d = (__m128i *)(p + q);
+            _mm_storeu_si128(d, _mm_or_si128(_mm_loadu_si128(d), _mm_andnot_si128(clear, B)));
+        }
+    }
+    static inline void tf_hc_or16_i64(int64_t *p, uint32_t w, const uint32_t *m, int64_t bv) {
+        /* two 64-bit lanes: test the low halves, copy the result to the high halves */
+        const __m128i W = _mm_set1_epi32((int32_t)w), B = _mm_set1_epi64x(bv);
+        const __m128i Z = _mm_setzero_si128();
+        int q;
+        for (q = 0; q < 16; q += 4) {
+            __m128i clear = _mm_cmpeq_epi32(
+                _mm_and_si128(W, _mm_loadu_si128((const __m128i *)(m + q))), Z);
+            __m128i lo = _mm_shuffle_epi32(clear, _MM_SHUFFLE(1, 1, 0, 0));
+            __m128i hi = _mm_shuffle_epi32(clear, _MM_SHUFFLE(3, 3, 2, 2));
+            __m128i *d = (__m128i *)(p + q);
+            _mm_storeu_si128(d, _mm_or_si128(_mm_loadu_si128(d), _mm_andnot_si128(lo, B)));
+            _mm_storeu_si128(d + 1, _mm_or_si128(_mm_loadu_si128(d + 1), _mm_andnot_si128(hi, B)));
+        }
+    }
+    #else
+    static inline void tf_hc_or16_i32(int32_t *p, uint32_t w, const uint32_t *m, int32_t bv) {
+        int q;
+        for (q = 0; q < 16; q++) p[q] |= bv & -(int32_t)((w & m[q]) != 0);
+    }
+    static inline void tf_hc_or16_i64(int64_t *p, uint32_t w, const uint32_t *m, int64_t bv) {
+        int q;
+        for (q = 0; q < 16; q++) p[q] |= bv & -(int64_t)((w & m[q]) != 0);
+    }
+    #endif
+    static inline void tf_hc_upper_i32(int32_t *p, uint32_t w, int32_t bv) { tf_hc_or16_i32(p, w, tf_hc_upper, bv); }
+    static inline void tf_hc_lower_i32(int32_t *p, uint32_t w, int32_t bv) { tf_hc_or16_i32(p, w, tf_hc_lower, bv); }
+    static inline void tf_hc_upper_i64(int64_t *p, uint32_t w, int64_t bv) { tf_hc_or16_i64(p, w, tf_hc_upper, bv); }
+    static inline void tf_hc_lower_i64(int64_t *p, uint32_t w, int64_t bv) { tf_hc_or16_i64(p, w, tf_hc_lower, bv); }
     """
     uint64_t _load_be64 "tf_hc_load_be64"(const uint8_t* p) noexcept nogil
+    void _upper_i32 "tf_hc_upper_i32"(int32_t* p, uint32_t w, int32_t bv) noexcept nogil
+    void _lower_i32 "tf_hc_lower_i32"(int32_t* p, uint32_t w, int32_t bv) noexcept nogil
+    void _upper_i64 "tf_hc_upper_i64"(int64_t* p, uint32_t w, int64_t bv) noexcept nogil
+    void _lower_i64 "tf_hc_lower_i64"(int64_t* p, uint32_t w, int64_t bv) noexcept nogil
 
 cdef enum:
     C_ERR_TRUNCATED = -1
@@ -166,6 +222,7 @@ cdef struct _Nodes:
     int32_t* row
     int32_t* col
     uint8_t* val
+    Py_ssize_t cap
 
 
 cdef inline uint64_t _bitval(int v, int k, int bit) noexcept nogil:
@@ -178,11 +235,22 @@ cdef void _direct(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int bit) n
     cdef int i = 0, j, v
     cdef hint* p0
     cdef hint* p1
+    cdef uint32_t w
+    cdef hint bv = <hint>((<uint64_t>1) << bit)
     while i < nqx:
         p0 = a + <Py_ssize_t>i * n
         if i + 1 < nqx:
             p1 = p0 + n
             j = 0
+            while j + 16 <= nqy:
+                w = <uint32_t>_get(bs, 32)
+                if hint is int32_t:
+                    _upper_i32(p0 + j, w, bv)
+                    _lower_i32(p1 + j, w, bv)
+                else:
+                    _upper_i64(p0 + j, w, bv)
+                    _lower_i64(p1 + j, w, bv)
+                j += 16
             while j + 1 < nqy:
                 v = <int>_get(bs, 4)
                 p0[j] |= <hint>_bitval(v, 3, bit)
@@ -196,6 +264,13 @@ cdef void _direct(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int bit) n
                 p1[j] |= <hint>_bitval(v, 1, bit)
         else:
             j = 0
+            while j + 16 <= nqy:
+                w = <uint32_t>_get(bs, 32)
+                if hint is int32_t:
+                    _upper_i32(p0 + j, w, bv)
+                else:
+                    _upper_i64(p0 + j, w, bv)
+                j += 16
             while j + 1 < nqy:
                 v = <int>_get(bs, 4)
                 p0[j] |= <hint>_bitval(v, 3, bit)
@@ -207,26 +282,98 @@ cdef void _direct(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int bit) n
         i += 2
 
 
-cdef void _leaves(const int32_t* pr, const int32_t* pc, const uint8_t* pv, Py_ssize_t cnt,
-                  hint* a, Py_ssize_t n, int nqx, int nqy, int bit) noexcept nogil:
-    # OR the 2 x 2 blocks of the last level's non-zero nodes into bit plane `bit`
-    cdef Py_ssize_t t
-    cdef int r, c, v
-    cdef hint* p
-    for t in range(cnt):
-        r = 2 * pr[t]
-        c = 2 * pc[t]
-        if r >= nqx or c >= nqy:
-            continue  # a quadrant with no rows or columns
-        v = pv[t]
-        p = a + <Py_ssize_t>r * n + c
-        p[0] |= <hint>_bitval(v, 3, bit)
+cdef inline int _huffman_if(_Bits* b, int present) noexcept nogil:
+    # the next node value when present (0 or 1), else 0 and no bits taken; branch-free
+    cdef int e, length
+    if b.n < 6:
+        _refill(b)
+    e = _HUFF[b.buf >> 58]
+    length = (e >> 4) & -present
+    b.buf <<= length
+    b.n -= length
+    return e & 15 & -present
+
+
+cdef inline void _or_block(hint* a, Py_ssize_t n, int nqx, int nqy, int r, int c, int v,
+                           int bit) noexcept nogil:
+    # OR the 4 bits of v into the 2 x 2 block at pixel (r, c), clipped to the quadrant
+    cdef hint* p = a + <Py_ssize_t>r * n + c
+    if r >= nqx or c >= nqy:
+        return  # a quadrant with no rows or columns
+    p[0] |= <hint>_bitval(v, 3, bit)
+    if c + 1 < nqy:
+        p[1] |= <hint>_bitval(v, 2, bit)
+    if r + 1 < nqx:
+        p[n] |= <hint>_bitval(v, 1, bit)
         if c + 1 < nqy:
-            p[1] |= <hint>_bitval(v, 2, bit)
-        if r + 1 < nqx:
-            p[n] |= <hint>_bitval(v, 1, bit)
-            if c + 1 < nqy:
-                p[n + 1] |= <hint>_bitval(v, 0, bit)
+            p[n + 1] |= <hint>_bitval(v, 0, bit)
+
+
+cdef Py_ssize_t _children(_Bits* bs, const _Nodes* par, Py_ssize_t cnt, _Nodes* kid, int nx, int ny,
+                          hint* a, Py_ssize_t n, int nqx, int nqy, int bit) noexcept nogil:
+    """Read the values of the children of the non-zero nodes par[0:cnt] (row-major) of a
+    level of nx x ny nodes, in reverse row-major order as they are stored.
+
+    The last level (``a`` not NULL) ORs them into the bit plane; otherwise the non-zero ones are
+    kept at the end of kid (which holds more entries than the level has nodes), in row-major
+    order, and the position of the first is returned.
+    """
+    cdef Py_ssize_t t = cnt - 1, t1, u, w = kid.cap
+    cdef int row, r2, col, v, x, right
+    cdef int32_t* qr = kid.row
+    cdef int32_t* qc = kid.col
+    cdef uint8_t* qv = kid.val
+    while t >= 0:
+        row = par.row[t]
+        t1 = t
+        while t1 >= 0 and par.row[t1] == row:
+            t1 -= 1
+        r2 = 2 * row
+        # the lower child row, then the upper one; right to left; the child of bit b of a value
+        # sits at (r2 + 1 - (b >> 1), col + 1 - (b & 1))
+        if r2 + 1 < nx:
+            for u in range(t, t1, -1):
+                v = par.val[u]
+                col = 2 * par.col[u]
+                right = col + 1 < ny
+                x = _huffman_if(bs, v & right)
+                if a != NULL:
+                    _or_block(a, n, nqx, nqy, 2 * (r2 + 1), 2 * (col + 1), x, bit)
+                else:
+                    qr[w - 1] = r2 + 1
+                    qc[w - 1] = col + 1
+                    qv[w - 1] = <uint8_t>x
+                    w -= x != 0
+                x = _huffman_if(bs, (v >> 1) & 1)
+                if a != NULL:
+                    _or_block(a, n, nqx, nqy, 2 * (r2 + 1), 2 * col, x, bit)
+                else:
+                    qr[w - 1] = r2 + 1
+                    qc[w - 1] = col
+                    qv[w - 1] = <uint8_t>x
+                    w -= x != 0
+        for u in range(t, t1, -1):
+            v = par.val[u]
+            col = 2 * par.col[u]
+            right = col + 1 < ny
+            x = _huffman_if(bs, (v >> 2) & right)
+            if a != NULL:
+                _or_block(a, n, nqx, nqy, 2 * r2, 2 * (col + 1), x, bit)
+            else:
+                qr[w - 1] = r2
+                qc[w - 1] = col + 1
+                qv[w - 1] = <uint8_t>x
+                w -= x != 0
+            x = _huffman_if(bs, (v >> 3) & 1)
+            if a != NULL:
+                _or_block(a, n, nqx, nqy, 2 * r2, 2 * col, x, bit)
+            else:
+                qr[w - 1] = r2
+                qc[w - 1] = col
+                qv[w - 1] = <uint8_t>x
+                w -= x != 0
+        t = t1
+    return w
 
 
 cdef int _qtree(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int nbitplanes,
@@ -234,17 +381,13 @@ cdef int _qtree(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int nbitplan
     """OR the bit planes of one nqx x nqy quadrant (row stride n) into a, top plane first.
 
     A quadtree plane: the root's value, then level by level the values of the children of the
-    non-zero nodes, read in reverse row-major order of the level. ``bufs``: two node lists
-    (ping-pong) of at least max(1, ceil(nqx/2)) * max(1, ceil(nqy/2)) entries.
+    non-zero nodes, read in reverse row-major order of the level; the values of the last level
+    are the bits of 2 x 2 pixel blocks. ``bufs``: two node lists (ping-pong), each longer than
+    max(1, ceil(nqx/2)) * max(1, ceil(nqy/2)).
     """
-    cdef int log2n, bit, code, lvl, nx, ny, nfx, nfy, c, v, r2, col, side
-    cdef Py_ssize_t cnt, m, i, j0, t, w
-    cdef int32_t* pr
-    cdef int32_t* pc
-    cdef uint8_t* pv
-    cdef int32_t* qr
-    cdef int32_t* qc
-    cdef uint8_t* qv
+    cdef int log2n, bit, code, lvl, nx, ny, nfx, nfy, c, side, v
+    cdef Py_ssize_t cnt, w
+    cdef _Nodes par
     if nqx < 0 or nqy < 0:
         return C_ERR_CORRUPT
     log2n = _log2up(nqx if nqx > nqy else nqy)
@@ -255,13 +398,14 @@ cdef int _qtree(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int nbitplan
         elif code != 0xF:
             return C_ERR_TRUNCATED if _overrun(bs) else C_ERR_CORRUPT
         else:
-            pr = bufs[0].row
-            pc = bufs[0].col
-            pv = bufs[0].val
-            pr[0] = 0
-            pc[0] = 0
-            pv[0] = <uint8_t>_huffman(bs)
-            cnt = 1 if pv[0] else 0
+            v = _huffman(bs)
+            if log2n <= 1:
+                _or_block(a, n, nqx, nqy, 0, 0, v, bit)  # the root is the only block
+            par = bufs[0]
+            par.row[0] = 0
+            par.col[0] = 0
+            par.val[0] = <uint8_t>v
+            cnt = v != 0
             side = 1
             nx = 1
             ny = 1
@@ -283,54 +427,15 @@ cdef int _qtree(_Bits* bs, hint* a, Py_ssize_t n, int nqx, int nqy, int nbitplan
                     nfy -= c
                 if cnt == 0:
                     continue
-                qr = bufs[side].row
-                qc = bufs[side].col
-                qv = bufs[side].val
-                side ^= 1
-                # children in row-major order: per parent row, its upper then its lower row
-                m = 0
-                i = 0
-                while i < cnt:
-                    j0 = i
-                    r2 = 2 * pr[i]
-                    while i < cnt and pr[i] == pr[j0]:
-                        i += 1
-                    for t in range(j0, i):
-                        v = pv[t]
-                        col = 2 * pc[t]
-                        if v & 8:
-                            qr[m] = r2
-                            qc[m] = col
-                            m += 1
-                        if v & 4 and col + 1 < ny:
-                            qr[m] = r2
-                            qc[m] = col + 1
-                            m += 1
-                    if r2 + 1 < nx:
-                        for t in range(j0, i):
-                            v = pv[t]
-                            col = 2 * pc[t]
-                            if v & 2:
-                                qr[m] = r2 + 1
-                                qc[m] = col
-                                m += 1
-                            if v & 1 and col + 1 < ny:
-                                qr[m] = r2 + 1
-                                qc[m] = col + 1
-                                m += 1
-                # their values, last child first; the non-zero ones stay, in order, at the end
-                w = m
-                for t in range(m - 1, -1, -1):
-                    v = _huffman(bs)
-                    qr[w - 1] = qr[t]
-                    qc[w - 1] = qc[t]
-                    qv[w - 1] = <uint8_t>v
-                    w -= v != 0
-                pr = qr + w
-                pc = qc + w
-                pv = qv + w
-                cnt = m - w
-            _leaves(pr, pc, pv, cnt, a, n, nqx, nqy, bit)
+                if lvl == log2n - 1:
+                    _children(bs, &par, cnt, &bufs[side], nx, ny, a, n, nqx, nqy, bit)
+                else:
+                    w = _children(bs, &par, cnt, &bufs[side], nx, ny, <hint*>NULL, n, nqx, nqy, bit)
+                    cnt = bufs[side].cap - w
+                    par.row = bufs[side].row + w
+                    par.col = bufs[side].col + w
+                    par.val = bufs[side].val + w
+                    side ^= 1
         if _overrun(bs):
             return C_ERR_TRUNCATED
     return 0
@@ -621,6 +726,7 @@ cdef int _work_alloc(_Work* w, const _Need* need) noexcept nogil:
         w.nodes[k].col = <int32_t*>p
         p += 4 * cap
         w.nodes[k].val = p
+        w.nodes[k].cap = cap
         p += cap
     return 0
 
@@ -629,11 +735,11 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, int nx, int ny, bint smooth, 
                  hint* odd, hint* even, _Nodes* nodes, pix* out) noexcept nogil:
     """Decode one stream of nx x ny pixels into out; 0 or a negative error code. a, odd, even,
     nodes: scratch of _work_init(nx, ny) at least."""
-    cdef int scale, nb0, nb1, nb2, rc, nx2, ny2, drop
+    cdef int scale, nb0, nb1, nb2, rc, nx2, ny2
     cdef int64_t sumall
-    cdef Py_ssize_t i, nel = <Py_ssize_t>nx * ny
+    cdef Py_ssize_t i, j, lim, pos, q, qmax, nel = <Py_ssize_t>nx * ny
+    cdef const uint8_t* signs
     cdef hint v, s, mult
-    cdef bint nz
     cdef _Bits bs
     if n < 2 + 12 + 8 + 3:
         return C_ERR_TRUNCATED
@@ -667,22 +773,28 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, int nx, int ny, bint smooth, 
         return rc
     if _get(&bs, 4) != 0 or _overrun(&bs):
         return C_ERR_CORRUPT
-    # the sign bits start on a fresh byte: one per non-zero coefficient, applied with the scale
-    drop = bs.n & 7
-    bs.buf <<= drop
-    bs.n -= drop
+    # The sign bits start on the byte after the planes: one per non-zero coefficient, in order.
+    # Read by index (the only dependency from pixel to pixel is the count of signs taken),
+    # in runs that cannot pass the end of the stream.
+    pos = (bs.p - src) + bs.over - (bs.n >> 3)
+    signs = src + pos
+    qmax = 8 * (n - pos) if n > pos else 0
+    q = 0
     mult = <hint>scale if scale > 1 else 1
-    for i in range(nel):
-        if bs.n == 0:
-            _refill(&bs)
-        v = a[i]
-        nz = v != 0
-        s = -<hint>(bs.buf >> 63)
-        a[i] = ((v ^ s) - s) * mult
-        bs.buf <<= nz
-        bs.n -= nz
-    if _overrun(&bs):
-        return C_ERR_TRUNCATED
+    i = 0
+    while i < nel and q < qmax:
+        lim = i + (qmax - q)
+        if lim > nel:
+            lim = nel
+        for j in range(i, lim):
+            v = a[j]
+            s = -<hint>((signs[q >> 3] >> (7 - (q & 7))) & 1)
+            a[j] = ((v ^ s) - s) * mult
+            q += v != 0
+        i = lim
+    for j in range(i, nel):
+        if a[j] != 0:
+            return C_ERR_TRUNCATED
     a[0] = (<hint>sumall) * mult
     _hinv(a, nx, ny, smooth, scale, odd, even, out)
     return 0
