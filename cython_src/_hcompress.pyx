@@ -80,7 +80,52 @@ cdef extern from *:
             _mm_storeu_si128(d + 1, _mm_or_si128(_mm_loadu_si128(d + 1), _mm_andnot_si128(hi, B)));
         }
     }
+    /* Sign bits, four 32-bit coefficients at a time: the non-zero lanes take the next bits of
+       the stream in lane order; tf_hc_dep[nonzero lanes][next 4 bits] = the lanes to negate. */
+    static uint8_t tf_hc_dep[16][16];
+    static __m128i tf_hc_lanes[16];
+    static void tf_hc_init_signs(void) {
+        int m, b, i, r, out;
+        for (m = 0; m < 16; m++)
+            for (b = 0; b < 16; b++) {
+                for (i = 0, r = 0, out = 0; i < 4; i++)
+                    if (m >> i & 1) {
+                        if (b >> (3 - r) & 1) out |= 1 << i;
+                        r++;
+                    }
+                tf_hc_dep[m][b] = (uint8_t)out;
+            }
+        for (m = 0; m < 16; m++)
+            tf_hc_lanes[m] = _mm_set_epi32(-(m >> 3 & 1), -(m >> 2 & 1), -(m >> 1 & 1), -(m & 1));
+    }
+    /* Signs of a[0:*j] for *j up to count, in groups of 4 while bits q .. q + 15 of signs stay
+       below qmax; returns the new q. */
+    static inline Py_ssize_t tf_hc_signs_i32(int32_t *a, Py_ssize_t count, Py_ssize_t *j,
+                                             const uint8_t *signs, Py_ssize_t q, Py_ssize_t qmax) {
+        static const uint8_t pop4[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+        const __m128i Z = _mm_setzero_si128();
+        Py_ssize_t k = 0;
+        while (k + 4 <= count && q + 16 <= qmax) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(a + k));
+            int nz = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, Z))) ^ 15;
+            unsigned next = ((unsigned)signs[q >> 3] << 8 | signs[(q >> 3) + 1]) << (q & 7);
+            __m128i neg = tf_hc_lanes[tf_hc_dep[nz][(next >> 12) & 15]];
+            _mm_storeu_si128((__m128i *)(a + k), _mm_sub_epi32(_mm_xor_si128(v, neg), neg));
+            q += pop4[nz];
+            k += 4;
+        }
+        *j = k;
+        return q;
+    }
+    #define TF_HC_SIGNS_SIMD 1
     #else
+    #define TF_HC_SIGNS_SIMD 0
+    static void tf_hc_init_signs(void) {}
+    static inline Py_ssize_t tf_hc_signs_i32(int32_t *a, Py_ssize_t count, Py_ssize_t *j,
+                                             const uint8_t *signs, Py_ssize_t q, Py_ssize_t qmax) {
+        *j = 0;
+        return q;
+    }
     static inline void tf_hc_or16_i32(int32_t *p, uint32_t w, const uint32_t *m, int32_t bv) {
         int q;
         for (q = 0; q < 16; q++) p[q] |= bv & -(int32_t)((w & m[q]) != 0);
@@ -96,6 +141,10 @@ cdef extern from *:
     static inline void tf_hc_lower_i64(int64_t *p, uint32_t w, int64_t bv) { tf_hc_or16_i64(p, w, tf_hc_lower, bv); }
     """
     uint64_t _load_be64 "tf_hc_load_be64"(const uint8_t* p) noexcept nogil
+    void _init_signs "tf_hc_init_signs"() noexcept nogil
+    Py_ssize_t _signs_i32 "tf_hc_signs_i32"(int32_t* a, Py_ssize_t count, Py_ssize_t* j,
+                                          const uint8_t* signs, Py_ssize_t q,
+                                          Py_ssize_t qmax) noexcept nogil
     void _upper_i32 "tf_hc_upper_i32"(int32_t* p, uint32_t w, int32_t bv) noexcept nogil
     void _lower_i32 "tf_hc_lower_i32"(int32_t* p, uint32_t w, int32_t bv) noexcept nogil
     void _upper_i64 "tf_hc_upper_i64"(int64_t* p, uint32_t w, int64_t bv) noexcept nogil
@@ -152,6 +201,7 @@ cdef void _init_huffman() noexcept:
 
 
 _init_huffman()
+_init_signs()
 
 
 cdef int _log2up(int n) noexcept nogil:
@@ -782,6 +832,9 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, int nx, int ny, bint smooth, 
     q = 0
     mult = <hint>scale if scale > 1 else 1
     i = 0
+    if hint is int32_t:
+        if mult == 1:
+            q = _signs_i32(a, nel, &i, signs, q, qmax)
     while i < nel and q < qmax:
         lim = i + (qmax - q)
         if lim > nel:
