@@ -52,7 +52,7 @@ cdef extern from *:
     static const uint32_t tf_hc_lower[16] = {
         1u << 29, 1u << 28, 1u << 25, 1u << 24, 1u << 21, 1u << 20, 1u << 17, 1u << 16,
         1u << 13, 1u << 12, 1u << 9, 1u << 8, 1u << 5, 1u << 4, 1u << 1, 1u << 0};
-    #if defined(__SSE2__) || defined(_M_X64)
+    #if (defined(__SSE2__) || defined(_M_X64)) && !defined(TF_HC_NO_SIMD)
     #include <emmintrin.h>
     static inline void tf_hc_or16_i32(int32_t *p, uint32_t w, const uint32_t *m, int32_t bv) {
         const __m128i W = _mm_set1_epi32((int32_t)w), B = _mm_set1_epi32(bv);
@@ -117,9 +117,7 @@ cdef extern from *:
         *j = k;
         return q;
     }
-    #define TF_HC_SIGNS_SIMD 1
     #else
-    #define TF_HC_SIGNS_SIMD 0
     static void tf_hc_init_signs(void) {}
     static inline Py_ssize_t tf_hc_signs_i32(int32_t *a, Py_ssize_t count, Py_ssize_t *j,
                                              const uint8_t *signs, Py_ssize_t q, Py_ssize_t qmax) {
