@@ -113,6 +113,104 @@ def test_many_tile_kernels_agree():
     assert np.array_equal(single, floats[600:900])
 
 
+def _hc_tiles(shapes, seed=0, scale=0):
+    rng = np.random.default_rng(seed)
+    tiles = []
+    for i, shape in enumerate(shapes):
+        y, x = np.mgrid[:shape[0], :shape[1]]
+        smooth = 1000 + 50 * np.sin(x / 5.0 + i) * np.cos(y / 7.0)
+        tiles.append((smooth + rng.normal(0, 20 * (i + 1), shape)).astype(np.int64))
+    blobs = [_hcompress.encode(t, scale) for t in tiles]
+    buf = np.frombuffer(b"".join(blobs), np.uint8).copy()
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    offsets = np.cumsum(sizes) - sizes
+    npix = np.array([t.size for t in tiles], np.int64)
+    dest = np.cumsum(npix) - npix
+    rows = np.array([s[0] for s in shapes], np.int64)
+    cols = np.array([s[1] for s in shapes], np.int64)
+    return tiles, buf, offsets, sizes, rows, cols, dest
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("scale, smooth", [(0, False), (4, False), (4, True)])
+def test_hcompress_many_tiles_agree_with_one_tile(dtype, scale, smooth):
+    """decode_many (one GIL-free loop, per-tile status) equals decode tile by tile, in 32- and
+    64-bit arithmetic, for tiles of different shapes in one call (odd sizes, single rows and
+    columns, edge tiles)."""
+    shapes = [(16, 40), (16, 13), (7, 33), (1, 50), (50, 1), (1, 1), (64, 64), (3, 5)]
+    tiles, buf, offsets, sizes, rows, cols, dest = _hc_tiles(shapes, scale=scale)
+    for narrow in (False, True):
+        want = []
+        for t, off, size in zip(tiles, offsets, sizes):
+            one = np.empty(t.size, np.int64)
+            assert _hcompress.decode(buf[off:off + size], one, t.shape[0], t.shape[1], smooth,
+                                     narrow) == 0
+            if scale == 0:
+                assert np.array_equal(one, t.reshape(-1))  # lossless
+            want.append(one)
+        out = np.zeros(int(rows @ cols), dtype)
+        status = np.full(len(shapes), 9, np.uint8)
+        assert _hcompress.decode_many(buf, offsets, sizes, rows, cols, dest, out, smooth, narrow,
+                                      status, np.zeros(1, np.uint8)) == 0
+        assert (status == _hcompress.OK).all()
+        # cast as CFITSIO casts to the tile type: truncated
+        assert np.array_equal(out, np.concatenate(want).astype(dtype))
+
+
+def test_hcompress_many_tiles_status():
+    """A bad tile is reported in its status (the others still decode); bad bounds are never
+    read; a raised stop flag marks the tiles not attempted."""
+    assert (_hcompress.OK, _hcompress.MISMATCH, _hcompress.STOPPED) == \
+        (_gziptiles.OK, _gziptiles.MISMATCH, _gziptiles.STOPPED)
+    shapes = [(16, 20)] * 6
+    tiles, buf, offsets, sizes, rows, cols, dest = _hc_tiles(shapes, seed=3)
+    buf[offsets[2]] = 0  # not the magic: corrupt
+    buf[offsets[4] + 30:offsets[4] + sizes[4]] = 0xFF  # garbage planes
+    bad_sizes = sizes.copy()
+    bad_sizes[5] = len(buf)  # runs past the buffer
+    out = np.zeros(6 * 320, np.int16)
+    status = np.empty(6, np.uint8)
+    n = _hcompress.decode_many(buf, offsets, bad_sizes, rows, cols, dest, out, False, True, status,
+                               np.zeros(1, np.uint8))
+    assert n == 3 and list(status) == [0, 0, 1, 0, 1, 1]
+    for k in (0, 1, 3):
+        assert np.array_equal(out[dest[k]:dest[k] + 320], tiles[k].reshape(-1))
+    status[:] = 9
+    assert _hcompress.decode_many(buf, offsets, sizes, rows, cols, dest, out, False, True, status,
+                                  np.ones(1, np.uint8)) == 6
+    assert (status == _hcompress.STOPPED).all()
+    with pytest.raises(ValueError):
+        _hcompress.decode_many(buf, offsets, sizes, rows, cols, dest, np.zeros(6 * 320, np.float32),
+                               False, True, status, np.zeros(1, np.uint8))
+    # a destination past the end of out, or a tile of no pixels: reported, not written
+    rows0 = rows.copy()
+    rows0[1] = 0
+    dest1 = dest.copy()
+    dest1[3] = out.size - 10
+    n = _hcompress.decode_many(buf, offsets, sizes, rows0, cols, dest1, out, False, True, status,
+                               np.zeros(1, np.uint8))
+    assert n == 4 and list(status) == [0, 1, 1, 1, 1, 0]
+
+
+def test_hcompress_truncated_and_flipped_streams():
+    """Every prefix of a stream and single flipped bytes: an error code or pixels, never a crash;
+    a prefix that cuts the planes or the signs is an error."""
+    rng = np.random.default_rng(11)
+    for shape in [(16, 24), (5, 7), (1, 33), (33, 1)]:
+        t = rng.normal(0, 400, shape).astype(np.int64)
+        enc = _hcompress.encode(t, 0)
+        out = np.empty(t.size, np.int64)
+        for cut in range(1, len(enc)):
+            rc = _hcompress.decode(np.frombuffer(enc[:cut], np.uint8), out, shape[0], shape[1], False)
+            assert rc in (_hcompress.ERR_TRUNCATED, _hcompress.ERR_CORRUPT)
+        for narrow in (False, True):
+            for _ in range(100):
+                e = bytearray(enc)
+                e[int(rng.integers(25, len(e)))] ^= int(rng.integers(1, 256))
+                rc = _hcompress.decode(bytes(e), out, shape[0], shape[1], True, narrow)
+                assert rc in (0, _hcompress.ERR_TRUNCATED, _hcompress.ERR_CORRUPT)
+
+
 def test_hostile_streams_do_not_crash():
     rng = np.random.default_rng(8)
     for _ in range(200):
