@@ -603,12 +603,25 @@ def test_batched_tile_kernels_match_fitsio_property(tmp_path_factory, fitsio):
     check()
 
 
+def _sky(dtype, shape, seed):
+    """A smooth image with noise (what HCOMPRESS_1 is for), a NaN in float images."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[:shape[0], :shape[1]]
+    base, amp, noise = (100, 30, 3) if dtype == np.uint8 else (1000, 200, 10)
+    a = base + amp * np.sin(x / 5.0 + seed) * np.cos(y / 7.0) + rng.normal(0, noise, shape)
+    if np.dtype(dtype).kind == "f":
+        a = a.astype(dtype)
+        a.flat[3] = np.nan
+        return a
+    return np.round(a).astype(dtype)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("how", ["magic", "planes", "cut"])
 def test_corrupt_hcompress_tile_in_batched_read(tmp_path, fitsio, threads, how):
     """A bad HCOMPRESS_1 tile in a full read (the many-tile kernel, chunked over threads) raises
     an error naming the file, HDU and tile; tiles elsewhere still read."""
-    data = _data(np.int16, (64, 40), seed=21)
+    data = _sky(np.int16, (64, 40), seed=21)
     p = tmp_path / "badh.fits"
     fitsio.write(str(p), data, compress="HCOMPRESS_1", tile_dims=[4, 40])
     raw = bytearray(p.read_bytes())
@@ -648,19 +661,18 @@ def test_hcompress_batched_matches_fitsio_property(tmp_path_factory, fitsio):
                       scale=st.sampled_from([0.0, 0.0, 1.5, 4.0]), smooth=st.booleans(),
                       threads=st.integers(1, 3), seed=st.integers(0, 99))
     def check(dtype, shape, tile, scale, smooth, threads, seed):
-        data = _data(dtype, shape, seed=seed)
+        tile = tuple(min(t, n) for t, n in zip(tile, shape))
+        # What CFITSIO cannot write (an edge tile under 4 pixels on a side: its failure path
+        # corrupts its heap) or read back (lossy 8-bit images overflow its conversion).
+        hypothesis.assume(not any(0 < n % t < 4 for n, t in zip(shape, tile)))
+        hypothesis.assume(not (dtype == np.uint8 and scale > 0))
+        data = _sky(dtype, shape, seed)
         p = root / f"h{next(counter)}.fits"
-        kw: dict = {"tile_dims": [min(t, n) for t, n in zip(tile, shape)],
-                    "hcomp_scale": scale, "hcomp_smooth": smooth}
+        kw: dict = {"tile_dims": list(tile), "hcomp_scale": scale, "hcomp_smooth": smooth}
         if np.dtype(dtype).kind == "f":
             kw.update(qlevel=4.0, qmethod="SUBTRACTIVE_DITHER_1")
-        try:
-            fitsio.write(str(p), data, compress="HCOMPRESS_1", **kw)
-            ref = fitsio.read(str(p), ext=1)
-        except (OSError, ValueError):
-            # what CFITSIO refuses to write, or cannot read back (lossy 8-bit images look for
-            # a ZBLANK column that it did not write)
-            hypothesis.assume(False)
+        fitsio.write(str(p), data, compress="HCOMPRESS_1", **kw)
+        ref = fitsio.read(str(p), ext=1)
         _equal(read_numpy(p, 1, threads=threads), ref)
         key = (slice(shape[0] // 3, None), slice(1, -1, 2))
         _equal(open_image(p, 1)[key], ref[key])
