@@ -16,7 +16,7 @@ Every case (1.2.3 too) runs with torch.set_num_threads(1): on a shared machine t
 intra-op threads made the identical checksum pass of every case cost more than the reads.
 
 Usage: python benchmarks/run_training.py [--files 2000] [--cutouts 5000] [--repeat 3]
-       [--no-incumbent] [--json PATH]
+       [--only images,cutouts,table,workers] [--no-incumbent] [--json PATH]
 """
 from __future__ import annotations
 
@@ -195,6 +195,8 @@ def table():
     return total
 out = {"version": torchfits.__version__}
 for name, fn in (("images", images), ("cutouts", cutouts), ("table", table), ("workers", lambda: images(2))):
+    if job.get("only") is not None and name not in job["only"]:
+        continue
     try:
         fn()
         times, total = [], None
@@ -222,20 +224,32 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--cutouts", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", type=str, default=None,
+                    help="comma-separated scenarios to run (images, cutouts, table, workers)")
     ap.add_argument("--no-incumbent", action="store_true")
     ap.add_argument("--json", type=str, default=None)
     args = ap.parse_args()
-    paths = make_stamps(args.files)
-    big = str(generate.ensure("image_f32", verbose=False))
-    cat = str(generate.ensure("catalog_2m", verbose=False))
+    only = None if args.only is None else [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = sorted(set(only or ()) - {"images", "cutouts", "table", "workers"})
+    if unknown:
+        ap.error(f"unknown scenarios {unknown}")
+    paths = make_stamps(args.files if only is None or {"images", "workers"} & set(only) else 0)
+
+    def wanted(name: str) -> bool:
+        return only is None or name in only
+
+    big = str(generate.ensure("image_f32", verbose=False)) if wanted("cutouts") else ""
+    cat = str(generate.ensure("catalog_2m", verbose=False)) if wanted("table") else ""
     corners = boxes(args.cutouts)
     job = {"paths": paths, "big": big, "cat": cat, "corners": corners, "cols": COLUMNS,
-           "repeat": max(1, args.repeat // 2)}
+           "repeat": max(1, args.repeat // 2), "only": only}
     # 1.2.3 runs in its own process before and after the in-process rounds (pooled best), so
     # load drift on a shared machine does not favour whichever ran last.
     before = {} if args.no_incumbent else run_incumbent(job)
     results: dict = {}
     for scenario, group in cases(paths, big, cat, corners).items():
+        if only is not None and scenario not in only:
+            continue
         results[scenario] = rounds(group, args.repeat)
         for name, r in results[scenario].items():
             print(f"{scenario:8s} {name:14s} {r['best_s']:8.3f} s", file=sys.stderr)

@@ -18,12 +18,16 @@ fits = pytest.importorskip("astropy.io.fits")
 from torchfits.data import (  # noqa: E402
     FitsCutoutDataset,
     FitsImageDataset,
+    FitsImageIterableDataset,
+    FitsSpectrumDataset,
+    FitsSpectrumIterableDataset,
     FitsStagedCutoutIterableDataset,
     FitsTableDataset,
     FitsTableIterableDataset,
     fits_collate_fn,
     make_loader,
 )
+from torchfits.data.loader import FitsBatch  # noqa: E402
 from torchfits.errors import HttpBlockedError  # noqa: E402
 
 from _http_server import FileServer  # noqa: E402
@@ -48,6 +52,18 @@ def www(tmp_path_factory):
         fits.Column(name="ID", format="K", array=np.arange(n)),
         fits.Column(name="MAG", format="E", array=rng.normal(18, 1, n).astype(np.float32))],
         name="CAT").writeto(root / "cat.fits")
+    for k in range(4):  # spectra: 1-D flux, IVAR, MASK (DQ bits), WAVE images and a table arm
+        flux = rng.normal(10, 1, 300).astype(np.float32)
+        fits.HDUList([
+            fits.PrimaryHDU(flux),
+            fits.ImageHDU((1.0 / (1.0 + np.abs(flux))).astype(np.float32), name="IVAR"),
+            fits.ImageHDU((np.arange(300) % 7 == k).astype(np.int16) * 4, name="MASK"),
+            fits.ImageHDU(np.linspace(3600, 9800, 300), name="WAVE"),
+            fits.ImageHDU(np.ones(299, np.float32), name="SHORT"),
+            fits.BinTableHDU.from_columns([
+                fits.Column(name="FLUX", format="300E", array=flux[None] * 2),
+                fits.Column(name="IVAR", format="300E", array=np.ones((1, 300), np.float32))],
+                name="TAB")]).writeto(root / f"spec{k}.fits")
     with FileServer(str(root)) as srv:
         yield str(root), srv
 
@@ -138,3 +154,80 @@ def test_staged_mosaics_are_copied_and_removed(www, tmp_path):
     (folder,) = os.listdir(stage)
     with open(stage / folder / "mosaic.fits", "rb") as fh, open(local, "rb") as ref:
         assert fh.read() == ref.read()
+
+
+def _same(a, b):
+    """Payloads (tensors or nested dicts of them) equal value for value and type for type."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a.dtype == b.dtype and torch.equal(a, b)
+
+
+def test_spectra_over_http(www):
+    root, srv = www
+    local, urls = _pairs(root, srv, [f"spec{k}.fits" for k in range(4)])
+    kw = dict(ivar_hdu="IVAR", mask_hdu="MASK", wavelength_hdu="WAVE", mask_is_dq=True,
+              bad_bits=[2])
+    ds = FitsSpectrumDataset(urls, storage_options=LOCAL, **kw)
+    ref = FitsSpectrumDataset(local, **kw)
+    with fits.open(local[2]) as hdul:  # the astropy oracle for one file
+        one = ds[2]
+        assert np.array_equal(one["flux"].numpy(), hdul[0].data)
+        assert np.array_equal(one["ivar"].numpy(), hdul["IVAR"].data)
+        assert np.array_equal(one["mask"].numpy(), (hdul["MASK"].data & 4) == 0)
+        assert np.array_equal(one["wavelength"].numpy(), hdul["WAVE"].data)
+    for i in range(4):
+        assert _same(ds[i], ref[i])
+    # The batch path stacks each part once; equal to collating the items.
+    batch = ds.__getitems__([3, 0, 2])
+    assert isinstance(batch, FitsBatch)
+    assert _same(fits_collate_fn(batch), fits_collate_fn([ref[3], ref[0], ref[2]]))
+    assert fits_collate_fn(batch)["flux"].shape == (3, 300)
+    # Table arms take the per-item path, over HTTP too.
+    tab = FitsSpectrumDataset(urls, hdu="TAB", column="FLUX", ivar_column="IVAR", row=0,
+                              storage_options=LOCAL)
+    tref = FitsSpectrumDataset(local, hdu="TAB", column="FLUX", ivar_column="IVAR", row=0)
+    assert _same(fits_collate_fn(tab.__getitems__([1, 3])), fits_collate_fn([tref[1], tref[3]]))
+    assert torch.equal(tab[1]["flux"], 2 * ref[1]["flux"])
+    blob = pickle.dumps(ds)
+    assert len(blob) < 4096 and b"allow_private_hosts" in blob
+    with pytest.raises(HttpBlockedError):
+        FitsSpectrumDataset(urls)[0]  # 127.0.0.1 needs the caller's explicit permission
+    with pytest.raises(TypeError, match="storage_options"):
+        FitsSpectrumDataset(urls, storage_options=["nope"])
+    streamed = list(FitsSpectrumIterableDataset(urls, storage_options=LOCAL, **kw))
+    assert len(streamed) == 4 and all(_same(a, ref[i]) for i, a in enumerate(streamed))
+
+
+def test_spectrum_batches_fall_back_item_by_item(www):
+    root, srv = www
+    local, _ = _pairs(root, srv, [f"spec{k}.fits" for k in range(4)])
+    # Several arms, and a mask whose shape differs from the flux: the per-item path (and its
+    # error naming the file and both shapes).
+    arms = FitsSpectrumDataset(local, hdu=[0, "IVAR"], layout="stack")
+    assert _same(fits_collate_fn(arms.__getitems__([0, 1])), fits_collate_fn([arms[0], arms[1]]))
+    bad = FitsSpectrumDataset(local, ivar_hdu="SHORT")
+    with pytest.raises(ValueError, match=r"spec1.fits: ivar has shape \(299,\) but the flux"):
+        bad.__getitems__([1, 2])
+
+
+@pytest.mark.skipif(not HAS_FORK, reason="no fork start method")
+def test_iterable_images_over_http(www):
+    root, srv = www
+    local, urls = _pairs(root, srv, [f"s{k}.fits" for k in range(5)])
+    ref = [fits.getdata(p)[None] for p in local]
+    got = list(FitsImageIterableDataset(urls, storage_options=LOCAL))
+    assert len(got) == 5 and all(np.array_equal(g.numpy(), r) for g, r in zip(got, ref))
+    with pytest.raises(HttpBlockedError):
+        list(FitsImageIterableDataset(urls))
+    for ctx in ("fork", "spawn"):
+        ds = FitsImageIterableDataset(urls, storage_options=LOCAL, shuffle=True, seed=4)
+        seen = [x for batch in make_loader(ds, batch_size=2, num_workers=2,
+                                           multiprocessing_context=ctx) for x in batch]
+        keys = sorted(float(x.double().sum()) for x in seen)
+        assert keys == sorted(float(r.astype(np.float64).sum()) for r in ref)  # each once
+    sds = FitsSpectrumIterableDataset(_pairs(root, srv, [f"spec{k}.fits" for k in range(4)])[1],
+                                      storage_options=LOCAL)
+    fluxes = [b["flux"] for b in make_loader(sds, batch_size=1, num_workers=2,
+                                             multiprocessing_context="fork")]
+    assert len(fluxes) == 4

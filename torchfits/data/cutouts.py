@@ -17,6 +17,7 @@ from .loader import finish_batch
 from ..fits.remote_source import open_remote
 from .readers import (batch_cutouts, image_reader, is_remote, read_pixels, to_tensor_batch,
                       validity_mask)
+from .sources import storage_options_arg
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
@@ -78,9 +79,7 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
     def __init__(self, cutouts: Any, transform: Optional[Callable] = None, device: Any = "cpu",
                  add_channel_dim: bool = True, *, dtype: Any = None,
                  scale_on_device: bool = False, storage_options: Optional[dict] = None) -> None:
-        if storage_options is not None and not isinstance(storage_options, dict):
-            raise TypeError("storage_options must be a dict")
-        self.storage_options = dict(storage_options) if storage_options else None
+        self.storage_options = storage_options_arg(storage_options)
         seen: dict = {}
         specs = []
         for spec in cutouts:

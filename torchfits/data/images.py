@@ -14,11 +14,11 @@ import torch
 
 from .._torch_adapter import torch_dtype, validate_device
 from ..errors import CorruptHeaderError, KeywordNotFoundError
-from ..fits.hdu_index import get_index
 from ..fits.paths import fspath
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
 from .loader import finish_batch
 from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
+from .sources import index_of, storage_options_arg
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
@@ -88,9 +88,7 @@ class _ImagePayloads:
                bad_bits: Any, dtype: Any, scale_on_device: bool,
                storage_options: Optional[dict] = None) -> None:
         self.files = resolve_paths(paths)
-        if storage_options is not None and not isinstance(storage_options, dict):
-            raise TypeError("storage_options must be a dict")
-        self.storage_options = dict(storage_options) if storage_options else None
+        self.storage_options = storage_options_arg(storage_options)
         self.hdu = hdu
         self.hdus = _hdu_list(hdu)
         for h in self.hdus:
@@ -133,6 +131,13 @@ class _ImagePayloads:
 
     def _payload(self, path: str) -> Any:
         if self.mask_hdus is None and self.ivar_hdus is None:
+            if len(self.hdus) == 1 and not self._lead and not self.scale_on_device \
+                    and self.dtype is None:
+                # The batch decoder on one file: a plain primary image is one pread and a C
+                # header scan, no `Image` to build (the same values as read_pixels).
+                arr = batch_images([path], self.hdus[0], self.storage_options)
+                assert arr is not None  # one file cannot disagree with itself
+                return self._channel(to_tensor_batch(arr, None, self.device)[0])
             flux = self._stack(path, self.hdus, self.dtype)
             return self._channel(flux)
         flux = self._stack(path, self.hdus, self.dtype)
@@ -179,7 +184,7 @@ def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: A
     if label_key is not None:
         values = []
         for path in files:
-            index = get_index(path, storage_options)
+            index = index_of(path, storage_options)
             header = index.header_view(index.resolve(hdu))
             if label_key not in header:
                 raise KeywordNotFoundError(f"{path}: HDU {hdu!r} has no keyword {label_key!r} "

@@ -7,11 +7,13 @@ import numpy as np
 import torch
 
 from .._torch_adapter import validate_device
-from ..fits.hdu_index import get_index
+from ..errors import HDUTypeError
 from ..fits.paths import fspath
 from ..tables.scan import scan
 from .images import _check_hdu, _companions, _hdu_list, _labels_from, resolve_paths
-from .readers import read_pixels, validity_mask
+from .loader import finish_batch
+from .readers import batch_images, to_tensor_batch, validity_mask
+from .sources import index_of, storage_options_arg, table_source
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["FitsSpectrumDataset", "FitsSpectrumIterableDataset"]
@@ -23,8 +25,10 @@ class _SpectrumPayloads:
     def _setup_spectra(self, paths: Any, hdu: Any, ivar_hdu: Any, mask_hdu: Any, column: Any,
                        ivar_column: Any, mask_column: Any, wavelength_column: Any,
                        wavelength_hdu: Any, row: Any, layout: str, transform: Any, device: Any,
-                       mmap: Any, cache_dir: Any, mask_is_dq: bool, bad_bits: Any) -> None:
+                       mmap: Any, cache_dir: Any, mask_is_dq: bool, bad_bits: Any,
+                       storage_options: Any) -> None:
         self.files = resolve_paths(paths)
+        self.storage_options = storage_options_arg(storage_options)
         self.hdu = hdu
         self.hdus = _hdu_list(hdu)
         for h in self.hdus:
@@ -52,7 +56,8 @@ class _SpectrumPayloads:
             raise ValueError(f"{path}: HDU {hdu!r} is a table: give column= (and ivar_column=, "
                              "mask_column=, wavelength_column= for the companions)")
         rows = None if self.row is None else [self.row]
-        arr = scan(path, hdu, columns=[name], rows=rows).to_numpy()[name]
+        arr = scan(table_source(path, self.storage_options), hdu, columns=[name],
+                   rows=rows).to_numpy()[name]
         arr = np.asarray(arr.data if isinstance(arr, np.ma.MaskedArray) else arr)
         if arr.ndim > 1 and arr.shape[0] == 1:
             arr = arr[0]  # one row of a vector column: the spectrum itself
@@ -60,7 +65,7 @@ class _SpectrumPayloads:
 
     def _arm(self, path: str, k: int) -> dict[str, torch.Tensor]:
         hdu = self.hdus[k]
-        index = get_index(path)
+        index = index_of(path, self.storage_options)
         is_table = index.resolve(hdu).is_table
         out: dict[str, torch.Tensor] = {}
 
@@ -69,13 +74,13 @@ class _SpectrumPayloads:
                 h = hdus[k] if len(hdus) > 1 else hdus[0]
                 if index.resolve(h).is_table:
                     return self._column(path, h, column)
-                return read_pixels(path, h, device=self.device)
+                return self._pixels(path, h)
             if is_table and column is not None:
                 return self._column(path, hdu, column)
             return None
 
         out["flux"] = self._column(path, hdu, self.column) if is_table else \
-            read_pixels(path, hdu, device=self.device)
+            self._pixels(path, hdu)
         ivar = companion(self.ivar_hdus, self.ivar_column)
         if ivar is not None:
             out["ivar"] = ivar
@@ -92,11 +97,58 @@ class _SpectrumPayloads:
                                  f"{tuple(out['flux'].shape)}")
         return out
 
+    def _pixels(self, path: str, hdu: Any) -> torch.Tensor:
+        # The batch decoder on one file (a plain primary image is one pread, no `Image`).
+        arr = batch_images([path], hdu, self.storage_options)
+        assert arr is not None  # one file cannot disagree with itself
+        return to_tensor_batch(arr, None, self.device)[0]
+
     def _arm_name(self, path: str, k: int) -> str:
-        entry = get_index(path).resolve(self.hdus[k])
+        entry = index_of(path, self.storage_options).resolve(self.hdus[k])
         return entry.extname or str(self.hdus[k])
 
     def _payload(self, path: str) -> Any:
+        payload = self._arms(path)
+        return self.transform(payload) if self.transform is not None else payload
+
+    def _image_parts(self) -> Optional[dict[str, Any]]:
+        """``{key: HDU}`` of a single-arm spectrum whose flux and companions are all image
+        HDUs of every file (what a batch decodes at once), or None."""
+        if len(self.hdus) != 1 or len(self.files) == 0:
+            return None
+        parts = {"flux": self.hdus[0]}
+        if self.ivar_hdus is not None:
+            parts["ivar"] = self.ivar_hdus[0]
+        if self.mask_hdus is not None:
+            parts["mask"] = self.mask_hdus[0]
+        if self.wavelength_hdu is not None:
+            parts["wavelength"] = self.wavelength_hdu
+        return parts
+
+    def _batch(self, paths: list[str]) -> Optional[dict[str, torch.Tensor]]:
+        """The payloads of ``paths`` stacked (``{"flux": (N, nwave), ...}``), each part decoded
+        into one array (plain primary images read with one ``pread`` per file), or None where
+        the files take the per-item path: table HDUs, several arms, parts whose shapes differ
+        between files or from the flux."""
+        parts = self._image_parts()
+        if parts is None or not paths:
+            return None
+        out: dict[str, torch.Tensor] = {}
+        for key, hdu in parts.items():
+            try:
+                arr = batch_images(paths, hdu, self.storage_options)
+            except HDUTypeError:
+                return None  # a table HDU: its columns are read file by file
+            if arr is None:
+                return None
+            t = to_tensor_batch(arr, None, self.device)
+            if key in ("ivar", "mask") and tuple(t.shape) != tuple(out["flux"].shape):
+                return None  # the per-item path names the file and both shapes
+            out[key] = validity_mask(t, is_dq=self.mask_is_dq, bad_bits=self.bad_bits) \
+                if key == "mask" else t
+        return out
+
+    def _arms(self, path: str) -> Any:
         arms = [self._arm(path, k) for k in range(len(self.hdus))]
         if len(arms) == 1:
             payload: Any = arms[0]
@@ -112,7 +164,7 @@ class _SpectrumPayloads:
                 payload = {k: torch.stack([a[k] for a in arms]) for k in keys}
             else:
                 payload = {k: torch.cat([a[k].reshape(-1) for a in arms]) for k in keys}
-        return self.transform(payload) if self.transform is not None else payload
+        return payload
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n={len(self.files)}, hdu={self.hdu!r}, device={self.device!r})"
@@ -124,7 +176,9 @@ class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
     Several arms (``hdu=[...]``): ``layout="dict"`` gives ``{arm_name: {...}}``, ``"stack"``
     stacks the arms (``flux`` of shape ``(C, nwave)``; equal lengths required), ``"concat"``
     concatenates them. Table HDUs take ``column``/``ivar_column``/``mask_column``/
-    ``wavelength_column``; ``row`` (0-based) picks one row of a vector column.
+    ``wavelength_column``; ``row`` (0-based) picks one row of a vector column. fsspec URLs in
+    ``paths`` read through the remote byte sources with ``storage_options`` (the dataset
+    pickles as its URLs and options; each DataLoader worker opens its own connections).
     """
 
     def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
@@ -133,28 +187,44 @@ class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
                  wavelength_hdu: Any = None, row: Optional[int] = None, layout: str = "dict",
                  label_key: Optional[str] = None, labels: Any = None,
                  transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
-                 cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None) -> None:
+                 cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
+                 storage_options: Optional[dict] = None) -> None:
         self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
                             wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
-                            cache_dir, mask_is_dq, bad_bits)
-        self.labels = _labels_from(self.files, self.hdus[0], label_key, labels)
+                            cache_dir, mask_is_dq, bad_bits, storage_options)
+        self.labels = _labels_from(self.files, self.hdus[0], label_key, labels,
+                                   self.storage_options)
 
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, i: int) -> Any:
+    def _position(self, i: Any) -> int:
         n = len(self.files)
         if isinstance(i, bool) or not hasattr(i, "__index__"):
             raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
         i = int(i)
         if not -n <= i < n:
             raise IndexError(f"index {i} out of range for a dataset of {n} files")
-        return self._payload(self.files[i % n])
+        return i % n
+
+    def __getitem__(self, i: int) -> Any:
+        return self._payload(self.files[self._position(i)])
+
+    def __getitems__(self, indices: list) -> list:
+        """A DataLoader batch decoded part by part into stacked tensors (a `FitsBatch` that
+        `fits_collate_fn` passes through) when every file holds one arm of image HDUs with
+        equal shapes; table spectra, several arms and files whose shapes differ are read item
+        by item. Equal to ``[self[i] for i in indices]`` either way."""
+        positions = [self._position(i) for i in indices]
+        batch = self._batch([self.files[p] for p in positions])
+        if batch is None:
+            return [self[p] for p in positions]
+        return finish_batch(batch, self.transform)
 
 
 class FitsSpectrumIterableDataset(_SpectrumPayloads, EpochMixin, torch.utils.data.IterableDataset):
     """`FitsSpectrumDataset` payloads streamed with the sharding and shuffles of
-    `FitsTensorIterableDataset`."""
+    `FitsTensorIterableDataset` (URLs with ``storage_options`` as there)."""
 
     def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
                  column: Optional[str] = None, ivar_column: Optional[str] = None,
@@ -163,10 +233,11 @@ class FitsSpectrumIterableDataset(_SpectrumPayloads, EpochMixin, torch.utils.dat
                  transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
                  shuffle: bool = False, shuffle_buffer_size: Optional[int] = None, seed: int = 0,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
-                 cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None) -> None:
+                 cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
+                 storage_options: Optional[dict] = None) -> None:
         self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
                             wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
-                            cache_dir, mask_is_dq, bad_bits)
+                            cache_dir, mask_is_dq, bad_bits, storage_options)
         self.shuffle, self.shuffle_buffer_size, self.seed = bool(shuffle), shuffle_buffer_size, int(seed)
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.epoch = 0

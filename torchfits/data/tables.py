@@ -10,30 +10,17 @@ import torch
 
 from .._torch_adapter import validate_device
 from ..fits.paths import fspath
-from ..fits.paths import with_storage_options
-from ..fits.remote_source import is_url
 from ..fits.source import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import TableSource, resolve_sources, scan
+from .sources import storage_options_arg, table_source
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
 
 __all__ = ["FitsTableDataset", "FitsTableIterableDataset"]
 
 _PLAIN_CODES = frozenset("BIJKED")
 _CHUNK_BYTES = 32 << 20  # rows decoded per kernel call on the batch path (then sliced)
-
-
-def _options(storage_options: Any) -> Optional[dict]:
-    if storage_options is not None and not isinstance(storage_options, dict):
-        raise TypeError("storage_options must be a dict")
-    return dict(storage_options) if storage_options else None
-
-
-def _bind(path: str, storage_options: Optional[dict]) -> Any:
-    """A URL with its storage options (what the scanner and table sources take); local paths
-    as they are."""
-    return with_storage_options(path, storage_options) if storage_options and is_url(path) else path
 
 
 def _plain_numeric(specs: list) -> bool:
@@ -98,13 +85,13 @@ class FitsTableDataset(torch.utils.data.Dataset):
                  labels: Any = None, transform: Optional[Callable] = None, device: Any = "cpu",
                  mmap: Any = "auto", *, storage_options: Optional[dict] = None) -> None:
         self.path = fspath(path)
-        self.storage_options = _options(storage_options)
+        self.storage_options = storage_options_arg(storage_options)
         self.hdu, self.columns, self.where = hdu, columns, where
         self.device = validate_device(device)
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         self.transform, self.mmap = transform, mmap
-        self._arrays = _row_arrays(scan(_bind(self.path, self.storage_options), hdu,
+        self._arrays = _row_arrays(scan(table_source(self.path, self.storage_options), hdu,
                                         columns=columns, where=where).to_numpy())
         self._n = len(next(iter(self._arrays.values()))) if self._arrays else 0
         if labels is not None:
@@ -157,10 +144,10 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                  mmap: Any = "auto", shuffle_buffer_size: Optional[int] = None, seed: int = 0,
                  rank: Optional[int] = None, world_size: Optional[int] = None, *,
                  as_batches: bool = False, storage_options: Optional[dict] = None) -> None:
-        self.storage_options = _options(storage_options)
+        self.storage_options = storage_options_arg(storage_options)
         items = list(path) if isinstance(path, (list, tuple)) else [path]
         self.paths = [str(p) for item in items for p in resolve_sources(
-            _bind(item, self.storage_options) if isinstance(item, str) else item)]
+            table_source(item, self.storage_options) if isinstance(item, str) else item)]
         self.hdu, self.columns, self.where = hdu, columns, where
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError("batch_size must be > 0")
@@ -183,7 +170,7 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                                                    for p in self.paths[1:]]
 
     def _source(self, path: str) -> Any:
-        return _bind(path, self.storage_options)
+        return table_source(path, self.storage_options)
 
     @property
     def files(self) -> list[str]:
