@@ -377,3 +377,36 @@ def test_table_batches_workers_every_row_once(table_path, workers):
         ids = [b["ID"] for b in make_loader(ds, batch_size=None, num_workers=workers,
                                             multiprocessing_context="fork")]
         assert torch.equal(torch.sort(torch.cat(ids)).values, torch.arange(2503))
+
+
+@pytest.mark.parametrize("kind", ["f32", "scaled"])
+def test_staged_cutouts_decode_each_file_at_once(mosaics, kind, monkeypatch):
+    """The stamps of one mosaic decode in one batch call; equal to reading each box alone
+    (FitsCutoutDataset items), also when an edge clamps some boxes (stamp by stamp)."""
+    import torchfits.data.cutouts as cutouts
+    from torchfits.data import FitsStagedCutoutIterableDataset
+
+    calls = []
+    real = cutouts.batch_cutouts
+    monkeypatch.setattr(cutouts, "batch_cutouts", lambda *a: calls.append(len(a[2])) or real(*a))
+    path = str(mosaics[kind])
+    kw = dict(cutouts_per_file=9, cutout_size=(8, 12), seed=5)
+    got = list(FitsStagedCutoutIterableDataset([path], **kw))
+    assert calls == [9]
+    h, w = fits.getdata(path).shape
+    rng = np.random.default_rng([5, 0, 0, 0, 0])  # epoch_rng(seed, epoch=0, rank=0, worker=0, file=0)
+    boxes = []
+    for _ in range(9):
+        x, y = int(rng.integers(0, w - 12 + 1)), int(rng.integers(0, h - 8 + 1))
+        boxes.append((path, 0, x, y, x + 12, y + 8))
+    ref = FitsCutoutDataset(boxes)
+    assert len(got) == 9 and all(_same(a, ref[i]) for i, a in enumerate(got))
+    assert all(np.array_equal(a[0].numpy(), fits.getdata(path)[b[3]:b[5], b[2]:b[4]],
+                              equal_nan=True) for a, b in zip(got, boxes))
+    half = [(w - 6, h - 4, w + 6, h + 4), (0, 0, 12, 8)]  # the first box is cut by the corner
+    clamped = list(FitsStagedCutoutIterableDataset(
+        [path], cutouts_per_file=2, cutout_size=(8, 12), dtype=torch.float64,
+        cutout_generator=lambda *_: half.pop(0)))
+    assert clamped[0].shape == (1, 4, 6) and clamped[1].shape == (1, 8, 12)
+    assert clamped[0].dtype == torch.float64
+    assert np.array_equal(clamped[1][0].numpy(), fits.getdata(path)[:8, :12], equal_nan=True)

@@ -242,6 +242,7 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
         h, w = image_reader(path, self.hdu).shape[-2:]
         ch, cw = self.cutout_size
         rng = epoch_rng(self.seed, epoch, self.rank, file_index)
+        boxes = []
         for _ in range(self.cutouts_per_file):
             if self.cutout_generator is not None:
                 box = tuple(int(v) for v in self.cutout_generator(h, w, ch, cw))
@@ -251,6 +252,17 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
                 x1 = int(rng.integers(0, max(w - cw, 0) + 1))
                 y1 = int(rng.integers(0, max(h - ch, 0) + 1))
                 box = (x1, y1, x1 + cw, y1 + ch)
+            boxes.append(box)
+        if self.ivar_hdus is None and self.mask_hdus is None and not self.scale_on_device:
+            # Every stamp of the file in one kernel call (as FitsCutoutDataset batches do);
+            # boxes an edge clamps, mixed sizes or compressed images go stamp by stamp.
+            arr = batch_cutouts([(path, self.hdu)], np.zeros(len(boxes), np.int64),
+                                np.asarray(boxes, np.int64).reshape(-1, 4))
+            if arr is not None:
+                for t in to_tensor_batch(arr, self.dtype, self.device).unbind(0):
+                    yield self._finish(self._channel(t))
+                return
+        for box in boxes:
             yield self._finish(self._cut(path, box))
 
     def _cut(self, path: str, box: tuple) -> Any:
