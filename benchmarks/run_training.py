@@ -233,7 +233,7 @@ def main() -> int:
     unknown = sorted(set(only or ()) - {"images", "cutouts", "table", "workers"})
     if unknown:
         ap.error(f"unknown scenarios {unknown}")
-    paths = make_stamps(args.files if only is None or {"images", "workers"} & set(only) else 0)
+    paths = make_stamps(args.files) if only is None or {"images", "workers"} & set(only) else []
 
     def wanted(name: str) -> bool:
         return only is None or name in only
