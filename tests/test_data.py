@@ -366,6 +366,37 @@ def catalog(tmp_path_factory):
     return path, cols
 
 
+def test_table_dataset_batches(catalog):
+    """``__getitems__`` gathers each column once; equal to the rows one by one (strings as
+    uint8 rows, labels, transforms), and a loader delivers every row once."""
+    from torchfits.data.loader import FitsBatch
+
+    path, cols = catalog
+    keep = np.flatnonzero(cols["MAG"] < 18)
+    ds = FitsTableDataset(path, where="MAG < 18", labels=np.arange(keep.size) % 3)
+    idx = [7, 0, -1, 7, 3]
+    got = ds.__getitems__(idx)
+    assert isinstance(got, FitsBatch)
+    x, y = fits_collate_fn(got)
+    rx, ry = fits_collate_fn([ds[i] for i in idx])
+    assert x.keys() == rx.keys() and all(x[k].dtype == rx[k].dtype and torch.equal(x[k], rx[k])
+                                         for k in x)
+    assert torch.equal(y, ry) and x["NAME"].shape == (5, 3) and x["NAME"].dtype == torch.uint8
+    assert x["ID"].tolist() == [int(keep[i]) for i in idx]
+
+    def scale(row):  # not batchable: runs row by row on views of the batch
+        return {"MAG": row["MAG"] * 2}
+
+    tds = FitsTableDataset(path, columns=["MAG"], transform=scale)
+    items = tds.__getitems__([4, 2])
+    assert torch.equal(fits_collate_fn(items)[0]["MAG"],
+                       torch.stack([tds[4][0]["MAG"], tds[2][0]["MAG"]]))
+    with pytest.raises(IndexError):
+        ds.__getitems__([0, len(ds)])
+    seen = torch.cat([b["ID"] for b, _ in make_loader(ds, batch_size=64, shuffle=True)])
+    assert sorted(seen.tolist()) == keep.tolist()
+
+
 def test_table_dataset(catalog):
     path, cols = catalog
     ds = FitsTableDataset(path, where="MAG < 18")

@@ -14,6 +14,7 @@ from ..fits.source import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import TableSource, resolve_sources, scan
+from .loader import finish_batch
 from .sources import storage_options_arg, table_source
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
 
@@ -110,13 +111,32 @@ class FitsTableDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, i: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def _position(self, i: Any) -> int:
         if isinstance(i, bool) or not hasattr(i, "__index__"):
             raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
         i = int(i)
         if not -self._n <= i < self._n:
             raise IndexError(f"row {i} out of range for a dataset of {self._n} rows")
-        i %= self._n
+        return i % self._n
+
+    def __getitems__(self, indices: list) -> list:
+        """A DataLoader batch as one gather per column (a `FitsBatch` of ``(columns, labels)``
+        that `fits_collate_fn` passes through) instead of a tensor per row and column. Columns
+        of Python objects take the per-row path. Equal to ``[self[i] for i in indices]``."""
+        positions = np.array([self._position(i) for i in indices], dtype=np.int64)
+        if not len(positions) or any(a.dtype == object for a in self._arrays.values()):
+            return [self[int(p)] for p in positions]
+        cols = {}
+        for name, arr in self._arrays.items():
+            part = arr[positions]  # fancy indexing: a fresh array the batch owns
+            t = torch.from_numpy(part if part.dtype != np.uint64 else part.astype(np.float64))
+            cols[name] = t if self.device == "cpu" else t.to(self.device)
+        labels = self.labels[torch.from_numpy(positions)] if self.labels is not None else \
+            torch.zeros(len(positions), dtype=torch.int64)
+        return finish_batch(cols, self.transform, labels)
+
+    def __getitem__(self, i: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        i = self._position(i)
         row = _row_dict(self._arrays, i, self.device)
         if self.transform is not None:
             row = self.transform(row)
