@@ -9,7 +9,7 @@ from libc.string cimport memcpy, memmove
 from libc.stdlib cimport malloc, free
 
 from _bswap cimport load_u16, load_u32, load_u64, load_i16, load_i32, load_i64, load_f32, load_f64
-from _tablecommon cimport set_bit, put_string
+from _tablecommon cimport set_bit, put_string, stripped_length, STRIP_NONE, STRIP_BLANK
 
 # Operations of a column program (one row of the int64 program array per projected column).
 cdef enum:
@@ -325,22 +325,107 @@ cdef void run_scale(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept 
             c.nulls += tnull_elements(row_at(bl, k) + c.src_off, n, c.esize, c.tnull, c.valid, (o + k) * n)
 
 
+cdef extern from *:
+    """
+    /* A fixed-width field of w <= 8 bytes as one little-endian word, zero-extended, and back:
+       two overlapping loads (stores) of a power-of-two size, so no byte outside the field is
+       touched and no call to a variable-length memcpy is made. */
+    static inline uint64_t tf_load_short(const uint8_t *s, Py_ssize_t w) {
+        uint32_t a4, b4; uint16_t a2, b2; uint64_t v;
+        switch (w) {
+        case 8: memcpy(&v, s, 8); return v;
+        case 4: case 5: case 6: case 7:
+            memcpy(&a4, s, 4); memcpy(&b4, s + w - 4, 4);
+            return (uint64_t)a4 | ((uint64_t)b4 << (8 * (w - 4)));
+        case 2: case 3:
+            memcpy(&a2, s, 2); memcpy(&b2, s + w - 2, 2);
+            return (uint64_t)a2 | ((uint64_t)b2 << (8 * (w - 2)));
+        default: return s[0];
+        }
+    }
+    static inline void tf_store_short(uint8_t *d, uint64_t v, Py_ssize_t w) {
+        uint32_t a4, b4; uint16_t a2, b2;
+        switch (w) {
+        case 8: memcpy(d, &v, 8); return;
+        case 4: case 5: case 6: case 7:
+            a4 = (uint32_t)v; b4 = (uint32_t)(v >> (8 * (w - 4)));
+            memcpy(d, &a4, 4); memcpy(d + w - 4, &b4, 4); return;
+        case 2: case 3:
+            a2 = (uint16_t)v; b2 = (uint16_t)(v >> (8 * (w - 2)));
+            memcpy(d, &a2, 2); memcpy(d + w - 2, &b2, 2); return;
+        default: d[0] = (uint8_t)v;
+        }
+    }
+    /* Bytes kept of a little-endian word once trailing padding is dropped: OR-ing `fold`
+       (0x20 in every byte for blanks, 0 for NULs only) maps padding to `fold`, and the highest
+       byte still differing is the last kept one. */
+    static inline Py_ssize_t tf_word_kept(uint64_t v, uint64_t fold) {
+        uint64_t rest = (v | fold) ^ fold;
+        return rest ? (Py_ssize_t)((71 - __builtin_clzll(rest)) >> 3) : 0;
+    }
+    """
+    uint64_t tf_load_short(const uint8_t* s, Py_ssize_t w) noexcept nogil
+    void tf_store_short(uint8_t* d, uint64_t v, Py_ssize_t w) noexcept nogil
+    Py_ssize_t tf_word_kept(uint64_t v, uint64_t fold) noexcept nogil
+
+
 cdef void run_strings(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept nogil:
-    # Every field of c in a local: stores into the output bytes could alias *c (char
+    # One pass per field: copy its w bytes to the end of the data written so far, find its
+    # stripped length in the words just loaded, and record the new end as the next offset; the
+    # next field overwrites the stripped tail. Fields of up to 8 bytes are one word each.
+    # Every field of c is in a local: stores into the output bytes could alias *c (char
     # aliasing), which would make the compiler reload c's fields for every string.
-    cdef Py_ssize_t k, j
+    cdef Py_ssize_t k, j, t
     cdef Py_ssize_t w = c.esize, n = c.count, off = c.src_off, pos = c.pos
     cdef int strip = c.strip
     cdef uint8_t* out = c.out
-    cdef int32_t* offsets = c.offsets
-    cdef int64_t high = c.high
+    cdef int32_t* ends = c.offsets + o * n + 1
+    cdef uint64_t fold = 0x2020202020202020ULL if strip == STRIP_BLANK else 0
+    cdef uint64_t word, acc = 0
     cdef const uint8_t* s
-    for k in range(m):
-        s = row_at(bl, k) + off
-        for j in range(n):
-            pos = put_string(s + j * w, w, strip, out, pos, offsets, (o + k) * n + j, &high)
+    cdef const uint8_t* p
+    if w == 8 and n == 1 and strip != STRIP_NONE:
+        # The common short label (8A): one load, one store, one offset per row.
+        for k in range(m):
+            memcpy(&word, row_at(bl, k) + off, 8)
+            acc |= word
+            memcpy(out + pos, &word, 8)
+            pos += tf_word_kept(word, fold)
+            ends[k] = <int32_t>pos
+    elif w <= 8:
+        for k in range(m):
+            s = row_at(bl, k) + off
+            for j in range(n):
+                word = tf_load_short(s + j * w, w)
+                acc |= word
+                tf_store_short(out + pos, word, w)
+                pos += w if strip == STRIP_NONE else tf_word_kept(word, fold)
+                ends[k * n + j] = <int32_t>pos
+    else:
+        for k in range(m):
+            s = row_at(bl, k) + off
+            for j in range(n):
+                p = s + j * w
+                t = 0
+                while t + 8 < w:
+                    memcpy(&word, p + t, 8)
+                    memcpy(out + pos + t, &word, 8)
+                    acc |= word
+                    t += 8
+                # The last 8 bytes (overlapping the previous word): padding sits there.
+                memcpy(&word, p + w - 8, 8)
+                memcpy(out + pos + w - 8, &word, 8)
+                acc |= word
+                if strip == STRIP_NONE:
+                    pos += w
+                else:
+                    t = tf_word_kept(word, fold)
+                    pos += w - 8 + t if t else stripped_length(p, w - 8, strip)
+                ends[k * n + j] = <int32_t>pos
     c.pos = pos
-    c.high = high
+    # Padding (space, NUL) never has bit 7 set; any other byte >= 0x80 marks non-ASCII text.
+    if acc & 0x8080808080808080ULL:
+        c.high = 1
 
 
 cdef void run_logical1(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept nogil:
