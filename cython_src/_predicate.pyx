@@ -454,6 +454,92 @@ cdef Py_ssize_t _keep(const Test* t, const uint8_t** ptr, Py_ssize_t* idx, Py_ss
     return j
 
 
+cdef Py_ssize_t _first_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride, Py_ssize_t* idx,
+                               Py_ssize_t n) noexcept nogil:
+    """The first test of a contiguous block of ``n`` rows: row ``k``'s field is at
+    ``p0 + k * stride``; the numbers of the rows that pass go to ``idx``. Addresses do not
+    depend on a load, so the loads of many rows are in flight at once."""
+    cdef Py_ssize_t j = 0, k
+    cdef int64_t lo = t.lo, hi = t.hi, iv
+    cdef double flo = t.flo, fhi = t.fhi, v
+    p0 += t.off
+    if t.kind == 0:
+        return 0
+    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 6:
+        for k in range(n):
+            v = load_f64(p0 + k * stride)
+            idx[j] = k
+            j += (v >= flo) & (v <= fhi)
+        return j
+    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 5:
+        for k in range(n):
+            v = load_f32(p0 + k * stride)
+            idx[j] = k
+            j += (v >= flo) & (v <= fhi)
+        return j
+    if t.kind == 1 and not t.has_null and t.src == 3:
+        for k in range(n):
+            iv = load_i32(p0 + k * stride)
+            idx[j] = k
+            j += (iv >= lo) & (iv <= hi)
+        return j
+    if t.kind == 1 and not t.has_null and t.src == 4:
+        for k in range(n):
+            iv = load_i64(p0 + k * stride)
+            idx[j] = k
+            j += (iv >= lo) & (iv <= hi)
+        return j
+    for k in range(n):
+        idx[j] = k
+        j += _passes(t, p0 + k * stride)
+    return j
+
+
+cdef Py_ssize_t _keep_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride, Py_ssize_t* idx,
+                              Py_ssize_t m) noexcept nogil:
+    """`_keep` for a contiguous block of rows: row ``k``'s field is at ``p0 + k * stride``, so no
+    table of row pointers is built or read."""
+    cdef Py_ssize_t j = 0, i, k
+    cdef int64_t lo = t.lo, hi = t.hi, iv
+    cdef double flo = t.flo, fhi = t.fhi, v
+    p0 += t.off
+    if t.kind == 0:
+        return 0
+    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 6:
+        for i in range(m):
+            k = idx[i]
+            v = load_f64(p0 + k * stride)
+            idx[j] = k
+            j += (v >= flo) & (v <= fhi)
+        return j
+    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 5:
+        for i in range(m):
+            k = idx[i]
+            v = load_f32(p0 + k * stride)
+            idx[j] = k
+            j += (v >= flo) & (v <= fhi)
+        return j
+    if t.kind == 1 and not t.has_null and t.src == 3:
+        for i in range(m):
+            k = idx[i]
+            iv = load_i32(p0 + k * stride)
+            idx[j] = k
+            j += (iv >= lo) & (iv <= hi)
+        return j
+    if t.kind == 1 and not t.has_null and t.src == 4:
+        for i in range(m):
+            k = idx[i]
+            iv = load_i64(p0 + k * stride)
+            idx[j] = k
+            j += (iv >= lo) & (iv <= hi)
+        return j
+    for i in range(m):
+        k = idx[i]
+        idx[j] = k
+        j += _passes(t, p0 + k * stride)
+    return j
+
+
 def select_conjunction(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, ::1] tests,
                        const double[:, ::1] floats, int64_t first, Py_ssize_t nrows,
                        const int64_t[::1] rows, int64_t[::1] out):
@@ -505,17 +591,20 @@ def select_conjunction(const uint8_t[::1] data, Py_ssize_t row_bytes, const int6
             n = total - done if total - done < CHUNK else CHUNK
             if rows.shape[0] > 0:
                 for k in range(n):
+                    idx[k] = k
                     ptr[k] = base + rows[done + k] * row_bytes
+                m = n
+                for i in range(ntests):
+                    m = _keep(&ts[i], ptr, idx, m)
+                    if m == 0:
+                        break
             else:
-                for k in range(n):
-                    ptr[k] = base + (first + done + k) * row_bytes
-            for k in range(n):
-                idx[k] = k
-            m = n
-            for i in range(ntests):
-                m = _keep(&ts[i], ptr, idx, m)
-                if m == 0:
-                    break
+                # A contiguous block: each test addresses its rows by stride.
+                m = _first_strided(&ts[0], base + (first + done) * row_bytes, row_bytes, idx, n)
+                for i in range(1, ntests):
+                    if m == 0:
+                        break
+                    m = _keep_strided(&ts[i], base + (first + done) * row_bytes, row_bytes, idx, m)
             if rows.shape[0] > 0:
                 for k in range(m):
                     out[found + k] = rows[done + idx[k]]

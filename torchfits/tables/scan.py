@@ -12,6 +12,7 @@ import copy
 import glob as _glob
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterator, Literal, Optional, Sequence, cast
 
 import numpy as np
@@ -89,6 +90,12 @@ class TableSource:
     @property
     def header(self) -> Any:
         return self.index.header_view(self.entry)
+
+    @cached_property
+    def header_text(self) -> bytes:
+        """The header's cards (no END padding) as ASCII bytes, for the ``fits_header`` schema
+        metadata: formatted once per source, not once per batch and schema."""
+        return cast(bytes, self.header.tostring(padding=False).encode("ascii", "replace"))
 
     def fetch(self, *, rows: Optional[np.ndarray] = None, row_range: Optional[tuple[int, int]] = None,
               columns: Any = None, heap: bool = True) -> None:
@@ -401,7 +408,7 @@ class Scanner:
         meta = {b"fits_hdu": str(src.entry.index).encode(), b"fits_path": src.path.encode()}
         if src.entry.extname:
             meta[b"fits_extname"] = src.entry.extname.encode()
-        meta[b"fits_header"] = src.header.tostring(padding=False).encode("ascii", "replace")
+        meta[b"fits_header"] = src.header_text
         return meta
 
     # -- execution --------------------------------------------------------------------------------
