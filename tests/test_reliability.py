@@ -19,7 +19,7 @@ import pytest
 
 import torchfits
 from torchfits.errors import FitsError, FitsIOError, TruncatedFileError
-from torchfits.fits.threads import iter_parallel, run_parallel
+from torchfits.fits.threads import get_pool, iter_parallel, run_parallel, run_shared
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -279,6 +279,44 @@ def test_run_parallel_joins_siblings_before_raising():
 
 def test_run_parallel_results_in_order():
     assert run_parallel(lambda i: i * i, range(50)) == [i * i for i in range(50)]
+
+
+def test_run_shared_results_in_order_and_caller_takes_over():
+    assert run_shared(lambda i: i * i, range(50), 3) == [i * i for i in range(50)]
+    assert run_shared(lambda i: -i, range(5), 1) == [0, -1, -2, -3, -4]
+    # Every pool thread busy: the caller runs all the items itself instead of waiting for one.
+    gate = threading.Event()
+    blockers = [get_pool().submit(gate.wait) for _ in range(get_pool()._max_workers)]
+    try:
+        who = run_shared(lambda i: threading.current_thread().name, range(20), 4)
+        assert set(who) == {threading.current_thread().name}
+    finally:
+        gate.set()
+        for b in blockers:
+            b.result()
+
+
+def test_run_shared_stops_and_joins_on_error():
+    running, finished = [], []
+    lock = threading.Lock()
+
+    def fn(i: int) -> int:
+        if i == 1:
+            time.sleep(0.05)
+            raise ValueError("boom")
+        with lock:
+            running.append(i)
+        time.sleep(0.1)
+        with lock:
+            finished.append(i)
+        return i
+
+    with pytest.raises(ValueError, match="boom"):
+        run_shared(fn, range(64), 2)
+    snapshot = (list(running), list(finished))
+    time.sleep(0.3)
+    assert sorted(snapshot[0]) == sorted(snapshot[1])  # joined before the error arrived
+    assert (running, finished) == snapshot and len(running) < 10  # nothing started afterwards
 
 
 def test_iter_parallel_in_order_and_ahead():

@@ -11,7 +11,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Iterable, Iterator, Optional
 
-__all__ = ["default_threads", "get_pool", "run_parallel", "iter_parallel"]
+__all__ = ["default_threads", "get_pool", "run_parallel", "run_shared", "iter_parallel"]
 
 _pool: Optional[ThreadPoolExecutor] = None
 _pool_lock = threading.Lock()
@@ -72,6 +72,58 @@ def run_parallel(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
             f.cancel()
         wait(futures)
         raise
+
+
+def run_shared(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> list[Any]:
+    """Apply ``fn`` to every item and return the results in order: the calling thread and up to
+    ``workers - 1`` pool threads each take the next item nobody has started, until none is left.
+
+    Unlike `run_parallel`, no item is bound to a thread in advance: when a pool thread starts
+    late (another process holds the core), the caller runs its items instead of waiting for
+    them, so cutting the work into a few more items than threads evens out a busy machine.
+    Called from inside a pool worker, or with ``workers <= 1``, it runs serially. When an item
+    fails, no further item starts, the running ones are joined and the first error is raised.
+    """
+    items = list(items)
+    if len(items) <= 1 or workers <= 1 or getattr(_in_worker, "active", False):
+        return [fn(item) for item in items]
+    results: list[Any] = [None] * len(items)
+    lock = threading.Lock()
+    state = {"next": 0}
+    errors: list[BaseException] = []
+
+    def take() -> int:
+        with lock:
+            if errors or state["next"] >= len(items):
+                return -1
+            i = state["next"]
+            state["next"] = i + 1
+            return i
+
+    def loop(_: Any = None) -> None:
+        while True:
+            i = take()
+            if i < 0:
+                return
+            try:
+                results[i] = fn(items[i])
+            except BaseException as exc:
+                with lock:
+                    errors.append(exc)
+                return
+
+    pool = get_pool()
+    futures = [pool.submit(_run_marked, loop, None) for _ in range(min(workers, len(items)) - 1)]
+    try:
+        loop()
+    finally:
+        # Helpers that have not started are not needed any more (and must not be waited for
+        # behind other work on a busy pool); the ones running finish their current item.
+        # (`wait` would block on a cancelled future until a pool thread dequeues it.)
+        wait([f for f in futures if not f.cancel()])
+    if errors:
+        raise errors[0]
+    return results
 
 
 def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int) -> Iterator[Any]:

@@ -255,6 +255,7 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _PARALLEL_MIN_BYTES = 4 << 20
 # Parallel pieces start at multiples of this many rows (the kernel's block size).
 _ALIGN = 1024
+_PIECES_PER_THREAD = 4
 
 
 def _false_test() -> tuple[list[int], list[float]]:
@@ -392,7 +393,8 @@ class FusedPredicate:
         nthreads = _threads.default_threads() if threads is None else max(1, int(threads))
         if nthreads <= 1 or total * max(row_bytes, 1) < _PARALLEL_MIN_BYTES or total < 2 * _ALIGN:
             return out[:self._run(buf, row_bytes, first, count, idx, out)]
-        step = -(-total // nthreads)
+        # A few pieces per thread, taken by whichever thread is free (`run_shared`).
+        step = -(-total // (nthreads * _PIECES_PER_THREAD))
         step = -(-step // _ALIGN) * _ALIGN
         starts = list(range(0, total, step))
 
@@ -402,7 +404,7 @@ class FusedPredicate:
                 return self._run(buf, row_bytes, 0, 0, idx[a:b], out[a:b])
             return self._run(buf, row_bytes, first + a, b - a, idx, out[a:b])
 
-        found = _threads.run_parallel(piece, starts)
+        found = _threads.run_shared(piece, starts, nthreads)
         if len(starts) == 1:
             return out[:found[0]]
         return np.concatenate([out[a:a + n] for a, n in zip(starts, found)])

@@ -44,6 +44,7 @@ _PARALLEL_MIN_BYTES = 4 << 20
 # Chunk starts are multiples of this many rows so that chunks never share a byte of any
 # bit-packed output (bool values, validity, X bits) whatever the repeat count.
 _CHUNK_ALIGN = 1024
+_PIECES_PER_THREAD = 4
 _INT32_MAX = 2**31 - 1
 # Variable-length cells may share heap bytes, but a decode that gathers more than this many
 # times the heap (and more than the floor) comes from descriptors that lie.
@@ -106,7 +107,9 @@ def _default_threads(threads: Optional[int]) -> int:
 def _chunk_bounds(n_out: int, row_bytes: int, threads: int) -> list[int]:
     if threads <= 1 or n_out * max(row_bytes, 1) < _PARALLEL_MIN_BYTES or n_out < 2 * _CHUNK_ALIGN:
         return [0, n_out]
-    step = -(-n_out // threads)
+    # A few pieces per thread, taken by whichever thread is free (`run_shared`): a thread
+    # that starts late on a busy machine leaves its share to the others.
+    step = -(-n_out // (threads * _PIECES_PER_THREAD))
     step = -(-step // _CHUNK_ALIGN) * _CHUNK_ALIGN
     return list(range(0, n_out, step)) + [n_out]
 
@@ -377,7 +380,7 @@ def _fixed_layout(spec: ColumnSpec, conv: Conversion, mapping: str) -> tuple[int
     return spec.repeat, 0
 
 
-def _run_chunked(kernel: Any, bounds: list[int], ncols: int, nstats: int,
+def _run_chunked(kernel: Any, bounds: list[int], ncols: int, nstats: int, threads: int,
                  init_stats: int = 0) -> np.ndarray:
     """Run ``kernel(out_start, nrows, stats)`` over the row chunks ``bounds`` delimits and
     combine their stats: counts add up, "first bad row" columns keep the smallest."""
@@ -388,7 +391,7 @@ def _run_chunked(kernel: Any, bounds: list[int], ncols: int, nstats: int,
         return stats
 
     # The shared pool (torchfits._threads) runs chunks; the kernels release the GIL.
-    parts = _threads.run_parallel(one, range(len(bounds) - 1))
+    parts = _threads.run_shared(one, range(len(bounds) - 1), threads)
     total = np.zeros((ncols, nstats), dtype=np.int64)
     total[:, 2:] = init_stats
     for p in parts:
@@ -441,7 +444,7 @@ def _decode_fixed(program: ColumnProgram, data: np.ndarray, row_bytes: int, sel:
     def kernel(start: int, n: int, stats: np.ndarray) -> None:
         _bintable.decode_rows(data, row_bytes, sel.first, sel.index, start, n, prog, scale, stats)
 
-    stats = _run_chunked(kernel, bounds, len(outs), _bintable.S_NFIELDS)
+    stats = _run_chunked(kernel, bounds, len(outs), _bintable.S_NFIELDS, threads)
     for i, out in enumerate(outs):
         out.nulls = int(stats[i, _bintable.S_NULLS])
         out.high = bool(stats[i, _bintable.S_HIGH])
@@ -952,7 +955,7 @@ def _decode_ascii(chosen: Sequence[ColumnSpec], buf: np.ndarray, row_bytes: int,
         _asciitable.decode_rows(buf, row_bytes, sel.first, sel.index, start, count, prog_arr,
                                 scale_arr, tnulls, stats)
 
-    stats = _run_chunked(kernel, bounds, len(live), _asciitable.S_NFIELDS, init_stats=-1)
+    stats = _run_chunked(kernel, bounds, len(live), _asciitable.S_NFIELDS, threads, init_stats=-1)
     for i, out in enumerate(live):
         bad = int(stats[i, _asciitable.S_BAD])
         if bad >= 0:
