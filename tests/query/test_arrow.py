@@ -196,6 +196,20 @@ def test_to_pyarrow_accepts_a_mapping_of_types():
 
 
 @needs_arrow
+@pytest.mark.parametrize("typ", ["float32", "float64"])
+def test_to_pyarrow_in_list_treats_negative_zero_as_zero(typ):
+    """IN compares values, not bit patterns: -0.0 IN (0) and 0.0 IN (-0.0) hold, like `==`."""
+    table = pa.table({"f": pa.array([float("nan"), 0.0, -0.0, 1.5, None], typ)})
+
+    def rows(text):
+        return table.filter(E.to_pyarrow(E.parse(text), table.schema)).column("f").to_pylist()
+
+    assert rows("-f IN (0)") == rows("-f == 0") == [0.0, -0.0]
+    assert rows("f IN (-0.0, 1.5)") == [0.0, -0.0, 1.5]
+    assert rows("f NOT IN (0)") == [1.5]
+
+
+@needs_arrow
 def test_to_pyarrow_integer_overflow_raises():
     table = _table()
     expression = E.to_pyarrow(E.parse("I + 1 > 0"), table.schema)

@@ -427,6 +427,11 @@ class _ArrowCompiler:
             operand, set_type = operand.cast(pa.binary()), pa.binary()
         if val.kind == "float" and val.type.bit_width == 16:
             members = [np.float16(m) for m in members]
+        elif val.kind == "float":
+            # is_in hashes bit patterns, so -0.0 would miss 0.0: adding +0.0 turns every zero
+            # into +0.0 (IEEE round-to-nearest) and changes nothing else.
+            operand = pc.add(operand, pa.scalar(0.0, set_type))
+            members = [m + 0.0 for m in members]
         hit = pc.is_in(operand, value_set=pa.array(members, type=set_type))
         result = pc.if_else(pc.is_valid(operand), hit, self.null_bool)
         if unknown:
