@@ -86,17 +86,11 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
 
 def _url_filesystem(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:
     """The fsspec file system and path of a URL ``to_fits`` writes to (object stores and the
-    like: an http(s) server takes no uploads)."""
-    from ..fits.remote_source import check_writable, split_storage_options
+    like: an http(s) server takes no uploads), through the same guard as every remote read."""
+    from ..fits.remote_source import check_writable, guarded_filesystem
 
     check_writable(url)
-    try:
-        import fsspec
-    except ImportError:
-        raise ImportError(f"writing to {url} needs fsspec: pip install 'torchfits[remote]'") from None
-    _, options = split_storage_options(storage_options)
-    fs, path = fsspec.core.url_to_fs(url, **options)
-    return fs, path
+    return guarded_filesystem(url, storage_options)
 
 
 def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,

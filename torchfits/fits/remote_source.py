@@ -28,7 +28,7 @@ from .source import ByteSource
 
 __all__ = ["RemoteSource", "open_remote", "check_url", "is_url", "normalize_url",
            "split_storage_options", "validator_of", "list_remote", "read_small", "write_small",
-           "remote_identity", "check_writable"]
+           "remote_identity", "check_writable", "guarded_filesystem"]
 
 _OUR_OPTIONS = ("allow_private_hosts", "cache", "cache_dir")
 _BLOCKED_SCHEMES = ("ftp", "ftps")
@@ -271,11 +271,9 @@ class RemoteSource(MirroredSource):
 
 def open_remote(url: str, storage_options: Optional[dict] = None) -> ByteSource:
     """A byte source for an fsspec URL (after the security guard)."""
-    ours, options = split_storage_options(storage_options)
+    ours, _ = split_storage_options(storage_options)
     url = normalize_url(url)
-    allow = allow_private(storage_options)
-    check_url(url, allow)
-    fs, path = _filesystem(url, options, allow)
+    fs, path = guarded_filesystem(url, storage_options)
     try:
         info = fs.info(path)
     except HttpBlockedError:
@@ -318,11 +316,8 @@ def list_remote(url: str, storage_options: Optional[dict] = None, *, glob: bool 
     http(s) "directory" can only be listed when the server answers it with an HTML page of
     links (fsspec reads the links); object stores (``s3://``, ``gs://`` ...) list natively.
     """
-    _, options = split_storage_options(storage_options)
     url = normalize_url(url)
-    allow = allow_private(storage_options)
-    check_url(url, allow)
-    fs, path = _filesystem(url, options, allow)
+    fs, path = guarded_filesystem(url, storage_options)
     pattern = path if glob else path.rstrip("/") + "/*.fit*"
     try:
         found = fs.glob(pattern)
@@ -339,7 +334,9 @@ def list_remote(url: str, storage_options: Optional[dict] = None, *, glob: bool 
     return [fs.unstrip_protocol(p) if "://" not in p else p for p in sorted(found)]
 
 
-def _guarded_fs(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:
+def guarded_filesystem(url: str, storage_options: Optional[dict] = None) -> tuple[Any, str]:
+    """The fsspec file system and path of ``url``, after the security guard, with the caller's
+    fsspec options and credentials: what every remote request here goes through."""
     _, options = split_storage_options(storage_options)
     url = normalize_url(url)
     allow = allow_private(storage_options)
@@ -350,7 +347,7 @@ def _guarded_fs(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:
 def read_small(url: str, storage_options: Optional[dict] = None) -> Optional[bytes]:
     """The whole of a small remote object (a statistics sidecar), through the guard; None when
     the store has no such object or refuses to say (a missing key can be a 403 on S3)."""
-    fs, path = _guarded_fs(url, storage_options)
+    fs, path = guarded_filesystem(url, storage_options)
     try:
         return bytes(fs.cat_file(path))
     except HttpBlockedError:
@@ -371,14 +368,14 @@ def check_writable(url: str) -> None:
 def write_small(url: str, data: bytes, storage_options: Optional[dict] = None) -> None:
     """Upload ``data`` as the object ``url`` in one request (readers see all of it or none)."""
     check_writable(url)
-    fs, path = _guarded_fs(url, storage_options)
+    fs, path = guarded_filesystem(url, storage_options)
     fs.pipe_file(path, data)
 
 
 def remote_identity(url: str, storage_options: Optional[dict] = None) -> dict:
     """What a statistics entry records of one remote object version: its size and the
     validator `open_remote` compares (ETag, modification time, ... as the store gives them)."""
-    fs, path = _guarded_fs(url, storage_options)
+    fs, path = guarded_filesystem(url, storage_options)
     info = fs.info(path)
     return {"size": int(info["size"]), "validator": validator_of(info)}
 
