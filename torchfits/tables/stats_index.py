@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import FitsError
+from ..fits.paths import is_local_path
 from ..query import expr as _expr
 
 __all__ = ["INDEX_NAME", "ColumnStats", "ChunkStats", "FileStats", "StatsIndex", "build_index",
@@ -112,7 +113,7 @@ def _chunk_stats(batch: Any) -> dict[str, dict[str, Any]]:
 def _identity(path: Any, src: Any) -> dict[str, Any]:
     """How an entry recognises this version of the file: size and mtime for a local file,
     size and the byte source's validator for a remote one."""
-    if _is_remote(path):
+    if _is_remote_path(path):
         byte_source = src.index.source
         return {"size": int(byte_source.size), "validator": dict(getattr(byte_source, "validator", None) or {})}
     st = os.stat(path)
@@ -181,7 +182,7 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
     if output is None:
         output = default_sidecar(source, paths)
     output = fspath(output)
-    if _is_remote(output):
+    if _is_remote_path(output):
         from ..fits.remote_source import check_writable
 
         check_writable(output)  # before the work, not after it
@@ -216,7 +217,7 @@ def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, 
     document = {"format": FORMAT, "version": VERSION, "chunk_rows": int(chunk_rows),
                 "columns": sorted({c for e in files.values() for ch in e["chunks"] for c in ch["stats"]}),
                 "files": files}
-    if _is_remote(output):
+    if _is_remote_path(output):
         from ..fits.remote_source import write_small
 
         write_small(output, json.dumps(document, allow_nan=False, separators=(",", ":")).encode(),
@@ -229,11 +230,9 @@ def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, 
     return output
 
 
-def _is_remote(path: Any) -> bool:
-    from ..fits.paths import SourcePath
-    from ..fits.remote_source import is_url
-
-    return isinstance(path, SourcePath) or (isinstance(path, str) and is_url(path))
+def _is_remote_path(path: Any) -> bool:
+    """A URL or a `SourcePath` (what the sidecar identifies by validator, not by stat)."""
+    return not is_local_path(path)
 
 
 def _name_of(path: Any) -> str:
@@ -250,7 +249,7 @@ def _comparable_url(url: str) -> str:
 
 
 def _directory_of(path: str) -> str:
-    if _is_remote(path):
+    if _is_remote_path(path):
         return _comparable_url(path).rsplit("/", 1)[0]
     return os.path.dirname(os.path.abspath(path))
 
@@ -258,9 +257,9 @@ def _directory_of(path: str) -> str:
 def _key(path: str, root: str) -> str:
     """``path`` relative to the sidecar's directory ``root`` (either may be a URL); the full
     path or URL when it does not lie below it."""
-    if _is_remote(path) or _is_remote(root):
-        if not (_is_remote(path) and _is_remote(root)):
-            return _comparable_url(path) if _is_remote(path) else os.path.abspath(path)
+    if _is_remote_path(path) or _is_remote_path(root):
+        if not (_is_remote_path(path) and _is_remote_path(root)):
+            return _comparable_url(path) if _is_remote_path(path) else os.path.abspath(path)
         full, prefix = _comparable_url(path), root.rstrip("/") + "/"
         return full[len(prefix):] if full.startswith(prefix) else full
     return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
@@ -290,7 +289,7 @@ class StatsIndex:
         entry = self._files.get(_key(path, self.root))
         if entry is None or entry.get("hdu") != hdu_index:
             return None
-        if _is_remote(path):
+        if _is_remote_path(path):
             validator = getattr(byte_source, "validator", None)
             if (not validator or entry.get("validator") != validator
                     or entry.get("size") != getattr(byte_source, "size", None)):
@@ -340,7 +339,7 @@ def load_index(path: Any, storage_options: Optional[dict] = None) -> StatsIndex:
     if isinstance(path, SourcePath):
         path, storage_options = path.url, dict(path.storage_options or {}, **(storage_options or {}))
     path = fspath(path)
-    if _is_remote(path):
+    if _is_remote_path(path):
         from ..fits.remote_source import read_small
 
         data = read_small(path, storage_options)
@@ -359,13 +358,13 @@ def _sidecar_candidates(names: Sequence[str], source: Any) -> list[str]:
     candidates = []
     if not isinstance(source, (list, tuple)) and source is not None:
         text = source.url if isinstance(source, SourcePath) else fspath(source)
-        if _is_remote(text):
+        if _is_remote_path(text):
             if text.endswith("/") or any(ch in text.partition("://")[2] for ch in "*?["):
                 candidates.append(text.rsplit("/", 1)[0] + "/" + INDEX_NAME)
         elif os.path.isdir(text):
             candidates.append(os.path.join(text, INDEX_NAME))
     for p in names[:1]:
-        if _is_remote(p):
+        if _is_remote_path(p):
             candidates.append(p.rsplit("/", 1)[0] + "/" + INDEX_NAME)
         else:
             candidates.append(os.path.join(os.path.dirname(os.path.abspath(p)), INDEX_NAME))
@@ -380,7 +379,7 @@ def default_sidecar(source: Any, paths: Sequence[Any]) -> str:
 
 def sidecar_exists(path: str, storage_options: Optional[dict] = None) -> bool:
     """Whether a sidecar is already at ``path`` (a local path or a URL)."""
-    if _is_remote(path):
+    if _is_remote_path(path):
         from ..fits.remote_source import read_small
 
         return read_small(path, storage_options) is not None
@@ -392,7 +391,7 @@ def find_index(paths: Iterable[str], source: Any, storage_options: Optional[dict
     first file, local or remote (one small request); None when there is none (or it cannot be
     read)."""
     for c in _sidecar_candidates(list(paths), source):
-        if _is_remote(c):
+        if _is_remote_path(c):
             try:
                 return load_index(c, storage_options)
             except FileNotFoundError:
