@@ -251,29 +251,35 @@ def test_threads_match_sequential_reads(tmp_path):
     assert len(results) == 180 and all(results)
 
 
-def test_run_parallel_joins_siblings_before_raising():
-    running = []
-    finished = []
+def _items_running_when_one_fails(run, fail_at: int, work_s: float, settle_s: float):
+    """Run ``run(fn, range(64))`` where item ``fail_at`` raises while others work; check that
+    everything that started had finished when the error arrived and nothing started after it.
+    Returns the items that ran."""
+    running, finished = [], []
     lock = threading.Lock()
 
     def fn(i: int) -> int:
-        if i == 0:
+        if i == fail_at:
             time.sleep(0.05)
             raise ValueError("boom")
         with lock:
             running.append(i)
-        time.sleep(0.2)
+        time.sleep(work_s)
         with lock:
             finished.append(i)
         return i
 
     with pytest.raises(ValueError, match="boom"):
-        run_parallel(fn, range(64))
+        run(fn, range(64))
     snapshot = (list(running), list(finished))
-    time.sleep(0.5)
-    # Everything that started had finished when the error arrived; nothing started afterwards.
-    assert sorted(snapshot[0]) == sorted(snapshot[1])
-    assert (running, finished) == snapshot
+    time.sleep(settle_s)
+    assert sorted(snapshot[0]) == sorted(snapshot[1])  # joined before the error arrived
+    assert (running, finished) == snapshot  # nothing started afterwards
+    return running
+
+
+def test_run_parallel_joins_siblings_before_raising():
+    running = _items_running_when_one_fails(run_parallel, 0, 0.2, 0.5)
     assert len(running) < 63  # the queued items were cancelled
 
 
@@ -297,26 +303,8 @@ def test_run_shared_results_in_order_and_caller_takes_over():
 
 
 def test_run_shared_stops_and_joins_on_error():
-    running, finished = [], []
-    lock = threading.Lock()
-
-    def fn(i: int) -> int:
-        if i == 1:
-            time.sleep(0.05)
-            raise ValueError("boom")
-        with lock:
-            running.append(i)
-        time.sleep(0.1)
-        with lock:
-            finished.append(i)
-        return i
-
-    with pytest.raises(ValueError, match="boom"):
-        run_shared(fn, range(64), 2)
-    snapshot = (list(running), list(finished))
-    time.sleep(0.3)
-    assert sorted(snapshot[0]) == sorted(snapshot[1])  # joined before the error arrived
-    assert (running, finished) == snapshot and len(running) < 10  # nothing started afterwards
+    running = _items_running_when_one_fails(lambda fn, items: run_shared(fn, items, 2), 1, 0.1, 0.3)
+    assert len(running) < 10
 
 
 def test_iter_parallel_in_order_and_ahead():
