@@ -10,6 +10,7 @@ from libc.stdlib cimport malloc, free
 
 from _bswap cimport load_u16, load_u32, load_u64, load_i16, load_i32, load_i64, load_f32, load_f64
 from _tablecommon cimport set_bit, put_string, stripped_length, STRIP_NONE, STRIP_BLANK
+from _conjunction cimport Test, select_block, load_tests
 
 # Operations of a column program (one row of the int64 program array per projected column).
 cdef enum:
@@ -581,6 +582,66 @@ def decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_
             stats[i, FS_HIGH] |= cols[i].high
     finally:
         free(cols)
+
+
+def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_row,
+                       Py_ssize_t nrows, const int64_t[:, ::1] tests, const double[:, ::1] floats,
+                       const int64_t[:, ::1] prog, const double[:, ::1] scale,
+                       int64_t[:, ::1] stats, int64_t[::1] selected) -> int:
+    """Select rows ``first_row .. first_row + nrows`` with a conjunction of tests (the rows of
+    `_predicate.select_conjunction`) and decode every column in ``prog`` of the rows that pass,
+    in one pass: each block of rows is tested and its survivors decoded while it is in cache.
+
+    Outputs are allocated for ``nrows`` rows (zero-filled bitmaps); survivors fill them from
+    output row 0 on and their row numbers go to ``selected``. Returns their count. The caller
+    has checked that every row lies inside ``data``.
+    """
+    cdef Py_ssize_t ncols = prog.shape[0], ntests = tests.shape[0]
+    cdef Py_ssize_t done = 0, n, k, i, m, found = 0
+    cdef Py_ssize_t idx[BLOCK_MAX]
+    cdef const uint8_t* rp[BLOCK_MAX]
+    cdef const uint8_t* block
+    cdef Py_ssize_t chunk = BLOCK_BYTES // row_bytes if row_bytes > 0 else BLOCK_MAX
+    cdef bytearray ts_bytes = bytearray(max(ntests, 1) * sizeof(Test))
+    cdef Test* ts = <Test*><char*>ts_bytes
+    cdef Col* cols
+    cdef Blk bl
+    load_tests(tests, floats, ts)
+    if prog.shape[1] < FP_NFIELDS or scale.shape[0] != ncols or stats.shape[0] != ncols:
+        raise ValueError("malformed column program")
+    if selected.shape[0] < nrows:
+        raise ValueError("selected holds fewer than nrows entries")
+    if nrows <= 0:
+        return 0
+    # Blocks of at least 64 rows keep the tests' loops long; a block stays in L1/L2.
+    chunk = 64 if chunk < 64 else (BLOCK_MAX if chunk > BLOCK_MAX else chunk)
+    cols = <Col*>malloc(max(ncols, 1) * sizeof(Col))
+    if cols == NULL:
+        raise MemoryError()
+    bl.rp = rp
+    bl.base = NULL
+    bl.stride = row_bytes
+    try:
+        load_program(prog, scale, cols, 0)
+        with nogil:
+            while done < nrows:
+                n = nrows - done if nrows - done < chunk else chunk
+                block = &data[0] + (first_row + done) * row_bytes
+                m = select_block(ts, ntests, block, row_bytes, idx, n)
+                if m > 0:
+                    for k in range(m):
+                        rp[k] = block + idx[k] * row_bytes
+                        selected[found + k] = first_row + done + idx[k]
+                    for i in range(ncols):
+                        run_column(&cols[i], &bl, m, found)
+                    found += m
+                done += n
+        for i in range(ncols):
+            stats[i, FS_NULLS] += cols[i].nulls
+            stats[i, FS_HIGH] |= cols[i].high
+    finally:
+        free(cols)
+    return found
 
 
 def compact_strings(uint8_t[::1] data, int32_t[::1] offsets, const int64_t[::1] bounds,

@@ -12,6 +12,7 @@ from libc.string cimport memset, memcpy
 from libc.math cimport isnan
 
 from _bswap cimport load_u16, load_u32, load_u64, load_i16, load_i32, load_i64, load_f32, load_f64
+from _conjunction cimport Test, load_bits, load_float, keep_indexed, select_block, load_tests
 
 # opcodes
 OP_CONST = 0
@@ -60,32 +61,7 @@ cdef enum:
     MAX_DEPTH = 64
 
 
-cdef inline int64_t _load_int(const uint8_t* p, int src) noexcept nogil:
-    if src == 1:
-        return p[0]
-    if src == 2:
-        return load_i16(p)
-    if src == 3:
-        return load_i32(p)
-    return load_i64(p)
 
-
-cdef inline uint64_t _load_bits(const uint8_t* p, int src) noexcept nogil:
-    if src == 1:
-        return p[0]
-    if src == 2:
-        return load_u16(p)
-    if src == 3 or src == 5:
-        return load_u32(p)
-    return load_u64(p)
-
-
-cdef inline double _load_float(const uint8_t* p, int src) noexcept nogil:
-    if src == 5:
-        return load_f32(p)
-    if src == 6:
-        return load_f64(p)
-    return <double>_load_int(p, src)
 
 
 cdef inline uint8_t _cmp_i(int64_t a, int op, int64_t b) noexcept nogil:
@@ -164,7 +140,7 @@ cdef void _leaf(const int64_t* ins, double scal, double zero, double flit,
             if src == 7:
                 b = has_null and p[0] == 0
             else:
-                b = has_null and _load_bits(p, src) == tnull
+                b = has_null and load_bits(p, src) == tnull
             st[k] = b ^ (lit != 0)
         return
     _lut(cmp, lut)
@@ -197,14 +173,14 @@ cdef void _leaf(const int64_t* ins, double scal, double zero, double flit,
     else:
         # Scaled values, exactly as the decoder computes them (stored * TSCAL + TZERO).
         for k in range(n):
-            v = _load_float(_row(data, row_bytes, rows, first, k), src) * scal + zero
+            v = load_float(_row(data, row_bytes, rows, first, k), src) * scal + zero
             if bits == 32:
                 f = <float>v
                 v = f
             st[k] = lut[(v < flit) + 2 * (v == flit) + 4 * (v > flit)]
     if has_null:
         for k in range(n):
-            if _load_bits(_row(data, row_bytes, rows, first, k), src) == tnull:
+            if load_bits(_row(data, row_bytes, rows, first, k), src) == tnull:
                 st[k] = UNKNOWN
 
 
@@ -346,200 +322,6 @@ D_HI = 3
 D_NFIELDS = 4
 
 
-cdef struct Test:
-    int kind
-    int src
-    int64_t off
-    bint has_null
-    uint64_t tnull
-    int64_t lo
-    int64_t hi
-    int64_t lit
-    bint scaled
-    int bits
-    int cmp
-    double scal
-    double zero
-    double flo
-    double fhi
-
-
-cdef inline double _value(const Test* t, const uint8_t* p) noexcept nogil:
-    """The value the decoder produces for a float-typed column (scaled as it scales)."""
-    cdef double v
-    cdef float f
-    if not t.scaled:
-        return load_f32(p) if t.src == 5 else load_f64(p)
-    v = _load_float(p, t.src) * t.scal + t.zero
-    if t.bits == 32:
-        f = <float>v
-        v = f
-    return v
-
-
-cdef inline bint _passes(const Test* t, const uint8_t* p) noexcept nogil:
-    """The generic test of one row (``p`` points at the column's bytes)."""
-    cdef int64_t iv
-    cdef double v
-    cdef uint8_t b
-    cdef bint isnull
-    if t.kind == 6:
-        if t.src == 7:
-            isnull = t.has_null and p[0] == 0
-        else:
-            isnull = t.has_null and _load_bits(p, t.src) == t.tnull
-        return isnull != (t.lit != 0)
-    if t.kind == 5:
-        b = p[0]
-        if t.has_null and b == 0:
-            return 0
-        iv = 1 if b == 84 else 0
-        return (iv == t.lit) if t.cmp == 0 else (iv != t.lit)
-    if t.has_null and _load_bits(p, t.src) == t.tnull:
-        return 0
-    if t.kind == 1:
-        iv = _load_int(p, t.src)
-        return (iv >= t.lo) & (iv <= t.hi)
-    if t.kind == 2:
-        return _load_int(p, t.src) != t.lit
-    if t.kind == 3:
-        v = _value(t, p)
-        return (v >= t.flo) & (v <= t.fhi)
-    if t.kind == 4:
-        v = _value(t, p)
-        return (v != t.fhi) & (v == v)
-    return 0
-
-
-cdef Py_ssize_t _keep(const Test* t, const uint8_t** ptr, Py_ssize_t* idx, Py_ssize_t m) noexcept nogil:
-    """Keep the entries ``idx[:m]`` whose rows pass ``t``; return how many are left."""
-    cdef Py_ssize_t j = 0, i, k
-    cdef int64_t off = t.off, lo = t.lo, hi = t.hi, iv
-    cdef double flo = t.flo, fhi = t.fhi, v
-    if t.kind == 0:
-        return 0
-    # Tight loops for the common unscaled, non-nullable ranges; everything else is generic.
-    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 6:
-        for i in range(m):
-            k = idx[i]
-            v = load_f64(ptr[k] + off)
-            idx[j] = k
-            j += (v >= flo) & (v <= fhi)
-        return j
-    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 5:
-        for i in range(m):
-            k = idx[i]
-            v = load_f32(ptr[k] + off)
-            idx[j] = k
-            j += (v >= flo) & (v <= fhi)
-        return j
-    if t.kind == 1 and not t.has_null and t.src == 3:
-        for i in range(m):
-            k = idx[i]
-            iv = load_i32(ptr[k] + off)
-            idx[j] = k
-            j += (iv >= lo) & (iv <= hi)
-        return j
-    if t.kind == 1 and not t.has_null and t.src == 4:
-        for i in range(m):
-            k = idx[i]
-            iv = load_i64(ptr[k] + off)
-            idx[j] = k
-            j += (iv >= lo) & (iv <= hi)
-        return j
-    for i in range(m):
-        k = idx[i]
-        idx[j] = k
-        j += _passes(t, ptr[k] + off)
-    return j
-
-
-cdef Py_ssize_t _first_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride, Py_ssize_t* idx,
-                               Py_ssize_t n) noexcept nogil:
-    """The first test of a contiguous block of ``n`` rows: row ``k``'s field is at
-    ``p0 + k * stride``; the numbers of the rows that pass go to ``idx``. Addresses do not
-    depend on a load, so the loads of many rows are in flight at once."""
-    cdef Py_ssize_t j = 0, k
-    cdef int64_t lo = t.lo, hi = t.hi, iv
-    cdef double flo = t.flo, fhi = t.fhi, v
-    p0 += t.off
-    if t.kind == 0:
-        return 0
-    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 6:
-        for k in range(n):
-            v = load_f64(p0 + k * stride)
-            idx[j] = k
-            j += (v >= flo) & (v <= fhi)
-        return j
-    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 5:
-        for k in range(n):
-            v = load_f32(p0 + k * stride)
-            idx[j] = k
-            j += (v >= flo) & (v <= fhi)
-        return j
-    if t.kind == 1 and not t.has_null and t.src == 3:
-        for k in range(n):
-            iv = load_i32(p0 + k * stride)
-            idx[j] = k
-            j += (iv >= lo) & (iv <= hi)
-        return j
-    if t.kind == 1 and not t.has_null and t.src == 4:
-        for k in range(n):
-            iv = load_i64(p0 + k * stride)
-            idx[j] = k
-            j += (iv >= lo) & (iv <= hi)
-        return j
-    for k in range(n):
-        idx[j] = k
-        j += _passes(t, p0 + k * stride)
-    return j
-
-
-cdef Py_ssize_t _keep_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride, Py_ssize_t* idx,
-                              Py_ssize_t m) noexcept nogil:
-    """`_keep` for a contiguous block of rows: row ``k``'s field is at ``p0 + k * stride``, so no
-    table of row pointers is built or read."""
-    cdef Py_ssize_t j = 0, i, k
-    cdef int64_t lo = t.lo, hi = t.hi, iv
-    cdef double flo = t.flo, fhi = t.fhi, v
-    p0 += t.off
-    if t.kind == 0:
-        return 0
-    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 6:
-        for i in range(m):
-            k = idx[i]
-            v = load_f64(p0 + k * stride)
-            idx[j] = k
-            j += (v >= flo) & (v <= fhi)
-        return j
-    if t.kind == 3 and not t.scaled and not t.has_null and t.src == 5:
-        for i in range(m):
-            k = idx[i]
-            v = load_f32(p0 + k * stride)
-            idx[j] = k
-            j += (v >= flo) & (v <= fhi)
-        return j
-    if t.kind == 1 and not t.has_null and t.src == 3:
-        for i in range(m):
-            k = idx[i]
-            iv = load_i32(p0 + k * stride)
-            idx[j] = k
-            j += (iv >= lo) & (iv <= hi)
-        return j
-    if t.kind == 1 and not t.has_null and t.src == 4:
-        for i in range(m):
-            k = idx[i]
-            iv = load_i64(p0 + k * stride)
-            idx[j] = k
-            j += (iv >= lo) & (iv <= hi)
-        return j
-    for i in range(m):
-        k = idx[i]
-        idx[j] = k
-        j += _passes(t, p0 + k * stride)
-    return j
-
-
 def select_conjunction(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, ::1] tests,
                        const double[:, ::1] floats, int64_t first, Py_ssize_t nrows,
                        const int64_t[::1] rows, int64_t[::1] out):
@@ -555,37 +337,13 @@ def select_conjunction(const uint8_t[::1] data, Py_ssize_t row_bytes, const int6
     cdef Py_ssize_t idx[CHUNK]
     cdef const uint8_t* ptr[CHUNK]
     cdef const uint8_t* base = &data[0] if data.shape[0] > 0 else NULL
-    cdef Test* ts
-    cdef Test one
-    cdef bytearray ts_bytes
-    if tests.shape[1] != T_NFIELDS or floats.shape[0] != ntests or floats.shape[1] != D_NFIELDS:
-        raise ValueError("malformed predicate tests")
+    cdef bytearray ts_bytes = bytearray(max(ntests, 1) * sizeof(Test))
+    cdef Test* ts = <Test*><char*>ts_bytes
+    load_tests(tests, floats, ts)
     if out.shape[0] < total:
         raise ValueError("output buffer too small")
-    for i in range(ntests):
-        if not 0 <= tests[i, 0] <= 6 or not 1 <= tests[i, 2] <= 7:
-            raise ValueError("malformed predicate tests")
     if total == 0:
         return 0
-    ts_bytes = bytearray(max(ntests, 1) * sizeof(Test))
-    ts = <Test*><char*>ts_bytes
-    for i in range(ntests):
-        one.kind = <int>tests[i, 0]
-        one.src = <int>tests[i, 2]
-        one.off = tests[i, 1]
-        one.has_null = tests[i, 3] != 0
-        one.tnull = <uint64_t>tests[i, 4]
-        one.lo = tests[i, 5]
-        one.hi = tests[i, 6]
-        one.lit = tests[i, 7]
-        one.scaled = tests[i, 8] != 0
-        one.bits = <int>tests[i, 9]
-        one.cmp = <int>tests[i, 10]
-        one.scal = floats[i, 0]
-        one.zero = floats[i, 1]
-        one.flo = floats[i, 2]
-        one.fhi = floats[i, 3]
-        ts[i] = one
     with nogil:
         while done < total:
             n = total - done if total - done < CHUNK else CHUNK
@@ -595,20 +353,14 @@ def select_conjunction(const uint8_t[::1] data, Py_ssize_t row_bytes, const int6
                     ptr[k] = base + rows[done + k] * row_bytes
                 m = n
                 for i in range(ntests):
-                    m = _keep(&ts[i], ptr, idx, m)
+                    m = keep_indexed(&ts[i], ptr, idx, m)
                     if m == 0:
                         break
-            else:
-                # A contiguous block: each test addresses its rows by stride.
-                m = _first_strided(&ts[0], base + (first + done) * row_bytes, row_bytes, idx, n)
-                for i in range(1, ntests):
-                    if m == 0:
-                        break
-                    m = _keep_strided(&ts[i], base + (first + done) * row_bytes, row_bytes, idx, m)
-            if rows.shape[0] > 0:
                 for k in range(m):
                     out[found + k] = rows[done + idx[k]]
             else:
+                # A contiguous block: each test addresses its rows by stride.
+                m = select_block(ts, ntests, base + (first + done) * row_bytes, row_bytes, idx, n)
                 for k in range(m):
                     out[found + k] = first + done + idx[k]
             found += m

@@ -137,15 +137,45 @@ def test_kernel_pushdown_decodes_only_selected_rows(catalog, monkeypatch):
     rows_decoded = []
     real = _scan.TableSource.decode
 
-    def spy(self, *, columns, rows=None, row_range=None, **kwargs):
-        rows_decoded.append(len(rows) if rows is not None else row_range[1] - row_range[0])
-        return real(self, columns=columns, rows=rows, row_range=row_range, **kwargs)
+    def spy(self, *, columns, **kwargs):
+        batch = real(self, columns=columns, **kwargs)
+        if "name" in columns:
+            rows_decoded.append(batch.num_rows)
+        return batch
 
     monkeypatch.setattr(_scan.TableSource, "decode", spy)
     ds = dataset(catalog[0])
-    n = ds.count_rows(filter=pc.field("cnt") == 7)
-    got = ds.to_table(columns=["name"], filter=pc.field("cnt") == 7)
-    assert got.num_rows == n and sum(rows_decoded) == n  # the kernel selected; only hits decoded
+    for where in (pc.field("cnt") == 7,  # the kernel selects and decodes in one pass
+                  (pc.field("cnt") == 7) & (pc.field("mag") + pc.field("cnt") > -1e9)):  # + pyarrow
+        rows_decoded.clear()
+        n = ds.count_rows(filter=where)
+        got = ds.to_table(columns=["name"], filter=where)
+        assert got.num_rows == n and sum(rows_decoded) == n  # only the hits' names are decoded
+
+
+def test_kernel_conjunction_selects_and_decodes_in_one_pass(catalog, monkeypatch):
+    """A where-clause the kernel runs whole selects and decodes its hits in one pass (no
+    separate selection); tables, streams of small batches and whole-file scans agree with
+    pyarrow's filter."""
+    calls = []
+    real = _scan.TableSource.decode
+
+    def spy(self, **kwargs):
+        calls.append(kwargs.get("where") is not None)
+        return real(self, **kwargs)
+
+    ds = dataset(catalog[0])
+    full = ds.to_table()
+    where = (pc.field("cnt") >= 3) & (pc.field("mag") < 30) & (pc.field("ra") <= 300)
+    columns = ["name", "mag", "ra", "id"]
+    expected = full.filter(where).select(columns)
+    monkeypatch.setattr(FusedPredicate, "select", lambda *a, **k: pytest.fail("two-pass selection"))
+    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    assert ds.to_table(columns=columns, filter=where).equals(expected)
+    streamed = pa.Table.from_batches(list(ds.to_batches(columns=columns, filter=where, batch_size=7)),
+                                     schema=expected.schema)
+    assert streamed.equals(expected)
+    assert calls and all(calls)
 
 
 def test_statistics_skip_files_and_chunks(tmp_path, reference, catalog, monkeypatch):
@@ -410,14 +440,23 @@ def test_duckdb_conjuncts_all_reach_the_kernel(catalog, reference, monkeypatch):
     keeps `>`/`>=`/BETWEEN on floating columns itself (NaN sorts above every number there, not
     in pyarrow); the answers agree either way."""
     duckdb = pytest.importorskip("duckdb")
-    fused = []
+    fused = []  # (number of kernel tests, the columns they test) of every kernel run
     real_select = FusedPredicate.select
+    real_decode = _scan.TableSource.decode
 
     def spy_select(self, *args, **kwargs):
-        fused.append(self)
+        fused.append((len(self.conjunction[0]), set(self.columns)))
         return real_select(self, *args, **kwargs)
 
+    def spy_decode(self, **kwargs):
+        tests = kwargs.get("where")
+        if tests is not None:  # selected and decoded in one pass
+            by_offset = {s.offset: s.name for s in self.specs}
+            fused.append((len(tests[0]), {by_offset[int(o)] for o in tests[0][:, 1]}))
+        return real_decode(self, **kwargs)
+
     monkeypatch.setattr(FusedPredicate, "select", spy_select)
+    monkeypatch.setattr(_scan.TableSource, "decode", spy_decode)
     con = duckdb.connect()
     con.register("t", dataset(catalog[0]))
     con.register("ref", reference)
@@ -426,5 +465,5 @@ def test_duckdb_conjuncts_all_reach_the_kernel(catalog, reference, monkeypatch):
         fused.clear()
         q = f"SELECT count(*), sum(id) FROM {{}} WHERE {where}"
         assert con.sql(q.format("t")).fetchall() == con.sql(q.format("ref")).fetchall()
-        assert fused and {len(f.conjunction[0]) for f in fused} == {tests}, where
-        assert {c for f in fused for c in f.columns} <= {"ra", "mag", "cnt"}
+        assert fused and {n for n, _ in fused} == {tests}, where
+        assert set().union(*(cols for _, cols in fused)) <= {"ra", "mag", "cnt"}

@@ -55,6 +55,18 @@ def decode_rows(
     scale: np.ndarray,
     stats: np.ndarray,
 ) -> None: ...
+def select_decode_rows(
+    data: Any,
+    row_bytes: int,
+    first_row: int,
+    nrows: int,
+    tests: np.ndarray,
+    floats: np.ndarray,
+    prog: np.ndarray,
+    scale: np.ndarray,
+    stats: np.ndarray,
+    selected: np.ndarray,
+) -> int: ...
 def compact_strings(data: np.ndarray, offsets: np.ndarray, bounds: np.ndarray, per_item: int) -> None: ...
 def vla_descriptors(
     data: Any,

@@ -49,6 +49,12 @@ def _run_marked(fn: Callable[[Any], Any], item: Any) -> Any:
         _in_worker.active = False
 
 
+def in_worker() -> bool:
+    """Whether the calling thread is running an item of `run_parallel`, `run_shared` or
+    `iter_parallel` (nested parallel calls run serially there)."""
+    return bool(getattr(_in_worker, "active", False))
+
+
 def run_parallel(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
     """Apply ``fn`` to every item on the pool and return the results in order.
 

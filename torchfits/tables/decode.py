@@ -32,6 +32,7 @@ __all__ = [
     "decode_ascii_table",
     "decode_table",
     "decode_table_numpy",
+    "decode_table_where",
     "select_columns",
     "split_data_unit",
 ]
@@ -821,6 +822,91 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
     fields = [pa.field(o.spec.name, a.type, metadata=_field_metadata(o.spec) if metadata else None)
               for o, a in zip(outs, arrays)]
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _shrink(out: _Out, items: int, copy: bool) -> None:
+    """Cut outputs planned for more values down to their first ``items`` (copied to buffers of
+    their own with ``copy``, so that a sparse selection does not hold the planned size)."""
+    def cut(a: Optional[np.ndarray], n: int) -> Optional[np.ndarray]:
+        if a is None:
+            return None
+        return a[:n].copy() if copy else a[:n]
+
+    kind = out.conv.kind
+    if kind in ("logical", "bits"):
+        out.values = cut(out.values, (items + 7) // 8)
+    elif kind == "string" and out.offsets is not None:
+        out.offsets = cut(out.offsets, items + 1)
+        assert out.offsets is not None
+        out.values = cut(out.values, int(out.offsets[items]))
+    elif kind == "string":
+        out.values = cut(out.values, items * out.string_width)
+    else:
+        out.values = cut(out.values, items * (2 if kind == "complex" else 1))
+    out.valid = cut(out.valid, (items + 7) // 8)
+    out.items = items
+
+
+def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int, nrows: int,
+                       tests: tuple[np.ndarray, np.ndarray], *, columns: Any = None,
+                       row_range: Optional[tuple[int, int]] = None,
+                       options: DecodeOptions = DEFAULT_OPTIONS) -> "pa.RecordBatch":
+    """Select rows with a conjunction of kernel tests and decode the projected columns of the
+    rows that pass, in one pass over the row bytes (each block of rows is tested and its
+    survivors decoded while it is in cache).
+
+    ``tests`` is a planned conjunction (`torchfits.query.pushdown.FusedPredicate.conjunction`);
+    the other arguments are as in `decode_table`, for binary tables without variable-length
+    columns in the projection. Big ranges run in pieces on the thread pool.
+    """
+    pa = _pa()
+    chosen = select_columns(specs, columns)
+    if (chosen and chosen[0].is_ascii) or any(s.is_vla for s in chosen):
+        raise ValueError("decode_table_where decodes fixed-width binary-table columns only")
+    _refuse_complex(chosen, options.mapping)
+    buf = _bytes_view(data, "data")
+    sel = _plan_rows(nrows, None, row_range)
+    _check_extent(buf, row_bytes, nrows, sel, chosen)
+    # One piece on a pool worker: its pieces would run serially anyway.
+    nthreads = 1 if _threads.in_worker() else _default_threads(options.threads)
+    bounds = _chunk_bounds(sel.count, row_bytes, nthreads)
+    smode = _strip_mode(options.strip)
+    fields = [pa.field(s.name, arrow_type(s, options.mapping, options.decode_bytes,  # type: ignore[arg-type]
+                                          binary_strings=options.binary_strings),
+                       metadata=_field_metadata(s) if options.metadata else None) for s in chosen]
+    schema = pa.schema(fields)
+
+    def piece(i: int) -> "pa.RecordBatch":
+        first, n = sel.first + bounds[i], bounds[i + 1] - bounds[i]
+        outs, program = _plan_binary(chosen, n, options.mapping, arrow=True,
+                                     apply_nulls=options.apply_nulls,
+                                     decode_strings=options.decode_bytes, strip=smode)
+        prog, scale = program.tables()
+        stats = np.zeros((len(prog), _bintable.S_NFIELDS), np.int64)
+        found = _bintable.select_decode_rows(buf, row_bytes, first, n, tests[0], tests[1], prog,
+                                             scale, stats, np.empty(n, np.int64))
+        for j, out in enumerate(program.outs):
+            out.nulls = int(stats[j, _bintable.S_NULLS])
+            out.high = bool(stats[j, _bintable.S_HIGH])
+        # Outputs were planned for every row of the piece: a sparse result gets buffers of its
+        # own (several pieces are joined into new buffers below anyway).
+        copy = 2 * found < n and len(bounds) == 2
+        for out in outs:
+            _shrink(out, found * (out.items // n if n else 0), copy)
+        if not outs:
+            return _empty_batch(found)
+        arrays = [_column_array(o, found, options.mapping, options.decode_bytes,
+                                options.binary_strings, options.encoding) for o in outs]
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    batches = _threads.run_shared(piece, range(len(bounds) - 1), nthreads)
+    if len(batches) == 1:
+        return batches[0]
+    if not chosen:
+        return _empty_batch(sum(b.num_rows for b in batches))
+    joined = pa.Table.from_batches(batches, schema=schema).combine_chunks()
+    return pa.RecordBatch.from_arrays([c.chunk(0) if c.num_chunks else pa.array([], c.type)
+                                       for c in joined.columns], schema=schema)
 
 
 def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_bytes: int,

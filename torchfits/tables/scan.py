@@ -25,7 +25,8 @@ from ..fits.remote_source import is_url
 from ..fits.source import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
-from .decode import DecodeOptions, arrow_schema, check_row_indices, decode_table, select_columns
+from .decode import (DecodeOptions, arrow_schema, check_row_indices, decode_table, decode_table_where,
+                     select_columns)
 from ..errors import (ColumnNotFoundError, CorruptHeaderError, FitsError, HDUTypeError, TruncatedFileError,
                       UnsupportedColumnError, WhereEvaluationError)
 from ..fits.aliases import HduArg, SourceArg
@@ -171,12 +172,19 @@ class TableSource:
         return rows, heap
 
     def decode(self, *, columns: Any, rows: Optional[np.ndarray] = None,
-               row_range: Optional[tuple[int, int]] = None, options: DecodeOptions) -> Any:
+               row_range: Optional[tuple[int, int]] = None, options: DecodeOptions,
+               where: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Any:
+        """Decode ``columns`` of the rows asked for; with ``where`` (a planned conjunction of
+        kernel tests), only the rows of ``row_range`` that pass, selected in the same pass."""
         self.fetch(rows=rows, row_range=row_range, columns=columns)
         data, heap = self.buffers(fetched=True)
         try:
-            batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
-                                 columns=columns, rows=rows, row_range=row_range, options=options)
+            if where is not None:
+                batch = decode_table_where(data, self.specs, self.entry.row_bytes, self.nrows, where,
+                                           columns=columns, row_range=row_range, options=options)
+            else:
+                batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
+                                     columns=columns, rows=rows, row_range=row_range, options=options)
         except (CorruptHeaderError, TruncatedFileError) as exc:
             raise self.located(exc) from None
         # Bytes past a truncation under the map read as zeros: refuse them.
@@ -326,6 +334,7 @@ class Scanner:
         self._kernel: list[Any] = []
         self._kernel_ordered = False
         self._fused: Any = None
+        self._one_pass_ok: Optional[bool] = None
         self._residual = None
         self._residual_columns: list[str] = []
         if where is None and filter is None:
@@ -443,6 +452,40 @@ class Scanner:
         order = sorted(range(len(self._kernel)), key=kept.__getitem__)
         self._kernel = [self._kernel[i] for i in order]
 
+    def _kernel_data(self, src: TableSource, rows: Optional[np.ndarray], rng: Any) -> Any:
+        """Fetch and check the rows the kernel tests, and plan the kernel on first use; returns
+        the table's row bytes."""
+        src.fetch(rows=rows, row_range=rng, heap=False)
+        data, _ = src.buffers(fetched=True)
+        last = int(rows.max()) if rows is not None and rows.size else (rng[1] - 1 if rng else -1)
+        if (last + 1) * src.entry.row_bytes > len(data):
+            src.index.check_data(src.entry, (last + 1) * src.entry.row_bytes)
+        if len(self._kernel) > 1 and not self._kernel_ordered:
+            self._order_kernel(data, src.entry.row_bytes, rows, rng)
+        if self._fused is None:
+            # Every term in one pass over blocks of rows, most selective first.
+            self._fused = fuse(self._kernel)
+        return data
+
+    def _one_pass(self, src: TableSource, rows: Optional[np.ndarray]) -> bool:
+        """Whether a chunk can be selected and decoded in one pass (`decode_table_where`): a
+        contiguous range of a binary table, a conjunction of kernel tests and nothing left for
+        pyarrow, fixed-width projected columns."""
+        if self._one_pass_ok is None:
+            specs = {s.name: s for s in src.specs}
+            self._one_pass_ok = (bool(self._kernel) and self._residual is None
+                                 and not (src.specs and src.specs[0].is_ascii)
+                                 and not any(specs[c].is_vla for c in self._projection if c in specs)
+                                 and fuse(self._kernel).conjunction is not None)
+        return rows is None and self._one_pass_ok
+
+    def _select_decode(self, src: TableSource, rng: tuple[int, int]) -> Any:
+        """The batch of a chunk's selected rows, selected and decoded in one pass."""
+        self._kernel_data(src, None, rng)
+        assert self._fused is not None and self._fused.conjunction is not None
+        return src.decode(columns=self._projection, row_range=rng, options=self._options,
+                          where=self._fused.conjunction)
+
     def _select(self, src: TableSource, rows: Optional[np.ndarray],
                 rng: Any) -> tuple[Any, Any]:
         """Evaluate the predicate on one chunk → (selected absolute rows, a decoded batch of
@@ -451,16 +494,7 @@ class Scanner:
 
         candidates = rows
         if self._kernel:
-            src.fetch(rows=rows, row_range=rng, heap=False)
-            data, _ = src.buffers(fetched=True)
-            last = int(rows.max()) if rows is not None and rows.size else (rng[1] - 1 if rng else -1)
-            if (last + 1) * src.entry.row_bytes > len(data):
-                src.index.check_data(src.entry, (last + 1) * src.entry.row_bytes)
-            if len(self._kernel) > 1 and not self._kernel_ordered:
-                self._order_kernel(data, src.entry.row_bytes, rows, rng)
-            if self._fused is None:
-                # Every term in one pass over blocks of rows, most selective first.
-                self._fused = fuse(self._kernel)
+            data = self._kernel_data(src, rows, rng)
             threads = self._options.threads
             if candidates is not None:
                 candidates = self._fused.select(data, src.entry.row_bytes, rows=candidates,
@@ -493,6 +527,10 @@ class Scanner:
                 continue  # another DataLoader worker's chunk: not even decoded here
             if not self._has_predicate:
                 batch = src.decode(columns=self._projection, rows=rows, row_range=rng, options=self._options)
+            elif self._one_pass(src, rows):
+                batch = self._select_decode(src, rng)
+                if batch.num_rows == 0:
+                    continue
             else:
                 selected, decoded = self._select(src, rows, rng)
                 if selected.size == 0:
