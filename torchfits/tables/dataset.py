@@ -347,6 +347,7 @@ class _FragmentScan:
                 self.decode = [n for n in self.gather if n in self._file_names]
                 self._scanner = Scanner([self.src], columns=self.decode, batch_size=_WHOLE,
                                         schema_metadata=False, threads=self.threads)
+            self._scanner.prepare_kernel()  # once, shared by every task's row-slice copy
         return self._scanner
 
     def ranges(self, batch_size: int) -> list[tuple[int, int]]:

@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily o
 __all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "filter_error", "resolve_sources"]
 
 _WHOLE = 1 << 62  # a batch size meaning "everything in one batch"
+# Kernel terms are ordered by how many of a quarter of this many first rows each one keeps.
+_ORDER_SAMPLE_ROWS = 16_384
 # Bytes per heap element of a variable-length column, by TFORM code (X counts bits).
 _HEAP_ITEMSIZE = {"L": 1, "B": 1, "A": 1, "I": 2, "J": 4, "E": 4, "K": 8, "D": 8, "C": 8, "M": 16}
 
@@ -437,7 +439,7 @@ class Scanner:
         """Run the most selective kernel term first: each term is tried alone on a sample of the
         first chunk and the terms are sorted by how many rows they keep. Terms are ANDed, so
         the order changes the work, never the result."""
-        sample = 4096
+        sample = _ORDER_SAMPLE_ROWS // 4
         self._kernel_ordered = True
         n = len(rows) if rows is not None else rng[1] - rng[0]
         if n < 4 * sample:
@@ -466,6 +468,19 @@ class Scanner:
             # Every term in one pass over blocks of rows, most selective first.
             self._fused = fuse(self._kernel)
         return data
+
+    def prepare_kernel(self) -> None:
+        """Order and fuse the where-kernel now, on a sample of the first file's first rows, so
+        that the row-slice copies made afterwards (`with_row_slice`, one per dataset task)
+        share one plan instead of each sampling and fusing again. Lazily fetched (remote)
+        sources keep planning on their first chunk, which they fetch anyway."""
+        if not self._kernel or self._fused is not None or not self._sources:
+            return
+        src = self._sources[0]
+        if src.index.lazy or src.nrows == 0:
+            return
+        self._kernel_data(src, None, (0, min(src.nrows, _ORDER_SAMPLE_ROWS)))
+        self._one_pass(src, None)
 
     def _one_pass(self, src: TableSource, rows: Optional[np.ndarray]) -> bool:
         """Whether a chunk can be selected and decoded in one pass (`decode_table_where`): a
