@@ -524,6 +524,21 @@ cdef int load_program(const int64_t[:, ::1] prog, const double[:, ::1] scale, Co
     return 0
 
 
+cdef inline void run_block(Col* cols, Py_ssize_t ncols, const Blk* bl, Py_ssize_t m,
+                           Py_ssize_t o) noexcept nogil:
+    """Every column of a block of ``m`` rows, written from output row ``o`` on."""
+    cdef Py_ssize_t i
+    for i in range(ncols):
+        run_column(&cols[i], bl, m, o)
+
+
+cdef void add_stats(const Col* cols, Py_ssize_t ncols, int64_t[:, ::1] stats):
+    cdef Py_ssize_t i
+    for i in range(ncols):
+        stats[i, FS_NULLS] += cols[i].nulls
+        stats[i, FS_HIGH] |= cols[i].high
+
+
 def decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_row,
                 const int64_t[::1] rows, Py_ssize_t out_start, Py_ssize_t nrows,
                 const int64_t[:, ::1] prog, const double[:, ::1] scale,
@@ -574,12 +589,9 @@ def decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_
                     bl.rp = NULL
                     bl.base = base + (first_row + out_start + b) * row_bytes
                     bl.stride = row_bytes
-                for i in range(ncols):
-                    run_column(&cols[i], &bl, m, out_start + b)
+                run_block(cols, ncols, &bl, m, out_start + b)
                 b += m
-        for i in range(ncols):
-            stats[i, FS_NULLS] += cols[i].nulls
-            stats[i, FS_HIGH] |= cols[i].high
+        add_stats(cols, ncols, stats)
     finally:
         free(cols)
 
@@ -632,13 +644,10 @@ def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t
                     for k in range(m):
                         rp[k] = block + idx[k] * row_bytes
                         selected[found + k] = first_row + done + idx[k]
-                    for i in range(ncols):
-                        run_column(&cols[i], &bl, m, found)
+                    run_block(cols, ncols, &bl, m, found)
                     found += m
                 done += n
-        for i in range(ncols):
-            stats[i, FS_NULLS] += cols[i].nulls
-            stats[i, FS_HIGH] |= cols[i].high
+        add_stats(cols, ncols, stats)
     finally:
         free(cols)
     return found

@@ -879,7 +879,7 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
                        metadata=_field_metadata(s) if options.metadata else None) for s in chosen]
     schema = pa.schema(fields)
 
-    def piece(i: int) -> "pa.RecordBatch":
+    def piece(i: int) -> Any:  # a pyarrow.RecordBatch
         first, n = sel.first + bounds[i], bounds[i + 1] - bounds[i]
         outs, program = _plan_binary(chosen, n, options.mapping, arrow=True,
                                      apply_nulls=options.apply_nulls,
