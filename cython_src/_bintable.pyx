@@ -605,8 +605,8 @@ def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t
     in one pass: each block of rows is tested and its survivors decoded while it is in cache.
 
     Outputs are allocated for ``nrows`` rows (zero-filled bitmaps); survivors fill them from
-    output row 0 on and their row numbers go to ``selected``. Returns their count. The caller
-    has checked that every row lies inside ``data``.
+    output row 0 on and their row numbers go to ``selected`` (unless it is empty). Returns
+    their count. The caller has checked that every row lies inside ``data``.
     """
     cdef Py_ssize_t ncols = prog.shape[0], ntests = tests.shape[0]
     cdef Py_ssize_t done = 0, n, k, i, m, found = 0
@@ -621,7 +621,8 @@ def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t
     load_tests(tests, floats, ts)
     if prog.shape[1] < FP_NFIELDS or scale.shape[0] != ncols or stats.shape[0] != ncols:
         raise ValueError("malformed column program")
-    if selected.shape[0] < nrows:
+    cdef bint keep_rows = selected.shape[0] > 0
+    if keep_rows and selected.shape[0] < nrows:
         raise ValueError("selected holds fewer than nrows entries")
     if nrows <= 0:
         return 0
@@ -643,7 +644,9 @@ def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t
                 if m > 0:
                     for k in range(m):
                         rp[k] = block + idx[k] * row_bytes
-                        selected[found + k] = first_row + done + idx[k]
+                    if keep_rows:
+                        for k in range(m):
+                            selected[found + k] = first_row + done + idx[k]
                     run_block(cols, ncols, &bl, m, found)
                     found += m
                 done += n

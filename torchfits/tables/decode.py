@@ -46,8 +46,6 @@ _PARALLEL_MIN_BYTES = 4 << 20
 # bit-packed output (bool values, validity, X bits) whatever the repeat count.
 _CHUNK_ALIGN = 1024
 _PIECES_PER_THREAD = 4
-# NumPy outputs this big come from Arrow's memory pool (see `_empty`).
-_POOLED_MIN_BYTES = 1 << 20
 _INT32_MAX = 2**31 - 1
 # Variable-length cells may share heap bytes, but a decode that gathers more than this many
 # times the heap (and more than the floor) comes from descriptors that lie.
@@ -257,14 +255,13 @@ class _Out:
 
 
 def _empty(n: int, dtype: Any, arrow: bool) -> np.ndarray:
-    """An uninitialised, writable output of ``n`` values.
+    """An uninitialised output of ``n`` values.
 
-    Arrow outputs, and NumPy outputs of a MiB or more, come from Arrow's memory pool: it
-    recycles freed pages, so a stream of batches (a training epoch) does not pay the kernel's
-    page faults and zeroing for every new output (measured: 4 ms of every 32 MB).
+    Arrow outputs come from Arrow's memory pool: it recycles freed pages, so a stream of
+    batches does not pay the kernel's page zeroing for every new output.
     """
     dtype = np.dtype(dtype)
-    if not arrow and n * dtype.itemsize < _POOLED_MIN_BYTES:
+    if not arrow:
         return np.empty(n, dtype=dtype)
     return np.frombuffer(_pa().allocate_buffer(n * dtype.itemsize), dtype=dtype)
 
@@ -297,11 +294,13 @@ def _bintable_esize(code: str) -> int:
 
 
 def _binary_program(out: _Out, count: int, items: int, *, arrow: bool, apply_nulls: bool,
-                    decode_strings: bool, strip: int, zero_null: bool = False
-                    ) -> tuple[list[int], tuple[float, float]]:
+                    decode_strings: bool, strip: int, zero_null: bool = False,
+                    pooled: Optional[bool] = None) -> tuple[list[int], tuple[float, float]]:
     """Allocate the outputs of one binary-table column for ``items`` leaf values and return its
     program row. ``count`` is the per-row element count the kernel loops over; ``zero_null``
-    makes an undefined (zero) logical byte null (the native mapping)."""
+    makes an undefined (zero) logical byte null (the native mapping); ``pooled`` (default: as
+    ``arrow``) allocates from Arrow's memory pool rather than NumPy's (see `_empty`)."""
+    pool = arrow if pooled is None else pooled
     spec, conv = out.spec, out.conv
     prog = [0] * _bintable.P_NFIELDS
     prog[_bintable.P_SRC_OFF] = spec.offset
@@ -311,7 +310,7 @@ def _binary_program(out: _Out, count: int, items: int, *, arrow: bool, apply_nul
     if kind in ("raw", "flip", "complex"):
         esize = _bintable_esize(spec.code)
         n = items * (2 if kind == "complex" else 1)
-        out.values = _empty(n, conv.dtype, arrow)
+        out.values = _empty(n, conv.dtype, pool)
         prog[_bintable.P_OP] = _bintable.OP_SWAP
         prog[_bintable.P_ESIZE] = esize
         if kind == "complex":
@@ -319,7 +318,7 @@ def _binary_program(out: _Out, count: int, items: int, *, arrow: bool, apply_nul
         if kind == "flip":
             prog[_bintable.P_FLIP] = _to_int64(1 << (8 * esize - 1))
     elif kind == "scale":
-        out.values = _empty(items, conv.dtype, arrow)
+        out.values = _empty(items, conv.dtype, pool)
         prog[_bintable.P_OP] = _bintable.OP_SCALE
         prog[_bintable.P_ESIZE] = _bintable_esize(spec.code)
         prog[_bintable.P_SRC_TYPE] = _SCALE_SOURCE[spec.code]
@@ -332,32 +331,32 @@ def _binary_program(out: _Out, count: int, items: int, *, arrow: bool, apply_nul
             scale = (1.0, 0.0)
     elif kind == "logical":
         if arrow:
-            out.values = _bitmap(items, arrow)
+            out.values = _bitmap(items, pool)
             prog[_bintable.P_OP] = _bintable.OP_LOGICAL
             if zero_null:
-                out.valid = _bitmap(items, arrow)
+                out.valid = _bitmap(items, pool)
                 prog[_bintable.P_ZERO_NULL] = 1
         else:
-            out.values = _empty(items, np.uint8, arrow)
+            out.values = _empty(items, np.uint8, pool)
             prog[_bintable.P_OP] = _bintable.OP_LOGICAL_BYTES
     elif kind == "bits":
         if arrow:
-            out.values = _bitmap(items, arrow)
+            out.values = _bitmap(items, pool)
             prog[_bintable.P_OP] = _bintable.OP_BITS
         else:
-            out.values = _empty(items, np.uint8, arrow)
+            out.values = _empty(items, np.uint8, pool)
             prog[_bintable.P_OP] = _bintable.OP_BITS_BYTES
     elif kind == "string":
         w = out.string_width
         if decode_strings:
-            out.values = _empty(items * w, np.uint8, arrow)
-            out.offsets = _empty(items + 1, np.int32, arrow)
+            out.values = _empty(items * w, np.uint8, pool)
+            out.offsets = _empty(items + 1, np.int32, pool)
             out.offsets[0] = 0
             prog[_bintable.P_OP] = _bintable.OP_STRING
             prog[_bintable.P_ESIZE] = w
             prog[_bintable.P_STRIP] = strip
         else:
-            out.values = _empty(items * w, np.uint8, arrow)
+            out.values = _empty(items * w, np.uint8, pool)
             prog[_bintable.P_OP] = _bintable.OP_COPY
             prog[_bintable.P_ESIZE] = count * w
     else:  # pragma: no cover - conversion() returns only the kinds above for binary tables
@@ -365,7 +364,7 @@ def _binary_program(out: _Out, count: int, items: int, *, arrow: bool, apply_nul
     if kind in ("raw", "flip", "scale") and apply_nulls:
         pattern = _tnull_pattern(spec, conv)
         if pattern is not None:
-            out.valid = _bitmap(items, arrow)
+            out.valid = _bitmap(items, pool)
             prog[_bintable.P_HAS_TNULL] = 1
             prog[_bintable.P_TNULL] = _to_int64(pattern)
     prog[_bintable.P_OUT] = _address(out.values)
@@ -683,8 +682,8 @@ def _strip_mode(strip: bool) -> int:
 
 
 def _plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: MappingName, *, arrow: bool,
-                 apply_nulls: bool, decode_strings: bool, strip: int
-                 ) -> tuple[list[_Out], ColumnProgram]:
+                 apply_nulls: bool, decode_strings: bool, strip: int,
+                 pooled: Optional[bool] = None) -> tuple[list[_Out], ColumnProgram]:
     """Allocate every projected column's outputs; return them all and the program of the
     fixed-width ones, which the fused kernel decodes in one pass."""
     zero_null = arrow and apply_nulls and mapping == "native"
@@ -699,7 +698,7 @@ def _plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: MappingName,
         out = _Out(spec, conv, n_out * count, string_width=w)
         prog, scale = _binary_program(out, count, n_out * count, arrow=arrow, apply_nulls=apply_nulls,
                                       decode_strings=decode_strings, strip=strip,
-                                      zero_null=zero_null)
+                                      zero_null=zero_null, pooled=pooled)
         outs.append(out)
         if spec.width == 0 or n_out == 0:
             if out.offsets is not None:
@@ -827,6 +826,9 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
+_NO_ROWS = np.empty(0, np.int64)  # select_decode_rows: the selected row numbers are not wanted
+
+
 def _shrink(out: _Out, items: int, copy: bool) -> None:
     """Cut outputs planned for more values down to their first ``items`` (copied to buffers of
     their own with ``copy``, so that a sparse selection does not hold the planned size)."""
@@ -881,18 +883,20 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
 
     def piece(i: int) -> Any:  # a pyarrow.RecordBatch
         first, n = sel.first + bounds[i], bounds[i + 1] - bounds[i]
+        # Outputs for every row of the piece: NumPy's lazily mapped memory, of which only the
+        # pages the survivors fill are ever touched (the pool would hand over touched pages).
         outs, program = _plan_binary(chosen, n, options.mapping, arrow=True,
                                      apply_nulls=options.apply_nulls,
-                                     decode_strings=options.decode_bytes, strip=smode)
+                                     decode_strings=options.decode_bytes, strip=smode, pooled=False)
         prog, scale = program.tables()
         stats = np.zeros((len(prog), _bintable.S_NFIELDS), np.int64)
         found = _bintable.select_decode_rows(buf, row_bytes, first, n, tests[0], tests[1], prog,
-                                             scale, stats, np.empty(n, np.int64))
+                                             scale, stats, _NO_ROWS)
         for j, out in enumerate(program.outs):
             out.nulls = int(stats[j, _bintable.S_NULLS])
             out.high = bool(stats[j, _bintable.S_HIGH])
-        # Outputs were planned for every row of the piece: a sparse result gets buffers of its
-        # own (several pieces are joined into new buffers below anyway).
+        # A sparse result gets buffers of its own size (several pieces are joined into new
+        # buffers below anyway).
         copy = 2 * found < n and len(bounds) == 2
         for out in outs:
             _shrink(out, found * (out.items // n if n else 0), copy)
