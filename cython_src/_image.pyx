@@ -140,10 +140,13 @@ cdef enum:
 
 
 cdef inline void _prefetch_run(const uint8_t* p, Py_ssize_t nbytes) noexcept nogil:
-    cdef Py_ssize_t off = 0
-    while off < nbytes:
-        TF_PREFETCH(p + off)
-        off += 64
+    # Every cache line the run touches: from the line holding its first byte to the one
+    # holding its last (a run that does not start on a line boundary spans one more line).
+    cdef const uint8_t* line = <const uint8_t*>(<size_t>p & ~(<size_t>63))
+    cdef const uint8_t* end = p + nbytes
+    while line < end:
+        TF_PREFETCH(line)
+        line += 64
 
 
 cdef inline int64_t _run_offset(int ndim, const int64_t* start, const int64_t* step,
