@@ -599,14 +599,14 @@ def decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_
 def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_row,
                        Py_ssize_t nrows, const int64_t[:, ::1] tests, const double[:, ::1] floats,
                        const int64_t[:, ::1] prog, const double[:, ::1] scale,
-                       int64_t[:, ::1] stats, int64_t[::1] selected) -> int:
+                       int64_t[:, ::1] stats) -> int:
     """Select rows ``first_row .. first_row + nrows`` with a conjunction of tests (the rows of
     `_predicate.select_conjunction`) and decode every column in ``prog`` of the rows that pass,
     in one pass: each block of rows is tested and its survivors decoded while it is in cache.
 
-    Outputs are allocated for ``nrows`` rows (zero-filled bitmaps); survivors fill them from
-    output row 0 on and their row numbers go to ``selected`` (unless it is empty). Returns
-    their count. The caller has checked that every row lies inside ``data``.
+    Outputs are allocated for ``nrows`` rows (zero-filled bitmaps); the survivors fill them
+    from output row 0 on. Returns their count. The caller has checked that every row lies
+    inside ``data``.
     """
     cdef Py_ssize_t ncols = prog.shape[0], ntests = tests.shape[0]
     cdef Py_ssize_t done = 0, n, k, i, m, found = 0
@@ -621,9 +621,6 @@ def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t
     load_tests(tests, floats, ts)
     if prog.shape[1] < FP_NFIELDS or scale.shape[0] != ncols or stats.shape[0] != ncols:
         raise ValueError("malformed column program")
-    cdef bint keep_rows = selected.shape[0] > 0
-    if keep_rows and selected.shape[0] < nrows:
-        raise ValueError("selected holds fewer than nrows entries")
     if nrows <= 0:
         return 0
     # Blocks of at least 64 rows keep the tests' loops long; a block stays in L1/L2.
@@ -644,9 +641,6 @@ def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t
                 if m > 0:
                     for k in range(m):
                         rp[k] = block + idx[k] * row_bytes
-                    if keep_rows:
-                        for k in range(m):
-                            selected[found + k] = first_row + done + idx[k]
                     run_block(cols, ncols, &bl, m, found)
                     found += m
                 done += n

@@ -5,6 +5,10 @@ from libc.stdint cimport uint8_t, int64_t, uint64_t
 
 from _bswap cimport load_u16, load_u32, load_u64, load_i16, load_i32, load_i64, load_f32, load_f64
 
+cdef enum:
+    TEST_INTS = 11    # int64 fields of a planned test (_predicate.T_NFIELDS)
+    TEST_FLOATS = 4   # float64 fields of a planned test (_predicate.D_NFIELDS)
+
 
 cdef inline int64_t load_int(const uint8_t* p, int src) noexcept nogil:
     if src == 1:
@@ -185,7 +189,7 @@ cdef inline Py_ssize_t first_strided(const Test* t, const uint8_t* p0, Py_ssize_
 
 cdef inline Py_ssize_t keep_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride, Py_ssize_t* idx,
                               Py_ssize_t m) noexcept nogil:
-    """`_keep` for a contiguous block of rows: row ``k``'s field is at ``p0 + k * stride``, so no
+    """`keep_indexed` for a contiguous block of rows: row ``k``'s field is at ``p0 + k * stride``, so no
     table of row pointers is built or read."""
     cdef Py_ssize_t j = 0, i, k
     cdef int64_t lo = t.lo, hi = t.hi, iv
@@ -243,10 +247,11 @@ cdef inline Py_ssize_t select_block(const Test* ts, Py_ssize_t ntests, const uin
 
 cdef inline int load_tests(const int64_t[:, ::1] tests, const double[:, ::1] floats,
                            Test* ts) except -1:
-    """Check the (T_NFIELDS ints, D_NFIELDS floats) rows of a planned conjunction and unpack
-    them into ``ts``."""
+    """Check the (TEST_INTS ints, TEST_FLOATS floats) rows of a planned conjunction (one test
+    at least) and unpack them into ``ts``."""
     cdef Py_ssize_t i
-    if tests.shape[1] != 11 or floats.shape[0] != tests.shape[0] or floats.shape[1] != 4:
+    if (tests.shape[0] < 1 or tests.shape[1] != TEST_INTS or floats.shape[0] != tests.shape[0]
+            or floats.shape[1] != TEST_FLOATS):
         raise ValueError("malformed predicate tests")
     for i in range(tests.shape[0]):
         if not 0 <= tests[i, 0] <= 6 or not 1 <= tests[i, 2] <= 7:

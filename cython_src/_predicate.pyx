@@ -12,7 +12,8 @@ from libc.string cimport memset, memcpy
 from libc.math cimport isnan
 
 from _bswap cimport load_u16, load_u32, load_u64, load_i16, load_i32, load_i64, load_f32, load_f64
-from _conjunction cimport Test, load_bits, load_float, keep_indexed, select_block, load_tests
+from _conjunction cimport (Test, load_bits, load_float, keep_indexed, select_block, load_tests,
+                          TEST_INTS, TEST_FLOATS)
 
 # opcodes
 OP_CONST = 0
@@ -313,13 +314,13 @@ T_LIT = 7
 T_SCALED = 8
 T_BITS = 9
 T_CMP = 10
-T_NFIELDS = 11
+T_NFIELDS = TEST_INTS
 # float fields
 D_SCAL = 0
 D_ZERO = 1
 D_LO = 2
 D_HI = 3
-D_NFIELDS = 4
+D_NFIELDS = TEST_FLOATS
 
 
 def select_conjunction(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, ::1] tests,

@@ -267,16 +267,17 @@ def _assert_same_table(got, want, where):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=conjunctions(), mapping=st.sampled_from(["native", "compat"]),
        threads=st.sampled_from([1, 2, 3]), batch=st.sampled_from([100, 1_024, 10_000]),
-       apply_nulls=st.booleans())
+       apply_nulls=st.booleans(), piece_bytes=st.sampled_from([1, 16 << 20]))
 def test_one_pass_decode_matches_pyarrow(big_table_path, monkeypatch, where, mapping, threads,
-                                         batch, apply_nulls):
+                                         batch, apply_nulls, piece_bytes):
     """Selecting and decoding in one pass gives every column kind (TNULL, unsigned, scaled,
     NaN/Inf, logical, strings) exactly as pyarrow's filter of the decoded table, across kernel
-    blocks, batch edges and parallel pieces."""
+    blocks, batch edges, parallel pieces and pieces cut by the output budget."""
     from torchfits.tables import decode
 
     monkeypatch.setattr(decode, "_PARALLEL_MIN_BYTES", 0)  # tiny pieces: joined afterwards
     monkeypatch.setattr(decode, "_CHUNK_ALIGN", 8)
+    monkeypatch.setattr(decode, "_WHERE_PIECE_BYTES", piece_bytes)  # 1: 8-row pieces
     opts = dict(columns=_ALL_COLUMNS, where=where, mapping=mapping, apply_nulls=apply_nulls,
                 batch_size=batch)
     s = Scanner([TableSource.open(big_table_path, 1)], threads=threads, **opts)

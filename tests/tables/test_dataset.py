@@ -467,3 +467,40 @@ def test_duckdb_conjuncts_all_reach_the_kernel(catalog, reference, monkeypatch):
         assert con.sql(q.format("t")).fetchall() == con.sql(q.format("ref")).fetchall()
         assert fused and {n for n, _ in fused} == {tests}, where
         assert set().union(*(cols for _, cols in fused)) <= {"ra", "mag", "cnt"}
+
+
+def test_truncated_file_scans_rows_before_the_cut(tmp_path):
+    """A file cut short: a filtered head still returns the rows before the cut (planning the
+    kernel samples only rows the file holds), and a scan reaching the cut says so."""
+    from astropy.io import fits
+    from torchfits.errors import TruncatedFileError
+
+    n = 20_000
+    path = tmp_path / "cut.fits"
+    fits.BinTableHDU.from_columns([fits.Column("A", "J", array=np.arange(n, dtype=np.int32)),
+                                   fits.Column("B", "D", array=np.arange(n) * 0.5)]).writeto(path)
+    os.truncate(path, 2 * 2880 + 2_000 * 12 + 3)  # the headers and ~2,000 rows
+    where = (pc.field("A") > 3) & (pc.field("B") < 1000)
+    assert dataset(str(path)).head(3, filter=where).to_pydict() == {"A": [4, 5, 6],
+                                                                   "B": [2.0, 2.5, 3.0]}
+    with pytest.raises(TruncatedFileError, match="cut.fits"):
+        dataset(str(path)).to_table(filter=where)
+
+
+def test_where_over_files_laid_out_differently(tmp_path):
+    """A scan over files whose columns sit at other byte offsets filters each file right (the
+    kernel is planned on one file's layout, so such scans filter with pyarrow)."""
+    from astropy.io import fits
+    from torchfits.tables.scan import Scanner, TableSource
+
+    a = np.arange(50, dtype=np.int32)
+    b = np.arange(50, dtype=np.float32) * 10
+    fits.BinTableHDU.from_columns([fits.Column("A", "J", array=a),
+                                   fits.Column("B", "E", array=b)]).writeto(tmp_path / "ab.fits")
+    fits.BinTableHDU.from_columns([fits.Column("B", "E", array=b),
+                                   fits.Column("A", "J", array=a)]).writeto(tmp_path / "ba.fits")
+    sources = [TableSource.open(str(tmp_path / f), 1) for f in ("ab.fits", "ba.fits")]
+    got = Scanner(sources, columns=["A", "B"], where="A > 45 AND B < 480").to_arrow()
+    assert got.to_pydict() == {"A": [46, 47] * 2, "B": [460.0, 470.0] * 2}
+    same = [TableSource.open(str(tmp_path / "ab.fits"), 1) for _ in range(2)]
+    assert Scanner(same, where="A > 45")._kernel  # one layout: the kernel runs

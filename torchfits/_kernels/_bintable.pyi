@@ -65,7 +65,6 @@ def select_decode_rows(
     prog: np.ndarray,
     scale: np.ndarray,
     stats: np.ndarray,
-    selected: np.ndarray,
 ) -> int: ...
 def compact_strings(data: np.ndarray, offsets: np.ndarray, bounds: np.ndarray, per_item: int) -> None: ...
 def vla_descriptors(

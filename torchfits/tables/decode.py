@@ -46,6 +46,8 @@ _PARALLEL_MIN_BYTES = 4 << 20
 # bit-packed output (bool values, validity, X bits) whatever the repeat count.
 _CHUNK_ALIGN = 1024
 _PIECES_PER_THREAD = 4
+# Largest output a piece of a one-pass where-decode plans (for every row of the piece).
+_WHERE_PIECE_BYTES = 16 << 20
 _INT32_MAX = 2**31 - 1
 # Variable-length cells may share heap bytes, but a decode that gathers more than this many
 # times the heap (and more than the floor) comes from descriptors that lie.
@@ -826,7 +828,14 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
-_NO_ROWS = np.empty(0, np.int64)  # select_decode_rows: the selected row numbers are not wanted
+def _out_row_bytes(spec: ColumnSpec) -> int:
+    """About the bytes one row of ``spec`` takes in the outputs (for sizing planned outputs;
+    text split by TDIM into many short strings takes up to 4 more bytes a string)."""
+    if spec.code == "A":
+        return spec.width + 4
+    if spec.code in "LX":
+        return 2 * spec.repeat  # values and validity, a byte each at most
+    return 16 * spec.repeat if spec.code in "CM" else 8 * spec.repeat + 1
 
 
 def _shrink(out: _Out, items: int, copy: bool) -> None:
@@ -866,15 +875,18 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
     """
     pa = _pa()
     chosen = select_columns(specs, columns)
-    if (chosen and chosen[0].is_ascii) or any(s.is_vla for s in chosen):
+    if (specs and specs[0].is_ascii) or any(s.is_vla for s in chosen):
         raise ValueError("decode_table_where decodes fixed-width binary-table columns only")
     _refuse_complex(chosen, options.mapping)
     buf = _bytes_view(data, "data")
     sel = _plan_rows(nrows, None, row_range)
     _check_extent(buf, row_bytes, nrows, sel, chosen)
-    # One piece on a pool worker: its pieces would run serially anyway.
+    # One piece on a pool worker: its pieces would run serially anyway. A piece plans outputs
+    # for all its rows, so pieces are also cut to at most _WHERE_PIECE_BYTES of planned output.
     nthreads = 1 if _threads.in_worker() else _default_threads(options.threads)
     bounds = _chunk_bounds(sel.count, row_bytes, nthreads)
+    most = max(_CHUNK_ALIGN, _WHERE_PIECE_BYTES // max(1, sum(_out_row_bytes(s) for s in chosen)))
+    bounds = [r for a, b in zip(bounds, bounds[1:]) for r in range(a, b, most)] + [bounds[-1]]
     smode = _strip_mode(options.strip)
     fields = [pa.field(s.name, arrow_type(s, options.mapping, options.decode_bytes,  # type: ignore[arg-type]
                                           binary_strings=options.binary_strings),
@@ -891,13 +903,13 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
         prog, scale = program.tables()
         stats = np.zeros((len(prog), _bintable.S_NFIELDS), np.int64)
         found = _bintable.select_decode_rows(buf, row_bytes, first, n, tests[0], tests[1], prog,
-                                             scale, stats, _NO_ROWS)
+                                             scale, stats)
         for j, out in enumerate(program.outs):
             out.nulls = int(stats[j, _bintable.S_NULLS])
             out.high = bool(stats[j, _bintable.S_HIGH])
-        # A sparse result gets buffers of its own size (several pieces are joined into new
-        # buffers below anyway).
-        copy = 2 * found < n and len(bounds) == 2
+        # A sparse result gets buffers of its own size, so that a piece waiting to be joined
+        # holds what it found, not what it planned.
+        copy = 2 * found < n
         for out in outs:
             _shrink(out, found * (out.items // n if n else 0), copy)
         if not outs:
@@ -912,6 +924,10 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
     if not chosen:
         return _empty_batch(sum(b.num_rows for b in batches))
     joined = pa.Table.from_batches(batches, schema=schema).combine_chunks()
+    if any(c.num_chunks > 1 for c in joined.columns):
+        # Over 2 GiB of text in one column: Arrow cannot hold it in one string array.
+        raise ValueError("the selected rows do not fit one record batch (a string column over "
+                         "2 GiB); scan with a smaller batch_size")
     return pa.RecordBatch.from_arrays([c.chunk(0) if c.num_chunks else pa.array([], c.type)
                                        for c in joined.columns], schema=schema)
 

@@ -40,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily o
 __all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "filter_error", "resolve_sources"]
 
 _WHOLE = 1 << 62  # a batch size meaning "everything in one batch"
-# Kernel terms are ordered by how many of a quarter of this many first rows each one keeps.
+# Kernel terms are ordered on the first chunk when it has this many rows: each term is tried
+# alone on its first quarter and the terms sorted by how many rows they keep.
 _ORDER_SAMPLE_ROWS = 16_384
 # Bytes per heap element of a variable-length column, by TFORM code (X counts bits).
 _HEAP_ITEMSIZE = {"L": 1, "B": 1, "A": 1, "I": 2, "J": 4, "E": 4, "K": 8, "D": 8, "C": 8, "M": 16}
@@ -195,6 +196,21 @@ class TableSource:
         return batch
 
 
+def _same_layout(sources: Sequence[TableSource], names: Sequence[str]) -> bool:
+    """Whether the columns ``names`` sit at the same place with the same storage in every
+    source: the where-kernel is planned once, on the first source's byte offsets, so files
+    laid out differently are filtered by pyarrow on decoded columns instead."""
+    def layout(src: TableSource) -> list[Any]:
+        specs = {s.name: s for s in src.specs}
+        return [(src.specs[0].is_ascii if src.specs else None,)] + [
+            None if n not in specs else
+            (specs[n].offset, specs[n].code, specs[n].repeat, specs[n].width, specs[n].tscal,
+             specs[n].tzero, specs[n].tnull, specs[n].descriptor) for n in names]
+
+    first = layout(sources[0]) if sources else None
+    return all(layout(src) == first for src in sources[1:])
+
+
 def filter_error(exc: Exception, path: str, hdu: int) -> WhereEvaluationError:
     """A pyarrow error raised while filtering rows of ``path``'s HDU ``hdu``, as the
     `WhereEvaluationError` it is (Arrow's own message kept)."""
@@ -336,7 +352,7 @@ class Scanner:
         self._kernel: list[Any] = []
         self._kernel_ordered = False
         self._fused: Any = None
-        self._one_pass_ok: Optional[bool] = None
+        self._one_pass_ok: dict[int, bool] = {}  # per source (by id)
         self._residual = None
         self._residual_columns: list[str] = []
         if where is None and filter is None:
@@ -384,7 +400,7 @@ class Scanner:
                 _expr.validate(parsed, types)
                 tree = _expr.and_all([t for t in (tree, parsed) if t is not None])
         residual_tree = tree
-        if tree is not None and self._pushdown:
+        if tree is not None and self._pushdown and _same_layout(self._sources, _expr.columns(tree)):
             self._kernel, residual_tree = plan_pushdown(
                 tree, first.specs, types, mapping=self._options.mapping,
                 apply_nulls=self._options.apply_nulls)
@@ -477,22 +493,28 @@ class Scanner:
         if not self._kernel or self._fused is not None or not self._sources:
             return
         src = self._sources[0]
-        if src.index.lazy or src.nrows == 0:
+        if src.index.lazy or src.entry.row_bytes == 0:
             return
-        self._kernel_data(src, None, (0, min(src.nrows, _ORDER_SAMPLE_ROWS)))
-        self._one_pass(src, None)
+        # Only rows the file holds: a truncated file still scans its rows up to the cut.
+        present = len(src.buffers()[0]) // src.entry.row_bytes
+        if present == 0:
+            return
+        self._kernel_data(src, None, (0, min(src.nrows, present, _ORDER_SAMPLE_ROWS)))
 
     def _one_pass(self, src: TableSource, rows: Optional[np.ndarray]) -> bool:
         """Whether a chunk can be selected and decoded in one pass (`decode_table_where`): a
         contiguous range of a binary table, a conjunction of kernel tests and nothing left for
         pyarrow, fixed-width projected columns."""
-        if self._one_pass_ok is None:
+        if rows is not None or not self._kernel or self._residual is not None:
+            return False
+        ok = self._one_pass_ok.get(id(src))
+        if ok is None:
             specs = {s.name: s for s in src.specs}
-            self._one_pass_ok = (bool(self._kernel) and self._residual is None
-                                 and not (src.specs and src.specs[0].is_ascii)
-                                 and not any(specs[c].is_vla for c in self._projection if c in specs)
-                                 and fuse(self._kernel).conjunction is not None)
-        return rows is None and self._one_pass_ok
+            ok = (not (src.specs and src.specs[0].is_ascii)
+                  and not any(specs[c].is_vla for c in self._projection if c in specs)
+                  and fuse(self._kernel).conjunction is not None)
+            self._one_pass_ok[id(src)] = ok  # shared with this scanner's row-slice copies
+        return ok
 
     def _select_decode(self, src: TableSource, rng: tuple[int, int]) -> Any:
         """The batch of a chunk's selected rows, selected and decoded in one pass."""
