@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
 from .._kernels import _header
+from .columns import ColumnSpec, parse_columns
 from .source import ByteSource, LocalSource, faults_seen, stat_key
 from ..errors import (
     CorruptHeaderError,
@@ -271,6 +272,7 @@ class HduIndex:
         self.tail_error: Optional[str] = None
         self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
+        self._specs: dict[int, tuple[ColumnSpec, ...]] = {}
         self.raw_source: ByteSource = source  # before inflating (remote validation)
         # True when bytes must be fetched (``ensure``) before they can be read from ``view()``.
         self.lazy = type(source).ensure is not ByteSource.ensure
@@ -451,6 +453,16 @@ class HduIndex:
             h = header_from_parsed(self.parsed_cards(entry))
             self._headers[(entry.index, False)] = h
         return h
+
+    def column_specs(self, entry: HduEntry) -> tuple[ColumnSpec, ...]:
+        """The column specs of table ``entry`` (parsed from its header once per file version;
+        a bad column description raises `CorruptHeaderError` every time)."""
+        specs = self._specs.get(entry.index)
+        if specs is None:
+            kind = "bintable" if entry.kind == "bintable" else "table"
+            specs = tuple(parse_columns(self.header_view(entry), kind))
+            self._specs[entry.index] = specs
+        return specs
 
     def check_data(self, entry: HduEntry, nbytes: Optional[int] = None) -> None:
         """Raise TruncatedFileError unless the first ``nbytes`` of the data (all by default) exist."""

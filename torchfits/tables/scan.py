@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal, Optional, Sequence, ca
 import numpy as np
 
 from ..query import expr as _expr
-from ..fits.columns import ColumnSpec, parse_columns
+from ..fits.columns import ColumnSpec
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import SourcePath, fspath, parse_path, with_storage_options
 from ..fits.remote_source import is_url
@@ -68,7 +68,7 @@ class TableSource:
                 "Failed to get table dimensions"
             )
         try:
-            specs = parse_columns(index.header_view(entry), "bintable" if entry.kind == "bintable" else "table")
+            specs = list(index.column_specs(entry))
         except CorruptHeaderError as exc:
             raise type(exc)(f"{index.path}: HDU {entry.index}: {exc}") from None
         return cls(index.path, index, entry, specs)
