@@ -332,7 +332,8 @@ class _FragmentScan:
     @property
     def scanner(self) -> Scanner:
         """The file's planned scanner, built on first use (fragments statistics rule out never
-        pay for predicate planning)."""
+        pay for predicate planning); its where-kernel is planned here too, on the file's first
+        rows, before the tasks copy it."""
         if self._scanner is None:
             try:
                 self._scanner = Scanner([self.src], columns=self.decode, filter=self._pushed,
