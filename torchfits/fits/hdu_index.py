@@ -459,8 +459,8 @@ class HduIndex:
         a bad column description raises `CorruptHeaderError` every time)."""
         specs = self._specs.get(entry.index)
         if specs is None:
-            kind = "bintable" if entry.kind == "bintable" else "table"
-            specs = tuple(parse_columns(self.header_view(entry), kind))
+            specs = tuple(parse_columns(self.header_view(entry),
+                                        "bintable" if entry.kind == "bintable" else "table"))
             self._specs[entry.index] = specs
         return specs
 
