@@ -6,6 +6,7 @@ then byte-swaps it to native order — for GZIP_2 un-shuffling the byte planes i
 pass — straight into the caller's flat output. No Python object is made per tile.
 """
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -71,16 +72,10 @@ cdef extern from *:
     """
     void tf_unshuffle_swap(const uint8_t* s, uint8_t* d, size_t n, int size) nogil
 
-# Per-tile status returned by decode_many (the caller decodes a non-zero tile the slow way,
-# which either handles it — another element size — or raises an error naming the tile).
-cdef enum:
-    C_OK = 0
-    C_MISMATCH = 1  # bad bounds, corrupt stream, or not exactly npix * itemsize bytes
-    C_STOPPED = 2  # not attempted: the stop flag was raised by another chunk
-
-OK = C_OK
-MISMATCH = C_MISMATCH
-STOPPED = C_STOPPED
+# Per-tile status of decode_many (cython_src/_tilestatus.pxd).
+OK = TILE_OK
+MISMATCH = TILE_MISMATCH
+STOPPED = TILE_STOPPED
 
 
 def zlib_version() -> str:
@@ -120,7 +115,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
     stops early once ``stop[0]`` is non-zero (another chunk failed). Returns the number of tiles
     not OK.
     """
-    cdef Py_ssize_t n = offsets.shape[0], i, j, blen = buf.shape[0]
+    cdef Py_ssize_t n = offsets.shape[0], i, blen = buf.shape[0]
     cdef Py_ssize_t olen = out.size
     cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
     cdef const uint8_t* b = &buf[0] if blen else NULL
@@ -150,29 +145,27 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
         with nogil:
             for i in range(n):
                 if stop[0]:
-                    for j in range(i, n):
-                        status[j] = C_STOPPED
-                    bad += n - i
+                    bad += stop_rest(status, i, n)
                     break
                 if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
                         or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
-                    status[i] = C_MISMATCH
+                    status[i] = TILE_MISMATCH
                     bad += 1
                     continue
                 want = npix[i] * itemsize
                 if want == 0:
-                    status[i] = C_OK
+                    status[i] = TILE_OK
                     continue
                 target = o + dest[i] * itemsize
                 if scratch != NULL:
                     if _inflate_exact(&zs, b + offsets[i], sizes[i], scratch, want):
-                        status[i] = C_MISMATCH
+                        status[i] = TILE_MISMATCH
                         bad += 1
                         continue
                     tf_unshuffle_swap(scratch, target, npix[i], itemsize)
                 else:
                     if _inflate_exact(&zs, b + offsets[i], sizes[i], target, want):
-                        status[i] = C_MISMATCH
+                        status[i] = TILE_MISMATCH
                         bad += 1
                         continue
                     if itemsize == 2:
@@ -181,7 +174,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                         tf_swap_inplace32(target, npix[i], 0)
                     elif itemsize == 8:
                         tf_swap_inplace64(target, npix[i], 0)
-                status[i] = C_OK
+                status[i] = TILE_OK
     finally:
         inflateEnd(&zs)
         free(scratch)

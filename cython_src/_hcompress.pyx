@@ -15,6 +15,7 @@ last level writes the caller's pixel type. 8- and 16-bit images are decoded in 3
 arithmetic, as CFITSIO decodes them; the others in 64-bit.
 """
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -157,15 +158,10 @@ ERR_TRUNCATED = C_ERR_TRUNCATED
 ERR_CORRUPT = C_ERR_CORRUPT
 ERR_MEMORY = C_ERR_MEMORY
 
-# Per-tile status of decode_many (the values of the GZIP tile kernel's).
-cdef enum:
-    C_OK = 0
-    C_MISMATCH = 1  # bad bounds, or a stream that does not decode to the tile
-    C_STOPPED = 2  # not attempted: the stop flag was raised by another chunk
-
-OK = C_OK
-MISMATCH = C_MISMATCH
-STOPPED = C_STOPPED
+# Per-tile status of decode_many (cython_src/_tilestatus.pxd).
+OK = TILE_OK
+MISMATCH = TILE_MISMATCH
+STOPPED = TILE_STOPPED
 
 # The decoder's arithmetic: 32-bit for 8- and 16-bit images (CFITSIO's fits_hdecompress), else
 # 64-bit (fits_hdecompress64).
@@ -1282,7 +1278,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
     tile) or STOPPED; the loop stops early once ``stop[0]`` is non-zero (another chunk failed).
     Returns the number of tiles not OK.
     """
-    cdef Py_ssize_t n = offsets.shape[0], i, j, blen = buf.shape[0], olen = out.size
+    cdef Py_ssize_t n = offsets.shape[0], i, blen = buf.shape[0], olen = out.size
     cdef int itemsize = out.itemsize
     cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
     cdef const uint8_t* b = &buf[0] if blen else NULL
@@ -1310,21 +1306,19 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
         with nogil:
             for i in range(n):
                 if stop[0]:
-                    for j in range(i, n):
-                        status[j] = C_STOPPED
-                    bad += n - i
+                    bad += stop_rest(status, i, n)
                     break
                 nx = nrows[i]
                 ny = ncols[i]
                 if offsets[i] < 0 or sizes[i] <= 0 or offsets[i] > blen - sizes[i] \
                         or not (0 < nx <= 0x7FFFFFFF and 0 < ny <= 0x7FFFFFFF) \
                         or nx * ny > 0x7FFFFFFF or dest[i] < 0 or dest[i] > olen - nx * ny:
-                    status[i] = C_MISMATCH
+                    status[i] = TILE_MISMATCH
                     bad += 1
                     continue
                 rc = _decode_into(b + offsets[i], sizes[i], <int>nx, <int>ny, smooth, narrow, &w,
                                   o + dest[i] * itemsize, itemsize)
-                status[i] = C_OK if rc == 0 else C_MISMATCH
+                status[i] = TILE_OK if rc == 0 else TILE_MISMATCH
                 bad += rc != 0
     finally:
         free(w.block)
