@@ -888,10 +888,9 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
     most = max(_CHUNK_ALIGN, _WHERE_PIECE_BYTES // max(1, sum(_out_row_bytes(s) for s in chosen)))
     bounds = [r for a, b in zip(bounds, bounds[1:]) for r in range(a, b, most)] + [bounds[-1]]
     smode = _strip_mode(options.strip)
-    fields = [pa.field(s.name, arrow_type(s, options.mapping, options.decode_bytes,  # type: ignore[arg-type]
-                                          binary_strings=options.binary_strings),
-                       metadata=_field_metadata(s) if options.metadata else None) for s in chosen]
-    schema = pa.schema(fields)
+    schema = arrow_schema(specs, columns=columns, mapping=options.mapping,
+                          decode_bytes=options.decode_bytes, binary_strings=options.binary_strings,
+                          metadata=options.metadata)
 
     def piece(i: int) -> Any:  # a pyarrow.RecordBatch
         first, n = sel.first + bounds[i], bounds[i + 1] - bounds[i]
