@@ -341,3 +341,40 @@ def test_concurrent_slices_of_one_image(tmp_path, fits):
 def test_headers_equal_astropy_for_every_hdu(many_hdus, fits):
     for i in (0, 1, 50, 99):
         assert torchfits.read_header(many_hdus, i)["NAXIS1"] == astropy_header(many_hdus, i)["NAXIS1"]
+
+
+def test_column_specs_parsed_once_per_file_version(tmp_path):
+    """A table's column specs come from the index, parsed once per file version: reopening
+    the table reuses them; a rewritten file (a new version) is parsed again."""
+    from astropy.io import fits
+    from torchfits.fits.hdu_index import get_index
+    from torchfits.tables.scan import TableSource
+
+    path = tmp_path / "t.fits"
+    fits.BinTableHDU.from_columns([fits.Column("a", "J", array=np.arange(3))]).writeto(path)
+    first = TableSource.open(str(path), 1).specs
+    again = TableSource.open(str(path), 1).specs
+    assert [s.name for s in first] == ["a"] and all(x is y for x, y in zip(first, again))
+    index = get_index(str(path))
+    assert index.column_specs(index.resolve(1)) == tuple(first)
+    fits.BinTableHDU.from_columns([fits.Column("b", "E", array=np.ones(3)),
+                                   fits.Column("c", "K", array=np.arange(3))]).writeto(path, overwrite=True)
+    os.utime(path, ns=(1, 1))  # a different mtime even on a coarse clock
+    assert [s.name for s in TableSource.open(str(path), 1).specs] == ["b", "c"]
+
+
+def test_bad_column_description_raises_on_every_open(tmp_path):
+    """A corrupt TFORM is not cached as a result: every open says what is wrong."""
+    from astropy.io import fits
+    from torchfits.errors import CorruptHeaderError
+    from torchfits.tables.scan import TableSource
+
+    path = tmp_path / "bad.fits"
+    fits.BinTableHDU.from_columns([fits.Column("a", "J", array=np.arange(3))]).writeto(path)
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"TFORM1  = 'J")
+    raw[at + 11:at + 12] = b"Y"  # an unknown type code
+    path.write_bytes(bytes(raw))
+    for _ in range(2):
+        with pytest.raises(CorruptHeaderError, match="bad.fits"):
+            TableSource.open(str(path), 1)

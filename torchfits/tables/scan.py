@@ -512,7 +512,7 @@ class Scanner:
             specs = {s.name: s for s in src.specs}
             ok = (not (src.specs and src.specs[0].is_ascii)
                   and not any(specs[c].is_vla for c in self._projection if c in specs)
-                  and fuse(self._kernel).conjunction is not None)
+                  and (self._fused or fuse(self._kernel)).conjunction is not None)
             self._one_pass_ok[id(src)] = ok  # shared with this scanner's row-slice copies
         return ok
 
