@@ -15,10 +15,9 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from .._kernels import _header
-from .columns import ColumnSpec, parse_columns
 from .source import ByteSource, LocalSource, faults_seen, stat_key
 from ..errors import (
     CorruptHeaderError,
@@ -35,6 +34,9 @@ from .gzip_source import compression_of, decompressed_source
 from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
 from .paths import SourcePath, check_safe_path, refuse_cfitsio_special
 from .remote_source import fetch_vos, is_url, open_remote, still_valid
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .columns import ColumnSpec
 
 __all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
 
@@ -459,6 +461,9 @@ class HduIndex:
         a bad column description raises `CorruptHeaderError` every time)."""
         specs = self._specs.get(entry.index)
         if specs is None:
+            # Imported here: columns needs NumPy, which header-only work never loads.
+            from .columns import parse_columns
+
             specs = tuple(parse_columns(self.header_view(entry),
                                         "bintable" if entry.kind == "bintable" else "table"))
             self._specs[entry.index] = specs

@@ -5,9 +5,10 @@ The one home of these rules for every reader and writer in the package.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import numpy as np
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import numpy as np
 
 __all__ = ["BLOCK", "CARD", "padding", "padded", "pad_bytes", "finish_header", "finish_raw_header",
            "flip_sign_bit"]
@@ -49,6 +50,8 @@ def flip_sign_bit(native: np.ndarray, *, big_endian: bool = True) -> np.ndarray:
     """Offset-binary storage (unsigned via BZERO, int8 via BZERO=-128): stored = value - BZERO,
     which is the value's bits with the top bit flipped; returned as unsigned integers,
     big-endian (ready to write) or in native order (for a codec that swaps later)."""
+    import numpy as np  # here: headers and layout work without loading NumPy
+
     size = native.dtype.itemsize
     bits = np.ascontiguousarray(native).view(np.dtype(f"u{size}"))
     flipped = bits ^ np.array(1 << (8 * size - 1), dtype=bits.dtype)
