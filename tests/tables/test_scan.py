@@ -121,6 +121,44 @@ def test_batches_are_bounded(catalog):
         torchfits.scan(catalog, batch_size=0)
 
 
+def test_string_columns_split_batches_at_the_arrow_limit(catalog, full, monkeypatch):
+    """A batch's fixed-width strings must fit one Arrow string array (int32 offsets, 2 GiB).
+    The limit is lowered so that NAME (6A) allows 700 rows a batch: whole-file reads, where
+    queries (one pass and residual) and datasets come back in batches under it, equal to the
+    unsplit read; a direct decode past it is refused instead of wrapping the offsets."""
+    from _tablehelpers import assert_batches_equal
+    from torchfits.errors import UnsupportedColumnError
+    from torchfits.tables import decode as table_decode
+
+    monkeypatch.setattr(table_decode, "_INT32_MAX", 6 * 700)
+    split = torchfits.scan(catalog).to_arrow()
+    assert max(len(c) for c in split.column("NAME").chunks) == 700
+    assert split.column("NAME").num_chunks == 8
+    def batch(table):
+        return table.combine_chunks().to_batches()[0]
+
+    assert_batches_equal(batch(split), batch(full))  # floats bit for bit: FLUX holds NaNs
+    # Columns without strings are not split.
+    assert torchfits.scan(catalog, columns=["ID", "RA"]).to_arrow().column("ID").num_chunks == 1
+    for where in ("RA < 300", "RA < 300 AND NAME != 's1'"):  # one-pass kernel; residual
+        got = torchfits.scan(catalog, where=where).to_arrow()
+        assert all(len(c) <= 700 for c in got.column("NAME").chunks)
+        want = full.filter(pc.field("RA") < 300)
+        if "NAME" in where:
+            want = want.filter(pc.field("NAME") != "s1")
+        assert_batches_equal(batch(got), batch(want))
+    ds = torchfits.dataset(catalog).to_table(columns=["ID", "NAME"])
+    assert ds.column("NAME").to_pylist() == full.column("NAME").to_pylist()
+
+    from torchfits.tables.decode import DecodeOptions
+    from torchfits.tables.scan import TableSource
+
+    src = TableSource.open(catalog, 1)
+    with pytest.raises(UnsupportedColumnError, match=r"NAME.*32-bit Arrow string array"):
+        src.decode(columns=["NAME"], row_range=(0, 701), options=DecodeOptions())
+    assert src.decode(columns=["NAME"], row_range=(0, 700), options=DecodeOptions()).num_rows == 700
+
+
 def test_counts_and_head(catalog, full):
     assert torchfits.scan(catalog).count_rows() == N
     s = torchfits.scan(catalog, where="CNT > 50")

@@ -351,6 +351,7 @@ def _binary_program(out: _Out, count: int, items: int, *, arrow: bool, apply_nul
     elif kind == "string":
         w = out.string_width
         if decode_strings:
+            _check_string_bytes(out.spec, items * w)
             out.values = _empty(items * w, np.uint8, pool)
             out.offsets = _empty(items + 1, np.int32, pool)
             out.offsets[0] = 0
@@ -373,6 +374,25 @@ def _binary_program(out: _Out, count: int, items: int, *, arrow: bool, apply_nul
     prog[_bintable.P_VALID] = _address(out.valid)
     prog[_bintable.P_OFFSETS] = _address(out.offsets)
     return prog, scale
+
+
+def string_batch_rows(specs: Sequence[ColumnSpec], names: Any) -> Optional[int]:
+    """The most rows one batch of the columns ``names`` may hold: each fixed-width string
+    column decodes into one Arrow string array, whose 32-bit offsets address at most 2 GiB.
+    None when no such column limits the batch."""
+    wanted = set(names)
+    widest = max((s.width for s in specs if s.name in wanted and s.code == "A" and not s.is_vla),
+                 default=0)
+    return max(1, _INT32_MAX // widest) if widest else None
+
+
+def _check_string_bytes(spec: ColumnSpec, nbytes: int) -> None:
+    """Refuse a batch whose strings in ``spec`` would overflow a string array's int32 offsets."""
+    if nbytes > _INT32_MAX:
+        raise UnsupportedColumnError(
+            f"{spec.describe()}: {nbytes} bytes of strings in one batch exceed a 32-bit Arrow "
+            "string array; decode fewer rows at a time"
+        )
 
 
 def _fixed_layout(spec: ColumnSpec, conv: Conversion, mapping: str) -> tuple[int, int]:
@@ -513,11 +533,7 @@ def _decode_vla(out: _Out, data: np.ndarray, heap: np.ndarray, row_bytes: int, s
         out.string_width = 1
         out.items = n
         if arrow:
-            if total > _INT32_MAX:
-                raise UnsupportedColumnError(
-                    f"{spec.describe()}: {total} characters in one batch exceed a 32-bit Arrow "
-                    "string array; decode fewer rows at a time"
-                )
+            _check_string_bytes(spec, total)
             out.values = _empty(total, np.uint8, arrow)
             out.offsets = _empty(n + 1, np.int32, arrow)
             out.offsets[0] = 0
@@ -1022,6 +1038,7 @@ def _decode_ascii(chosen: Sequence[ColumnSpec], buf: np.ndarray, row_bytes: int,
         if conv.kind == "string":
             out.values = _empty(n * spec.width, np.uint8, arrow)
             if decode_strings:
+                _check_string_bytes(spec, n * spec.width)
                 out.offsets = _empty(n + 1, np.int32, arrow)
                 out.offsets[0] = 0
                 prog[_asciitable.P_OP] = _asciitable.OP_STRING

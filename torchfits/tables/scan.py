@@ -20,13 +20,12 @@ import numpy as np
 from ..query import expr as _expr
 from ..fits.columns import ColumnSpec
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
-from ..fits.paths import SourcePath, fspath, parse_path, with_storage_options
-from ..fits.remote_source import is_url
+from ..fits.paths import SourcePath, fspath, is_url, parse_path, with_storage_options
 from ..fits.source import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
 from .decode import (DecodeOptions, arrow_schema, check_row_indices, decode_table, decode_table_where,
-                     select_columns)
+                     select_columns, string_batch_rows)
 from ..errors import (ColumnNotFoundError, CorruptHeaderError, FitsError, HDUTypeError, TruncatedFileError,
                       UnsupportedColumnError, WhereEvaluationError)
 from ..fits.aliases import HduArg, SourceArg
@@ -441,6 +440,11 @@ class Scanner:
     # -- execution --------------------------------------------------------------------------------
     def _chunks(self, k: int, src: TableSource) -> Iterator[tuple[Any, Any]]:
         bs = self._batch_size
+        # A batch's fixed-width strings must fit one Arrow string array (2 GiB): a whole-file
+        # read of a wide string column comes back in several batches, never with wrapped offsets.
+        cap = string_batch_rows(src.specs, [*self._projection, *self._residual_columns])
+        if cap is not None:
+            bs = min(bs, cap)
         if self._rows is not None:
             rows = self._rows[k]
             for a in range(0, len(rows), bs):
