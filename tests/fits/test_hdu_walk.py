@@ -2,7 +2,6 @@
 and astropy: same entries, same errors, same tail errors, on ordinary, unusual and mutated files."""
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import numpy as np
@@ -21,7 +20,7 @@ from fuzz.mutators import mutate  # noqa: E402
 
 BLOCK = 2880
 CARD = 80
-FIELDS = [f.name for f in dataclasses.fields(hdu_index.HduEntry) if f.name != "structural"]
+FIELDS = [f for f in hdu_index.HduEntry.field_names() if f != "structural"]
 
 
 def _describe(data: bytes, walk: bool) -> tuple:

@@ -101,7 +101,8 @@ def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
     file written locally first and uploaded in one request, so an object store shows it whole
     or not at all. A URL's entry takes its statistics from the local copy and its identity
     (size, ETag or modification time) from the store after the upload."""
-    from ..fits.remote_source import is_url, remote_identity
+    from ..fits.paths import is_url
+    from ..fits.remote_source import remote_identity
     from ..tables.stats_index import file_entry
     from ..writing.api import write
 
@@ -125,7 +126,7 @@ def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
 
 def _finish(results: Sequence[tuple[str, Optional[dict]]], directory: str, chunk_rows: int,
             sidecar: bool, storage_options: Optional[dict] = None) -> list[str]:
-    from ..fits.remote_source import is_url
+    from ..fits.paths import is_url
     from ..tables.stats_index import INDEX_NAME, write_index_document
 
     paths = [p for p, _ in results]
@@ -184,7 +185,7 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
     import dask.dataframe as dd
 
     from ..fits.paths import fspath
-    from ..fits.remote_source import is_url
+    from ..fits.paths import is_url
     from ..tables.stats_index import DEFAULT_CHUNK_ROWS
 
     if not isinstance(df, dd.DataFrame):

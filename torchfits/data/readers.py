@@ -23,7 +23,7 @@ from .._kernels import _header, _image
 from .._torch_adapter import numpy_decode_dtype, torch_dtype
 from ..errors import FitsFileNotFoundError
 from ..fits.hdu_index import HduIndex, get_index
-from ..fits.remote_source import is_url
+from ..fits.paths import is_url
 from ..fits.source import ByteSource, faults_seen, stat_key
 from ..image.plain import Image, plan_image
 

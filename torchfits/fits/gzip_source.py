@@ -22,25 +22,11 @@ from typing import Any, Optional
 from ..errors import FitsError, NotFitsError
 from .block_cache import cache_root
 from .mirror_source import MirroredSource
-from .source import ByteSource, LocalSource
+from .source import ByteSource, LocalSource, compression_of
 
-__all__ = ["compression_of", "decompressed_source", "GzipIndexedSource"]
+__all__ = ["decompressed_source", "GzipIndexedSource"]
 
-_MAGIC = (
-    (b"\x1f\x8b", "gzip"),
-    (b"\x1f\x9d", "compress"),
-    (b"BZh", "bzip2"),
-    (b"\xfd7zXZ\x00", "xz"),
-)
 _CHUNK = 4 * 1024 * 1024
-
-
-def compression_of(head: bytes) -> Optional[str]:
-    """The whole-file compression named by the first bytes, or None for plain bytes."""
-    for magic, name in _MAGIC:
-        if head.startswith(magic):
-            return name
-    return None
 
 
 def _gzip_stream(fh: Any) -> Any:

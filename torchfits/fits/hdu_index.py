@@ -14,11 +14,10 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from .._kernels import _header
-from .source import ByteSource, LocalSource, faults_seen, stat_key
+from .source import ByteSource, LocalSource, compression_of, faults_seen, stat_key
 from ..errors import (
     CorruptHeaderError,
     FitsError,
@@ -30,10 +29,8 @@ from ..errors import (
 )
 from .header import Header, header_from_parsed
 from .layout import BLOCK, padded
-from .gzip_source import compression_of, decompressed_source
-from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
-from .paths import SourcePath, check_safe_path, refuse_cfitsio_special
-from .remote_source import fetch_vos, is_url, open_remote, still_valid
+from .paths import SourcePath, check_safe_path, is_url, refuse_cfitsio_special
+from .record import Record
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .columns import ColumnSpec
@@ -50,33 +47,47 @@ IMAGE_KINDS = (KIND_PRIMARY, KIND_IMAGE)
 TABLE_KINDS = (KIND_BINTABLE, KIND_TABLE)
 
 
-@dataclass
-class HduEntry:
+class HduEntry(Record):
     """Byte layout and structural keywords of one HDU (all offsets absolute, in bytes).
 
-    Treat it as read-only: entries are shared by every reader of the cached index. (Not a
-    frozen dataclass only because frozen initialisation costs a few µs per HDU.)"""
+    Treat it as read-only: entries are shared by every reader of the cached index. (Not
+    frozen only because frozen initialisation costs a few µs per HDU.)
 
-    index: int
-    kind: str
-    header_offset: int
-    data_offset: int
-    data_size: int  # declared bytes, heap included, padding excluded
-    bitpix: int
-    naxes: tuple[int, ...]  # NAXIS1..NAXISn in FITS order
-    pcount: int
-    gcount: int
-    heap_offset: int
-    heap_size: int
-    extname: Optional[str]
-    extver: Optional[int]
-    ncards: int
-    tfields: int
-    zcmptype: Optional[str]
-    # Every structural keyword (first card of each) of an HDU described the careful way, which
-    # every tile-compressed HDU is (``image_layout`` reads ZBITPIX/ZNAXISn from it); empty for
-    # the ordinary HDUs the kernel walk describes.
-    structural: dict = field(repr=False, compare=False, default_factory=dict)
+    Fields: ``index``, ``kind``, ``header_offset``, ``data_offset``, ``data_size`` (declared
+    bytes, heap included, padding excluded), ``bitpix``, ``naxes`` (NAXIS1..NAXISn in FITS
+    order), ``pcount``, ``gcount``, ``heap_offset``, ``heap_size``, ``extname``, ``extver``,
+    ``ncards``, ``tfields``, ``zcmptype`` and ``structural``: every structural keyword (first
+    card of each) of an HDU described the careful way, which every tile-compressed HDU is
+    (``image_layout`` reads ZBITPIX/ZNAXISn from it); empty for the ordinary HDUs the kernel
+    walk describes, and left out of ``repr`` and ``==``."""
+
+    __slots__ = ("index", "kind", "header_offset", "data_offset", "data_size", "bitpix", "naxes",
+                 "pcount", "gcount", "heap_offset", "heap_size", "extname", "extver", "ncards",
+                 "tfields", "zcmptype", "structural")
+    _hidden = ("structural",)
+
+    def __init__(self, index: int, kind: str, header_offset: int, data_offset: int,
+                 data_size: int, bitpix: int, naxes: tuple[int, ...], pcount: int, gcount: int,
+                 heap_offset: int, heap_size: int, extname: Optional[str], extver: Optional[int],
+                 ncards: int, tfields: int, zcmptype: Optional[str],
+                 structural: Optional[dict] = None) -> None:
+        self.index = index
+        self.kind = kind
+        self.header_offset = header_offset
+        self.data_offset = data_offset
+        self.data_size = data_size
+        self.bitpix = bitpix
+        self.naxes = naxes
+        self.pcount = pcount
+        self.gcount = gcount
+        self.heap_offset = heap_offset
+        self.heap_size = heap_size
+        self.extname = extname
+        self.extver = extver
+        self.ncards = ncards
+        self.tfields = tfields
+        self.zcmptype = zcmptype
+        self.structural = {} if structural is None else structural
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -521,11 +532,17 @@ def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
     return idx
 
 
+# The modules for compressed files, URLs and in-memory sources (and the hashlib, tempfile,
+# socket and fsspec they bring) are imported where those are met: a plain local file's first
+# call in a process loads none of them.
+
 def _local_source(path: str, size: int) -> ByteSource:
     src = LocalSource(path, size)
     kind = compression_of(bytes(src.buffer()[:6]))
     if kind is None:
         return src
+    from .gzip_source import decompressed_source
+
     return decompressed_source(src, kind, local_path=path)
 
 
@@ -533,11 +550,15 @@ def _wrap_compressed(src: ByteSource) -> ByteSource:
     kind = compression_of(src.read(0, 6))
     if kind is None:
         return src
+    from .gzip_source import decompressed_source
+
     src.ensure([(0, src.size)])  # one coalesced fetch, then inflate from the mirror
     return decompressed_source(src, kind)
 
 
 def _other_index(obj: Any, storage_options: Optional[dict]) -> HduIndex:
+    from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
+
     if isinstance(obj, SourcePath):
         merged = dict(obj.storage_options or {}, **(storage_options or {}))
         return get_index(obj.url, merged or None)
@@ -568,6 +589,8 @@ def _other_index(obj: Any, storage_options: Optional[dict]) -> HduIndex:
 
 
 def _remote_index(url: str, storage_options: Optional[dict]) -> HduIndex:
+    from .remote_source import fetch_vos, open_remote, still_valid
+
     if url.startswith("file://"):
         from urllib.parse import unquote, urlsplit
 

@@ -94,7 +94,9 @@ class Header(dict[str, Any]):
         if isinstance(cards, Header):
             self._cards = list(cards._cards)
             self._folded = dict(cards._folded)
-            dict.update(self, cards)
+            # The stored pairs as they are: going through the other header's __getitem__
+            # would canonicalise (and copy commentary lists) once per keyword.
+            dict.update(self, dict.items(cards))
             for key in ("HISTORY", "COMMENT"):  # own lists, not the other header's
                 if dict.__contains__(self, key):
                     dict.__setitem__(self, key, CommentaryLines(dict.__getitem__(self, key)))

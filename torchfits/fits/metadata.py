@@ -4,7 +4,6 @@ NumPy-only: nothing here imports torch or pyarrow.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, get_index
@@ -12,6 +11,7 @@ from .aliases import HduArg, PathArg
 from .paths import parse_path, with_storage_options
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError, HDUTypeError, KeywordNotFoundError
 from .header import Header
+from .record import FrozenRecord
 
 __all__ = [
     "HduInfo",
@@ -152,20 +152,31 @@ def read_table_info(path: PathArg, hdu: HduArg = 1) -> dict[str, Any]:
     return {"nrows": entry.nrows, "colnames": _colnames(header, entry), "tforms": tforms}
 
 
-@dataclass(frozen=True)
-class HduInfo:
-    """A one-line summary of an HDU."""
+class HduInfo(FrozenRecord):
+    """A one-line summary of an HDU: ``index``, ``name``, ``kind`` (primary, image, bintable,
+    table or compressed_image), ``shape`` (images: the C-order pixel shape; tables: (nrows,
+    ncols)), ``bitpix``, ``dtype`` (the result dtype of an image read, compressed images too),
+    ``nrows``, ``ncols``, ``codec`` and ``ncards``."""
 
+    __slots__ = ("index", "name", "kind", "shape", "bitpix", "dtype", "nrows", "ncols", "codec",
+                 "ncards")
     index: int
     name: str
-    kind: str  # primary | image | bintable | table | compressed_image
-    shape: tuple[int, ...]  # images: C-order pixel shape; tables: (nrows, ncols)
+    kind: str
+    shape: tuple[int, ...]
     bitpix: Optional[int]
-    dtype: Optional[str]  # result dtype of an image read (compressed images too)
+    dtype: Optional[str]
     nrows: Optional[int]
     ncols: Optional[int]
     codec: Optional[str]
     ncards: int
+
+    def __init__(self, index: int, name: str, kind: str, shape: tuple[int, ...],
+                 bitpix: Optional[int], dtype: Optional[str], nrows: Optional[int],
+                 ncols: Optional[int], codec: Optional[str], ncards: int) -> None:
+        for field, value in zip(self.__slots__, (index, name, kind, shape, bitpix, dtype, nrows,
+                                                 ncols, codec, ncards)):
+            object.__setattr__(self, field, value)
 
     @property
     def type(self) -> str:
@@ -177,7 +188,7 @@ class HduInfo:
         return "COMPRESSED_IMAGE" if self.kind == KIND_COMPRESSED else "IMAGE"
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {f: getattr(self, f) for f in self.field_names()}
 
 
 _INFO_COLUMNS = ("No.", "Name", "Type", "Dimensions", "Format", "Cards")

@@ -7,22 +7,31 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import UnsafePathError
+from .record import FrozenRecord
 
 __all__ = ["FitsPath", "SourcePath", "parse_path", "fspath", "check_safe_path", "with_storage_options",
-           "is_local_path", "display_name"]
+           "is_local_path", "is_url", "display_name"]
 
 _FILTER = re.compile(r"\[([^\[\]]*)\]$")
 
 
-@dataclass(frozen=True)
-class FitsPath:
-    path: Any  # a local path str, a SourcePath, bytes-like contents or a file object
-    hdu: Any = None  # int or EXTNAME from a ``[...]`` suffix
-    section: Optional[tuple] = None  # a NumPy key (C order) from an image-section suffix
+class FitsPath(FrozenRecord):
+    """A source with what its CFITSIO-style suffix selected: ``path`` (a local path str, a
+    `SourcePath`, bytes-like contents or a file object), ``hdu`` (an int or EXTNAME from a
+    ``[...]`` suffix) and ``section`` (a NumPy key, C order, from an image-section suffix)."""
+
+    __slots__ = ("path", "hdu", "section")
+    path: Any
+    hdu: Any
+    section: Optional[tuple]
+
+    def __init__(self, path: Any, hdu: Any = None, section: Optional[tuple] = None) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "hdu", hdu)
+        object.__setattr__(self, "section", section)
 
 
 # Schemes CFITSIO (or a shell) would act on instead of opening a file, refused in any case.
@@ -44,12 +53,16 @@ def check_safe_path(p: str) -> str:
     return p
 
 
-@dataclass(frozen=True)
-class SourcePath:
+class SourcePath(FrozenRecord):
     """An fsspec URL together with its ``storage_options`` (what ``storage_options=`` makes)."""
 
+    __slots__ = ("url", "storage_options")
     url: str
-    storage_options: Optional[dict] = None
+    storage_options: Optional[dict]
+
+    def __init__(self, url: str, storage_options: Optional[dict] = None) -> None:
+        object.__setattr__(self, "url", url)
+        object.__setattr__(self, "storage_options", storage_options)
 
     def __str__(self) -> str:
         return self.url
@@ -67,6 +80,17 @@ def with_storage_options(path: Any, storage_options: Optional[dict]) -> Any:
         return SourcePath(fspath(path), dict(storage_options))
     raise TypeError("storage_options apply to paths and URLs, not to "
                     f"{type(path).__name__} sources")
+
+
+def is_url(text: Any) -> bool:
+    """True for ``scheme://...`` strings (``file://`` included) and the ``vos:`` short forms."""
+    if not isinstance(text, str):
+        return False
+    if text.startswith(("vos:", "vault:")):
+        return True
+    head, sep, _ = text.partition("://")
+    return bool(sep) and (head.replace("::", "").replace("+", "").replace("-", "").isalnum()
+                          or "::" in head)
 
 
 def is_local_path(path: Any) -> bool:

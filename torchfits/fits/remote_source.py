@@ -23,27 +23,17 @@ from urllib.parse import urlsplit
 from ..errors import FitsError, FitsFileNotFoundError, HttpBlockedError
 from .block_cache import mirror_path, remote_cache_root, trim
 from .memory_source import BytesSource
+from .paths import is_url
 from .mirror_source import MirroredSource
 from .source import ByteSource
 
-__all__ = ["RemoteSource", "open_remote", "check_url", "is_url", "normalize_url",
+__all__ = ["RemoteSource", "open_remote", "check_url", "normalize_url",
            "split_storage_options", "validator_of", "list_remote", "read_small", "write_small",
            "remote_identity", "check_writable", "guarded_filesystem"]
 
 _OUR_OPTIONS = ("allow_private_hosts", "cache", "cache_dir")
 _BLOCKED_SCHEMES = ("ftp", "ftps")
 _HTTP = ("http", "https")
-
-
-def is_url(text: Any) -> bool:
-    """True for ``scheme://...`` strings (``file://`` included) and the ``vos:`` short forms."""
-    if not isinstance(text, str):
-        return False
-    if text.startswith(("vos:", "vault:")):
-        return True
-    head, sep, _ = text.partition("://")
-    return bool(sep) and (head.replace("::", "").replace("+", "").replace("-", "").isalnum()
-                          or "::" in head)
 
 
 def normalize_url(url: str) -> str:

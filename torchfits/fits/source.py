@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import stat
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import Optional, Sequence
 
 from .._kernels._safemap import SafeMap
 from .._kernels._safemap import fault_count as faults_seen  # 0 until any map faulted: the hot-path test
 from ..errors import FitsFileNotFoundError, TruncatedFileError
 
-__all__ = ["ByteSource", "LocalSource", "faults_seen", "stat_key"]
+__all__ = ["ByteSource", "LocalSource", "compression_of", "faults_seen", "stat_key"]
 
 
 class ByteSource(ABC):
@@ -62,6 +62,23 @@ class ByteSource(ABC):
                 f"{self.path}: the file was truncated while it was being read "
                 "(it shrank under its memory map); the data read is not valid"
             )
+
+
+# Whole-file compression, told by the first bytes (decoded by fits/gzip_source.py).
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"\x1f\x9d", "compress"),
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+)
+
+
+def compression_of(head: bytes) -> Optional[str]:
+    """The whole-file compression named by the first bytes, or None for plain bytes."""
+    for magic, name in _MAGIC:
+        if head.startswith(magic):
+            return name
+    return None
 
 
 def stat_key(path: str) -> tuple[int, int, int, int, int]:

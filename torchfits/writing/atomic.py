@@ -17,8 +17,7 @@ from typing import Any, BinaryIO, Iterator
 
 from .._kernels import _safemap
 from ..fits.hdu_index import invalidate
-from ..fits.paths import fspath
-from ..fits.remote_source import is_url
+from ..fits.paths import fspath, is_url
 from ..errors import FitsError, FitsFileExistsError, FitsFileNotFoundError, FitsIOError, TruncatedFileError
 from ..fits.layout import padding
 
