@@ -199,7 +199,10 @@ def time_processes(commands: Mapping[str, tuple[Sequence[str], Path | None]], ru
 def clean_env() -> dict[str, str]:
     """Environment for child interpreters: ours minus anything that redirects imports."""
     env = dict(os.environ)
-    for key in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONSAFEPATH"):
+    # PYTHONDONTWRITEBYTECODE too: an installed package has its bytecode compiled, and a stale
+    # cache under it would time the compiler on every start of an edited in-repo module.
+    for key in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONSAFEPATH",
+                "PYTHONDONTWRITEBYTECODE"):
         env.pop(key, None)
     env.setdefault("PYTHONHASHSEED", "0")
     return env
