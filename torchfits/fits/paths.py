@@ -161,7 +161,8 @@ def parse_path(path: Any) -> FitsPath:
     refuse_cfitsio_special(p)
     check_safe_path(p)
     remote = "://" in p or p.startswith(("vos:", "vault:"))
-    if (not remote and os.path.exists(p)) or "[" not in os.path.basename(p):
+    # A name without "[" has no suffix to split: no stat needed to know it is the literal path.
+    if "[" not in os.path.basename(p) or (not remote and os.path.exists(p)):
         return FitsPath(p)
     hdu: Any = None
     section = None

@@ -114,13 +114,21 @@ class LocalSource(ByteSource):
         self.path = path
         self.size = size
         try:
-            with open(path, "rb") as fh:
-                # Maps at most the file's size now: a file that shrank since stat is not over-read.
-                self._map = SafeMap(fh.fileno(), size)
+            # A bare descriptor: a Python file object would add fstat, isatty and tell calls.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
             raise FitsFileNotFoundError(
                 f"Could not open FITS file: {path} ({exc.strerror})"
             ) from None
+        try:
+            # Maps at most the file's size now: a file that shrank since stat is not over-read.
+            self._map = SafeMap(fd, size)
+        except OSError as exc:
+            raise FitsFileNotFoundError(
+                f"Could not open FITS file: {path} ({exc.strerror})"
+            ) from None
+        finally:
+            os.close(fd)
         self.size = len(self._map)
         self._view = memoryview(self._map)
 
