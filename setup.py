@@ -1,4 +1,6 @@
 """Build the Cython kernels in cython_src/ as private modules of the torchfits package."""
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -7,15 +9,28 @@ from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
 EXTRA_COMPILE_ARGS = ["-O3", "-fno-strict-aliasing"]
-# C libraries a kernel links against (zlib's inflate for the batched GZIP tile decoder).
-LIBRARIES = {"_gziptiles": ["z"]}
+
+
+def _has_header(name: str) -> bool:
+    """Whether the C compiler's usual include directories hold ``name``."""
+    dirs = [os.path.join(sys.prefix, "include"), "/usr/local/include", "/usr/include"]
+    dirs += [d for d in os.environ.get("CPATH", "").split(os.pathsep) if d]
+    return any(os.path.exists(os.path.join(d, name)) for d in dirs)
+
+
+# C libraries a kernel links against: zlib's inflate for the batched GZIP tile decoder, and
+# libdeflate (optional, e.g. Debian's libdeflate-dev) which inflates whole tiles 2-3x faster.
+# TORCHFITS_NO_LIBDEFLATE=1 builds without it even when it is there.
+USE_LIBDEFLATE = _has_header("libdeflate.h") and not os.environ.get("TORCHFITS_NO_LIBDEFLATE")
+LIBRARIES = {"_gziptiles": ["z"] + (["deflate"] if USE_LIBDEFLATE else [])}
+MACROS = {"_gziptiles": [("TF_HAVE_LIBDEFLATE", "1")] if USE_LIBDEFLATE else []}
 
 extensions = [
     Extension(
         f"torchfits._kernels.{pyx.stem}",
         [str(pyx.relative_to(HERE))],
         include_dirs=[np.get_include(), str(HERE / "cython_src")],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + MACROS.get(pyx.stem, []),
         extra_compile_args=EXTRA_COMPILE_ARGS,
         libraries=LIBRARIES.get(pyx.stem, []),
     )

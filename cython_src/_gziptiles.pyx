@@ -1,9 +1,14 @@
 # cython: language_level=3
 """GZIP_1 / GZIP_2 tiles of the tiled image compression convention, many per call.
 
-One GIL-free loop inflates each tile with zlib's C API (a stream reset per tile, not rebuilt),
-then byte-swaps it to native order — for GZIP_2 un-shuffling the byte planes in the same
-pass — straight into the caller's flat output. No Python object is made per tile.
+One GIL-free loop inflates each tile, then byte-swaps it to native order — for GZIP_2
+un-shuffling the byte planes in the same pass — straight into the caller's flat output. No
+Python object is made per tile.
+
+A tile is a whole stream in memory whose inflated size is known, the case libdeflate is built
+for: when the build found it (``setup.py`` looks for ``libdeflate.h``), tiles inflate through
+it, 2-3 times faster than zlib. zlib's C API (a stream reset per tile, not rebuilt) is the
+fallback, and has the last word on any tile libdeflate refuses, so both give the same verdicts.
 """
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
@@ -30,6 +35,42 @@ cdef extern from "zlib.h" nogil:
     int Z_OK
     int Z_STREAM_END
     int Z_FINISH
+
+cdef extern from *:
+    """
+    #ifdef TF_HAVE_LIBDEFLATE
+    #include <libdeflate.h>
+    static void *tf_ld_alloc(void) { return (void *)libdeflate_alloc_decompressor(); }
+    static void tf_ld_free(void *d) {
+        if (d) libdeflate_free_decompressor((struct libdeflate_decompressor *)d);
+    }
+    /* 0 when the gzip- or zlib-framed stream inflates to exactly `want` bytes. Bytes after the
+       stream are ignored, as zlib ignores them. */
+    static int tf_ld_inflate(void *d, const uint8_t *src, size_t n, uint8_t *dst, size_t want) {
+        struct libdeflate_decompressor *z = (struct libdeflate_decompressor *)d;
+        size_t used = 0, got = 0;
+        enum libdeflate_result r;
+        if (n >= 2 && src[0] == 0x1f && src[1] == 0x8b)
+            r = libdeflate_gzip_decompress_ex(z, src, n, dst, want, &used, &got);
+        else
+            r = libdeflate_zlib_decompress_ex(z, src, n, dst, want, &used, &got);
+        return (r == LIBDEFLATE_SUCCESS && got == want) ? 0 : 1;
+    }
+    static const char *tf_ld_version(void) { return LIBDEFLATE_VERSION_STRING; }
+    #else
+    static void *tf_ld_alloc(void) { return NULL; }
+    static void tf_ld_free(void *d) { (void)d; }
+    static int tf_ld_inflate(void *d, const uint8_t *src, size_t n, uint8_t *dst, size_t want) {
+        (void)d; (void)src; (void)n; (void)dst; (void)want;
+        return 1;
+    }
+    static const char *tf_ld_version(void) { return NULL; }
+    #endif
+    """
+    void* tf_ld_alloc() nogil
+    void tf_ld_free(void* d) nogil
+    int tf_ld_inflate(void* d, const uint8_t* src, size_t n, uint8_t* dst, size_t want) nogil
+    const char* tf_ld_version()
 
 cdef extern from "_swap.h" nogil:
     void tf_swap_inplace16(uint8_t* d, size_t n, uint16_t flip)
@@ -83,10 +124,37 @@ def zlib_version() -> str:
     return zlibVersion().decode()
 
 
-cdef int _inflate_exact(z_stream* zs, const uint8_t* src, int64_t n, uint8_t* dst,
+cdef bint _libdeflate_on = True
+
+
+def libdeflate_version():
+    """The version of libdeflate the kernel was built with, or None (zlib only)."""
+    v = tf_ld_version()
+    return None if v == NULL else v.decode()
+
+
+def use_libdeflate(bint enabled) -> bool:
+    """Inflate through libdeflate when the build has it (the default) or through zlib only;
+    returns the previous setting. Tests and benchmarks compare the two."""
+    global _libdeflate_on
+    previous = _libdeflate_on
+    _libdeflate_on = enabled
+    return previous
+
+
+def inflater() -> str:
+    """The library that inflates tiles now: ``"libdeflate <version>"`` or ``"zlib <version>"``."""
+    v = libdeflate_version()
+    return f"libdeflate {v}" if v is not None and _libdeflate_on else f"zlib {zlib_version()}"
+
+
+cdef int _inflate_exact(z_stream* zs, void* ld, const uint8_t* src, int64_t n, uint8_t* dst,
                         int64_t want) noexcept nogil:
-    """Inflate one gzip- or zlib-framed stream into exactly ``want`` bytes; 0 on success."""
+    """Inflate one gzip- or zlib-framed stream into exactly ``want`` bytes; 0 on success.
+    libdeflate first when ``ld`` is one; zlib decides every tile it refuses."""
     cdef int rc
+    if ld != NULL and tf_ld_inflate(ld, src, <size_t>n, dst, <size_t>want) == 0:
+        return 0
     if n > <int64_t>0xFFFFFFFF or want > <int64_t>0xFFFFFFFF:
         return 1
     if inflateReset(zs) != Z_OK:
@@ -123,6 +191,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
     cdef uint8_t* scratch = NULL
     cdef uint8_t* target
     cdef z_stream zs
+    cdef void* ld = NULL
     if out.itemsize != itemsize or itemsize not in (1, 2, 4, 8) or not out.flags.c_contiguous \
             or not out.flags.writeable:
         raise ValueError("out must be a writable C-contiguous array of itemsize 1, 2, 4 or 8")
@@ -141,6 +210,8 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
     if inflateInit2(&zs, 47) != Z_OK:  # 32 + 15: gzip or zlib framing, 32 KiB window
         free(scratch)
         raise MemoryError("zlib could not start an inflate stream")
+    if _libdeflate_on:
+        ld = tf_ld_alloc()  # one per call: a decompressor is not shared between threads
     try:
         with nogil:
             for i in range(n):
@@ -158,13 +229,13 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                     continue
                 target = o + dest[i] * itemsize
                 if scratch != NULL:
-                    if _inflate_exact(&zs, b + offsets[i], sizes[i], scratch, want):
+                    if _inflate_exact(&zs, ld, b + offsets[i], sizes[i], scratch, want):
                         status[i] = TILE_MISMATCH
                         bad += 1
                         continue
                     tf_unshuffle_swap(scratch, target, npix[i], itemsize)
                 else:
-                    if _inflate_exact(&zs, b + offsets[i], sizes[i], target, want):
+                    if _inflate_exact(&zs, ld, b + offsets[i], sizes[i], target, want):
                         status[i] = TILE_MISMATCH
                         bad += 1
                         continue
@@ -177,5 +248,6 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                 status[i] = TILE_OK
     finally:
         inflateEnd(&zs)
+        tf_ld_free(ld)
         free(scratch)
     return bad

@@ -201,18 +201,22 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                     or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
                 failed = i
                 break
-            rc = _decode(b + offsets[i], sizes[i] // 2, scratch, npix[i])
+            if itemsize == 4:  # the decoder's own type: straight into the output
+                rc = _decode(b + offsets[i], sizes[i] // 2, (<int32_t*>o) + dest[i], npix[i])
+            else:
+                rc = _decode(b + offsets[i], sizes[i] // 2, scratch, npix[i])
             if rc != 0:
                 failed = i
                 break
-            for j in range(npix[i]):
-                if itemsize == 1:
+            # One loop per width (no width test per pixel).
+            if itemsize == 1:
+                for j in range(npix[i]):
                     o[dest[i] + j] = <uint8_t>scratch[j]
-                elif itemsize == 2:
+            elif itemsize == 2:
+                for j in range(npix[i]):
                     (<int16_t*>o)[dest[i] + j] = <int16_t>scratch[j]
-                elif itemsize == 4:
-                    (<int32_t*>o)[dest[i] + j] = scratch[j]
-                else:
+            elif itemsize == 8:
+                for j in range(npix[i]):
                     (<int64_t*>o)[dest[i] + j] = scratch[j]
     free(scratch)
     return failed

@@ -49,6 +49,20 @@ def torch():
     return pytest.importorskip("torch")
 
 
+@pytest.fixture(params=["libdeflate", "zlib"])
+def inflater(request):
+    """Run a GZIP-tile test through each inflater the kernel has: libdeflate (skipped when the
+    build found none) and the zlib fallback."""
+    from torchfits._kernels import _gziptiles
+
+    if request.param == "libdeflate" and _gziptiles.libdeflate_version() is None:
+        pytest.skip("built without libdeflate (install libdeflate-dev and rebuild)")
+    previous = _gziptiles.use_libdeflate(request.param == "libdeflate")
+    assert _gziptiles.inflater().startswith(request.param)
+    yield request.param
+    _gziptiles.use_libdeflate(previous)
+
+
 @pytest.fixture
 def rng():
     import numpy as np

@@ -59,6 +59,29 @@ def test_gzip_and_shuffle():
     assert NoCompress().decode(NoCompress().encode(a)) == a.tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.int64])
+def test_plio_many_tile_kernel(dtype):
+    """The batched PLIO kernel writes each tile at its place in an output of any integer width
+    (int32, its own type, decoded in place; the others through its scratch), and names the
+    first tile it cannot decode."""
+    rng = np.random.default_rng(21)
+    tiles = [np.zeros(n, np.int32) for n in (300, 1, 0, 4100, 77)]
+    for t in tiles:
+        if len(t):
+            t[rng.integers(0, len(t), max(1, len(t) // 5))] = rng.integers(1, 100, max(1, len(t) // 5))
+    blobs = [_plio.encode(t) for t in tiles]
+    buf = np.frombuffer(b"".join(blobs), np.uint8)
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    offsets = np.cumsum(sizes) - sizes
+    npix = np.array([len(t) for t in tiles], np.int64)
+    dest = np.cumsum(npix) - npix
+    out = np.full(int(npix.sum()), 99, dtype)  # overwritten everywhere, zeros included
+    assert _plio.decode_many(buf, offsets, sizes, npix, dest, out) == -1
+    assert np.array_equal(out, np.concatenate(tiles).astype(dtype))
+    sizes[3] = 4  # cut tile 3 short
+    assert _plio.decode_many(buf, offsets, sizes, npix, dest, out) == 3
+
+
 def test_plio_roundtrip():
     m = np.zeros(9000, np.int32)
     m[10:20] = 3
@@ -289,7 +312,7 @@ def _gzip_tiles(tiles, shuffled, wbits):
 @pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.int64, np.float32, np.float64])
 @pytest.mark.parametrize("shuffled", [False, True])
 @pytest.mark.parametrize("wbits", [31, 15])
-def test_gzip_many_tile_kernel(dtype, shuffled, wbits):
+def test_gzip_many_tile_kernel(dtype, shuffled, wbits, inflater):
     """The batched GZIP kernel gives the native values of every tile, tiles of any size."""
     rng = np.random.default_rng(11)
     sizes_px = [300, 1, 77, 300, 0, 512]
@@ -306,7 +329,7 @@ def test_gzip_many_tile_kernel(dtype, shuffled, wbits):
     assert np.array_equal(out.view(np.uint8), np.concatenate(tiles).view(np.uint8))
 
 
-def test_gzip_many_tile_kernel_reports_bad_tiles():
+def test_gzip_many_tile_kernel_reports_bad_tiles(inflater):
     """Corrupt, truncated, out-of-bounds and wrongly sized tiles are reported one by one (the
     others still decode); a raised stop flag skips the rest."""
     rng = np.random.default_rng(12)
@@ -340,3 +363,16 @@ def test_gzip_many_tile_kernel_reports_bad_tiles():
         _gziptiles.decode_many(buf, offsets, sizes[:3], npix, dest, out, 4, True, status,
                                np.zeros(1, np.uint8))
     assert _gziptiles.zlib_version()
+
+
+def test_gzip_tile_with_trailing_bytes(inflater):
+    """Bytes after a tile's stream are ignored by either inflater, as zlib always did."""
+    tile = np.arange(500, dtype=np.int32)
+    buf, offsets, sizes = _gzip_tiles([tile], False, 31)
+    buf = np.concatenate([buf, np.frombuffer(b"padding!", np.uint8)])
+    sizes = sizes + 8
+    out = np.empty(500, np.int32)
+    status = np.empty(1, np.uint8)
+    assert _gziptiles.decode_many(buf, offsets, sizes, np.array([500]), np.array([0]), out, 4,
+                                  False, status, np.zeros(1, np.uint8)) == 0
+    assert np.array_equal(out, tile)

@@ -1,5 +1,5 @@
 """Type stub for the batched GZIP_1 / GZIP_2 tile decoder (cython_src/_gziptiles.pyx)."""
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -8,6 +8,9 @@ MISMATCH: int
 STOPPED: int
 
 def zlib_version() -> str: ...
+def libdeflate_version() -> Optional[str]: ...
+def use_libdeflate(enabled: bool) -> bool: ...
+def inflater() -> str: ...
 def decode_many(buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray, dest: np.ndarray,
                 out: np.ndarray, itemsize: int, shuffled: bool, status: np.ndarray,
                 stop: np.ndarray) -> int: ...

@@ -24,7 +24,7 @@ from .._kernels import _quantize
 from .._kernels import _rice
 from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
-from ..fits.threads import default_threads, run_parallel
+from ..fits.threads import default_threads, run_parallel, run_shared
 from ..fits.source import faults_seen
 from ..errors import CodecError
 from .codec_registry import Gzip1, get_codec
@@ -865,14 +865,11 @@ class CompressedImage(Image):
             a, b = bounds
             dec.decode_into(ks_all[a:b], kplan, npix[a:b], dest[a:b], values, stop)
 
-        # A few chunks per thread balance cores that other work slows down.
+        # A few chunks per thread, taken by whichever thread is free (the caller included), so
+        # a pool thread that starts late leaves its chunks to the others instead of to a wait.
         nchunks = max(1, min(ntiles, nthreads * 4 if nthreads > 1 else 1))
         bounds = [(ntiles * i // nchunks, ntiles * (i + 1) // nchunks) for i in range(nchunks)]
-        if nthreads == 1 or nchunks == 1:
-            for bnd in bounds:
-                chunk(bnd)
-        else:
-            run_parallel(chunk, bounds)
+        run_shared(chunk, bounds, nthreads)
         if faults_seen():
             self._index.source.check()
         if direct:
