@@ -59,9 +59,12 @@ TARGETS = [
     ("f32", "float32 full read ≤ 1.3× floor", 1.3, "max_ratio"),
     ("u16", "uint16 full read ≤ 1.5× floor", 1.5, "max_ratio"),
     ("cutouts", "1,000 cutouts ≥ 1.5× faster than 1.2.3's reader", 1.5, "min_speedup"),
-    ("hdr_one", "cold header of HDU 99 ≤ 0.5× 1.2.3 cold", 0.5, "max_ratio"),
     ("process", "import + header peek process ≤ 1.2× `python -c \"import numpy\"`", 1.2, "max_ratio"),
-    ("first_call", "first read_header of HDU 99 in a process ≤ 0.5× 1.2.3", 0.5, "max_ratio"),
+    # Cold metadata (issue 14): "the header of HDU 99 of a 100-HDU file, first call in a
+    # process". The in-process "cold" rows (clear_file_cache() first) stood in for it until
+    # the first call was timed itself; they stay in their section as a comparison.
+    ("first_call", "cold metadata: first read_header of HDU 99 in a process ≤ 0.5× 1.2.3", 0.5,
+     "max_ratio"),
 ]
 
 
@@ -792,9 +795,6 @@ def evaluate_targets(sections: dict[str, Section]) -> list[list[str]]:
             pairs = [(f"{NEW} open_subset_reader → torch", speedup(f"{NEW} open_subset_reader → torch")),
                      (f"{NEW} open_image slicing (extra)", speedup(f"{NEW} open_image slicing"))]
             unit = f"× ({INC} time / new time)"
-        elif key == "hdr_one":
-            pairs = [(f"{NEW} cold", sec.ratio(f"{NEW} cold", f"{INC} cold"))]
-            unit = f"× {INC} cold"
         elif key == "first_call":
             pairs = [(NEW, sec.ratio(NEW, INC))]
             unit = f"× {INC}"
