@@ -124,6 +124,65 @@ cdef inline int _zeros(_Reader* r, uint64_t* count) noexcept nogil:
         return 0
 
 
+cdef extern from *:
+    """
+    static inline unsigned long long tf_load_be64(const unsigned char *p) {
+        unsigned long long v;
+        __builtin_memcpy(&v, p, 8);
+        return __builtin_bswap64(v);
+    }
+    """
+    unsigned long long tf_load_be64(const uint8_t* p) noexcept nogil
+
+
+cdef inline Py_ssize_t _split_block(_Reader* r, uint8_t* out, Py_ssize_t i, Py_ssize_t imax,
+                                    int fs, uint64_t* lastpix, uint64_t vmask,
+                                    int bytepix) noexcept nogil:
+    """The pixels ``i .. imax`` of a block of split codes (q zeros, a one, ``fs`` low bits), as
+    far as each code lies whole in the buffer after a refill by one 8-byte load; returns the
+    next pixel for the careful loop. The reader lives in locals meanwhile (stores to ``out``
+    could alias it), and with ``bytepix`` a constant at each call the store is one typed write.
+    Bits past ``nbits`` stay zero, as `_refill` leaves them."""
+    cdef const uint8_t* src = r.src
+    cdef Py_ssize_t p = r.p, stop = r.n - 8
+    cdef uint64_t b = r.b, diff, v, last = lastpix[0]
+    cdef int nbits = r.nbits, z, used, nbytes
+    while i < imax and p <= stop:
+        if nbits < 32:  # most codes are shorter: one load serves two or three of them
+            nbytes = (63 - nbits) >> 3
+            b |= (tf_load_be64(src + p) >> (64 - 8 * nbytes)) << (64 - nbits - 8 * nbytes)
+            p += nbytes
+            nbits += 8 * nbytes
+        if b == 0:
+            break  # a run of zeros past the buffer: the careful loop counts it
+        z = tf_clz64(b)
+        used = z + 1 + fs
+        if used > nbits:
+            break
+        if fs:
+            diff = (<uint64_t>z << fs) | ((b << (z + 1)) >> (64 - fs))
+        else:
+            diff = <uint64_t>z
+        b <<= used
+        nbits -= used
+        v = (~(diff >> 1)) if (diff & 1) else (diff >> 1)
+        last = (last + v) & vmask
+        if bytepix == 1:
+            out[i] = <uint8_t>last
+        elif bytepix == 2:
+            (<int16_t*>out)[i] = <int16_t>last
+        elif bytepix == 4:
+            (<int32_t*>out)[i] = <int32_t>last
+        else:
+            (<int64_t*>out)[i] = <int64_t>last
+        i += 1
+    r.p = p
+    r.b = b
+    r.nbits = nbits
+    lastpix[0] = last
+    return i
+
+
 cdef int _decode(const uint8_t* src, Py_ssize_t n, uint8_t* out, Py_ssize_t npix, int bytepix,
                  int nblock) noexcept nogil:
     cdef int fsbits, fsmax, fs, k
@@ -174,6 +233,7 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, uint8_t* out, Py_ssize_t npix
         elif fs > fsmax:
             return C_ERR_OVERFLOW
         elif bytepix == 2:
+            i = _split_block(&r, out, i, imax, fs, &lastpix, vmask, 2)
             while i < imax:
                 if _zeros(&r, &nzero) < 0:
                     return C_ERR_TRUNCATED
@@ -188,6 +248,7 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, uint8_t* out, Py_ssize_t npix
                 (<int16_t*>out)[i] = <int16_t>lastpix
                 i += 1
         elif bytepix == 4:
+            i = _split_block(&r, out, i, imax, fs, &lastpix, vmask, 4)
             while i < imax:
                 if _zeros(&r, &nzero) < 0:
                     return C_ERR_TRUNCATED
@@ -202,6 +263,10 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, uint8_t* out, Py_ssize_t npix
                 (<int32_t*>out)[i] = <int32_t>lastpix
                 i += 1
         else:
+            if bytepix == 1:
+                i = _split_block(&r, out, i, imax, fs, &lastpix, vmask, 1)
+            else:
+                i = _split_block(&r, out, i, imax, fs, &lastpix, vmask, 8)
             while i < imax:
                 if _zeros(&r, &nzero) < 0:
                     return C_ERR_TRUNCATED

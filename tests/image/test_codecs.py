@@ -46,6 +46,26 @@ def test_rice_roundtrip(bytepix, dtype, blocksize):
         codec.decode(codec.encode(a)[:20], np.empty_like(a))
 
 
+@pytest.mark.parametrize("bytepix,dtype", [(1, np.uint8), (2, np.int16), (4, np.int32), (8, np.int64)])
+def test_rice_long_codes_and_stream_ends(bytepix, dtype):
+    """Codes the 8-byte fast path leaves to the careful loop: unary runs longer than its
+    buffer (a spike in a quiet block), and every code of the last 8 bytes of a tile."""
+    rng = np.random.default_rng(40 + bytepix)
+    info = np.iinfo(dtype)
+    for trial in range(20):
+        n = int(rng.integers(1, 3000))
+        a = rng.integers(-3, 4, n).cumsum().astype(np.int64)
+        spikes = rng.integers(0, n, max(1, n // 200))
+        a[spikes] += rng.integers(info.max // 4, info.max // 2, len(spikes)) if bytepix < 8 \
+            else rng.integers(1 << 40, 1 << 50, len(spikes))
+        a = np.clip(a, info.min, info.max).astype(dtype)
+        for blocksize in (16, 32):
+            codec = Rice1(blocksize, bytepix)
+            out = np.empty_like(a)
+            codec.decode(codec.encode(a), out)
+            assert np.array_equal(out, a), (trial, blocksize)
+
+
 def test_gzip_and_shuffle():
     a = np.arange(1000, dtype=">i4")
     raw = Gzip1().decode(Gzip1().encode(a))
