@@ -19,7 +19,8 @@ import pytest
 
 import torchfits
 from torchfits.errors import FitsError, FitsIOError, TruncatedFileError
-from torchfits.fits.threads import get_pool, iter_parallel, run_parallel, run_shared
+from torchfits.fits import threads as _threads
+from torchfits.fits.threads import fault_in, get_pool, iter_parallel, run_parallel, run_shared
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -305,6 +306,26 @@ def test_run_shared_results_in_order_and_caller_takes_over():
 def test_run_shared_stops_and_joins_on_error():
     running = _items_running_when_one_fails(lambda fn, items: run_shared(fn, items, 2), 1, 0.1, 0.3)
     assert len(running) < 10
+
+
+@pytest.mark.parametrize("huge_pages", [True, False])
+def test_fault_in_touches_one_byte_per_huge_page(monkeypatch, huge_pages):
+    """Large contiguous outputs get one zero per 2 MiB (the faults a tile decoder's threads
+    would otherwise take together); small or strided arrays, or kernels without transparent
+    huge pages, are left as they are."""
+    monkeypatch.setattr(_threads, "_transparent_huge_pages", lambda: huge_pages)
+    big = np.full(5 << 20, 7, np.uint8)
+    fault_in(big)
+    touched = np.flatnonzero(big != 7)
+    assert touched.tolist() == ([0, 2 << 20, 4 << 20] if huge_pages else [])
+    floats = np.full((1024, 1024 + 512), 1.1, np.float32)  # 6 MiB; its low byte is not 0
+    fault_in(floats)
+    assert int((floats != np.float32(1.1)).sum()) == (3 if huge_pages else 0)
+    small = np.full(1 << 20, 7, np.uint8)
+    strided = np.full(12 << 20, 7, np.uint8)[::2]
+    fault_in(small)
+    fault_in(strided)
+    assert (small == 7).all() and (strided == 7).all()
 
 
 def test_iter_parallel_in_order_and_ahead():

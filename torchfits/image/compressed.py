@@ -24,7 +24,7 @@ from .._kernels import _quantize
 from .._kernels import _rice
 from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
-from ..fits.threads import default_threads, run_parallel, run_shared
+from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
 from ..fits.source import faults_seen
 from ..errors import CodecError
 from .codec_registry import Gzip1, get_codec
@@ -826,13 +826,15 @@ class CompressedImage(Image):
                      copy: bool = True) -> np.ndarray:
         # Every tile once, in parallel (the public `read` casts when a dtype was asked for);
         # always owned memory (``copy`` is accepted for the plain-image signature).
+        nthreads = default_threads() if threads is None else max(1, int(threads))
         if out is None:
             out = np.empty(self.shape, self._plan.dtype)
+            if nthreads > 1:
+                fault_in(out)
         else:
             out = _check_out(out, self.shape, self._plan.dtype)
         if not self._layout.shape or out.size == 0:
             return out
-        nthreads = default_threads() if threads is None else max(1, int(threads))
         return self._read_all(out, nthreads)
 
     def _contiguous(self) -> bool:
@@ -852,7 +854,12 @@ class CompressedImage(Image):
         contiguous = self._contiguous()
         direct = contiguous and (plan.mode == 0 or (dec.float_image and plan.mode != 2)) \
             and out.dtype == dec.storage
-        values = out.reshape(-1) if direct else np.empty(total, dec.storage)
+        if direct:
+            values = out.reshape(-1)
+        else:
+            values = np.empty(total, dec.storage)
+            if nthreads > 1:
+                fault_in(values)
         kplan = dec.kernel_plan()
         ntiles = len(npix)
         ks_all = np.arange(ntiles, dtype=np.int64)
