@@ -185,7 +185,7 @@ def test_fused_parallel_matches_pyarrow(big_table_path, monkeypatch, where, mapp
     got = s.to_arrow().column("I64").to_pylist()
     assert got == o.to_arrow().column("I64").to_pylist(), where
     assert s.selected_rows()[0].tolist() == o.selected_rows()[0].tolist(), where
-    assert s._kernel and s._fused is not None
+    assert s._kernel and s._plan_of(s._sources[0]).fused is not None
 
 
 def test_fused_conjunction_merges_ranges_and_orders_terms():

@@ -488,8 +488,9 @@ def test_truncated_file_scans_rows_before_the_cut(tmp_path):
 
 
 def test_where_over_files_laid_out_differently(tmp_path):
-    """A scan over files whose columns sit at other byte offsets filters each file right (the
-    kernel is planned on one file's layout, so such scans filter with pyarrow)."""
+    """A scan over files whose columns sit at other byte offsets filters each file right: the
+    kernel is planned once per layout. Files that store a tested column differently (another
+    TFORM) are filtered by pyarrow instead, and right too."""
     from astropy.io import fits
     from torchfits.tables.scan import Scanner, TableSource
 
@@ -500,7 +501,20 @@ def test_where_over_files_laid_out_differently(tmp_path):
     fits.BinTableHDU.from_columns([fits.Column("B", "E", array=b),
                                    fits.Column("A", "J", array=a)]).writeto(tmp_path / "ba.fits")
     sources = [TableSource.open(str(tmp_path / f), 1) for f in ("ab.fits", "ba.fits")]
-    got = Scanner(sources, columns=["A", "B"], where="A > 45 AND B < 480").to_arrow()
+    scanner = Scanner(sources, columns=["A", "B"], where="A > 45 AND B < 480")
+    got = scanner.to_arrow()
     assert got.to_pydict() == {"A": [46, 47] * 2, "B": [460.0, 470.0] * 2}
+    assert len(scanner._plans) == 2 and scanner._residual is None  # two layouts, both kernels
+    assert all(p.fused is not None for p in scanner._plans.values())
+    assert [r.tolist() for r in scanner.selected_rows()] == [[46, 47], [46, 47]]
+    for batch_size in (7, 1000):  # chunks of both files, one-pass and selection paths
+        again = Scanner(sources, columns=["A"], where="A > 45 AND B < 480", batch_size=batch_size)
+        assert again.to_arrow().column("A").to_pylist() == [46, 47] * 2
     same = [TableSource.open(str(tmp_path / "ab.fits"), 1) for _ in range(2)]
-    assert Scanner(same, where="A > 45")._kernel  # one layout: the kernel runs
+    assert len(Scanner(same, where="A > 45")._plans) == 1  # one layout, one plan
+    fits.BinTableHDU.from_columns([fits.Column("A", "J", array=a, null=-1),
+                                   fits.Column("B", "E", array=b)]).writeto(tmp_path / "null.fits")
+    mixed = [TableSource.open(str(tmp_path / f), 1) for f in ("ab.fits", "null.fits")]
+    scanner = Scanner(mixed, columns=["A"], where="A > 45 AND B < 480")
+    assert not scanner._kernel and scanner._residual is not None  # a TNULL in one: pyarrow
+    assert scanner.to_arrow().column("A").to_pylist() == [46, 47] * 2

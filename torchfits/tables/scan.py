@@ -195,19 +195,30 @@ class TableSource:
         return batch
 
 
-def _same_layout(sources: Sequence[TableSource], names: Sequence[str]) -> bool:
-    """Whether the columns ``names`` sit at the same place with the same storage in every
-    source: the where-kernel is planned once, on the first source's byte offsets, so files
-    laid out differently are filtered by pyarrow on decoded columns instead."""
-    def layout(src: TableSource) -> list[Any]:
-        specs = {s.name: s for s in src.specs}
-        return [(src.specs[0].is_ascii if src.specs else None,)] + [
-            None if n not in specs else
-            (specs[n].offset, specs[n].code, specs[n].repeat, specs[n].width, specs[n].tscal,
-             specs[n].tzero, specs[n].tnull, specs[n].descriptor) for n in names]
+def _storage(src: TableSource, names: Sequence[str]) -> tuple[Any, ...]:
+    """How the columns ``names`` are stored in ``src`` (table kind, TFORM, scaling, nulls), byte
+    offsets aside: sources that agree here share the where-kernel's tests and its residual."""
+    specs = {s.name: s for s in src.specs}
+    return ((src.specs[0].is_ascii if src.specs else None,),) + tuple(
+        None if n not in specs else
+        (specs[n].code, specs[n].repeat, specs[n].width, specs[n].tscal, specs[n].tzero,
+         specs[n].tnull, specs[n].descriptor) for n in names)
 
-    first = layout(sources[0]) if sources else None
-    return all(layout(src) == first for src in sources[1:])
+
+def _offsets(src: TableSource, names: Sequence[str]) -> tuple[Optional[int], ...]:
+    """Where the columns ``names`` sit in a row of ``src``: the key of a kernel plan."""
+    specs = {s.name: s for s in src.specs}
+    return tuple(specs[n].offset if n in specs else None for n in names)
+
+
+@dataclass
+class _KernelPlan:
+    """The where-kernel for one byte layout of the tested columns: its tests, whether they were
+    ordered on a sample yet, and their fused form. Shared by the scanner's copies."""
+
+    tests: list[Any]
+    ordered: bool = False
+    fused: Any = None
 
 
 def filter_error(exc: Exception, path: str, hdu: int) -> WhereEvaluationError:
@@ -348,9 +359,10 @@ class Scanner:
     def _plan_predicate(self, where: Any, filter: Any) -> None:
         """Split the predicate: top-level AND terms the row kernel can run on raw bytes, and a
         residual pyarrow Expression (with the columns it needs decoded)."""
-        self._kernel: list[Any] = []
-        self._kernel_ordered = False
-        self._fused: Any = None
+        # One kernel plan per byte layout of the tested columns (files of one scan may place
+        # them differently), and each source's layout (by id).
+        self._plans: dict[Any, _KernelPlan] = {}
+        self._layout: dict[int, Any] = {}
         self._one_pass_ok: dict[int, bool] = {}  # per source (by id)
         self._residual = None
         self._residual_columns: list[str] = []
@@ -399,10 +411,8 @@ class Scanner:
                 _expr.validate(parsed, types)
                 tree = _expr.and_all([t for t in (tree, parsed) if t is not None])
         residual_tree = tree
-        if tree is not None and self._pushdown and _same_layout(self._sources, _expr.columns(tree)):
-            self._kernel, residual_tree = plan_pushdown(
-                tree, first.specs, types, mapping=self._options.mapping,
-                apply_nulls=self._options.apply_nulls)
+        if tree is not None and self._pushdown:
+            residual_tree = self._plan_kernels(tree, types)
         parts = [] if residual_tree is None else [_expr.to_pyarrow(residual_tree, schema)]
         needed = [] if residual_tree is None else _expr.columns(residual_tree)
         if opaque is not None:
@@ -415,9 +425,38 @@ class Scanner:
             self._residual = residual
             self._residual_columns = list(dict.fromkeys(needed))
 
+    def _plan_kernels(self, tree: Any, types: dict[str, Any]) -> Any:
+        """Plan the kernel once per byte layout of the tested columns and return the residual
+        tree. Sources that store those columns differently (another TFORM or scaling, not just
+        another offset) leave the whole predicate to pyarrow."""
+        names = _expr.columns(tree)
+        first = self._sources[0]
+        if any(_storage(src, names) != _storage(first, names) for src in self._sources[1:]):
+            return tree
+        residual: Any = tree
+        for src in self._sources:
+            key = _offsets(src, names)
+            if key not in self._plans:
+                tests, residual = plan_pushdown(tree, src.specs, types, mapping=self._options.mapping,
+                                                apply_nulls=self._options.apply_nulls)
+                self._plans[key] = _KernelPlan(tests)
+            self._layout[id(src)] = key
+        return residual
+
+    def _plan_of(self, src: TableSource) -> Optional[_KernelPlan]:
+        """The kernel plan of ``src``'s layout, or None when the kernel tests nothing there."""
+        plan = self._plans.get(self._layout.get(id(src)))
+        return plan if plan is not None and plan.tests else None
+
+    @property
+    def _kernel(self) -> list[Any]:
+        """The kernel tests of the first source (empty when pyarrow filters everything)."""
+        plan = self._plan_of(self._sources[0])
+        return plan.tests if plan is not None else []
+
     @property
     def _has_predicate(self) -> bool:
-        return bool(self._kernel) or self._residual is not None
+        return any(p.tests for p in self._plans.values()) or self._residual is not None
 
     @property
     def schema(self) -> "pa.Schema":
@@ -455,48 +494,55 @@ class Scanner:
         for a in range(start, stop, bs):
             yield None, (a, min(a + bs, stop))
 
-    def _order_kernel(self, data: Any, row_bytes: int, rows: Any, rng: Any) -> None:
+    @staticmethod
+    def _order_kernel(plan: _KernelPlan, data: Any, row_bytes: int, rows: Any, rng: Any) -> None:
         """Run the most selective kernel term first: each term is tried alone on a sample of the
         first chunk and the terms are sorted by how many rows they keep. Terms are ANDed, so
         the order changes the work, never the result."""
         sample = _ORDER_SAMPLE_ROWS // 4
-        self._kernel_ordered = True
+        plan.ordered = True
         n = len(rows) if rows is not None else rng[1] - rng[0]
         if n < 4 * sample:
             return  # a small first chunk: sampling would cost more than any reordering saves
         kept = []
-        for plan in self._kernel:
+        for test in plan.tests:
             if rows is not None:
-                kept.append(plan.select(data, row_bytes, rows=rows[:sample]).size)
+                kept.append(test.select(data, row_bytes, rows=rows[:sample]).size)
             else:
-                kept.append(plan.select(data, row_bytes, first=rng[0],
+                kept.append(test.select(data, row_bytes, first=rng[0],
                                         count=min(sample, rng[1] - rng[0])).size)
-        order = sorted(range(len(self._kernel)), key=kept.__getitem__)
-        self._kernel = [self._kernel[i] for i in order]
+        order = sorted(range(len(plan.tests)), key=kept.__getitem__)
+        plan.tests = [plan.tests[i] for i in order]
 
-    def _kernel_data(self, src: TableSource, rows: Optional[np.ndarray], rng: Any) -> Any:
-        """Fetch and check the rows the kernel tests, and plan the kernel on first use; returns
-        the table's row bytes."""
+    def _kernel_data(self, src: TableSource, rows: Optional[np.ndarray],
+                     rng: Any) -> tuple[Any, _KernelPlan]:
+        """Fetch and check the rows the kernel tests, and plan ``src``'s kernel on first use;
+        returns the table's row bytes and the plan (``src`` must have one)."""
+        plan = self._plan_of(src)
+        assert plan is not None
         src.fetch(rows=rows, row_range=rng, heap=False)
         data, _ = src.buffers(fetched=True)
         last = int(rows.max()) if rows is not None and rows.size else (rng[1] - 1 if rng else -1)
         if (last + 1) * src.entry.row_bytes > len(data):
             src.index.check_data(src.entry, (last + 1) * src.entry.row_bytes)
-        if len(self._kernel) > 1 and not self._kernel_ordered:
-            self._order_kernel(data, src.entry.row_bytes, rows, rng)
-        if self._fused is None:
+        if len(plan.tests) > 1 and not plan.ordered:
+            self._order_kernel(plan, data, src.entry.row_bytes, rows, rng)
+        if plan.fused is None:
             # Every term in one pass over blocks of rows, most selective first.
-            self._fused = fuse(self._kernel)
-        return data
+            plan.fused = fuse(plan.tests)
+        return data, plan
 
     def prepare_kernel(self) -> None:
         """Order and fuse the where-kernel now, on a sample of the first file's first rows, so
         that the row-slice copies made afterwards (`with_row_slice`, one per dataset task)
         share one plan instead of each sampling and fusing again. Lazily fetched (remote)
         sources keep planning on their first chunk, which they fetch anyway."""
-        if not self._kernel or self._fused is not None or not self._sources:
+        if not self._sources:
             return
         src = self._sources[0]
+        plan = self._plan_of(src)
+        if plan is None or plan.fused is not None:
+            return
         if src.index.lazy or src.entry.row_bytes == 0:
             return
         # Only rows the file holds: a truncated file still scans its rows up to the cut.
@@ -509,23 +555,24 @@ class Scanner:
         """Whether a chunk can be selected and decoded in one pass (`decode_table_where`): a
         contiguous range of a binary table, a conjunction of kernel tests and nothing left for
         pyarrow, fixed-width projected columns."""
-        if rows is not None or not self._kernel or self._residual is not None:
+        plan = self._plan_of(src)
+        if rows is not None or plan is None or self._residual is not None:
             return False
         ok = self._one_pass_ok.get(id(src))
         if ok is None:
             specs = {s.name: s for s in src.specs}
             ok = (not (src.specs and src.specs[0].is_ascii)
                   and not any(specs[c].is_vla for c in self._projection if c in specs)
-                  and (self._fused or fuse(self._kernel)).conjunction is not None)
+                  and (plan.fused or fuse(plan.tests)).conjunction is not None)
             self._one_pass_ok[id(src)] = ok  # shared with this scanner's row-slice copies
         return ok
 
     def _select_decode(self, src: TableSource, rng: tuple[int, int]) -> Any:
         """The batch of a chunk's selected rows, selected and decoded in one pass."""
-        self._kernel_data(src, None, rng)
-        assert self._fused is not None and self._fused.conjunction is not None
+        _, plan = self._kernel_data(src, None, rng)
+        assert plan.fused is not None and plan.fused.conjunction is not None
         return src.decode(columns=self._projection, row_range=rng, options=self._options,
-                          where=self._fused.conjunction)
+                          where=plan.fused.conjunction)
 
     def _select(self, src: TableSource, rows: Optional[np.ndarray],
                 rng: Any) -> tuple[Any, Any]:
@@ -534,15 +581,15 @@ class Scanner:
         import pyarrow as pa
 
         candidates = rows
-        if self._kernel:
-            data = self._kernel_data(src, rows, rng)
+        if self._plan_of(src) is not None:
+            data, plan = self._kernel_data(src, rows, rng)
             threads = self._options.threads
             if candidates is not None:
-                candidates = self._fused.select(data, src.entry.row_bytes, rows=candidates,
-                                                threads=threads)
+                candidates = plan.fused.select(data, src.entry.row_bytes, rows=candidates,
+                                               threads=threads)
             else:
-                candidates = self._fused.select(data, src.entry.row_bytes, first=rng[0],
-                                                count=rng[1] - rng[0], threads=threads)
+                candidates = plan.fused.select(data, src.entry.row_bytes, first=rng[0],
+                                               count=rng[1] - rng[0], threads=threads)
             if faults_seen():
                 src.index.source.check()
             rng = None
