@@ -159,6 +159,25 @@ def test_string_columns_split_batches_at_the_arrow_limit(catalog, full, monkeypa
     assert src.decode(columns=["NAME"], row_range=(0, 700), options=DecodeOptions()).num_rows == 700
 
 
+def test_one_pass_choice_follows_the_projection(tmp_path):
+    """A copy of a scanner that projects other columns (to_torch_batches(columns=...) makes
+    one) decides the one-pass decode for its own projection: a variable-length column there
+    rules it out even after the original ran it."""
+    import copy
+
+    n = 3000
+    cols = [fits.Column("X", "J", array=np.arange(n, dtype=np.int32)),
+            fits.Column("V", "PE()", array=[np.arange(i % 4, dtype=np.float32) for i in range(n)])]
+    path = tmp_path / "vla.fits"
+    fits.BinTableHDU.from_columns(cols).writeto(path)
+    scanner = torchfits.scan(str(path), columns=["X"], where="X >= 2990")
+    assert scanner.to_arrow().column("X").to_pylist() == list(range(2990, 3000))
+    other = copy.copy(scanner)
+    other._projection = ["X", "V"]
+    got = other.to_arrow()
+    assert got.column("V").to_pylist() == [list(map(float, range(i % 4))) for i in range(2990, 3000)]
+
+
 def test_counts_and_head(catalog, full):
     assert torchfits.scan(catalog).count_rows() == N
     s = torchfits.scan(catalog, where="CNT > 50")

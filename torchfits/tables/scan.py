@@ -363,7 +363,7 @@ class Scanner:
         # them differently), and each source's layout (by id).
         self._plans: dict[Any, _KernelPlan] = {}
         self._layout: dict[int, Any] = {}
-        self._one_pass_ok: dict[int, bool] = {}  # per source (by id)
+        self._one_pass_ok: dict[tuple, bool] = {}  # per source (by id) and projection
         self._residual = None
         self._residual_columns: list[str] = []
         if where is None and filter is None:
@@ -558,13 +558,14 @@ class Scanner:
         plan = self._plan_of(src)
         if rows is not None or plan is None or self._residual is not None:
             return False
-        ok = self._one_pass_ok.get(id(src))
+        key = (id(src), tuple(self._projection))  # copies may project other columns
+        ok = self._one_pass_ok.get(key)
         if ok is None:
             specs = {s.name: s for s in src.specs}
             ok = (not (src.specs and src.specs[0].is_ascii)
                   and not any(specs[c].is_vla for c in self._projection if c in specs)
                   and (plan.fused or fuse(plan.tests)).conjunction is not None)
-            self._one_pass_ok[id(src)] = ok  # shared with this scanner's row-slice copies
+            self._one_pass_ok[key] = ok  # shared with this scanner's row-slice copies
         return ok
 
     def _select_decode(self, src: TableSource, rng: tuple[int, int]) -> Any:
