@@ -363,7 +363,7 @@ class Scanner:
         # them differently), and each source's layout (by id).
         self._plans: dict[Any, _KernelPlan] = {}
         self._layout: dict[int, Any] = {}
-        self._one_pass_ok: dict[tuple, bool] = {}  # per source (by id) and projection
+        self._one_pass_ok: dict[tuple[int, tuple[str, ...]], bool] = {}  # per source (by id) and projection
         self._residual = None
         self._residual_columns: list[str] = []
         if where is None and filter is None:
