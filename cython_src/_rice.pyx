@@ -141,7 +141,7 @@ cdef inline Py_ssize_t _split_block(_Reader* r, uint8_t* out, Py_ssize_t i, Py_s
     """The pixels ``i .. imax`` of a block of split codes (q zeros, a one, ``fs`` low bits), as
     far as each code lies whole in the buffer after a refill by one 8-byte load; returns the
     next pixel for the careful loop. The reader lives in locals meanwhile (stores to ``out``
-    could alias it), and with ``bytepix`` a constant at each call the store is one typed write.
+    could alias it), and with ``bytepix`` a constant at each call `_store` is one typed write.
     Bits past ``nbits`` stay zero, as `_refill` leaves them."""
     cdef const uint8_t* src = r.src
     cdef Py_ssize_t p = r.p, stop = r.n - 8
@@ -167,14 +167,7 @@ cdef inline Py_ssize_t _split_block(_Reader* r, uint8_t* out, Py_ssize_t i, Py_s
         nbits -= used
         v = (~(diff >> 1)) if (diff & 1) else (diff >> 1)
         last = (last + v) & vmask
-        if bytepix == 1:
-            out[i] = <uint8_t>last
-        elif bytepix == 2:
-            (<int16_t*>out)[i] = <int16_t>last
-        elif bytepix == 4:
-            (<int32_t*>out)[i] = <int32_t>last
-        else:
-            (<int64_t*>out)[i] = <int64_t>last
+        _store(out, i, last, bytepix)
         i += 1
     r.p = p
     r.b = b
