@@ -19,7 +19,8 @@ def _has_header(name: str) -> bool:
 
 
 # C libraries a kernel links against: zlib's inflate for the batched GZIP tile decoder, and
-# libdeflate (optional, e.g. Debian's libdeflate-dev) which inflates whole tiles 2-3x faster.
+# libdeflate (optional, e.g. Debian's libdeflate-dev), which inflates whole tiles faster (a 4096²
+# GZIP_2 read: 162 -> 111 ms on one thread, docs/compression.md).
 # TORCHFITS_NO_LIBDEFLATE=1 builds without it even when it is there.
 USE_LIBDEFLATE = _has_header("libdeflate.h") and not os.environ.get("TORCHFITS_NO_LIBDEFLATE")
 LIBRARIES = {"_gziptiles": ["z"] + (["deflate"] if USE_LIBDEFLATE else [])}
