@@ -97,6 +97,27 @@ def test_gzip_files_through_each_inflater(tmp_path, fitsio, inflater, codec, dty
     _check_file(p)
 
 
+def test_full_reads_fault_in_only_their_own_output(tmp_path, fitsio, monkeypatch):
+    """A multi-threaded full read touches the huge pages of the array it allocates before the
+    threads fill it (`fault_in`), but never writes into a caller's ``out`` before decoding."""
+    from torchfits.image import compressed
+
+    seen = []
+    monkeypatch.setattr(compressed, "fault_in", lambda arr: seen.append(arr))
+    data = _data(np.int32, (256, 64), seed=9)
+    p = tmp_path / "f.fits"
+    fitsio.write(str(p), data, compress="RICE_1")
+    img = open_image(p, 1)
+    _equal(img.read(threads=2), data)
+    assert len(seen) == 1 and seen[0].shape == data.shape
+    seen.clear()
+    mine = np.empty(data.shape, np.int32)
+    img.read(out=mine, threads=2)
+    assert np.array_equal(mine, data) and not seen
+    img.read(threads=1)
+    assert not seen  # one thread: nothing to contend with
+
+
 @pytest.mark.parametrize("smooth", [False, True])
 @pytest.mark.parametrize("scale", [0.0, 2.5])
 def test_hcompress_scale_smooth(tmp_path, fitsio, scale, smooth):
