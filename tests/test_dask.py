@@ -151,6 +151,58 @@ def test_split_row_groups_and_stats_chunks(catalogs):
     assert len(ddf) == NFILES * NROWS
 
 
+def _write_array_table(path: str) -> None:
+    """Every column kind Dask would otherwise turn into strings: fixed-size arrays, TDIM,
+    variable-length arrays (ints, floats, logicals), bits, logical arrays; plus strings."""
+    n = 6
+    cols = [
+        fits.Column("arr", "2J", array=np.arange(2 * n, dtype="i4").reshape(n, 2)),
+        fits.Column("cube", "6E", dim="(3,2)", array=np.arange(6 * n, dtype="f4").reshape(n, 2, 3)),
+        fits.Column("vla", "PJ()", array=np.array([np.arange(k, dtype="i4") * 7 for k in range(n)],
+                                                  dtype=object)),
+        fits.Column("vlf", "QD()", array=np.array([np.linspace(0, 1, k + 1) for k in range(n)],
+                                                  dtype=object)),
+        fits.Column("vll", "PL()", array=np.array([np.array([True, False] * k, dtype=bool)
+                                                   for k in range(n)], dtype=object)),
+        fits.Column("bits", "11X", array=np.array([[(i + j) % 3 == 0 for j in range(11)]
+                                                    for i in range(n)])),
+        fits.Column("flags", "3L", array=np.array([[True, False, i % 2 == 0] for i in range(n)])),
+        fits.Column("name", "5A", array=np.array(["ab", "cde", "", "x y", "zzzzz", "q"])),
+        fits.Column("id", "K", array=np.arange(n, dtype="i8")),
+    ]
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols)]).writeto(path)
+
+
+@pytest.mark.parametrize("convert_string", [True, False])
+def test_array_columns_arrive_as_arrays_not_strings(tmp_path, convert_string):
+    """Dask's string conversion of object columns used to turn every array cell into its repr
+    (``'[45 56]'``); each cell must equal what ``scan().to_pandas()`` gives."""
+    import dask
+
+    path = str(tmp_path / "arrays.fits")
+    _write_array_table(path)
+    want = torchfits.scan(path).to_pandas()
+    with dask.config.set({"dataframe.convert-string": convert_string}):
+        ddf = tfd.read_table(path)
+        got = ddf.compute(scheduler="sync")
+        subset = tfd.read_table(path, columns=["vla", "name"], where="id > 2").compute(scheduler="sync")
+    assert list(got.columns) == list(want.columns)
+    assert len(got) == len(want)
+    for name in ("arr", "cube", "vla", "vlf", "vll", "bits", "flags"):
+        assert ddf.dtypes[name] == object and got[name].dtype == object, (name, ddf.dtypes[name])
+        for a, b in zip(got[name], want[name]):
+            assert not isinstance(a, str), (name, a)
+            assert np.array_equal(np.asarray(a.tolist() if hasattr(a, "tolist") else a),
+                                  np.asarray(b.tolist())), (name, a, b)
+            assert np.asarray(a).dtype == np.asarray(b).dtype, name
+    if convert_string:  # strings stay strings, in the dtype Dask's option asks for
+        assert isinstance(ddf.dtypes["name"], pd.StringDtype) and got["name"].dtype == ddf.dtypes["name"]
+    assert list(got["name"]) == list(want["name"]) == ["ab", "cde", "", "x y", "zzzzz", "q"]
+    assert list(got["id"]) == list(range(6))
+    assert [list(v) for v in subset["vla"]] == [list(np.arange(k) * 7) for k in (3, 4, 5)]
+    assert list(subset["name"]) == ["x y", "zzzzz", "q"]
+
+
 # -- on the cluster -----------------------------------------------------------------------------------
 def test_filtered_groupby_matches_pandas_over_astropy(client, catalogs, astropy_frame):
     where = "mag < 21.5 AND dec > -30"

@@ -270,13 +270,18 @@ def from_fragments(reader: FragmentReader, fragments: Sequence[Any], projection:
         raise ImportError("Dask DataFrames need Dask: pip install 'torchfits[dask]'") from exc
     from dask.dataframe.utils import pyarrow_strings_enabled
 
-    # strings leave the workers in the dtype Dask would convert them to (no conversion pass)
+    import dask
+
+    # Strings leave the workers in the dtype Dask would convert them to, so Dask's own
+    # conversion pass is switched off while the collection is built: it converts every object
+    # column, and array and variable-length cells (NumPy arrays) would become their repr.
     reader.arrow_strings = pyarrow_strings_enabled()
     meta = reader.meta()
-    if not fragments:  # nothing can match: an empty frame with the right columns
-        return dd.from_pandas(meta if projection is None else meta[list(projection)], npartitions=1)
-    kwargs: dict[str, Any] = {}
-    if projection is not None:
-        kwargs["columns"] = list(projection)
-    return dd.from_map(reader, list(fragments), meta=meta, divisions=divisions, label="read-fits",
-                       enforce_metadata=False, **kwargs)
+    with dask.config.set({"dataframe.convert-string": False}):
+        if not fragments:  # nothing can match: an empty frame with the right columns
+            return dd.from_pandas(meta if projection is None else meta[list(projection)], npartitions=1)
+        kwargs: dict[str, Any] = {}
+        if projection is not None:
+            kwargs["columns"] = list(projection)
+        return dd.from_map(reader, list(fragments), meta=meta, divisions=divisions, label="read-fits",
+                           enforce_metadata=False, **kwargs)
