@@ -22,6 +22,7 @@ _LAZY = {
     "scan_polars": "tables.polars_source",
     "open_image": "image.plain",
     "read_numpy": "image.plain",
+    "read_groups": "image.groups",
     "Image": "image.plain",
     "info": "fits.metadata",
     "HduInfo": "fits.metadata",

@@ -111,6 +111,21 @@ class HduEntry(Record):
         return self.kind in TABLE_KINDS
 
     @property
+    def is_groups(self) -> bool:
+        """A random-groups primary (NAXIS1=0, GROUPS=T): GCOUNT groups of PCOUNT parameters and
+        one array each. Its kind stays ``primary`` (it is copied and edited as one)."""
+        return (self.index == 0 and self.kind == KIND_PRIMARY and self.naxes[:1] == (0,)
+                and len(self.naxes) > 1 and self.structural.get("GROUPS") is True)
+
+    @property
+    def has_data(self) -> bool:
+        """True when the HDU holds at least one value (a compressed image: its logical image)."""
+        if self.kind == KIND_COMPRESSED:
+            _, naxes = self.image_layout
+            return bool(naxes) and all(n > 0 for n in naxes)
+        return self.data_size > 0
+
+    @property
     def image_layout(self) -> tuple[int, tuple[int, ...]]:
         """(BITPIX, NAXIS1..n) of the image a user sees: ZBITPIX/ZNAXISn for compressed HDUs."""
         if self.kind != KIND_COMPRESSED:

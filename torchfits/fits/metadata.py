@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 _HDU_TYPE = {KIND_BINTABLE: "BINARY_TABLE", KIND_TABLE: "ASCII_TABLE"}
+KIND_GROUPS = "groups"  # HduInfo.kind of a random-groups primary
 
 
 def _locate(path: Any, hdu: Any, *, allow_auto: bool = False,
@@ -156,10 +157,11 @@ class HduInfo(FrozenRecord):
     """A one-line summary of an HDU: ``index``, ``name``, ``kind`` (primary, image, bintable,
     table or compressed_image), ``shape`` (images: the C-order pixel shape; tables: (nrows,
     ncols)), ``bitpix``, ``dtype`` (the result dtype of an image read, compressed images too),
-    ``nrows``, ``ncols``, ``codec`` and ``ncards``."""
+    ``nrows``, ``ncols``, ``codec`` and ``ncards``; for a random-groups HDU (kind ``groups``)
+    ``gcount`` and ``pcount``, with ``shape`` the (GCOUNT, NAXISn..NAXIS2) shape of its data."""
 
     __slots__ = ("index", "name", "kind", "shape", "bitpix", "dtype", "nrows", "ncols", "codec",
-                 "ncards")
+                 "ncards", "gcount", "pcount")
     index: int
     name: str
     kind: str
@@ -170,19 +172,25 @@ class HduInfo(FrozenRecord):
     ncols: Optional[int]
     codec: Optional[str]
     ncards: int
+    gcount: Optional[int]
+    pcount: Optional[int]
 
     def __init__(self, index: int, name: str, kind: str, shape: tuple[int, ...],
                  bitpix: Optional[int], dtype: Optional[str], nrows: Optional[int],
-                 ncols: Optional[int], codec: Optional[str], ncards: int) -> None:
+                 ncols: Optional[int], codec: Optional[str], ncards: int,
+                 gcount: Optional[int] = None, pcount: Optional[int] = None) -> None:
         for field, value in zip(self.__slots__, (index, name, kind, shape, bitpix, dtype, nrows,
-                                                 ncols, codec, ncards)):
+                                                 ncols, codec, ncards, gcount, pcount)):
             object.__setattr__(self, field, value)
 
     @property
     def type(self) -> str:
-        """``EMPTY`` (an HDU without data), ``IMAGE``, ``COMPRESSED_IMAGE``, ``BINTABLE`` or ``TABLE``."""
+        """``EMPTY`` (an HDU without data), ``IMAGE``, ``COMPRESSED_IMAGE``, ``GROUPS`` (random
+        groups), ``BINTABLE`` or ``TABLE``."""
         if self.kind in (KIND_BINTABLE, KIND_TABLE):
             return "BINTABLE" if self.kind == KIND_BINTABLE else "TABLE"
+        if self.kind == KIND_GROUPS:
+            return "GROUPS"
         if not self.shape or 0 in self.shape:
             return "EMPTY"
         return "COMPRESSED_IMAGE" if self.kind == KIND_COMPRESSED else "IMAGE"
@@ -214,6 +222,9 @@ class FileInfo(list[HduInfo]):  # a list, so loops and indexing work as before
                 fmt = (h.dtype or "") if dims else ""
                 if h.codec:
                     fmt = f"{fmt} ({h.codec})".strip()
+                if h.kind == KIND_GROUPS:
+                    dims = "x".join(str(n) for n in h.shape[1:])
+                    fmt = (f"{h.dtype or ''} ({h.gcount} groups, {h.pcount} parameters)").strip()
             out.append((str(h.index), h.name, h.type, dims, fmt, str(h.ncards)))
         return out
 
@@ -273,6 +284,17 @@ def info(path: PathArg, *, storage_options: Optional[dict[str, Any]] = None) -> 
             continue
         bitpix, naxes = e.image_layout
         dtype = None
+        if e.is_groups:
+            from ..image.groups import _groups_plans
+
+            try:
+                plan, _ = _groups_plans(e, index.header_view(e), False)
+                dtype = str(plan.dtype)
+            except FitsError:
+                dtype = None
+            out.append(HduInfo(e.index, e.display_name, KIND_GROUPS, (e.gcount,) + tuple(reversed(naxes[1:])),
+                               bitpix, dtype, None, None, None, e.ncards, e.gcount, e.pcount))
+            continue
         if e.is_image:
             try:
                 dtype = str(plan_image(e, index.header_view(e)).dtype)

@@ -302,7 +302,8 @@ class Image:
                 **kwargs: Any) -> "Image":
         if cls is Image:
             idx = index if index is not None else get_index(source)
-            engine = Image._engines.get(idx.resolve(hdu).kind)
+            entry = idx.resolve(hdu)
+            engine = Image._engines.get("groups" if entry.is_groups else entry.kind)
             if engine is not None:
                 return super().__new__(engine)
         return super().__new__(cls)
