@@ -1,17 +1,23 @@
 """The header of an image section: NAXISn follow the cutout and the WCS keeps pointing at the sky.
 
 A cutout that starts at pixel ``s`` (0-based) with step ``k`` maps its pixel ``p'`` (1-based) to
-the parent's pixel ``s + 1 + (p' - 1) k``; CRPIX, the linear matrix (CD, or PC/CDELT), SIP
-polynomials and IRAF's LTV/LTM are rewritten so every world coordinate stays the parent's.
+the parent's pixel ``s + 1 + (p' - 1) k``. Every pixel-offset convention astropy's WCS reads is
+rewritten so every world coordinate stays the parent's: CRPIXia of every WCS version, the linear
+matrix (CD, or PC/CDELT), SIP polynomials, the corner of a DSS plate solution (CNPIX1/2, and
+X/YPIXELSZ for strided sections), IRAF's LTV/LTM, and, through `section_lookup_table`, the
+WCSDVARR/D2IMARR tables of lookup-table distortions (their CRVAL counts parent pixels).
 """
 from __future__ import annotations
 
+import math
 import re
-from typing import Sequence
+from typing import Any, Sequence
+
+import numpy as np
 
 from .header import Card, Header
 
-__all__ = ["section_header"]
+__all__ = ["section_header", "section_lookup_table"]
 
 _CRPIX = re.compile(r"^CRPIX([1-9][0-9]?)([A-Z]?)$")
 _MATRIX = re.compile(r"^(CD|PC)([1-9][0-9]?)_([1-9][0-9]?)([A-Z]?)$")
@@ -19,6 +25,8 @@ _CDELT = re.compile(r"^CDELT([1-9][0-9]?)([A-Z]?)$")
 _SIP = re.compile(r"^(A|B|AP|BP)_([0-9])_([0-9])$")
 _LTV = re.compile(r"^LTV([1-9])$")
 _LTM = re.compile(r"^LTM([1-9])_([1-9])$")
+_CNPIX = re.compile(r"^CNPIX([12])$")
+_PIXELSZ = {"XPIXELSZ": 1, "YPIXELSZ": 2}
 
 
 def _alternates(header: Header) -> set[str]:
@@ -89,10 +97,100 @@ def section_header(header: Header, starts: Sequence[int], steps: Sequence[int],
         elif strided and _LTM.match(key) and isinstance(value, (int, float)):
             i = int(_LTM.match(key).group(1))  # type: ignore[union-attr]
             value = value / step.get(i, 1)
+        elif _CNPIX.match(key) and isinstance(value, (int, float)):
+            # DSS plate solutions (read by WCSLIB through astropy) place image pixel p at plate
+            # pixel p + CNPIX - 0.5, in pixels of XPIXELSZ/YPIXELSZ microns.
+            n = int(key[5:])
+            if n in start:
+                value = value + start[n] if step[n] == 1 \
+                    else (value + start[n] + 0.5 - step[n]) / step[n] + 0.5
+        elif strided and key in _PIXELSZ and isinstance(value, (int, float)):
+            value = value * step.get(_PIXELSZ[key], 1)
         out.append(Card(key, value, card.comment))
     if strided and not uniform:
         _add_strided_matrix(out, header, alts, has_cd, step, ndim)
+    _add_iraf_defaults(out, header, start, step)
     return out
+
+
+def _moved(value: float, step: int) -> float:
+    """``value / step``, kept an int where it is one (CNPIX of an unstrided cutout)."""
+    if step == 1:
+        return value
+    return value / step
+
+
+def _add_iraf_defaults(out: Header, parent: Header, start: dict[int, int],
+                       step: dict[int, int]) -> None:
+    """Write the LTVn/LTMi_i a cutout needs where the parent has an IRAF physical system
+    (any LTV/LTM card) and relied on the defaults (LTV 0, LTM identity)."""
+    if not any(_LTV.match(k) or _LTM.match(k) for k in parent):
+        return
+    for n in sorted(start):
+        if n > 9:
+            break
+        if f"LTV{n}" not in parent and (start[n] != 0 or step[n] != 1):
+            out[f"LTV{n}"] = (-start[n] - 1 + step[n]) / step[n] if step[n] != 1 \
+                else float(-start[n])
+        if step[n] != 1 and f"LTM{n}_{n}" not in parent:
+            out[f"LTM{n}_{n}"] = 1.0 / step[n]
+
+
+def section_lookup_table(header: Header, data: Any, starts: Sequence[int],
+                         steps: Sequence[int], axis: int = 1) -> tuple[Header, np.ndarray]:
+    """The header and values of a distortion lookup table (a WCSDVARR or D2IMARR HDU) for a
+    cutout of the image it corrects.
+
+    The table maps parent image pixels to its own through ``CRVALj`` (a parent pixel, 1-based)
+    and ``CDELTj`` (parent pixels per table pixel); its values are corrections in parent pixels
+    along ``axis``. A cutout moves CRVAL, divides CDELT by the step and, for a strided cutout,
+    the values by the step along ``axis``; the table's pixels are kept.
+
+    Parameters
+    ----------
+    header : Header
+        The lookup table's header; its axis j samples image axis j (``DPj.AXIS.j = j``).
+    data : array_like
+        The table values.
+    starts, steps : sequence of int
+        The cutout, in NumPy (C) axis order, as given to `section_header`.
+    axis : int
+        The FITS image axis the table corrects (``j`` of ``CPDISj``/``D2IMDISj``).
+
+    Returns
+    -------
+    (Header, numpy.ndarray)
+    """
+    ndim = len(starts)
+    start = {n: int(starts[ndim - n]) for n in range(1, ndim + 1)}
+    step = {n: int(steps[ndim - n]) for n in range(1, ndim + 1)}
+    if any(s <= 0 for s in step.values()):
+        raise ValueError("a lookup table for an image section needs positive steps")
+    if axis not in step:
+        raise ValueError(f"axis {axis} is not an axis of the {ndim}-d section")
+    out = Header()
+    for card in header.cards:
+        key, value = card.key, card.value
+        if key in ("DATASUM", "CHECKSUM"):
+            continue
+        m = re.match(r"^(CRVAL|CDELT)([1-9])$", key)
+        if m and isinstance(value, (int, float)) and int(m.group(2)) in start:
+            n = int(m.group(2))
+            if m.group(1) == "CRVAL":
+                value = _moved(value - start[n] - 1 + step[n], step[n])
+            else:
+                value = value / step[n]
+        out.append(Card(key, value, card.comment))
+    for n in sorted(start):
+        # Absent cards default to CRVAL 0 and CDELT 1 (astropy's reading).
+        if f"CRVAL{n}" not in header and (start[n] or step[n] != 1):
+            out[f"CRVAL{n}"] = _moved(float(-start[n] - 1 + step[n]), step[n])
+        if f"CDELT{n}" not in header and step[n] != 1:
+            out[f"CDELT{n}"] = 1.0 / step[n]
+    values = np.asarray(data)
+    if step[axis] != 1:
+        values = values / step[axis]
+    return out, values
 
 
 def _add_strided_matrix(out: Header, parent: Header, alts: set[str], has_cd: set[str],
@@ -102,6 +200,8 @@ def _add_strided_matrix(out: Header, parent: Header, alts: set[str], has_cd: set
     for alt in sorted(alts):
         if alt in has_cd:
             continue
+        if ndim >= 2 and _crota_to_pc(out, parent, alt, step):
+            continue
         for j in range(1, ndim + 1):
             if step[j] == 1:
                 continue
@@ -110,3 +210,24 @@ def _add_strided_matrix(out: Header, parent: Header, alts: set[str], has_cd: set
                 if key not in parent and i == j:
                     # PCi_i defaults to 1; the stretched column needs it written out.
                     out[key] = float(step[j])
+
+
+def _crota_to_pc(out: Header, parent: Header, alt: str, step: dict[int, int]) -> bool:
+    """Unequal steps under a CROTA rotation (no PC, no CD): CROTA cannot stretch one pixel
+    axis, so the rotation is written as the PC matrix it stands for (as WCSLIB reads it), with
+    the stretched columns, and the CROTA cards go."""
+    if any(m and m.group(1) == "PC" and m.group(4) == alt
+           for m in (_MATRIX.match(k) for k in parent)):
+        return False
+    rho = next((parent[k] for k in (f"CROTA2{alt}", f"CROTA1{alt}") if k in parent), None)
+    if not isinstance(rho, (int, float)):
+        return False
+    c, s = math.cos(math.radians(rho)), math.sin(math.radians(rho))
+    d1 = float(parent.get(f"CDELT1{alt}", 1.0))
+    d2 = float(parent.get(f"CDELT2{alt}", 1.0))
+    pc = {(1, 1): c, (1, 2): -s * d2 / d1, (2, 1): s * d1 / d2, (2, 2): c}
+    for (i, j), v in pc.items():
+        out[f"PC{i}_{j}{alt}"] = v * step.get(j, 1)
+    for n in (1, 2):
+        out.remove(f"CROTA{n}{alt}", ignore_missing=True)
+    return True
