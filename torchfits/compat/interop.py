@@ -79,6 +79,9 @@ def _fixed_size_list(pa: Any, arr: np.ndarray) -> Any:
     """``(N, a, b, ...)`` → nested ``fixed_size_list`` (the leaf buffer is shared)."""
     flat = np.ascontiguousarray(arr).reshape(-1)
     out = pa.array(flat)
+    if 0 in arr.shape[1:]:
+        # Cells without elements: every row an empty list, as the table decoder gives them.
+        return pa.ListArray.from_arrays(pa.array(np.zeros(len(arr) + 1, np.int32)), out)
     for dim in reversed(arr.shape[1:]):
         out = pa.FixedSizeListArray.from_arrays(out, int(dim))
     return out

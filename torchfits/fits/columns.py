@@ -515,13 +515,25 @@ def arrow_type(spec: ColumnSpec, mapping: Literal["native", "compat"] = "native"
     if conv.kind == "bits":
         if mapping == "compat" and spec.repeat == 1:
             return value
-        return pa.list_(value, spec.repeat)
+        return _fixed_lists(pa, value, (spec.repeat,))
     shape = spec.shape if mapping == "native" else None
     if shape is not None:
-        for dim in reversed(shape):
-            value = pa.list_(value, dim)
-        return value
-    return value if spec.repeat == 1 else pa.list_(value, spec.repeat)
+        return _fixed_lists(pa, value, shape)
+    return value if spec.repeat == 1 else _fixed_lists(pa, value, (spec.repeat,))
+
+
+def _fixed_lists(pa: Any, value: "pa.DataType", shape: tuple[int, ...]) -> "pa.DataType":
+    """Nested ``fixed_size_list`` types for a cell of C-order ``shape``.
+
+    A cell with no elements (repeat 0, or a 0 axis in TDIM) is a variable ``list`` whose rows
+    are all empty instead: a ``fixed_size_list`` of size 0 is valid Arrow, but Polars panics
+    on it and Parquet cannot read it back.
+    """
+    if 0 in shape:
+        return pa.list_(value)
+    for dim in reversed(shape):
+        value = pa.list_(value, dim)
+    return value
 
 
 def _format_float(x: float) -> str:

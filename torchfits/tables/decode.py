@@ -641,6 +641,11 @@ def _column_array(out: _Out, nrows: int, mapping: str, decode_bytes: bool, binar
         return pa.Array.from_buffers(target, nrows, [None, pa.py_buffer(offs)], null_count=0,
                                      children=[leaf])
     leaf = _leaf_array(out, leaf_type, encoding, decode_bytes and not binary_strings)
+    if pa.types.is_list(target):
+        # A cell with no elements: every row an empty list (`arrow_type` says why not a
+        # fixed_size_list of size 0); the leaf holds no values.
+        return pa.Array.from_buffers(target, nrows, [None, pa.py_buffer(np.zeros(nrows + 1, np.int32))],
+                                     null_count=0, children=[leaf.slice(0, 0)])
     # Fixed-size lists of size 0 cannot tell their length from the child: carry it explicitly.
     chain = []
     t = target

@@ -174,6 +174,13 @@ def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
                       ("fits_tdisp", "TDISP")):
         if meta.get(key) and card not in extra:
             extra[card] = meta[key]
+    if sample.offsets is not None and hint_parsed and hint_parsed[0] == 0 \
+            and hint_parsed[1] not in "PQ" and not max_elements \
+            and not np.diff(sample.offsets).any():
+        # A zero-width column (TFORM ``0E``), read back as lists that are all empty: keep it
+        # zero-width rather than turning it into a variable-length column.
+        return ColumnPlan(name, hint_parsed[1], repeat=0, tdim=meta.get("fits_tdim") or None,
+                          meta=extra)
     if sample.offsets is not None:  # variable-length
         dtype = data.dtype.newbyteorder("=")
         if dtype.kind in "SUO":
@@ -330,6 +337,10 @@ def encode_rows(plans: list[ColumnPlan], columns: list[ColumnValues], heap: Any,
         if plan.vla:
             desc, heap_size = _encode_vla(plan, col, heap, heap_size)
             cells, unit = desc, desc.dtype.itemsize
+        elif width == 0:
+            if col.offsets is not None and np.diff(col.offsets).any():
+                raise ValueError(f"column {plan.name!r}: values in a zero-width column ({plan.tform})")
+            cells, unit = np.empty((n, 0), np.uint8), 1
         elif plan.code == "A":
             cells, unit = _strings(plan, col.data), 1
         else:
