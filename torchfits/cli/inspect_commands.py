@@ -1,4 +1,4 @@
-"""CLI commands that inspect, compare, copy, cut and convert files (docs/cli.md).
+"""CLI commands that inspect, copy, cut and convert files (docs/cli.md; diff is in `diff_command`).
 
 Each ``cmd_*`` takes the parsed arguments and returns the exit code; `add_parsers` wires them.
 """
@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .common import (EXIT_DIFF, EXIT_OK, Batch, Target, UsageError, check_outputs, common_options,
+from .common import (EXIT_OK, Batch, Target, UsageError, check_outputs, common_options,
                      emit, format_table, hdus, input_paths, jobs, json_value, open_output,
                      output_options, progress_enabled, progress_options, select_hdus, targets)
 
@@ -116,41 +116,6 @@ def cmd_table(args: argparse.Namespace) -> int:
         if r["rows"]:
             sys.stdout.write("\n" + format_table(r["rows"], list(r["schema"])))
     return batch.code
-
-
-def _header_differences(a: Any, b: Any, i: int) -> list[str]:
-    skip = {"CHECKSUM", "DATASUM"}
-    keys = [k for k in dict.fromkeys(list(a) + list(b)) if k not in skip]
-    return [f"HDU {i} {k}: {a.get(k)!r} vs {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    """Compare two files: HDU count and kinds, header keywords, image shapes and statistics."""
-    from ..fits.hdu_index import get_index
-    from ..image.plain import read_numpy
-
-    a_path, b_path = (_whole_file(p, "diff") for p in (args.path_a, args.path_b))
-    ia, ib = get_index(a_path), get_index(b_path)
-    lines = []
-    if len(ia) != len(ib):
-        lines.append(f"HDU count: {len(ia)} vs {len(ib)}")
-    for i, (ea, eb) in enumerate(zip(ia.entries, ib.entries)):
-        if ea.kind != eb.kind:
-            lines.append(f"HDU {i} type: {ea.kind} vs {eb.kind}")
-            continue
-        lines += _header_differences(ia.header_view(ea), ib.header_view(eb), i)
-        if ea.is_image and ea.naxes:
-            x, y = read_numpy(a_path, i), read_numpy(b_path, i)
-            if x.shape != y.shape:
-                lines.append(f"HDU {i} shape: {x.shape} vs {y.shape}")
-                continue
-            sx, sy = _image_stats(x), _image_stats(y)
-            for key in ("min", "max", "mean"):
-                if sx[key] != sy[key]:
-                    lines.append(f"HDU {i} {key}: {sx[key]!r} vs {sy[key]!r}")
-    for line in lines:
-        sys.stdout.write(line + "\n")
-    return EXIT_DIFF if lines else EXIT_OK
 
 
 def _outputs(args: argparse.Namespace, name: Callable[[str], str], *,
@@ -377,11 +342,6 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     common_options(p)
     p.add_argument("-n", "--rows", type=int, default=5, help="rows to preview (0: schema only)")
     commands["table"] = cmd_table
-
-    p = sub.add_parser("diff", help="compare two files (exit 1 when they differ)")
-    p.add_argument("path_a")
-    p.add_argument("path_b")
-    commands["diff"] = cmd_diff
 
     p = sub.add_parser("copy", help="exact byte copy")
     p.add_argument("paths", nargs="+", help="INPUT OUTPUT, or inputs with --out-dir")

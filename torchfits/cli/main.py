@@ -138,9 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the sample files")
     COMMANDS["demo"] = cmd_demo
 
-    from . import compress_commands, edit_commands, index_commands, inspect_commands, sql_commands
+    from . import (compress_commands, diff_command, edit_commands, index_commands, inspect_commands,
+                   sql_commands)
 
     inspect_commands.add_parsers(sub, COMMANDS)
+    diff_command.add_parsers(sub, COMMANDS)
     sql_commands.add_parsers(sub, COMMANDS)
     index_commands.add_parsers(sub, COMMANDS)
     edit_commands.add_parsers(sub, COMMANDS)
