@@ -1,0 +1,293 @@
+"""NaN and NULL rules per route (docs/where.md, "NaN and NULL on each route").
+
+Every route that pushes a filter into the FITS decoder must return the rows its own engine
+returns on the same data held in memory without torchfits:
+
+- the where dialect (``scan(where=)``): SQL three-valued logic with NaN unknown in comparisons;
+  the oracle is DuckDB over the same data with each NaN turned into NULL (``isnan`` aside);
+- pyarrow filters (``scan(filter=)``, ``FitsDataset.to_table(filter=)``): a
+  ``pyarrow.dataset`` over the in-memory table;
+- DuckDB (``torchfits.sql``, a `FitsDataset` named in a query): a native DuckDB table;
+- Polars (``scan_polars``): a Polars DataFrame; ``pl.scan_pyarrow_dataset(ds)``: the same call
+  over a ``pyarrow.dataset`` of the in-memory table.
+
+Columns hold NaN, +-Inf, -0.0 and 0.0 (float64 and float32) and nulls (int32, written with TNULL).
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from typing import Any, List, Optional
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pc = pytest.importorskip("pyarrow.compute")
+pds = pytest.importorskip("pyarrow.dataset")
+duckdb = pytest.importorskip("duckdb")
+pl = pytest.importorskip("polars")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import torchfits  # noqa: E402
+from torchfits.tables.polars_source import scan_polars  # noqa: E402
+
+NAN = float("nan")
+INF = float("inf")
+_FLOATS = [NAN, INF, -INF, -0.0, 0.0, 1.0, -1.0, 2.0, 2.5]
+_INTS: List[Optional[int]] = [None, 0, 1, -1, 2, 3]
+_LITERALS = [0.0, -0.0, 1.0, 2.0, -1.0, INF, -INF]
+_OPS = [">", "<", ">=", "<=", "==", "!="]
+
+SETTINGS = settings(max_examples=int(os.environ.get("TORCHFITS_NAN_EXAMPLES", "30")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _write(rows: List[tuple], directory: str) -> tuple[str, Any]:
+    """Write the rows (d: float64, e: float32, j: int32, nulls as TNULL) and return the path and
+    the table torchfits reads back (the in-memory data every engine is compared on)."""
+    n = len(rows)
+    path = os.path.join(directory, "nan_rules.fits")
+    source = pa.table({"i": pa.array(range(n), pa.int64()),
+                       "d": pa.array([r[0] for r in rows], pa.float64()),
+                       "e": pa.array(np.array([r[1] for r in rows], np.float32)),
+                       "j": pa.array([r[2] for r in rows], pa.int32())})
+    torchfits.write(path, source, overwrite=True)
+    table = torchfits.scan(path).to_arrow()
+    assert table.column("j").null_count == sum(r[2] is None for r in rows)
+    return path, table
+
+
+rows_strategy = st.lists(
+    st.tuples(st.sampled_from(_FLOATS), st.sampled_from(_FLOATS), st.sampled_from(_INTS)),
+    min_size=1, max_size=12)
+
+
+# -- predicates, one spec rendered for every engine -------------------------------------------
+# ("cmp", col, op, lit) | ("between", col, lo, hi) | ("in", col, (lits)) | ("not", p) |
+# ("and", p, q) | ("or", p, q) | ("isnull", col) | ("isnan", col)
+
+def _atoms(col_strategy: Any) -> Any:
+    lit = st.sampled_from(_LITERALS)
+    return st.one_of(
+        st.tuples(st.just("cmp"), col_strategy, st.sampled_from(_OPS), lit),
+        st.tuples(st.just("between"), col_strategy, lit, lit),
+        st.tuples(st.just("in"), col_strategy, st.lists(lit, min_size=1, max_size=3).map(tuple)),
+    )
+
+
+def _predicates(with_null_tests: bool) -> Any:
+    cols = st.sampled_from(["d", "e", "j"])
+    atoms = _atoms(cols)
+    if with_null_tests:
+        atoms = st.one_of(atoms, st.tuples(st.just("isnull"), cols),
+                          st.tuples(st.just("isnan"), st.sampled_from(["d", "e"])))
+    return st.recursive(atoms, lambda inner: st.one_of(
+        st.tuples(st.just("not"), inner),
+        st.tuples(st.sampled_from(["and", "or"]), inner, inner)), max_leaves=3)
+
+
+def _lit_for(col: str, value: float) -> float:
+    """Integer columns take integer literals (the infinities become big integers)."""
+    if col != "j":
+        return value
+    if math.isinf(value):
+        return 10**6 if value > 0 else -10**6
+    return int(value)
+
+
+def _sql_lit(col: str, value: float) -> str:
+    value = _lit_for(col, value)
+    if isinstance(value, int):
+        return str(value)
+    if math.isinf(value):
+        return "'inf'::DOUBLE" if value > 0 else "'-inf'::DOUBLE"
+    return repr(value) + "::DOUBLE"
+
+
+def _where_lit(col: str, value: float) -> str:
+    value = _lit_for(col, value)
+    if isinstance(value, float) and math.isinf(value):
+        return "1e999" if value > 0 else "-1e999"
+    return repr(value)
+
+
+def to_sql(p: tuple, col_ref: Any = lambda c: c) -> str:
+    kind = p[0]
+    if kind == "cmp":
+        op = {"==": "=", "!=": "<>"}.get(p[2], p[2])
+        return f"({col_ref(p[1])} {op} {_sql_lit(p[1], p[3])})"
+    if kind == "between":
+        return f"({col_ref(p[1])} BETWEEN {_sql_lit(p[1], p[2])} AND {_sql_lit(p[1], p[3])})"
+    if kind == "in":
+        return f"({col_ref(p[1])} IN ({', '.join(_sql_lit(p[1], v) for v in p[2])}))"
+    if kind == "not":
+        return f"(NOT {to_sql(p[1], col_ref)})"
+    if kind in ("and", "or"):
+        return f"({to_sql(p[1], col_ref)} {kind.upper()} {to_sql(p[2], col_ref)})"
+    if kind == "isnull":
+        return f"({col_ref(p[1])} IS NULL)"
+    if kind == "isnan":
+        return f"isnan({p[1]})"
+    raise AssertionError(p)
+
+
+def to_where(p: tuple) -> str:
+    kind = p[0]
+    if kind == "cmp":
+        return f"({p[1]} {p[2]} {_where_lit(p[1], p[3])})"
+    if kind == "between":
+        return f"({p[1]} BETWEEN {_where_lit(p[1], p[2])} AND {_where_lit(p[1], p[3])})"
+    if kind == "in":
+        return f"({p[1]} IN ({', '.join(_where_lit(p[1], v) for v in p[2])}))"
+    if kind == "not":
+        return f"(NOT {to_where(p[1])})"
+    if kind in ("and", "or"):
+        return f"({to_where(p[1])} {kind.upper()} {to_where(p[2])})"
+    if kind == "isnull":
+        return f"({p[1]} IS NULL)"
+    if kind == "isnan":
+        return f"isnan({p[1]})"
+    raise AssertionError(p)
+
+
+def _ops_lit(col: str, value: float) -> Any:
+    return _lit_for(col, value)
+
+
+def to_pyarrow(p: tuple) -> Any:
+    kind = p[0]
+    if kind == "cmp":
+        c, lit = pc.field(p[1]), _ops_lit(p[1], p[3])
+        return {">": c > lit, "<": c < lit, ">=": c >= lit, "<=": c <= lit, "==": c == lit,
+                "!=": c != lit}[p[2]]
+    if kind == "between":
+        c = pc.field(p[1])
+        return (c >= _ops_lit(p[1], p[2])) & (c <= _ops_lit(p[1], p[3]))
+    if kind == "in":
+        return pc.field(p[1]).isin([_ops_lit(p[1], v) for v in p[2]])
+    if kind == "not":
+        return ~to_pyarrow(p[1])
+    if kind == "and":
+        return to_pyarrow(p[1]) & to_pyarrow(p[2])
+    if kind == "or":
+        return to_pyarrow(p[1]) | to_pyarrow(p[2])
+    if kind == "isnull":
+        return pc.field(p[1]).is_null()
+    if kind == "isnan":
+        return pc.is_nan(pc.field(p[1]))
+    raise AssertionError(p)
+
+
+def to_polars(p: tuple) -> Any:
+    kind = p[0]
+    if kind == "cmp":
+        c, lit = pl.col(p[1]), pl.lit(_ops_lit(p[1], p[3]))
+        return {">": c > lit, "<": c < lit, ">=": c >= lit, "<=": c <= lit, "==": c == lit,
+                "!=": c != lit}[p[2]]
+    if kind == "between":
+        return pl.col(p[1]).is_between(_ops_lit(p[1], p[2]), _ops_lit(p[1], p[3]))
+    if kind == "in":
+        values = [_ops_lit(p[1], v) for v in p[2]]
+        dtype = pl.Int32 if p[1] == "j" else (pl.Float32 if p[1] == "e" else pl.Float64)
+        return pl.col(p[1]).is_in(pl.Series(values, dtype=dtype).implode())
+    if kind == "not":
+        return ~to_polars(p[1])
+    if kind == "and":
+        return to_polars(p[1]) & to_polars(p[2])
+    if kind == "or":
+        return to_polars(p[1]) | to_polars(p[2])
+    if kind == "isnull":
+        return pl.col(p[1]).is_null()
+    if kind == "isnan":
+        return pl.col(p[1]).is_nan()
+    raise AssertionError(p)
+
+
+def _ids(table: Any) -> list:
+    return sorted(table.column("i").to_pylist())
+
+
+# -- the routes -------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@SETTINGS
+@given(rows=rows_strategy, pred=_predicates(with_null_tests=False))
+def test_where_dialect_is_sql_with_nan_unknown(rows, pred):
+    """``scan(where=)`` keeps the rows DuckDB keeps once every NaN is NULL."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path, table = _write(rows, tmp)
+        nulled = pa.table({"i": table["i"],
+                           **{c: pc.if_else(pc.is_nan(table[c]), pa.scalar(None, table[c].type),
+                                            table[c]) for c in ("d", "e")},
+                           "j": table["j"]})
+        con = duckdb.connect()
+        con.register("src", nulled)
+        con.execute("CREATE TABLE t AS SELECT * FROM src")
+        want = [r[0] for r in con.sql(f"SELECT i FROM t WHERE {to_sql(pred)} ORDER BY i").fetchall()]
+        got = _ids(torchfits.scan(path, where=to_where(pred)).to_arrow())
+        assert got == want, to_where(pred)
+
+
+@SETTINGS
+@given(rows=rows_strategy, pred=_predicates(with_null_tests=True))
+def test_pyarrow_filter_routes_give_pyarrow_answer(rows, pred):
+    with tempfile.TemporaryDirectory() as tmp:
+        path, table = _write(rows, tmp)
+        expr = to_pyarrow(pred)
+        want = _ids(pds.dataset(table).to_table(filter=expr))
+        assert _ids(torchfits.scan(path, filter=expr).to_arrow()) == want, str(expr)
+        assert _ids(torchfits.dataset(path).to_table(filter=expr)) == want, str(expr)
+        assert torchfits.dataset(path).count_rows(filter=expr) == len(want), str(expr)
+
+
+@SETTINGS
+@given(rows=rows_strategy, pred=_predicates(with_null_tests=True))
+def test_duckdb_routes_give_duckdb_answer(rows, pred):
+    with tempfile.TemporaryDirectory() as tmp:
+        path, table = _write(rows, tmp)
+        con = duckdb.connect()
+        con.register("src", table)
+        con.execute("CREATE TABLE t AS SELECT * FROM src")
+        where = to_sql(pred)
+        want = con.sql(f"SELECT i FROM t WHERE {where} ORDER BY i").fetchall()
+        got = torchfits.sql(f"SELECT i FROM '{path}' WHERE {where} ORDER BY i").fetchall()
+        assert got == want, where
+        ds = torchfits.dataset(path)  # noqa: F841 - DuckDB finds it by name
+        assert duckdb.sql(f"SELECT i FROM ds WHERE {where} ORDER BY i").fetchall() == want, where
+        count = duckdb.sql(f"SELECT count(*) FROM ds WHERE {where}").fetchall()[0][0]
+        assert count == len(want), where
+
+
+@SETTINGS
+@given(rows=rows_strategy, pred=_predicates(with_null_tests=True))
+def test_polars_routes_give_polars_answer(rows, pred):
+    with tempfile.TemporaryDirectory() as tmp:
+        path, table = _write(rows, tmp)
+        expr = to_polars(pred)
+        want = sorted(pl.from_arrow(table).filter(expr)["i"].to_list())
+        got = sorted(scan_polars(path).filter(expr).collect()["i"].to_list())
+        assert got == want, str(expr)
+        # scan_pyarrow_dataset pushes into any pyarrow dataset: same answer as over memory
+        want_ds = sorted(pl.scan_pyarrow_dataset(pds.dataset(table)).filter(expr).collect()["i"].to_list())
+        got_ds = sorted(pl.scan_pyarrow_dataset(torchfits.dataset(path)).filter(expr).collect()["i"].to_list())
+        assert got_ds == want_ds, str(expr)
+
+
+def test_pyarrow_is_in_keeps_its_signed_zero_rule(tmp_path):
+    """pyarrow's ``is_in`` hashes bit patterns (0.0 misses -0.0); a pushed filter keeps that."""
+    path = str(tmp_path / "zeros.fits")
+    table = pa.table({"i": [0, 1, 2, 3], "f": [-0.0, 0.0, NAN, 1.0]})
+    torchfits.write(path, table, overwrite=True)
+    for members in ([0.0], [-0.0], [0.0, 1.0]):
+        expr = pc.field("f").isin(members)
+        for e in (expr, ~expr):
+            want = _ids(pds.dataset(table).to_table(filter=e))
+            assert _ids(torchfits.scan(path, filter=e).to_arrow()) == want, str(e)
+            assert _ids(torchfits.dataset(path).to_table(filter=e)) == want, str(e)
+    lazy = pl.scan_pyarrow_dataset(torchfits.dataset(path)).filter(pl.col("f").is_in([0.0]))
+    assert lazy.collect()["i"].to_list() == [1]  # as over a pyarrow dataset in memory
+    polars_own = scan_polars(path).filter(pl.col("f").is_in([0.0])).collect()["i"].to_list()
+    assert sorted(polars_own) == [0, 1]  # Polars itself matches -0.0 with 0.0
