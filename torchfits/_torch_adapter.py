@@ -4,12 +4,19 @@ Conversion goes through ``torch.from_numpy`` (DLPack-equivalent, no copy) on the
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from .errors import ColumnNotFoundError, NullValueError
+
 __all__ = ["require_torch", "to_tensor", "validate_device", "is_tensor", "tensor_to_numpy", "torch_dtype",
-           "numpy_decode_dtype", "image_tensor", "iterable_dataset", "worker_slot"]
+           "numpy_decode_dtype", "image_tensor", "iterable_dataset", "worker_slot",
+           "NullValue", "mask_name", "check_null_options", "apply_null_rule"]
+
+#: What ``null_value=`` takes on the native torch routes: one fill for every integer and logical
+#: column, or a fill per column name.
+NullValue = Union[None, bool, int, float, Mapping[str, Union[bool, int, float]]]
 
 # torchfits 1.2.3's wording; 'mps:N' is accepted as well.
 _DEVICE_ERROR = "device must be 'cpu', 'cuda', 'mps' or 'cuda:N' (or 'mps:N')"
@@ -153,3 +160,141 @@ def worker_slot() -> tuple[int, int]:
     data = sys.modules.get("torch.utils.data")
     info = data.get_worker_info() if data is not None else None
     return (0, 1) if info is None else (int(info.id), int(info.num_workers))
+
+
+# -- the null rule of the native torch routes -------------------------------------------------------
+# An integer or logical null has no tensor form: it raises `NullValueError` unless the caller
+# says what to put there (``null_value=``) or asks for a validity tensor beside the values
+# (``masks=True``). Float nulls are NaN. The nullable columns (``nullable``: name -> (leaf
+# NumPy dtype, what makes a value null)) come from the headers, so every batch of a stream has
+# the same mask columns whether or not it holds a null.
+
+def mask_name(column: str) -> str:
+    """The key of ``column``'s validity tensor when ``masks=True``."""
+    return f"{column}_mask"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def check_null_options(null_value: NullValue, masks: Any, names: Sequence[str],
+                       nullable: Mapping[str, Any], where: str) -> None:
+    """Refuse a ``null_value`` of the wrong kind, one naming a column not read, and mask keys
+    that a column of the table already uses."""
+    if isinstance(null_value, Mapping):
+        for key, value in null_value.items():
+            if key not in names:
+                raise ColumnNotFoundError(f"{where}: null_value names column {key!r}, which is not "
+                                          f"among the columns read: {list(names)}")
+            if not _is_number(value):
+                raise TypeError(f"null_value for column {key!r} must be a number or a bool, "
+                                f"not {type(value).__name__}")
+    elif null_value is not None and not _is_number(null_value):
+        raise TypeError("null_value must be None, a number, a bool or a {column: value} dict, "
+                        f"not {type(null_value).__name__}")
+    if masks:
+        taken = [mask_name(n) for n in nullable if mask_name(n) in names]
+        if taken:
+            raise ValueError(f"{where}: masks=True would add {taken[0]!r}, which is already a column "
+                             "of the table; leave that column out of columns= or pass masks=False")
+
+
+def _fill_for(name: str, dtype: np.dtype, value: Any, where: str) -> Any:
+    """``value`` as a fill of ``dtype`` (an integer or bool leaf), or a NullValueError."""
+    if dtype.kind == "b":
+        if isinstance(value, (bool, np.bool_)) or (not isinstance(value, (float, np.floating))
+                                                   and int(value) in (0, 1)):
+            return bool(value)
+        raise NullValueError(f"{where}: column {name!r} (logical) cannot take null_value {value!r}: "
+                             f"give True or False (a dict such as {{{name!r}: False}} fills one column)")
+    if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+        raise NullValueError(f"{where}: column {name!r} ({dtype}) cannot take null_value {value!r}: "
+                             "it is not an integer")
+    info = np.iinfo(dtype)
+    if not info.min <= int(value) <= info.max:
+        raise NullValueError(f"{where}: column {name!r} ({dtype}) cannot take null_value {value!r}: "
+                             f"it is outside {dtype}'s range")
+    return int(value)
+
+
+def _null_error(name: str, dtype: np.dtype, note: str, count: int, where: str) -> NullValueError:
+    logical = dtype.kind == "b"
+    kind = "logical" if logical else f"integer, {dtype}"
+    example = "False" if logical else ("0" if dtype.kind == "u" else "-1")
+    zero = "False" if logical else "0"
+    why = f"; {note}" if note else ""
+    values = "value" if count == 1 else "values"
+    return NullValueError(
+        f"{where}: column {name!r} ({kind}{why}) has nulls ({count} {values}), which a tensor cannot "
+        f"hold: pass null_value= to fill them (null_value={example} or null_value={{{name!r}: "
+        f"{example}}}), or masks=True to fill them with {zero} and add a bool tensor "
+        f"{mask_name(name)!r} (True where a value is present); where='{name} IS NOT NULL' leaves "
+        "those rows out")
+
+
+def apply_null_rule(columns: Mapping[str, np.ndarray], nullable: Mapping[str, tuple[np.dtype, str]],
+                    *, null_value: NullValue = None, masks: bool = False,
+                    where: str = "") -> dict[str, np.ndarray]:
+    """Scanner columns (``to_numpy`` form: nulls as masked arrays, variable-length cells as
+    object arrays holding ``None`` for null elements) → plain arrays ready for tensors.
+
+    Integer and logical nulls are filled with ``null_value`` (a number, or a per-column dict),
+    or with 0/False when ``masks`` is true; otherwise they raise `NullValueError` naming
+    ``where`` (file and HDU) and the column. With ``masks``, every ``nullable`` column gets a
+    bool array ``<name>_mask`` beside it, True where a value is present. Float nulls are NaN
+    already and are left alone.
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, arr in columns.items():
+        leaf, note = nullable.get(name, (None, ""))
+        fill = null_value.get(name) if isinstance(null_value, Mapping) else null_value
+        if isinstance(arr, np.ma.MaskedArray):
+            leaf = arr.dtype
+        if leaf is not None and leaf.kind not in "biu":
+            leaf = None  # float nulls are NaN: nothing to fill, no mask
+        if leaf is not None and fill is not None:
+            fill = _fill_for(name, leaf, fill, where)
+        elif leaf is not None and masks:
+            fill = False if leaf.kind == "b" else 0
+        valid: Any = None
+        if isinstance(arr, np.ma.MaskedArray):
+            invalid = np.ma.getmaskarray(arr)
+            count = int(invalid.sum())
+            if count and fill is None:
+                raise _null_error(name, leaf, note, count, where)
+            valid = ~invalid
+            arr = arr.filled(fill) if count else np.asarray(arr.data)
+        elif leaf is not None and arr.dtype == object:  # variable-length cells
+            arr, valid = _fill_cells(name, arr, leaf, note, fill, where)
+        out[name] = arr
+        if masks and name in nullable and leaf is not None:
+            if valid is None:
+                valid = np.ones(arr.shape, dtype=bool)
+            out[mask_name(name)] = valid
+    return out
+
+
+def _fill_cells(name: str, cells: np.ndarray, leaf: np.dtype, note: str, fill: Any,
+                where: str) -> tuple[np.ndarray, np.ndarray]:
+    """A variable-length column (object array of 1-D arrays; a cell with a null element is an
+    object array holding None) filled, and its per-cell validity arrays."""
+    out = np.empty(len(cells), dtype=object)
+    valid = np.empty(len(cells), dtype=object)
+    missing = 0
+    for i, cell in enumerate(cells):
+        if cell is None:
+            out[i], valid[i] = np.zeros(0, leaf), np.zeros(0, bool)
+            continue
+        cell = np.asarray(cell)
+        if cell.dtype != object:
+            out[i], valid[i] = cell, np.ones(cell.shape, bool)
+            continue
+        ok = np.array([v is not None for v in cell], dtype=bool)
+        missing += int((~ok).sum())
+        if fill is not None:
+            out[i] = np.array([v if v is not None else fill for v in cell], dtype=leaf)
+        valid[i] = ok
+    if missing and fill is None:
+        raise _null_error(name, leaf, note, missing, where)
+    return out, valid

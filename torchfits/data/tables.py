@@ -8,12 +8,12 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 import torch
 
-from .._torch_adapter import validate_device
+from .._torch_adapter import NullValue, apply_null_rule, check_null_options, validate_device
 from ..fits.paths import fspath
 from ..fits.source import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
-from ..tables.scan import TableSource, resolve_sources, scan
+from ..tables.scan import Scanner, TableSource, resolve_sources, scan, tensor_null_columns
 from .loader import finish_batch
 from .sources import storage_options_arg, table_source
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
@@ -33,12 +33,10 @@ def _plain_numeric(specs: list) -> bool:
 
 
 def _row_arrays(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Scanner columns → arrays indexable per row: strings as fixed-width uint8 rows, nulls as
-    their stored values."""
+    """Scanner columns after the null rule (`apply_null_rule`) → arrays indexable per row:
+    strings as fixed-width uint8 rows."""
     out = {}
     for name, arr in columns.items():
-        if isinstance(arr, np.ma.MaskedArray):
-            arr = np.asarray(arr.data)
         if arr.dtype.kind in "US":
             raw = np.char.encode(arr, "utf-8") if arr.dtype.kind == "U" else arr
             width = max(raw.dtype.itemsize, 1)
@@ -80,11 +78,20 @@ class FitsTableDataset(torch.utils.data.Dataset):
         Accepted for compatibility.
     storage_options : dict, optional
         For an fsspec URL: passed to the remote byte sources.
+    null_value : number, bool or dict, optional
+        What integer and logical nulls become (one value, or ``{column: value}``). Without it
+        (and without ``masks``) a null raises `NullValueError` at construction, naming the
+        file, HDU and column. Float nulls are NaN.
+    masks : bool
+        Add ``<column>_mask`` (bool, True where a value is present) to every row for each
+        integer column with a TNULL and each logical column; nulls are filled with
+        ``null_value``, or 0/False.
     """
 
     def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = None,
                  labels: Any = None, transform: Optional[Callable] = None, device: Any = "cpu",
-                 mmap: Any = "auto", *, storage_options: Optional[dict] = None) -> None:
+                 mmap: Any = "auto", *, storage_options: Optional[dict] = None,
+                 null_value: NullValue = None, masks: bool = False) -> None:
         self.path = fspath(path)
         self.storage_options = storage_options_arg(storage_options)
         self.hdu, self.columns, self.where = hdu, columns, where
@@ -92,8 +99,9 @@ class FitsTableDataset(torch.utils.data.Dataset):
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         self.transform, self.mmap = transform, mmap
-        self._arrays = _row_arrays(scan(table_source(self.path, self.storage_options), hdu,
-                                        columns=columns, where=where).to_numpy())
+        self.null_value, self.masks = null_value, bool(masks)
+        scanner = scan(table_source(self.path, self.storage_options), hdu, columns=columns, where=where)
+        self._arrays = _row_arrays(scanner.tensor_columns(null_value=null_value, masks=self.masks))
         self._n = len(next(iter(self._arrays.values()))) if self._arrays else 0
         if labels is not None:
             labels = list(labels)
@@ -157,13 +165,18 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
     ``shuffle_buffer_size > 1`` reservoir-shuffles the rows (or chunks) with an order fixed by
     ``(seed, epoch, rank, worker)``. fsspec URLs read through the remote byte sources with
     ``storage_options``; each worker fetches only its row range.
+
+    Integer and logical nulls raise `NullValueError` (naming the file, HDU and column) when
+    they are reached, unless ``null_value=`` fills them or ``masks=True`` adds
+    ``<column>_mask`` tensors (as in `FitsTableDataset`); float nulls are NaN.
     """
 
     def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = None,
                  batch_size: int = 65536, transform: Optional[Callable] = None, device: Any = "cpu",
                  mmap: Any = "auto", shuffle_buffer_size: Optional[int] = None, seed: int = 0,
                  rank: Optional[int] = None, world_size: Optional[int] = None, *,
-                 as_batches: bool = False, storage_options: Optional[dict] = None) -> None:
+                 as_batches: bool = False, storage_options: Optional[dict] = None,
+                 null_value: NullValue = None, masks: bool = False) -> None:
         self.storage_options = storage_options_arg(storage_options)
         items = list(path) if isinstance(path, (list, tuple)) else [path]
         self.paths = [str(p) for item in items for p in resolve_sources(
@@ -186,8 +199,14 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         specs = {s.name: s for s in first._sources[0].specs}
         self._batch_columns = [n for n in first._projection
                                if specs[n].code not in "AXPQ" and not specs[n].is_vla]
-        self.nrows = [first._sources[0].nrows] + [TableSource.open(self._source(p), hdu).nrows
-                                                   for p in self.paths[1:]]
+        sources = [first._sources[0]] + [TableSource.open(self._source(p), hdu) for p in self.paths[1:]]
+        self.nrows = [src.nrows for src in sources]
+        # Which columns can hold an integer or logical null, over every file: each batch (and
+        # row) then carries the same mask keys, nulls or not.
+        self.null_value, self.masks = null_value, bool(masks)
+        self._nullable = tensor_null_columns(sources, first.schema, first._projection)
+        check_null_options(null_value, self.masks, first._projection, self._nullable,
+                           Scanner._label(first._sources[0]))
 
     def _source(self, path: str) -> Any:
         return table_source(path, self.storage_options)
@@ -242,13 +261,16 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                            batch_size=self.batch_size, row_slice=(a, b))
             import pyarrow as pa
 
+            where = Scanner._label(scanner._sources[0])
             for batch in scanner.to_batches():
                 cols = table_to_numpy(pa.Table.from_batches([batch]))
                 if self.as_batches:
-                    yield numpy_to_torch({n: cols[n] for n in self._batch_columns},
-                                         device=self.device, exclusive=True)
+                    cols = apply_null_rule({n: cols[n] for n in self._batch_columns}, self._nullable,
+                                           null_value=self.null_value, masks=self.masks, where=where)
+                    yield numpy_to_torch(cols, device=self.device, exclusive=True)
                 else:
-                    arrays = _row_arrays(cols)
+                    arrays = _row_arrays(apply_null_rule(cols, self._nullable, null_value=self.null_value,
+                                                         masks=self.masks, where=where))
                     for i in range(batch.num_rows):
                         yield _row_dict(arrays, i, self.device)
 

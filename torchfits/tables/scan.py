@@ -31,12 +31,14 @@ from ..errors import (ColumnNotFoundError, CorruptHeaderError, FitsError, HDUTyp
 from ..fits.aliases import HduArg, SourceArg
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily or optional
+    from .._torch_adapter import NullValue
     import pandas
     import polars
     import pyarrow as pa
     import torch
 
-__all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "filter_error", "resolve_sources"]
+__all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "filter_error", "resolve_sources",
+           "tensor_null_columns"]
 
 _WHOLE = 1 << 62  # a batch size meaning "everything in one batch"
 # Kernel terms are ordered on the first chunk when it has this many rows: each term is tried
@@ -700,14 +702,71 @@ class Scanner:
 
         return table_to_numpy(self.to_arrow())
 
-    def to_torch(self, device: Any = "cpu", dtype: Any = None) -> "dict[str, torch.Tensor]":
-        """``{column: torch.Tensor}`` for numeric and boolean columns (needs torch)."""
+    def to_torch(self, device: Any = "cpu", dtype: Any = None, *, null_value: "NullValue" = None,
+                 masks: bool = False) -> "dict[str, torch.Tensor]":
+        """``{column: torch.Tensor}`` for numeric and boolean columns (needs torch).
+
+        Parameters
+        ----------
+        device : str
+            Where the tensors go.
+        dtype : torch or NumPy dtype, optional
+            The type floating-point columns are cast to.
+        null_value : number, bool or dict, optional
+            What integer and logical nulls (TNULL values, a logical zero byte) become: one value
+            for every such column or ``{column: value}``. Without it (and without ``masks``) a
+            null raises `NullValueError` naming the file, HDU and column. Float nulls are NaN.
+        masks : bool
+            Add a bool tensor ``<column>_mask`` (True where a value is present) for every
+            integer column with a TNULL and every logical column; nulls are filled with
+            ``null_value``, or 0/False.
+        """
         from .arrow_numpy import numpy_to_torch
 
-        return numpy_to_torch(self.to_numpy(), device=device, dtype=dtype, exclusive=True)
+        return numpy_to_torch(self.tensor_columns(null_value=null_value, masks=masks), device=device,
+                              dtype=dtype, exclusive=True)
+
+    def null_columns(self, names: Optional[Sequence[str]] = None) -> "dict[str, tuple[np.dtype, str]]":
+        """The columns of ``names`` (default: the projection) whose values can be null without
+        being NaN: integer columns with a TNULL and logical columns, in any of the files, as
+        ``{name: (element NumPy dtype, what makes a value null)}``."""
+        return tensor_null_columns(self._sources, self.schema,
+                                   self._projection if names is None else list(names))
+
+    def tensor_columns(self, *, null_value: "NullValue" = None, masks: bool = False,
+                       names: Optional[Sequence[str]] = None) -> dict[str, np.ndarray]:
+        """`to_numpy` with the null rule of the torch routes applied (see `to_torch`): plain
+        arrays, plus ``<column>_mask`` arrays when ``masks``. ``names`` limits the columns."""
+        import pyarrow as pa
+
+        from .._torch_adapter import apply_null_rule, check_null_options
+        from .arrow_numpy import table_to_numpy
+
+        names = self._projection if names is None else list(names)
+        nullable = self.null_columns(names)
+        check_null_options(null_value, masks, self._projection, nullable, self._label(self._sources[0]))
+        whole = self._with_batch_size(_WHOLE)
+        parts = []
+        for k, src in enumerate(whole._sources):
+            batches = list(whole._batches_of(k, src))
+            if batches:
+                table = pa.Table.from_batches(batches, schema=self.schema).select(names)
+                parts.append(apply_null_rule(table_to_numpy(table), nullable, null_value=null_value,
+                                             masks=masks, where=self._label(src)))
+        if not parts:
+            parts.append(apply_null_rule(table_to_numpy(self.schema.empty_table().select(names)), nullable,
+                                         null_value=null_value, masks=masks, where=self._label(self._sources[0])))
+        if len(parts) == 1:
+            return parts[0]
+        return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
+
+    @staticmethod
+    def _label(src: "TableSource") -> str:
+        return f"{src.path}: HDU {src.entry.index}"
 
     def to_torch_batches(self, batch_size: Optional[int] = None, columns: Any = None,
-                         dtype: Any = None, stack: bool = True, device: Any = "cpu") -> Any:
+                         dtype: Any = None, stack: bool = True, device: Any = "cpu", *,
+                         null_value: "NullValue" = None, masks: bool = False) -> Any:
         """Stream the rows as tensors, ``batch_size`` rows at a time (bounded memory).
 
         Parameters
@@ -725,6 +784,8 @@ class Scanner:
             ``{column: tensor}`` dict per batch.
         device : str
             Where the tensors go.
+        null_value, masks
+            The null rule, as in `to_torch`; ``masks=True`` needs ``stack=False``.
 
         Returns
         -------
@@ -746,7 +807,8 @@ class Scanner:
             scanner._projection = [s.name for s in select_columns(self._sources[0].specs, columns)]
             scanner._init_args = {**scanner._init_args, "columns": list(columns)}
         return iterable_dataset(TorchBatches(scanner, dtype=dtype, stack=bool(stack),
-                                             device=validate_device(device)))
+                                             device=validate_device(device), null_value=null_value,
+                                             masks=bool(masks)))
 
     def __copy__(self) -> "Scanner":
         # A copy in this process shares the open sources (remote ones keep their options);
@@ -828,19 +890,29 @@ class TorchBatches:
     delivered once, and a worker skips the others' chunks before decoding them.
     """
 
-    def __init__(self, scanner: Scanner, *, dtype: Any, stack: bool, device: str) -> None:
+    def __init__(self, scanner: Scanner, *, dtype: Any, stack: bool, device: str,
+                 null_value: "NullValue" = None, masks: bool = False) -> None:
+        from .._torch_adapter import check_null_options
+
         self.scanner, self.dtype, self.stack, self.device = scanner, dtype, stack, device
+        self.null_value, self.masks = null_value, masks
         if stack:
             specs = select_columns(scanner._sources[0].specs, scanner._projection)
             bad = [s.name for s in specs if s.code not in "BIJKEDFL" or s.repeat != 1 or s.is_vla]
             if bad:
                 raise TypeError(f"columns {bad} are not numeric scalars and cannot be stacked into "
                                 "(N, F) features: leave them out of columns= or use stack=False")
+            if masks:
+                raise ValueError("masks=True needs stack=False: the masks come as <column>_mask "
+                                 "entries of each batch's dict")
+        self.nullable = scanner.null_columns()
+        check_null_options(null_value, masks, scanner._projection, self.nullable,
+                           Scanner._label(scanner._sources[0]))
 
     def __iter__(self) -> Iterator[Any]:
         import pyarrow as pa
 
-        from .._torch_adapter import require_torch, torch_dtype, worker_slot
+        from .._torch_adapter import apply_null_rule, require_torch, torch_dtype, worker_slot
         from .arrow_numpy import numpy_to_torch, table_to_numpy
 
         torch = require_torch()
@@ -851,14 +923,12 @@ class TorchBatches:
         names = self.scanner._projection
         for k, src in enumerate(self.scanner._sources):
             for batch in self.scanner._batches_of(k, src, mine):
-                cols = table_to_numpy(pa.Table.from_batches([batch]))
+                cols = apply_null_rule(table_to_numpy(pa.Table.from_batches([batch])), self.nullable,
+                                       null_value=self.null_value, masks=self.masks,
+                                       where=Scanner._label(src))
                 if not self.stack:
                     yield numpy_to_torch(cols, device=self.device, dtype=tdt, exclusive=True)
                     continue
-                for name in names:
-                    if isinstance(cols[name], np.ma.MaskedArray):
-                        raise TypeError(f"column {name!r} has nulls, which tensors cannot hold: "
-                                        f"filter them (where='{name} IS NOT NULL')")
                 feats = np.empty((batch.num_rows, len(names)), np.dtype("float32") if tdt is None
                                  else np.dtype(str(tdt).rpartition(".")[2].replace("bfloat16", "float32")))
                 for j, name in enumerate(names):
@@ -871,6 +941,34 @@ class TorchBatches:
     def __repr__(self) -> str:
         form = "stacked (N, F)" if self.stack else "dict"
         return f"TorchBatches({self.scanner!r}, {form})"
+
+
+def tensor_null_columns(sources: Sequence["TableSource"], schema: "pa.Schema",
+                        names: Sequence[str]) -> "dict[str, tuple[np.dtype, str]]":
+    """Which of ``names`` can hold a null that a tensor cannot show (an integer column with a
+    TNULL, a logical column) in any of ``sources``: ``{name: (element dtype, why)}``. Decided
+    from the headers, so every batch of a stream carries the same ``<column>_mask`` keys."""
+    import pyarrow as pa
+
+    out: dict[str, tuple[np.dtype, str]] = {}
+    for name in names:
+        leaf = schema.field(name).type
+        while pa.types.is_list(leaf) or pa.types.is_large_list(leaf) or pa.types.is_fixed_size_list(leaf):
+            leaf = leaf.value_type
+        if not (pa.types.is_integer(leaf) or pa.types.is_boolean(leaf)):
+            continue
+        for src in sources:
+            spec = next((s for s in src.specs if s.name == name), None)
+            if spec is None:
+                continue
+            if spec.code == "L":
+                out[name] = (np.dtype(bool), "a zero byte is a logical null")
+            elif spec.tnull is not None:
+                out[name] = (np.dtype(leaf.to_pandas_dtype()), f"TNULL = {spec.tnull!r}")
+            else:
+                continue
+            break
+    return out
 
 
 def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]] = None, where: Optional[str] = None,
