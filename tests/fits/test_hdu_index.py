@@ -67,7 +67,7 @@ def test_info_mixed(mixed_fits):
     # comparable, picklable, with to_dict() naming every field.
     first = infos[1]
     assert list(first.to_dict()) == ["index", "name", "kind", "shape", "bitpix", "dtype", "nrows",
-                                     "ncols", "codec", "ncards"]
+                                     "ncols", "codec", "ncards", "gcount", "pcount"]
     assert pickle.loads(pickle.dumps(first)) == first and hash(first) == hash(pickle.loads(pickle.dumps(first)))
     assert first != infos[2] and "name='TAB'" in repr(first)
     with pytest.raises(AttributeError):

@@ -12,8 +12,9 @@ __all__ = ["PathArg", "HduArg", "SourceArg", "InputArg", "DeviceArg", "MmapArg",
 
 #: A file: a path string or an ``os.PathLike`` (CFITSIO ``[...]`` suffixes allowed where noted).
 PathArg = Union[str, "os.PathLike[str]"]
-#: An HDU: a 0-based index or an EXTNAME (case-insensitive).
-HduArg = Union[int, str]
+#: An HDU: a 0-based index, an EXTNAME (case-insensitive; ``"SCI,2"`` adds an EXTVER) or an
+#: ``(EXTNAME, EXTVER)`` pair.
+HduArg = Union[int, str, tuple[str, int]]
 #: One file, a glob, a directory, or a sequence of them.
 SourceArg = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 #: Anything the byte-source layer opens: a path or URL, the file's bytes, or a binary file object.

@@ -403,35 +403,101 @@ class HduIndex:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def resolve(self, hdu: Any, *, allow_auto: bool = False) -> HduEntry:
-        """The entry for an HDU index, an EXTNAME (case-insensitive), or None/'auto'."""
+    def resolve(self, hdu: Any, *, allow_auto: bool = False,
+                first_with_data: bool = False) -> HduEntry:
+        """The entry an HDU argument names: every route that takes an HDU resolves it here.
+
+        ``hdu`` is a 0-based index; an EXTNAME (case-insensitive; ``"PRIMARY"`` names HDU 0
+        unless an HDU is called that); ``(EXTNAME, EXTVER)`` or the string ``"EXTNAME,EXTVER"``
+        (an HDU without EXTVER has version 1); or ``None``. A name alone is its first HDU. The
+        name of an HDU is its first EXTNAME card. ``None`` (and ``"auto"``) is the first HDU
+        with data with ``first_with_data`` (the native reads, as ``fitsio.read``), the 1.x
+        autodetect rule with ``allow_auto``, and refused otherwise.
+        """
         if hdu is None or (isinstance(hdu, str) and hdu.lower() == "auto"):
+            if first_with_data:
+                return self.entries[self.first_with_data()]
             if not allow_auto:
                 raise ValueError(f"{self.path}: hdu must be an integer index or an EXTNAME, not {hdu!r}")
             return self.entries[self.autodetect()]
+        if isinstance(hdu, tuple):
+            return self._by_name(hdu, *self._name_version(hdu))
         if isinstance(hdu, str):
-            wanted = hdu.strip().upper()
-            entries = self.entries
-            for k in range(len(entries)):
-                name = entries.extname(k)
-                if name is not None and name.upper() == wanted:
-                    return entries[k]
-            if self.tail_error:
-                raise self.tail_exception(self.tail_error)
-            raise HDUNotFoundError(f"{self.path}: HDU '{hdu}' not found")
+            name, sep, ver = hdu.partition(",")
+            if sep and ver.strip().isdigit() and self._find(hdu.strip().upper(), None) is None:
+                return self._by_name(hdu, name, int(ver))  # CFITSIO's "SCI,2"
+            return self._by_name(hdu, hdu, None)
         try:
             index = int(hdu.__index__())
         except (AttributeError, TypeError):
-            raise TypeError(f"hdu must be an integer or string, not {type(hdu).__name__}") from None
+            raise TypeError(f"hdu must be an integer, a string or an (EXTNAME, EXTVER) pair, "
+                            f"not {type(hdu).__name__}") from None
         if index < 0:
             raise ValueError(f"hdu must be a non-negative integer, got {index}")
         if index >= len(self.entries):
             if self.tail_error:
                 raise self.tail_exception(self.tail_error)
             raise HDUNotFoundError(
-                f"{self.path}: Could not move to HDU {index}: the file has {len(self.entries)} HDUs"
+                f"{self.path}: Could not move to HDU {index}: the file has {len(self.entries)} "
+                f"HDUs: {self.listing()}"
             )
         return self.entries[index]
+
+    @staticmethod
+    def _name_version(hdu: tuple) -> tuple[str, Optional[int]]:
+        if len(hdu) not in (1, 2) or not isinstance(hdu[0], str):
+            raise TypeError(f"an HDU named by version is (EXTNAME, EXTVER), not {hdu!r}")
+        ver = hdu[1] if len(hdu) == 2 else None
+        if ver is not None and (isinstance(ver, bool) or not hasattr(ver, "__index__")):
+            raise TypeError(f"EXTVER must be an integer, not {type(ver).__name__} ({hdu!r})")
+        return hdu[0], None if ver is None else int(ver.__index__())
+
+    def _find(self, wanted: str, ver: Optional[int]) -> Optional[int]:
+        entries = self.entries
+        for k in range(len(entries)):
+            name = entries.extname(k)
+            if name is not None and name.upper() == wanted:
+                if ver is None or (entries[k].extver or 1) == ver:
+                    return k
+        if wanted == "PRIMARY" and ver in (None, 1) and len(entries):
+            return 0
+        return None
+
+    def _by_name(self, hdu: Any, name: str, ver: Optional[int]) -> HduEntry:
+        k = self._find(name.strip().upper(), ver)
+        if k is not None:
+            return self.entries[k]
+        if self.tail_error:
+            raise self.tail_exception(self.tail_error)
+        shown = repr(hdu) if not isinstance(hdu, tuple) else repr(tuple(hdu))
+        raise HDUNotFoundError(f"{self.path}: HDU {shown} not found; the file has: {self.listing()}")
+
+    def listing(self, limit: int = 24) -> str:
+        """The HDUs there are, for messages: ``0 PRIMARY, 1 SCI,1, 2 SCI,2, 3 HDU3`` (a name
+        with its EXTVER when it has one; the first and last ones of a long file)."""
+        entries = self.entries
+        n = len(entries)
+
+        def one(k: int) -> str:
+            name = entries.extname(k)
+            if name is None:
+                return f"{k} {'PRIMARY' if k == 0 else '(no EXTNAME)'}"
+            ver = entries[k].extver
+            return f"{k} {name}" if ver is None else f"{k} {name},{ver}"
+
+        if n <= limit:
+            return ", ".join(one(k) for k in range(n))
+        head = [one(k) for k in range(limit - 4)]
+        tail = [one(k) for k in range(n - 3, n)]
+        return ", ".join(head + [f"... {n - limit + 1} more ..."] + tail)
+
+    def first_with_data(self) -> int:
+        """The first HDU holding data, as ``fitsio.read`` and ``astropy.io.fits.getdata`` pick
+        it (astropy looks no further than HDU 1); 0 when no HDU has data."""
+        for e in self.entries:
+            if e.has_data:
+                return int(e.index)
+        return 0
 
     def autodetect(self) -> int:
         """First image with every axis > 0 or first compressed image; else first table; else 0."""

@@ -1,6 +1,6 @@
 """Path handling: ``os.PathLike`` → str and CFITSIO extended syntax on the last path component.
 
-``file.fits[1]`` / ``file.fits[SCI]`` select an HDU; ``file.fits[x1:x2,y1:y2]`` (1-based,
+``file.fits[1]`` / ``file.fits[SCI]`` / ``file.fits[SCI,2]`` (EXTNAME, EXTVER) select an HDU; ``file.fits[x1:x2,y1:y2]`` (1-based,
 inclusive, optional ``:step``, ``*`` for a whole axis) selects an image section.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ _FILTER = re.compile(r"\[([^\[\]]*)\]$")
 
 class FitsPath(FrozenRecord):
     """A source with what its CFITSIO-style suffix selected: ``path`` (a local path str, a
-    `SourcePath`, bytes-like contents or a file object), ``hdu`` (an int or EXTNAME from a
-    ``[...]`` suffix) and ``section`` (a NumPy key, C order, from an image-section suffix)."""
+    `SourcePath`, bytes-like contents or a file object), ``hdu`` (an int, an EXTNAME or an
+    (EXTNAME, EXTVER) pair from a ``[...]`` suffix) and ``section`` (a NumPy key, C order, from an image-section suffix)."""
 
     __slots__ = ("path", "hdu", "section")
     path: Any
@@ -179,5 +179,7 @@ def parse_path(path: Any) -> FitsPath:
         elif inner.isdigit():
             hdu = int(inner)
         elif inner:
-            hdu = inner
+            name, sep, ver = inner.partition(",")
+            # [SCI,2]: EXTNAME and EXTVER, as CFITSIO reads them
+            hdu = (name.strip(), int(ver)) if sep and ver.strip().isdigit() and name.strip() else inner
     return FitsPath(rest, hdu, section)

@@ -536,16 +536,18 @@ def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: Optio
     return img
 
 
-def open_image(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, dtype: Any = None,
-               storage_options: Optional[dict[str, Any]] = None) -> Image:
+def open_image(source: PathArg, hdu: Optional[HduArg] = None, *, raw_scale: bool = False,
+               dtype: Any = None, storage_options: Optional[dict[str, Any]] = None) -> Image:
     """Open an image HDU for NumPy-style slicing; only the indexed pixels are decoded.
 
     Parameters
     ----------
     source : str or os.PathLike
         The FITS file.
-    hdu : int or str
-        HDU index or EXTNAME.
+    hdu : int, str, (str, int) or None
+        HDU index, EXTNAME (case-insensitive) or (EXTNAME, EXTVER); default: the first HDU
+        with data (as ``fitsio.read`` and ``astropy.io.fits.getdata``), an error if that is a
+        table.
     raw_scale : bool
         Return stored values instead of physical ones.
     dtype : numpy dtype, str or torch dtype, optional
@@ -562,7 +564,8 @@ def open_image(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, dty
     fp = parse_path(with_storage_options(source, storage_options))
     if fp.section is not None:
         raise ValueError(f"open_image takes no image section ({source!r}): slice the Image instead")
-    img = Image(fp.path, _suffix_hdu(fp, hdu, 0), raw_scale=raw_scale)
+    index, k = _native_hdu(fp, hdu)
+    img = Image(fp.path, k, raw_scale=raw_scale, index=index)
     return img if dtype is None else img.astype(dtype)
 
 
@@ -575,8 +578,23 @@ def _suffix_hdu(fp: FitsPath, hdu: Any, default: Any) -> Any:
     return fp.hdu
 
 
-def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out: Any = None,
-               threads: Optional[int] = None, dtype: Any = None, copy: bool = True,
+def _native_hdu(fp: FitsPath, hdu: Any) -> tuple[HduIndex, int]:
+    """The index and HDU number a native image read uses: the one named (argument or path
+    suffix), else the first HDU with data. That one being a table is an error naming it."""
+    index = get_index(fp.path)
+    wanted = _suffix_hdu(fp, hdu, None)
+    entry = index.resolve(wanted, first_with_data=True)
+    if wanted is None and entry.is_table:
+        name = f" ({entry.extname})" if entry.extname else ""
+        raise HDUTypeError(
+            f"{index.path}: no hdu given and the first HDU with data, HDU {entry.index}{name}, is "
+            f"{'an ASCII' if entry.kind == 'table' else 'a binary'} table: image reads need an "
+            "image HDU (pass hdu=), tables read with torchfits.scan")
+    return index, entry.index
+
+
+def read_numpy(source: PathArg, hdu: Optional[HduArg] = None, *, raw_scale: bool = False,
+               out: Any = None, threads: Optional[int] = None, dtype: Any = None, copy: bool = True,
                storage_options: Optional[dict[str, Any]] = None) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 
@@ -585,8 +603,10 @@ def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out
     source : str or os.PathLike
         The FITS file; a CFITSIO suffix selects the HDU (``f.fits[1]``, ``f.fits[SCI]``) and an
         image section (``f.fits[1][11:74,21:84]``, 1-based, inclusive, optional ``:step``).
-    hdu : int or str
-        HDU index or EXTNAME (case-insensitive).
+    hdu : int, str, (str, int) or None
+        HDU index, EXTNAME (case-insensitive) or (EXTNAME, EXTVER); default: the first HDU
+        with data (as ``fitsio.read`` and ``astropy.io.fits.getdata``), an error if that is a
+        table.
     raw_scale : bool
         Return stored values in the storage dtype instead of physical values.
     out : numpy.ndarray, optional
@@ -609,7 +629,8 @@ def read_numpy(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False, out
         Physical values with the dtype rules of docs/images.md, in owned memory by default.
     """
     fp = parse_path(with_storage_options(source, storage_options))
-    img = Image(fp.path, _suffix_hdu(fp, hdu, 0), raw_scale=raw_scale)
+    index, k = _native_hdu(fp, hdu)
+    img = Image(fp.path, k, raw_scale=raw_scale, index=index)
     if fp.section is None:
         return img.read(out, threads=threads, dtype=dtype, copy=copy)
     region, shape = region_from_key(img.shape, fp.section)
