@@ -1,5 +1,6 @@
 """Write ASCII (``XTENSION='TABLE'``) tables: integers as ``I20``, floats as ``E25.15`` (``D25.17``
-for float64), strings as ``A<width>``; logical columns have no ASCII form.
+for float64), strings as ``A<width>``; logical columns have no ASCII form. Nulls of numeric
+columns (masked values, NaN, infinities) are cells holding ``TNULLn = 'NULL'``.
 """
 from __future__ import annotations
 
@@ -31,19 +32,36 @@ def _columns(data: Any) -> dict[str, ColumnValues]:
             for i, f in enumerate(table.schema)}
 
 
+#: TNULLn of numeric ASCII columns with nulls: no number reads as it.
+NULL_TEXT = "NULL"
+
+
 def _format_column(name: str, col: ColumnValues) -> tuple[str, list[bytes], Any]:
+    """(TFORM, cell texts, TNULL string or None) of one column."""
     data = col.data
     if col.offsets is not None or data.ndim != 1:
         raise TypeError(f"column {name!r}: ASCII tables hold scalar columns only")
     kind = data.dtype.kind
     if kind == "b":
         raise TypeError(f"column {name!r}: ASCII tables cannot hold logical (boolean) columns")
-    if kind in "iu":
-        return "I20", [f"{int(v):>20d}".encode() for v in data], None
-    if kind == "f":
-        if data.dtype.itemsize == 8:
-            return "D25.17", [f"{float(v):>25.17E}".replace("E", "D").encode() for v in data], None
-        return "E25.15", [f"{float(v):>25.15E}".encode() for v in data], None
+    if kind in "iuf":
+        if kind in "iu":
+            tform, text = "I20", [f"{int(v):>20d}".encode() for v in data]
+        elif data.dtype.itemsize == 8:
+            tform, text = "D25.17", [f"{float(v):>25.17E}".replace("E", "D").encode() for v in data]
+        else:
+            tform, text = "E25.15", [f"{float(v):>25.15E}".encode() for v in data]
+        # Nulls (masked values) are cells holding TNULLn, not the fill value under the mask;
+        # NaN and infinities have no ASCII-table form (Fortran-style numbers), so they are
+        # nulls too.
+        mask = np.zeros(len(data), bool) if col.mask is None else np.asarray(col.mask, bool)
+        if kind == "f":
+            mask = mask | ~np.isfinite(data)
+        if not mask.any():
+            return tform, text, None
+        width = len(text[0])
+        null = NULL_TEXT.ljust(width).encode()  # as CFITSIO matches it: from the first column
+        return tform, [null if m else t for t, m in zip(text, mask)], NULL_TEXT
     if kind == "S":
         width = max(data.dtype.itemsize, 1)
         return f"A{width}", [bytes(v).ljust(width) for v in data], None
@@ -63,9 +81,11 @@ def write_ascii_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[i
     cells = []
     tbcol = 1
     for n, (name, col) in enumerate(columns.items(), start=1):
-        tform, text, _ = _format_column(name, col)
+        tform, text, tnull = _format_column(name, col)
         width = len(text[0]) if text else int(tform[1:].split(".")[0])
         col_cards += [Card(f"TTYPE{n}", name), Card(f"TFORM{n}", tform), Card(f"TBCOL{n}", tbcol)]
+        if tnull is not None:
+            col_cards.append(Card(f"TNULL{n}", tnull))
         cells.append(np.array(text, dtype=f"S{width}") if text else np.zeros(0, f"S{width}"))
         tbcol += width + 1  # one blank between fields keeps the text readable
     row_len = tbcol - 2 if columns else 0

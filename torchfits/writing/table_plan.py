@@ -160,7 +160,7 @@ def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
         Field metadata: ``fits_tform``, ``fits_tnull``, ``fits_tdim``, ``fits_tscal``,
         ``fits_tzero``, ``fits_tunit``/``unit``, ``fits_tucd``, ``fits_tdisp``.
     """
-    meta = meta or {}
+    meta = dict(meta or {})
     data = sample.data
     hint = meta.get("fits_tform")
     hint_parsed = None
@@ -169,6 +169,11 @@ def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
             hint_parsed = parse_tform(hint)
         except ValueError:
             hint_parsed = None
+    if hint and hint_parsed is None:
+        # Storage hints read from an ASCII table (TFORM ``I5``, TNULL ``'*'``) describe no
+        # binary field: the values alone decide the layout.
+        for key in ("fits_tnull", "fits_tscal", "fits_tzero", "fits_tdim"):
+            meta.pop(key, None)
     extra = {}
     for key, card in (("fits_tunit", "TUNIT"), ("unit", "TUNIT"), ("fits_tucd", "TUCD"),
                       ("fits_tdisp", "TDISP")):
@@ -238,11 +243,25 @@ def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
         plan.tdim = "(" + ",".join(str(d) for d in reversed(cell)) + ")"
     if plan.code in "BIJK":
         has_nulls = sample.mask is not None and bool(sample.mask.any())
-        if meta.get("fits_tnull") not in (None, ""):
-            plan.tnull = int(meta["fits_tnull"])
+        hinted = _hinted_tnull(meta.get("fits_tnull"), plan)
+        if hinted is not None:
+            plan.tnull = hinted
         elif plan.tnull is None and (has_nulls or nullable):
             plan.tnull = _tnull_sentinel(plan.code, plan.flip)
     return plan
+
+
+def _hinted_tnull(text: Any, plan: ColumnPlan) -> Optional[int]:
+    """TNULL carried in field metadata, if it is an integer the field can store, else None."""
+    if text in (None, ""):
+        return None
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        return None
+    bits = np.dtype(STORAGE[plan.code]).itemsize * 8
+    lo, hi = (0, 255) if plan.code == "B" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return value if lo <= value <= hi else None
 
 
 # ------------------------------------------------------------------------------ encoding
