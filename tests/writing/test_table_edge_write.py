@@ -109,3 +109,39 @@ def test_ascii_tform_hints_are_not_binary_hints():
     plan = plan_column("b", ColumnValues(np.array([1, 2], np.int16), np.array([False, True])),
                        meta={"fits_tform": "J", "fits_tnull": "-2147483648"})
     assert plan.code == "I" and plan.tnull == -32768
+
+
+# --------------------------------------------------------------------------------------------
+# Item 12: null elements of variable-length logical lists
+# --------------------------------------------------------------------------------------------
+
+def test_null_elements_of_logical_lists_are_written_as_fits_nulls(tmp_path):
+    values = [[True, None, False], [None], None, [], [False, True]]
+    table = pa.table({"f": pa.array(values, pa.list_(pa.bool_()))})
+    out = tmp_path / "vla.fits"
+    torchfits.write(str(out), table)
+    back = torchfits.scan(str(out), hdu=1).to_arrow()
+    # A null row is written as an empty list (a descriptor has no null).
+    assert back.column("f").to_pylist() == [[True, None, False], [None], [], [], [False, True]]
+    with fits.open(out, logical_as_bytes=True) as hdul:
+        raw = [bytes(np.asarray(v).tobytes()) for v in hdul[1].data["f"]]
+    assert raw == [b"T\x00F", b"\x00", b"", b"", b"FT"]
+    # A slice of a larger array (offsets not starting at 0) keeps its nulls in place.
+    sliced = pa.table({"f": pa.array(values, pa.list_(pa.bool_())).slice(1)})
+    torchfits.write(str(out), sliced, overwrite=True)
+    assert torchfits.scan(str(out), hdu=1).to_arrow().column("f").to_pylist() == \
+        [[None], [], [], [False, True]]
+
+
+def test_null_elements_of_integer_lists_are_refused(tmp_path):
+    from torchfits.errors import FitsError
+
+    out = tmp_path / "vla.fits"
+    table = pa.table({"n": pa.array([[1, None, 3]], pa.list_(pa.int32()))})
+    with pytest.raises(FitsError, match="'n'.*null elements"):
+        torchfits.write(str(out), table)
+    assert not out.exists()
+    floats = pa.table({"x": pa.array([[1.0, None]], pa.list_(pa.float32()))})
+    torchfits.write(str(out), floats)
+    got = torchfits.scan(str(out), hdu=1).to_arrow().column("x").to_pylist()
+    assert got[0][0] == 1.0 and np.isnan(got[0][1])

@@ -196,9 +196,12 @@ def arrow_column(name: str, arr: Any) -> ColumnValues:
             raise TypeError(f"column {name!r}: only lists of numbers or booleans can be written "
                             "as variable-length columns")
         data = inner.data
+        element_mask = None
         if inner.mask is not None and data.dtype.kind == "f":
             data = np.where(inner.mask, np.nan, data)
-        return ColumnValues(data, _null_mask(arr), offsets)
+        elif inner.mask is not None:
+            element_mask = inner.mask  # null logicals are stored as 0; null integers refused
+        return ColumnValues(data, _null_mask(arr), offsets, element_mask)
     raise TypeError(f"column {name!r}: Arrow type {t} has no FITS column type")
 
 

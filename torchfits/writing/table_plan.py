@@ -58,6 +58,8 @@ class ColumnValues:
     data: np.ndarray
     mask: Optional[np.ndarray] = None
     offsets: Optional[np.ndarray] = None
+    #: Variable-length columns: True where an element (not a row) is null, aligned with data.
+    element_mask: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.offsets) - 1 if self.offsets is not None else len(self.data)
@@ -391,12 +393,26 @@ def _encode_vla(plan: ColumnPlan, col: ColumnValues, heap: Any,
     start = offsets[0]
     elements = np.asarray(col.data[start:offsets[-1]])
     itemsize = plan.element_dtype.itemsize
+    element_nulls = None
+    if col.element_mask is not None:
+        element_nulls = np.asarray(col.element_mask[start:offsets[-1]], bool)
     if col.mask is not None and col.mask.any():
         keep = np.repeat(~col.mask, np.diff(offsets))
         elements = elements[keep]
+        if element_nulls is not None:
+            element_nulls = element_nulls[keep]
+    if element_nulls is not None and not element_nulls.any():
+        element_nulls = None
     stored: np.ndarray = elements.astype(_CODE_DTYPE[plan.code], copy=False)
     if plan.code == "L":
         stored = np.where(stored, np.uint8(ord("T")), np.uint8(ord("F")))
+        if element_nulls is not None:
+            stored[element_nulls] = 0  # the FITS null of a logical
+    elif element_nulls is not None and plan.code in "BIJK":
+        raise ValueError(f"column {plan.name!r}: null elements inside variable-length integer "
+                         "lists have no FITS form; fill them or use a float list (NaN)")
+    elif element_nulls is not None:
+        stored = np.where(element_nulls, np.nan, stored).astype(stored.dtype)
     encoded = stored.astype(plan.element_dtype)
     positions = heap_size + np.concatenate([[0], np.cumsum(counts)[:-1]]) * itemsize if len(counts) else counts
     desc = np.empty((len(counts), 2), dtype=np.int32 if plan.vla == "P" else np.int64)
@@ -426,7 +442,7 @@ def slices(columns: list[ColumnValues]) -> Iterator[list[ColumnValues]]:
         for c in columns:
             mask = None if c.mask is None else c.mask[start:stop]
             if c.offsets is not None:
-                batch.append(ColumnValues(c.data, mask, c.offsets[start:stop + 1]))
+                batch.append(ColumnValues(c.data, mask, c.offsets[start:stop + 1], c.element_mask))
             else:
                 batch.append(ColumnValues(c.data[start:stop], mask))
         yield batch
