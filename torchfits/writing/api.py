@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from .._torch_adapter import is_tensor
-from ..errors import FitsError, FitsWriteError, QuantizeError, UInt64WriteError
+from ..errors import FitsError, FitsWriteError, HeaderCardError, QuantizeError, UInt64WriteError
 from ..fits.header import Card
 from .atomic import atomic_output, check_target
-from .cards import as_header
+from .cards import as_header, named_errors
 from .image_hdu import write_image_hdu, write_quantized_image_hdu
 from .items import ImageData, TableData, as_numpy, to_items
 from ..fits.aliases import PathArg
@@ -57,17 +57,18 @@ def write_hdus(path: PathArg, hdus: Sequence[Any], *, overwrite: bool = False,
     with atomic_output(target) as sink:
         spans = []
         for i, item in enumerate(items):
-            if type(item).__name__ == "QuantizedImage":
-                spans.append(write_quantized_image_hdu(sink, item, primary=i == 0, checksum=checksum))
-            elif isinstance(item, ImageData):
-                spans.append(write_image_hdu(sink, as_numpy(item.array), item.header, primary=i == 0,
-                                             checksum=checksum))
-            else:
-                if i == 0:
-                    raise ValueError("a table cannot be the primary HDU")
-                from .table_write import write_table_hdu
+            with named_errors(target, i):
+                if type(item).__name__ == "QuantizedImage":
+                    spans.append(write_quantized_image_hdu(sink, item, primary=i == 0, checksum=checksum))
+                elif isinstance(item, ImageData):
+                    spans.append(write_image_hdu(sink, as_numpy(item.array), item.header, primary=i == 0,
+                                                 checksum=checksum))
+                else:
+                    if i == 0:
+                        raise ValueError("a table cannot be the primary HDU")
+                    from .table_write import write_table_hdu
 
-                spans.append(write_table_hdu(sink, item, checksum=checksum))
+                    spans.append(write_table_hdu(sink, item, checksum=checksum))
         if checksum:
             from .checksum import patch_file_checksums
 
@@ -89,7 +90,8 @@ def write(path: PathArg, data: Any, header: Any = None, overwrite: bool = False,
         first gets an empty primary HDU.
     header : dict or Header, optional
         Extra cards for the first HDU written (structural keywords are ignored); values may be
-        ``(value, comment)`` tuples; HISTORY/COMMENT become commentary cards.
+        ``(value, comment)`` tuples; a HISTORY/COMMENT value that is a list (or holds newlines)
+        becomes one commentary card per line.
     overwrite : bool
         Replace an existing file (else ``FileExistsError``).
     checksum : bool
@@ -106,6 +108,9 @@ def write(path: PathArg, data: Any, header: Any = None, overwrite: bool = False,
         The file exists and ``overwrite`` is false.
     UInt64WriteError, QuantizeError
         uint64 images / dict columns; quantisation of non-float data.
+    HeaderCardError
+        A header card FITS cannot hold (a character outside printable ASCII, NaN or infinity, a
+        malformed keyword); the message names the file, the HDU and the keyword.
     RuntimeError
         Any other failure, as ``Failed to write FITS file '<path>': <reason>``; the original file
         (if any) is untouched.
@@ -124,6 +129,9 @@ def write(path: PathArg, data: Any, header: Any = None, overwrite: bool = False,
         write_hdus(target, items, overwrite=overwrite, checksum=checksum)
     except (UInt64WriteError, QuantizeError, FileExistsError, IsADirectoryError, KeyboardInterrupt):
         raise
+    except HeaderCardError as exc:
+        with named_errors(target):
+            raise exc
     except (ValueError, TypeError, OSError) as exc:
         if isinstance(exc, FitsError) and not isinstance(exc, (ValueError, TypeError)):
             raise

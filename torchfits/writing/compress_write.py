@@ -15,7 +15,7 @@ import numpy as np
 from .._kernels import _quantize
 from ..fits.threads import default_threads, run_parallel
 from ..image.codec_registry import get_codec
-from ..fits.header import Card, Header, format_card
+from ..fits.header import Card, Header
 from ..fits.layout import finish_header, flip_sign_bit
 
 __all__ = ["encode_compressed_hdu", "write_compressed", "normalize_compress", "COMPRESS_NAMES"]
@@ -392,9 +392,11 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
 
 
 def _user_cards(header: Any) -> list[Card]:
-    if header is None:
+    from .cards import as_header
+
+    h = as_header(header)
+    if h is None:
         return []
-    h = header if isinstance(header, Header) else Header(header)
     out = []
     for card in h.cards:
         key = card.key.upper()
@@ -405,9 +407,11 @@ def _user_cards(header: Any) -> list[Card]:
 
 
 def _header_bytes(cards: list[Card]) -> bytes:
+    from .cards import card_lines
+
     lines = []
     for c in cards:
-        lines += format_card(c.key, c.value, c.comment)
+        lines += card_lines(c.key, c.value, c.comment)
     return finish_header(lines)
 
 
@@ -420,6 +424,7 @@ def write_compressed(path: Any, images: Any, header: Any = None, *, overwrite: b
     arguments are those of :func:`encode_compressed_hdu`. The file is written atomically.
     """
     from .atomic import atomic_output, check_target
+    from .cards import named_errors
     from ..fits.hdu_index import invalidate
 
     items = list(images) if isinstance(images, (list, tuple)) else [images]
@@ -434,13 +439,15 @@ def write_compressed(path: Any, images: Any, header: Any = None, *, overwrite: b
         start = sink.offset
         sink.write(_header_bytes(primary))
         spans.append((start, sink.offset, 0))
-        for arr, h in zip(items, headers):
-            cards, table, heap = encode_compressed_hdu(arr, h, compress=compress, tile=tile,
-                                                       quantize=quantize, **options)
-            if checksum:
-                cards += [Card("CHECKSUM", "0" * 16), Card("DATASUM", "0")]
+        for k, (arr, h) in enumerate(zip(items, headers), start=1):
+            with named_errors(target, k):
+                cards, table, heap = encode_compressed_hdu(arr, h, compress=compress, tile=tile,
+                                                           quantize=quantize, **options)
+                if checksum:
+                    cards += [Card("CHECKSUM", "0" * 16), Card("DATASUM", "0")]
+                block = _header_bytes(cards)
             start = sink.offset
-            sink.write(_header_bytes(cards))
+            sink.write(block)
             data_offset = sink.offset
             sink.write(table)
             sink.write(heap)

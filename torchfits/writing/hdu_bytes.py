@@ -11,7 +11,6 @@ from typing import Any, Iterable
 
 from .atomic import Sink
 from ..fits.hdu_index import HduEntry, HduIndex
-from ..fits.header import format_card
 from ..fits.layout import CARD, finish_raw_header, padded
 
 __all__ = ["raw_cards", "card_key", "header_from_raw", "copy_hdu", "find_card"]
@@ -51,7 +50,10 @@ def header_from_raw(cards: Iterable[bytes]) -> bytes:
 
 
 def formatted(key: str, value: Any, comment: str = "") -> list[bytes]:
-    return [line.encode("ascii") for line in format_card(key, value, comment)]
+    """One card's 80-byte records, checked (`HeaderCardError` for what FITS cannot hold)."""
+    from .cards import card_bytes
+
+    return card_bytes(key, value, comment)
 
 
 _STRUCT = {b"SIMPLE", b"XTENSION", b"BITPIX", b"NAXIS", b"EXTEND", b"PCOUNT", b"GCOUNT",

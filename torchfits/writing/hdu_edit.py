@@ -14,7 +14,7 @@ from .header_edit import update_header
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from .._torch_adapter import is_tensor
 from ..fits.header import Header
-from .cards import as_header
+from .cards import checked_header, named_errors
 from .image_hdu import write_image_hdu
 from .items import ImageData, TableData, as_numpy, is_table_like
 
@@ -75,7 +75,8 @@ def _assemble(target: str, pieces: list[tuple[Piece, bool]], codec: Optional[str
     if codec is None:
         with atomic_output(target) as sink:
             for i, (piece, _) in enumerate(pieces):
-                piece(sink, i == 0)
+                with named_errors(target, i):
+                    piece(sink, i == 0)
         return
     import os
     import tempfile
@@ -88,7 +89,8 @@ def _assemble(target: str, pieces: list[tuple[Piece, bool]], codec: Optional[str
     try:
         with atomic_output(scratch) as sink:
             for i, (piece, _) in enumerate(pieces):
-                piece(sink, i == 0)
+                with named_errors(target, i):
+                    piece(sink, i == 0)
         compress_file(scratch, target, algorithm=codec, overwrite=True)
     finally:
         try:
@@ -139,7 +141,7 @@ def insert_hdu(path: Any, data: Any, index: int = 1, header: Any = None, compres
         raise IndexError(f"index {index} out of range for {n} HDUs")
     if index < 0:
         index = n + 1 + int(index)
-    item = _item(data, as_header(header))
+    item = _item(data, checked_header(header, target, index))
     pieces = _existing(idx)
     new = (_new_piece(item), isinstance(item, ImageData))
     if index == 0 and not new[1]:
@@ -178,7 +180,8 @@ def replace_hdu(path: Any, hdu: Any, data: Any, header: Any = None, compress: An
     entry = _resolve(idx, hdu)
     probe = _item(data, None)
     table = isinstance(probe, TableData)
-    new_header = as_header(header) if header is not None else _kept_header(idx, entry, table)
+    new_header = (checked_header(header, target, entry.index) if header is not None
+                  else _kept_header(idx, entry, table))
     item = _item(data, new_header)
     pieces = _existing(idx)
     pieces[entry.index] = (_new_piece(item), not table)

@@ -10,10 +10,11 @@ import os
 from typing import Any, Iterable, Mapping, Optional
 
 from .atomic import atomic_output, in_place_errors, require_file
+from .cards import card_bytes, named_errors
 from .hdu_bytes import header_from_raw, raw_cards
 from ..fits.hdu_index import get_index, invalidate
 from ..errors import KeywordNotFoundError
-from ..fits.header import COMMENTARY, format_card
+from ..fits.header import COMMENTARY
 from ..fits.aliases import HduArg, PathArg
 
 __all__ = ["update_header", "raw_key"]
@@ -65,13 +66,30 @@ def update_header(path: PathArg, hdu: HduArg = 0, set: Optional[Mapping[str, Any
     set : dict, optional
         ``key → value`` or ``key → (value, comment)``; an existing keyword keeps its position
         (and comment, unless one is given); a new one goes before END. HISTORY/COMMENT values
-        are appended as new commentary cards.
+        are appended as new commentary cards, one per item of a list or tuple (and per line
+        of a value with newlines).
     delete : iterable of str
         Keywords to remove (every card of each); a missing keyword raises KeyError.
     rename : dict, optional
         ``old → new``; a missing keyword raises KeyError.
+
+    Raises
+    ------
+    HeaderCardError
+        A keyword, value or comment FITS cannot hold (a character outside printable ASCII, NaN
+        or infinity, a malformed keyword); nothing is written, and the message names the file,
+        the HDU and the keyword.
     """
     target = require_file(path)
+    with named_errors(target, hdu):
+        new_header, entry, idx, checksum = _edited_header(target, hdu, set, delete, rename)
+    _write_header(target, idx, entry, new_header, checksum)
+
+
+def _edited_header(target: str, hdu: HduArg, set: Optional[Mapping[str, Any]],
+                   delete: Iterable[str], rename: Optional[Mapping[str, str]]) -> tuple:
+    """The new header block of the edited HDU (every new card checked), its entry and index,
+    and whether checksums must be refreshed."""
     idx = get_index(target)
     entry = idx.resolve(hdu)
     groups = _groups(raw_cards(idx, entry))
@@ -94,20 +112,19 @@ def update_header(path: PathArg, hdu: HduArg = 0, set: Optional[Mapping[str, Any
         if not where:
             raise KeywordNotFoundError(f"missing keyword {old}")
         old_value, old_comment = header[k], header.card(k).comment
-        lines = [line.encode("ascii") for line in format_card(_check_key(new), old_value, old_comment)]
-        groups[where[0]] = lines
+        groups[where[0]] = card_bytes(_check_key(new), old_value, old_comment)
     for key, value in (set or {}).items():
         k = _check_key(key)
         comment: Optional[str] = None
+        if k.upper() in COMMENTARY:  # every item of a list or tuple is a line
+            groups.append(card_bytes(k.upper(), value))
+            continue
         if isinstance(value, tuple) and len(value) == 2:
             value, comment = value
-        if k.upper() in COMMENTARY:
-            groups.append([line.encode("ascii") for line in format_card(k.upper(), value, comment or "")])
-            continue
         where = positions(k)
         if where and comment is None:
             comment = header.card(k).comment if k in header else ""
-        lines = [line.encode("ascii") for line in format_card(k if len(k) > 8 else k.upper(), value, comment or "")]
+        lines = card_bytes(k if len(k) > 8 else k.upper(), value, comment or "")
         if where:
             groups[where[0]] = lines
             for i in reversed(where[1:]):
@@ -120,9 +137,14 @@ def update_header(path: PathArg, hdu: HduArg = 0, set: Optional[Mapping[str, Any
         cards = [c for c in cards if raw_key(c) not in ("CHECKSUM", "DATASUM")]
         from .checksum import ZERO_CHECKSUM
 
-        cards += [format_card("CHECKSUM", ZERO_CHECKSUM, "HDU checksum")[0].encode("ascii"),
-                  format_card("DATASUM", "0", "data unit checksum")[0].encode("ascii")]
-    new_header = header_from_raw(cards)
+        cards += card_bytes("CHECKSUM", ZERO_CHECKSUM, "HDU checksum") + \
+            card_bytes("DATASUM", "0", "data unit checksum")
+    return header_from_raw(cards), entry, idx, checksum
+
+
+def _write_header(target: str, idx: Any, entry: Any, new_header: bytes, checksum: bool) -> None:
+    """Put ``new_header`` in place of ``entry``'s header: in its blocks when it fits them (and no
+    checksum must be refreshed), else by rewriting the file atomically."""
     old_size = entry.data_offset - entry.header_offset
     if len(new_header) == old_size and not checksum:
         with in_place_errors(target), open(target, "r+b") as fh:

@@ -42,9 +42,9 @@ def write(path: Any, data: Any, *, schema: Optional[Mapping[str, Any]] = None, h
           overwrite: bool = False, extname: Optional[str] = None, table_type: str = "binary",
           quantize: Any = None) -> None:
     """`torchfits.table.write`: an empty primary HDU and one table HDU (see its docstring)."""
-    from ..errors import FitsWriteError
+    from ..errors import FitsWriteError, HeaderCardError
     from .api import write_hdus
-    from .cards import as_header
+    from .cards import checked_header
     from .items import TableData
     from .atomic import check_target
 
@@ -53,14 +53,14 @@ def write(path: Any, data: Any, *, schema: Optional[Mapping[str, Any]] = None, h
     if isinstance(data, Mapping) and not data:
         raise ValueError("data must be a non-empty dictionary of columns")
     target = check_target(path, overwrite=overwrite)
-    hdr = as_header(header)
+    hdr = checked_header(header, target)
     if extname is not None:
         hdr = Header(hdr) if hdr is not None else Header()
         hdr["EXTNAME"] = str(extname)
     item = TableData(data, hdr, schema=schema, table_type=table_type, quantize=quantize)
     try:
         write_hdus(target, [item], overwrite=overwrite)
-    except (KeyError, FileExistsError, UInt64WriteError, QuantizeError):
+    except (KeyError, FileExistsError, UInt64WriteError, QuantizeError, HeaderCardError):
         raise
     except (ValueError, TypeError, OSError) as exc:
         if isinstance(exc, FitsError) and not isinstance(exc, (ValueError, TypeError)):
