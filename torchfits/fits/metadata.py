@@ -110,7 +110,7 @@ def read_extname(path: PathArg, hdu: HduArg = 0) -> Optional[str]:
     except FitsFileNotFoundError:
         return None
     except HDUNotFoundError:
-        if isinstance(hdu, str):
+        if isinstance(hdu, (str, tuple)):
             raise
         return None
     return entry.extname
