@@ -213,12 +213,28 @@ def selected(n: int, wanted: Optional[Sequence[int]], path: str) -> list[int]:
 def check_outputs(outputs: Sequence[str], overwrite: bool) -> None:
     """Refuse duplicate outputs, and existing ones unless ``--overwrite``."""
     real = [o for o in outputs if o != "-"]
+    for o in real:
+        _refuse_suffix(o)
     if len(set(real)) != len(real):
         raise UsageError("two inputs would write the same output")
     if not overwrite:
         for o in real:
             if os.path.exists(o):
                 raise UsageError(f"{o}: output exists (use --overwrite to replace it)")
+
+
+def _refuse_suffix(path: str) -> None:
+    """An output names a whole file: a CFITSIO suffix (``out.fits[1]``) would otherwise become
+    part of a file name nobody asked for."""
+    from ..fits.paths import parse_path
+
+    try:
+        fp = parse_path(path)
+    except ValueError:
+        return
+    if fp.hdu is not None or fp.section is not None:
+        raise UsageError(f"{path}: an output is a whole file; the suffix {path[len(fp.path):]} "
+                         f"does not apply (write to {fp.path!r})")
 
 
 def open_output(path: str) -> Union[IO[bytes], "_Unclosed"]:

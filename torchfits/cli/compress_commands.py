@@ -67,7 +67,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
     spec = hdus(args.hdu)
     return _run(args, pairs, lambda s, d: compress_file(
         _file(s), d, algorithm=args.algorithm, tile=tile, quantize=quantize,
-        which=_which(s, spec), overwrite=True), "compress")
+        which=_which(s, spec, "compress"), overwrite=True), "compress")
 
 
 def cmd_decompress(args: argparse.Namespace) -> int:
@@ -77,19 +77,35 @@ def cmd_decompress(args: argparse.Namespace) -> int:
 
     pairs = _outputs(args, suffix)
     spec = hdus(args.hdu)
-    return _run(args, pairs, lambda s, d: decompress_file(_file(s), d, which=_which(s, spec),
+    return _run(args, pairs, lambda s, d: decompress_file(_file(s), d,
+                                                          which=_which(s, spec, "decompress"),
                                                           overwrite=True),
                 "decompress")
 
 
-def _which(path: str, spec: Optional[list[Any]]) -> Optional[list[int]]:
-    """``-e`` (indices and EXTNAMEs) resolved against ``path``; None means every HDU."""
+def _which(path: str, spec: Optional[list[Any]], action: str) -> Optional[list[int]]:
+    """``-e`` (indices and EXTNAMEs) resolved against ``path``; None means every HDU. An HDU
+    named explicitly must be one ``action`` converts (an image with data to compress, a
+    compressed image to decompress): otherwise it would be copied unchanged without a word."""
     from ..fits.hdu_index import get_index
 
     (t,) = targets([path])
     if spec is None and t.hdu is None:
         return None
-    return select_hdus(get_index(t.path), t, spec)
+    index = get_index(t.path)
+    wanted = select_hdus(index, t, spec)
+    for i in wanted:
+        e = index.entries[i]
+        if action == "compress":
+            fits_ok = e.is_image and bool(e.naxes) and e.naxes[0] > 0 and all(e.naxes)
+            need = "an image with data"
+        else:
+            fits_ok = e.kind == "compressed_image"
+            need = "a tile-compressed image"
+        if not fits_ok:
+            raise UsageError(f"{t.shown}: HDU {i} ({e.display_name}) is not {need}; "
+                             f"{action} -e names the HDUs to {action}")
+    return wanted
 
 
 def _file(path: str) -> str:

@@ -28,10 +28,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         out = []
         for i in select_hdus(idx, t, spec):
             entry = idx.entries[i]
-            st = checksum_status(buf, entry, idx.header_view(entry))
+            header = idx.header_view(entry)
+            st = checksum_status(buf, entry, header)
             out.append({"file": t.shown, "hdu": i, "name": entry.display_name,
                         "ok": bool(st["ok"]), "status": st["status"], "datastatus": st["datastatus"],
-                        "hdustatus": st["hdustatus"]})
+                        "hdustatus": st["hdustatus"],
+                        "message": _checksum_message(st, header, buf, entry)})
         idx.source.check()
         return out
 
@@ -41,18 +43,42 @@ def cmd_verify(args: argparse.Namespace) -> int:
     records = [r for _, rs in done for r in rs]
     if args.format == "text":
         for r in records:
-            if r["status"] == "ok":
-                word = "OK"
-            elif r["status"] == "no_checksums":
-                word = "OK (no checksum keywords)"
-            else:
-                word = f"FAIL data={r['datastatus']} hdu={r['hdustatus']}"
-            print(f"{r['file']}[{r['hdu']}] {r['name']}: {word}")
+            print(f"{r['file']}[{r['hdu']}] {r['name']}: {r['message']}")
     else:
         emit(records, args.format)
     if any(not r["ok"] for r in records):
         return max(EXIT_CHECKSUM, batch.code)
     return batch.code
+
+
+def _checksum_message(st: dict, header: Any, buf: Any, entry: Any) -> str:
+    """What ``verify`` found in one HDU, in words: which card failed, and what it means."""
+    from ..fits.layout import padded
+    from ..writing.checksum import ones_sum
+
+    data, hdu = st["datastatus"], st["hdustatus"]
+    if data == 0 and hdu == 0:
+        return "OK (no CHECKSUM or DATASUM card)"
+    if st["ok"]:
+        if data and hdu:
+            return "OK (CHECKSUM and DATASUM verify)"
+        return "OK (DATASUM verifies; no CHECKSUM card)" if data else \
+            "OK (CHECKSUM verifies; no DATASUM card)"
+    problems = []
+    if data == -1:
+        end = min(len(buf), entry.data_offset + padded(entry.data_size))
+        actual = ones_sum(buf[entry.data_offset:end])
+        problems.append(f"DATASUM {str(header.get('DATASUM')).strip()!r} does not match the "
+                        f"data (their sum is {actual}): the data changed after it was written")
+    if hdu == -1:
+        if data == 1:
+            cause = "the header changed after it was written (DATASUM verifies)"
+        elif data == -1:
+            cause = "the data changed"
+        else:
+            cause = "the header or the data changed after it was written (no DATASUM to tell which)"
+        problems.append(f"CHECKSUM {str(header.get('CHECKSUM')).strip()!r} does not verify: {cause}")
+    return "FAIL: " + "; ".join(problems)
 
 
 def _typed(text: str) -> Any:

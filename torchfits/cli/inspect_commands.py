@@ -40,6 +40,12 @@ def _image_hdus(index: Any) -> list[int]:
             and e.naxes and all(n > 0 for n in e.naxes)]
 
 
+def _is_groups(index: Any, entry: Any) -> bool:
+    """A random-groups primary (NAXIS1 = 0, GROUPS = T): parameters and arrays, not an image."""
+    return bool(entry.is_image and entry.naxes and entry.naxes[0] == 0
+                and index.header_view(entry).get("GROUPS") is True)
+
+
 def _table_hdus(index: Any) -> list[int]:
     return [e.index for e in index.entries if e.is_table]
 
@@ -208,10 +214,19 @@ def cmd_cutout(args: argparse.Namespace) -> int:
         wanted = select_hdus(index, t, spec, default=lambda ix: [ix.autodetect()])
         if len(wanted) != 1:
             raise UsageError(f"{src}: cutout takes one HDU")
+        entry = index.entries[wanted[0]]
+        if wanted[0] not in _image_hdus(index) or _is_groups(index, entry):
+            what = "a table" if entry.is_table else (
+                "a random-groups HDU" if _is_groups(index, entry) else "not an image with data")
+            raise UsageError(f"{src}: HDU {entry.index} ({entry.display_name}) is {what}; "
+                             "cutout cuts images")
         img = Image(t.path, wanted[0])
         if box is not None:
             x1, y1, x2, y2 = box
             h, w = img.shape[-2:]
+            if x1 >= w or y1 >= h or x2 <= 0 or y2 <= 0:
+                raise UsageError(f"{src}: --box {x1},{y1},{x2},{y2} lies outside the "
+                                 f"{w}x{h} image of HDU {entry.index} ({entry.display_name})")
             key: Any = (Ellipsis, slice(max(0, y1), min(h, y2)), slice(max(0, x1), min(w, x2)))
         else:
             key = t.section

@@ -19,11 +19,13 @@ from .common import (EXIT_INTERNAL, EXIT_IO, EXIT_OK, EXIT_USAGE, Batch, Target,
 
 
 # -- commands -------------------------------------------------------------------------------------
-INFO_COLUMNS = ("file", "hdu", "name", "type", "shape", "dtype", "codec", "nrows", "ncols")
+INFO_COLUMNS = ("file", "hdu", "name", "type", "shape", "dtype", "codec", "groups", "params",
+                "nrows", "ncols")
 
 
 def info_record(shown: str, s: Any) -> dict[str, Any]:
-    """One ``info`` record: the HDU's type, image shape and dtype, or table rows and columns."""
+    """One ``info`` record: the HDU's type, image shape and dtype, or table rows and columns;
+    a random-groups HDU also has its group and parameter counts."""
     rec: dict[str, Any] = {"file": shown, "hdu": s.index, "name": s.name, "type": s.type}
     if s.nrows is not None:
         rec.update(nrows=s.nrows, ncols=s.ncols)
@@ -31,6 +33,8 @@ def info_record(shown: str, s: Any) -> dict[str, Any]:
         rec.update(shape=tuple(s.shape), dtype=s.dtype or _storage_dtype(s.bitpix))
         if s.codec:
             rec["codec"] = s.codec
+        if s.type == "GROUPS":  # shape is (GCOUNT, NAXISn, ..., NAXIS2), as read_numpy gives it
+            rec.update(groups=getattr(s, "gcount", None), params=getattr(s, "pcount", None))
     return rec
 
 
@@ -72,8 +76,16 @@ def cmd_header(args: argparse.Namespace) -> int:
 
     def one(t: Target) -> list[tuple[int, str, Any]]:
         index = get_index(t.path)
-        return [(i, index.entries[i].display_name, index.header(index.entries[i]))
-                for i in select_hdus(index, t, spec)]
+        found = [(i, index.entries[i].display_name, index.header(index.entries[i]))
+                 for i in select_hdus(index, t, spec)]
+        # a -k that names no card of any HDU shown is a mistake to report, not an empty answer
+        for p in patterns:
+            if not any(fnmatch.fnmatchcase(c.key.upper(), p) for _, _, h in found for c in h.cards):
+                where = ", ".join(f"{i} ({name})" for i, name, _ in found)
+                what = f"matches {p!r}" if any(ch in p for ch in "*?[") else repr(p)
+                raise UsageError(f"{t.shown}: no keyword {what} in HDU {where}" if len(found) == 1
+                                 else f"{t.shown}: no keyword {what} in any of HDUs {where}")
+        return found
 
     done = batch.run(targets(input_paths(args)), one, name=lambda t: t.shown)
     records: list[dict[str, Any]] = []
@@ -152,8 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     if not args.command:
@@ -180,6 +193,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception:  # a bug: report it with its traceback, never a bare crash
         traceback.print_exc()
         return EXIT_INTERNAL
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; a command's positionals may come before, between or after its options
+    (``cutout in.fits --box 0,0,9,9 out.fits``), which plain argparse refuses."""
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if argv and actions and argv[0] in actions[0].choices:
+        sub = actions[0].choices[argv[0]]
+        nested = any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)
+        if not nested:  # `index build` has its own subcommands: argparse cannot intermix those
+            args = sub.parse_intermixed_args(argv[1:])
+            args.command = argv[0]
+            return args
+    return parser.parse_args(argv)
 
 
 def _quiet_stdout() -> None:

@@ -38,8 +38,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError("-e/--hdu takes one table HDU (index or EXTNAME)")
     fmt = None
     if args.out:
-        fmt = output_format(args.out, args.to)
         check_outputs([args.out], args.overwrite)
+        fmt = output_format(args.out, args.to)
     elif args.to:
         raise UsageError("--to needs -o/--out (use -f json/jsonl for JSON on stdout)")
     con = duckdb.connect()
