@@ -94,12 +94,14 @@ def test_cutout_batches_several_files_shuffled_and_channel_dim(mosaics):
 def test_cutout_batches_fall_back_at_edges_and_for_mixed_sizes(mosaics):
     # A box an edge clamps has another shape: the batch is read item by item (and collating
     # mixed shapes fails exactly as it did per item).
-    edge = FitsCutoutDataset([(mosaics["f32"], 0, 0, 0, 8), (mosaics["f32"], 0, 85, 66, 8)])
+    edge = FitsCutoutDataset([(mosaics["f32"], 0, 0, 0, 8), (mosaics["f32"], 0, 85, 66, 8)],
+                             edge="clamp")
     got = _batch_equals_items(edge, [1])
     assert not isinstance(got, FitsBatch) and got[0].shape == (1, 4, 5)
     with pytest.raises(RuntimeError):
         fits_collate_fn(edge.__getitems__([0, 1]))
-    negative = FitsCutoutDataset([(mosaics["f32"], 0, -2, 5, 8), (mosaics["f32"], 0, 1, 5, 8)])
+    negative = FitsCutoutDataset([(mosaics["f32"], 0, -2, 5, 8), (mosaics["f32"], 0, 1, 5, 8)],
+                                 edge="clamp")
     assert not isinstance(_batch_equals_items(negative, [0]), FitsBatch)
     mixed = FitsCutoutDataset([(mosaics["f32"], 0, 0, 0, 8), (mosaics["f32"], 0, 0, 0, 9)])
     assert not isinstance(mixed.__getitems__([0, 1]), FitsBatch)
@@ -405,7 +407,7 @@ def test_staged_cutouts_decode_each_file_at_once(mosaics, kind, monkeypatch):
                               equal_nan=True) for a, b in zip(got, boxes))
     half = [(w - 6, h - 4, w + 6, h + 4), (0, 0, 12, 8)]  # the first box is cut by the corner
     clamped = list(FitsStagedCutoutIterableDataset(
-        [path], cutouts_per_file=2, cutout_size=(8, 12), dtype=torch.float64,
+        [path], cutouts_per_file=2, cutout_size=(8, 12), dtype=torch.float64, edge="clamp",
         cutout_generator=lambda *_: half.pop(0)))
     assert clamped[0].shape == (1, 4, 6) and clamped[1].shape == (1, 8, 12)
     assert clamped[0].dtype == torch.float64

@@ -93,12 +93,14 @@ def test_cutouts_over_http_fetch_only_their_rows(www):
     root, srv = www
     (local,), (url,) = _pairs(root, srv, ["mosaic.fits"])
     boxes = [(10 * k, 7 * k, 32) for k in range(20)] + [(480, 590, 32)]  # the last one clamps
-    ds = FitsCutoutDataset([(url, 0, *b) for b in boxes], storage_options=LOCAL)
-    ref = FitsCutoutDataset([(local, 0, *b) for b in boxes])
+    ds = FitsCutoutDataset([(url, 0, *b) for b in boxes], storage_options=LOCAL, edge="clamp")
+    ref = FitsCutoutDataset([(local, 0, *b) for b in boxes], edge="clamp")
     srv.reset()
     assert torch.equal(fits_collate_fn(ds.__getitems__(list(range(20)))),
                        fits_collate_fn(ref.__getitems__(list(range(20)))))
     assert torch.equal(ds[20], ref[20]) and ds[20].shape == (1, 10, 20)
+    padded = FitsCutoutDataset([(url, 0, 480, 590, 32)], storage_options=LOCAL, edge="pad")[0]
+    assert padded.shape == (1, 32, 32) and torch.equal(padded[:, :10, :20], ref[20])
     assert 0 < srv.bytes_sent < os.path.getsize(local) // 2
 
 

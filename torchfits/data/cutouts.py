@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from .._torch_adapter import torch_dtype, validate_device
+from ..errors import CutoutEdgeError
 from ..fits.paths import fspath
 from .images import _check_hdu, _ImagePayloads
 from .loader import finish_batch
@@ -25,6 +26,74 @@ __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
 CutoutSpec = tuple[str, int, int, int, int, int]
 _STAGE_CHUNK = 8 << 20
 _SPEC_ERROR = "cutout must be (path, hdu, x, y, size) or (path, hdu, x1, y1, x2, y2)"
+_EDGES = ("raise", "pad", "clamp")
+
+
+def _edge_args(edge: Any, pad_value: Any) -> tuple[str, Any]:
+    """Checked ``edge`` and ``pad_value`` (a number, only with ``edge="pad"``)."""
+    if not isinstance(edge, str) or edge not in _EDGES:
+        raise ValueError(f"edge must be 'raise', 'pad' or 'clamp', not {edge!r}")
+    if pad_value is not None:
+        if edge != "pad":
+            raise ValueError(f"pad_value is used with edge='pad' only (edge={edge!r})")
+        if isinstance(pad_value, bool) or not isinstance(pad_value, (int, float, np.integer,
+                                                                     np.floating)):
+            raise TypeError(f"pad_value must be a number, not {type(pad_value).__name__}")
+    return edge, pad_value
+
+
+def _check_box(box: tuple[int, int, int, int], where: Any) -> tuple[int, int, int, int]:
+    x1, y1, x2, y2 = box
+    if x2 <= x1 or y2 <= y1:
+        raise ValueError(f"{where}: cutout box (x1, y1, x2, y2) = {box} is empty "
+                         "(x2 > x1 and y2 > y1 are required)")
+    return box
+
+
+def _edge_error(path: str, hdu: Any, box: tuple, shape: tuple) -> CutoutEdgeError:
+    h, w = shape
+    return CutoutEdgeError(
+        f"{path}: HDU {hdu!r}: cutout box (x1, y1, x2, y2) = {tuple(box)} is outside the "
+        f"{h}x{w} image (x in [0, {w}), y in [0, {h})); pass edge='pad' to fill the outside "
+        "with pad_value (NaN for floats, 0 for integers), or edge='clamp' to cut the box at "
+        "the edge")
+
+
+def _clamped(box: tuple, shape: tuple) -> tuple[int, int, int, int]:
+    """The part of ``box`` inside an image of ``shape`` (h, w); empty where it misses."""
+    h, w = shape
+    x1, y1 = min(max(box[0], 0), w), min(max(box[1], 0), h)
+    return x1, y1, max(x1, min(max(box[2], 0), w)), max(y1, min(max(box[3], 0), h))
+
+
+def _inside(box: tuple, shape: tuple) -> bool:
+    return box[0] >= 0 and box[1] >= 0 and box[2] <= shape[1] and box[3] <= shape[0]
+
+
+def _fill_value(dtype: torch.dtype, pad_value: Any, path: str, hdu: Any) -> Any:
+    """What pads a cutout of ``dtype``: ``pad_value``, else NaN for floats and 0 otherwise."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan") if pad_value is None else float(pad_value)
+    if pad_value is None:
+        return False if dtype == torch.bool else 0
+    info = torch.iinfo(dtype) if dtype != torch.bool else None
+    value = float(pad_value)
+    if not value.is_integer() or info is None or not info.min <= value <= info.max:
+        raise CutoutEdgeError(f"{path}: HDU {hdu!r}: pad_value={pad_value!r} cannot be stored "
+                              f"in the {str(dtype).replace('torch.', '')} cutout; give an "
+                              "integer in its range, or dtype= a floating type")
+    return int(value)
+
+
+def _pad(t: torch.Tensor, box: tuple, shape: tuple, fill: Any) -> torch.Tensor:
+    """``t`` (the read of the clamped box) placed in a ``box``-sized tensor filled with ``fill``."""
+    x1, y1, x2, y2 = box
+    out = torch.full(tuple(t.shape[:-2]) + (y2 - y1, x2 - x1), fill, dtype=t.dtype,
+                     device=t.device)
+    cx1, cy1, cx2, cy2 = _clamped(box, shape)
+    if cx2 > cx1 and cy2 > cy1:
+        out[..., cy1 - y1:cy2 - y1, cx1 - x1:cx2 - x1] = t
+    return out
 
 
 def _parse_spec(spec: Any, seen: Optional[dict] = None) -> tuple[str, Any, tuple[int, int, int, int]]:
@@ -53,13 +122,15 @@ def _parse_spec(spec: Any, seen: Optional[dict] = None) -> tuple[str, Any, tuple
         if size <= 0:
             raise ValueError(f"cutout size must be positive, got {size}")
         return path, hdu, (x, y, x + size, y + size)
-    return path, hdu, (nums[0], nums[1], nums[2], nums[3])
+    return path, hdu, _check_box((nums[0], nums[1], nums[2], nums[3]), path)
 
 
 class FitsCutoutDataset(torch.utils.data.Dataset):
     """One cutout per spec: ``(path, hdu, x, y, size)`` (top-left corner, square box
-    ``[x, x+size) × [y, y+size)``) or ``(path, hdu, x1, y1, x2, y2)``; boxes are clamped at the
-    image edges. Items are the cutout tensor alone (``(1, h, w)`` with ``add_channel_dim``).
+    ``[x, x+size) × [y, y+size)``) or ``(path, hdu, x1, y1, x2, y2)``. Items are the cutout
+    tensor alone (``(1, h, w)`` with ``add_channel_dim``), always the box's size: a box that
+    leaves the image raises `CutoutEdgeError` (naming the file, HDU, box and image shape)
+    unless ``edge="pad"`` fills the outside with ``pad_value``.
 
     Parameters
     ----------
@@ -74,11 +145,19 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
     storage_options : dict, optional
         For fsspec URLs among the paths: passed to the remote byte sources (only the rows a
         box covers are fetched).
+    edge : {"raise", "pad", "clamp"}
+        A box that leaves the image: raise `CutoutEdgeError` (the default), pad it to its full
+        size, or cut it at the edge (torchfits 1.x; items then differ in shape and do not
+        collate).
+    pad_value : number, optional
+        The fill of ``edge="pad"``: NaN for floating results and 0 for integer ones by default.
     """
 
     def __init__(self, cutouts: Any, transform: Optional[Callable] = None, device: Any = "cpu",
                  add_channel_dim: bool = True, *, dtype: Any = None,
-                 scale_on_device: bool = False, storage_options: Optional[dict] = None) -> None:
+                 scale_on_device: bool = False, storage_options: Optional[dict] = None,
+                 edge: str = "raise", pad_value: Any = None) -> None:
+        self.edge, self.pad_value = _edge_args(edge, pad_value)
         self.storage_options = storage_options_arg(storage_options)
         seen: dict = {}
         specs = []
@@ -162,9 +241,19 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         path, hdu, box = self._specs[self._position(i)]
         t = read_pixels(path, hdu, dtype=self.dtype, device=self.device, box=box,
                         scale_on_device=self.scale_on_device, storage_options=self.storage_options)
+        if self.edge != "clamp" and t.dim() >= 2 and \
+                tuple(t.shape[-2:]) != (box[3] - box[1], box[2] - box[0]):
+            # The read clamps: a smaller result means the box left the image.
+            t = self._edge(t, path, hdu, box)
         if self.add_channel_dim and t.dim() == 2:
             t = t.unsqueeze(0)
         return self.transform(t) if self.transform is not None else t
+
+    def _edge(self, t: torch.Tensor, path: str, hdu: Any, box: tuple) -> torch.Tensor:
+        shape = tuple(image_reader(path, hdu, self.storage_options).shape[-2:])
+        if self.edge == "raise":
+            raise _edge_error(path, hdu, box, shape)
+        return _pad(t, box, shape, _fill_value(t.dtype, self.pad_value, path, hdu))
 
     def __repr__(self) -> str:
         return f"FitsCutoutDataset(n={len(self._specs)}, files={len(self.files)}, device={self.device!r})"
@@ -181,6 +270,11 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
     ``storage_options``) are copied whole into ``staging_dir`` (``$SLURM_TMPDIR``/``$TMPDIR``)
     by the worker that reads them, and deleted after use when ``cleanup``; local files are read
     in place.
+
+    A stamp that leaves the image (a ``cutout_size`` larger than an image, a generator's box
+    across an edge) follows ``edge`` as in `FitsCutoutDataset`: raise `CutoutEdgeError` by
+    default, or ``edge="pad"``: flux filled with ``pad_value`` (NaN/0), ivar with 0 and the
+    validity mask False outside the image.
     """
 
     def __init__(self, paths: Any, cutouts_per_file: int = 100, cutout_size: Any = 128,
@@ -191,9 +285,11 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
                  shuffle_buffer_size: Optional[int] = None, seed: int = 0,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  mask_is_dq: bool = False, bad_bits: Any = None, dtype: Any = None,
-                 scale_on_device: bool = False, storage_options: Optional[dict] = None) -> None:
+                 scale_on_device: bool = False, storage_options: Optional[dict] = None,
+                 edge: str = "raise", pad_value: Any = None) -> None:
         if isinstance(hdu, (list, tuple)):
             raise ValueError("staged cutouts read one flux HDU per file")
+        self.edge, self.pad_value = _edge_args(edge, pad_value)
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, True, add_channel_dim,
                     None, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         if isinstance(cutouts_per_file, bool) or not isinstance(cutouts_per_file, int) \
@@ -252,6 +348,9 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
                 x1 = int(rng.integers(0, max(w - cw, 0) + 1))
                 y1 = int(rng.integers(0, max(h - ch, 0) + 1))
                 box = (x1, y1, x1 + cw, y1 + ch)
+            _check_box(box, path)
+            if self.edge == "raise" and not _inside(box, (h, w)):
+                raise _edge_error(path, self.hdu, box, (h, w))
             boxes.append(box)
         if self.ivar_hdus is None and self.mask_hdus is None and not self.scale_on_device:
             # Every stamp of the file in one kernel call (as FitsCutoutDataset batches do);
@@ -263,22 +362,32 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
                     yield self._finish(self._channel(t))
                 return
         for box in boxes:
-            yield self._finish(self._cut(path, box))
+            yield self._finish(self._cut(path, box, (h, w)))
 
-    def _cut(self, path: str, box: tuple) -> Any:
+    def _cut(self, path: str, box: tuple, shape: tuple) -> Any:
+        padded = self.edge == "pad" and not _inside(box, shape)
+        clamped = _clamped(box, shape) if padded else box
+
         def read(hdu: Any, dtype: Any) -> torch.Tensor:
-            return read_pixels(path, hdu, dtype=dtype, device=self.device, box=box,
+            return read_pixels(path, hdu, dtype=dtype, device=self.device, box=clamped,
                                scale_on_device=self.scale_on_device)
 
-        flux = read(self.hdu, self.dtype)
+        def pad(t: torch.Tensor, fill: Any = None) -> torch.Tensor:
+            if not padded:
+                return t
+            return _pad(t, box, shape, _fill_value(t.dtype, self.pad_value, path, self.hdu)
+                        if fill is None else fill)
+
+        flux = pad(read(self.hdu, self.dtype))
         if self.ivar_hdus is None and self.mask_hdus is None:
             return self._channel(flux)
         out = {"flux": flux}
         if self.ivar_hdus is not None:
-            out["ivar"] = read(self.ivar_hdus[0], self.dtype)
+            out["ivar"] = pad(read(self.ivar_hdus[0], self.dtype), 0)  # no information
         if self.mask_hdus is not None:
-            out["mask"] = validity_mask(read(self.mask_hdus[0], None), is_dq=self.mask_is_dq,
-                                        bad_bits=self.bad_bits)
+            out["mask"] = pad(validity_mask(read(self.mask_hdus[0], None),
+                                            is_dq=self.mask_is_dq, bad_bits=self.bad_bits),
+                              False)  # outside the image: not valid
         for key in ("ivar", "mask"):
             if key in out and tuple(out[key].shape) != tuple(flux.shape):
                 raise ValueError(f"{path}: {key} cutout has shape {tuple(out[key].shape)} but the "

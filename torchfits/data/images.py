@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import re
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
 from .._torch_adapter import torch_dtype, validate_device
-from ..errors import CorruptHeaderError, KeywordNotFoundError
+from ..errors import CorruptHeaderError, FitsFileNotFoundError, KeywordNotFoundError
 from ..fits.paths import fspath
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
 from .loader import finish_batch
@@ -27,8 +28,10 @@ __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "F
 
 def resolve_paths(paths: Any) -> list[str]:
     """A path, glob pattern or list of them → file list. A string pattern is expanded and sorted;
-    a pattern matching nothing stays a literal path (reading it then fails). URLs are kept as
-    they are (read through the remote byte sources with the dataset's ``storage_options``)."""
+    a pattern matching nothing raises `FitsFileNotFoundError` here, at construction, as
+    ``torchfits.dataset`` does (a path whose brackets are a CFITSIO suffix of an existing file
+    stays as it is). URLs are kept as they are (read through the remote byte sources with the
+    dataset's ``storage_options``)."""
     if isinstance(paths, (str, os.PathLike)):
         items = [paths]
     else:
@@ -45,10 +48,18 @@ def resolve_paths(paths: Any) -> list[str]:
         if ("*" in text or "?" in text or "[" in text) and "://" not in text \
                 and not os.path.exists(text):
             found = sorted(_glob.glob(text))
+            if not found and not _suffixed_file(text):
+                raise FitsFileNotFoundError(f"no files match {text!r}")
             out += found if found else [text]
         else:
             out.append(text)
     return out
+
+
+def _suffixed_file(text: str) -> bool:
+    """Whether ``text`` is an existing file followed by CFITSIO ``[...]`` suffixes."""
+    base = re.sub(r"(\[[^\[\]]*\])+$", "", text)
+    return base != text and os.path.exists(base)
 
 
 def _hdu_list(hdu: Any) -> list[Any]:
