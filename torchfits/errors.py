@@ -28,10 +28,12 @@ __all__ = [
     "CompressedTileError",
     "CodecError",
     "FitsWriteError",
+    "HeaderCardError",
     "TransformError",
     "TransformInverseError",
     "FitsIOError",
     "WhereEvaluationError",
+    "NullValueError",
     "CutoutEdgeError",
 ]
 
@@ -131,6 +133,13 @@ class FitsWriteError(FitsError, RuntimeError, ValueError, TypeError):
     """A write failed; the message names the file (``Failed to write FITS file '<path>'``)."""
 
 
+class HeaderCardError(FitsWriteError):
+    """A header card that FITS cannot hold: a keyword, value or comment with a character outside
+    printable ASCII (a newline, a tab, an accented letter), a NaN or infinite value, a value that
+    is not a scalar, a malformed keyword or a card too long for 80 characters. Raised before
+    anything is written; names the keyword (and the file and HDU, where known)."""
+
+
 class TransformError(FitsError, ValueError, TypeError):
     """A transform got a bad parameter, or an input (shape, dtype, payload) it cannot take.
 
@@ -154,6 +163,13 @@ class WhereEvaluationError(FitsError, ValueError):
     """A where-expression that parses but cannot be applied to a table: a column type it cannot
     filter, an operand of the wrong kind, 64-bit integer arithmetic that overflows; names the
     file and HDU."""
+
+
+class NullValueError(FitsError, ValueError, TypeError):
+    """A table column holds nulls (a TNULL value, a logical column's zero byte) that a tensor
+    cannot show; names the file, HDU and column and the ways out (``null_value=`` to fill,
+    ``masks=True`` for a validity tensor). Also a ``TypeError``, what torch routes raised
+    for nulls before."""
 
 
 class CutoutEdgeError(FitsError, ValueError):
