@@ -309,3 +309,51 @@ def test_float_compare_plan():
     assert plan("!=", 10**400, 64) == ("const", True)
     assert plan(">", math.inf, 32) == ("cmp", ">", math.inf)
     assert plan("<", math.nan, 64) == ("const", None)
+
+
+# -- messages that point at the real mistake (issue 23) ---------------------------------------
+@pytest.mark.parametrize(
+    "text, message, position",
+    [
+        ("mag =< 16", r"Unsupported operator '=<' \(use '<='\)", 4),
+        ("mag => 16", r"Unsupported operator '=>' \(use '>='\)", 4),
+        ("mag =! 16", r"Unsupported operator '=!' \(use '!='\)", 4),
+        ("mag = 16", r"Unsupported operator '=' \(use '=='\)", 4),
+        ("mag < 1e", r"Malformed number '1e'", 6),
+        ("mag < 1e+", r"Malformed number '1e\+'", 6),
+        ("mag < 1.2.3", r"Malformed number '1.2.3'", 6),
+        ("mag < 0x", r"Malformed number '0x'", 6),
+        ("mag < 16abc", r"Malformed number '16abc'", 6),
+        ("x < 16 -- note", r"'--'.*comments", 7),
+        ("x < 16 --", r"'--'.*comments", 7),
+        ("x--1 > 0", r"'--'.*comments", 1),
+    ],
+)
+def test_native_parse_errors_point_at_the_mistake(text, message, position):
+    with pytest.raises(WhereSyntaxError, match=message) as info:
+        E.parse(text)
+    assert f"at position {position}" in str(info.value)
+
+
+def test_minus_a_negative_number_still_parses():
+    assert E.parse("x - -1 > 0") == E.parse("x - (-1) > 0")
+    assert E.parse("x > -1e3") == E.Compare(">", E.Column("x"), E.Literal(-1000.0))
+    assert E.parse("x > 0x1E+1") == E.Compare(">", E.Column("x"), E.Arith("+", E.Literal(30), E.Literal(1)))
+
+
+def test_column_names_match_exactly_first_then_ignoring_case(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import torchfits
+    from torchfits.errors import ColumnNotFoundError
+
+    path = str(tmp_path / "case.fits")
+    torchfits.write(path, pa.table({"Ab": [1, 2, 3], "AB": [3, 2, 1], "c": [1, 1, 0]}), overwrite=True)
+
+    def ids(where):
+        return torchfits.scan(path, where=where).to_arrow().column("Ab").to_pylist()
+
+    assert ids("Ab > 1") == [2, 3]       # each exact spelling names its own column
+    assert ids("AB > 1") == [1, 2]
+    assert ids("C > 0") == [1, 2]        # no exact match: the one column equal ignoring case
+    with pytest.raises(ColumnNotFoundError, match=r"'ab' matches 'Ab' and 'AB' only by case"):
+        torchfits.scan(path, where="ab > 1")

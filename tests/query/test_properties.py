@@ -333,5 +333,9 @@ if st is not None and pa is not None:
     def test_from_pyarrow_property(expression, with_schema):
         table = _from_table()
         tree = E.from_pyarrow(expression, table.schema if with_schema else None)
+        if tree is None and not with_schema and "is_in" in str(expression):
+            # without types any column may be float, where pyarrow's is_in tells 0.0 from -0.0
+            assert E.from_pyarrow(expression, table.schema) is not None, expression
+            return
         assert tree is not None, expression
         assert _pa_rows(table, E.to_pyarrow(tree, table.schema)) == _pa_rows(table, expression)

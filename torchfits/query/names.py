@@ -1,5 +1,6 @@
-"""Column names in predicates: exact first, then case-insensitive (as ``columns=``), and an
-unknown name is a `ColumnNotFoundError` that suggests the close ones."""
+"""Column names in predicates: exact first, then case-insensitive (as ``columns=``); an
+unknown name, or one that matches several columns only by case, is a `ColumnNotFoundError`
+(an unknown one suggests the close names)."""
 from __future__ import annotations
 
 import dataclasses
@@ -46,17 +47,25 @@ def resolve_columns(tree: Expr, names: Iterable[str], *, context: str = "") -> E
     Raises
     ------
     ColumnNotFoundError
-        ``"where references unknown column 'X' (cat.fits HDU 1); did you mean 'x_1'?"``; it is
-        also a ``ValueError`` and a ``KeyError``.
+        ``"where references unknown column 'X' (cat.fits HDU 1); did you mean 'x_1'?"``, or a
+        name that is no column's exact spelling and matches several only by case; it is also
+        a ``ValueError`` and a ``KeyError``.
     """
     names = list(names)
     mapping: dict[str, str] = {}
+    where = f" ({context})" if context else ""
     for name in columns(tree):
         found = match_column(name, names)
         if found is None:
-            where = f" ({context})" if context else ""
             raise ColumnNotFoundError(
                 f"where references unknown column '{name}'{where}{did_you_mean(name, names)}")
+        if found != name:
+            same = [n for n in names if n.casefold() == name.casefold()]
+            if len(same) > 1:
+                spelled = " and ".join(repr(n) for n in same)
+                raise ColumnNotFoundError(
+                    f"where column '{name}' matches {spelled} only by case{where}; "
+                    f"write the one you mean exactly")
         if found != name:
             mapping[name] = found
     if not mapping:

@@ -55,8 +55,10 @@ _TOKEN_RE = re.compile(
     (?P<ws>\s+)
   | (?P<num>(?:0[xX][0-9A-Fa-f]+|0[oO][0-7]+|0[bB][01]+
             |(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.]))
+  | (?P<badnum>\.?[0-9](?:[A-Za-z0-9_.]|(?<=[eE])[+-])*)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>==|!=|>=|<=|<>|>|<|=|!)
+  | (?P<op>==|!=|>=|<=|<>|=<|=>|=!|>|<|=|!)
+  | (?P<comment>--)
   | (?P<logic>&&|\|\||&|\||~)
   | (?P<arith>[-+*/])
   | (?P<lparen>\()
@@ -102,6 +104,17 @@ def _native_tokens(text: str) -> List[_Tok]:
             )
         kind = match.lastgroup
         word = match.group()
+        if kind == "badnum":
+            raise WhereSyntaxError(
+                f"Malformed number {word!r} at position {i} in where expression (numbers are "
+                f"spelled 42, -3, 0x2A, 4.5, .5, 1e3, 1e-3)"
+            )
+        if kind == "comment":
+            # SQL would read the rest as a comment, arithmetic as minus minus: refuse both
+            raise WhereSyntaxError(
+                f"where does not support '--' at position {i}: SQL comments are not part of the "
+                f"where dialect (to subtract a negative number write 'x - -1')"
+            )
         if kind == "num":
             tokens.append(_Tok(kind, word, _number_or_none(word), i))
         elif kind == "logic":
@@ -261,8 +274,9 @@ class _Parser:
         if tok is None:
             return left
         if tok.kind == "op":
-            if tok.text in ("=", "<>", "!"):
-                hint = {"=": "'=='", "<>": "'!='", "!": "'!='"}[tok.text]
+            if tok.text in ("=", "<>", "!", "=<", "=>", "=!"):
+                hint = {"=": "'=='", "<>": "'!='", "!": "'!='", "=<": "'<='", "=>": "'>='",
+                        "=!": "'!='"}[tok.text]
                 raise self.error(f"Unsupported operator {tok.text!r} (use {hint})", pos=tok.pos)
             self.advance()
             rpos = self.here()
