@@ -4,6 +4,7 @@ tolerance edges, ignored keywords and HDUs, shapes, dtypes, arrays, VLAs, compre
 the exit code is 0 exactly when ``FITSDiff(...).identical``; the report names the place."""
 import json
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -314,3 +315,50 @@ def test_bad_arguments_exit_2_and_missing_files_3(tmp_path, capsys):
     assert code == 2 and "whole files" in err
     code, _, err = run(capsys, "diff", a, tmp_path / "nope.fits")
     assert code == 3 and "nope.fits" in err
+
+
+def logical_with_null(path):
+    """A logical column whose third cell is stored as 0x00 (null), the others T/F."""
+    fits.BinTableHDU.from_columns(
+        [fits.Column(name="f", format="L", array=np.array([True, False, False]))]).writeto(path)
+    from torchfits.fits.hdu_index import get_index
+
+    entry = get_index(path).entries[1]
+    with open(path, "rb") as fh:
+        raw = bytearray(fh.read())
+    raw[entry.data_offset + 2] = 0
+    with open(path, "wb") as fh:
+        fh.write(bytes(raw))
+
+
+def logical_false(path):
+    fits.BinTableHDU.from_columns(
+        [fits.Column(name="f", format="L", array=np.array([True, False, False]))]).writeto(path)
+
+
+def vla_with_nan(path):
+    col = fits.Column(name="v", format="PD()", array=np.array([np.array([1.0, np.nan])], dtype=object))
+    fits.BinTableHDU.from_columns([col]).writeto(path)
+
+
+# (id, a, b, options, FITSDiff's identical, ours) where docs/cli.md says we choose otherwise
+DIVERGENCES = [
+    ("NaN vs inf", image(ramp(p0_0=np.nan)), image(ramp(p0_0=np.inf)), {}, True, False),
+    ("NaN in a VLA", vla_with_nan, vla_with_nan, {}, False, True),
+    ("ignored keyword in one file", image(RAMP), image(RAMP, FOO=1), {"ignore_keywords": ["FOO"]},
+     False, True),
+    ("null logical vs F", logical_with_null, logical_false, {}, True, False),
+    ("T vs 1", image(RAMP, X=True), image(RAMP, X=1), {}, True, False),
+]
+
+
+@pytest.mark.parametrize("case", DIVERGENCES, ids=[d[0] for d in DIVERGENCES])
+def test_documented_divergences_from_fitsdiff(case, tmp_path, capsys):
+    name, build_a, build_b, opts, fitsdiff_says, we_say = case
+    a, b = tmp_path / "a.fits", tmp_path / "b.fits"
+    build_a(str(a))
+    build_b(str(b))
+    with warnings.catch_warnings():  # astropy warns that it reads the null logical as False
+        warnings.simplefilter("ignore")
+        assert fits.FITSDiff(str(a), str(b), **opts).identical is fitsdiff_says
+    assert run(capsys, "diff", a, b, *_argv(opts))[0] == (0 if we_say else 1)
