@@ -21,7 +21,7 @@ fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402
 
-from _tablehelpers import write_raw_bintable  # noqa: E402
+from _tablehelpers import decode_numpy, write_raw_bintable  # noqa: E402
 
 
 def _data_dirs() -> list[Path]:
@@ -166,3 +166,75 @@ def test_to_arrow_of_empty_cells_is_valid():
     _check_arrow(table, "to_arrow")
     assert table.column("x").to_pylist() == [[], [], []]
     assert pl.from_arrow(table).height == 3
+
+
+# --------------------------------------------------------------------------------------------
+# Logical variable-length columns: the standard bytes, nulls, and old astropy's 0x00/0x01
+# --------------------------------------------------------------------------------------------
+
+def _astropy_logical_rows(path: Path) -> list:
+    """astropy's reading, with nulls kept: its bool read where it says the file holds old
+    0x00/0x01 bytes, else its raw-byte read (b'T' True, b'F' False, b'\\x00' null)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fits.open(path) as hdul:
+            booleans = [[bool(x) for x in row] for row in hdul[1].data["flag"]]
+    if any("older astropy" in str(w.message) for w in caught):
+        return booleans
+    meaning = {b"T": True, b"F": False, b"": None}
+    with fits.open(path, logical_as_bytes=True) as hdul:
+        return [[meaning[bytes(x)] for x in row] for row in hdul[1].data["flag"]]
+
+
+@pytest.mark.parametrize("name", ["vla_logical_pre_fix.fits", "vla_logical_null.fits",
+                                  "vla_logical_all_zero.fits"])
+def test_logical_vla_files_match_astropy(name):
+    path = ASTROPY_DATA / name
+    if not path.exists():
+        pytest.skip(f"this astropy has no {name}")
+    expected = _astropy_logical_rows(path)
+    got = torchfits.scan(str(path), hdu=1).to_arrow().column("flag").to_pylist()
+    assert got == expected
+    # One row a batch decides as the whole column does.
+    batches = torchfits.scan(str(path), hdu=1, batch_size=1).to_batches()
+    assert [r for b in batches for r in b.column("flag").to_pylist()] == expected
+    rows = list(range(len(expected)))[::-1]
+    got = torchfits.scan(str(path), hdu=1, rows=rows).to_arrow().column("flag").to_pylist()
+    assert got == [expected[k] for k in rows]
+    # The 1.x route reads a null logical as False, as 1.x did.
+    compat = torchfits.table.read(str(path), hdu=1).column("flag").to_pylist()
+    assert compat == [[bool(x) for x in row] for row in expected]
+
+
+def test_legacy_logical_vla_numpy_route():
+    path = ASTROPY_DATA / "vla_logical_pre_fix.fits"
+    if not path.exists():
+        pytest.skip("this astropy has no vla_logical_pre_fix.fits")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with fits.open(path) as hdul:
+            expected = [list(map(bool, row)) for row in hdul[1].data["flag"]]
+        got = decode_numpy(path)["flag"]
+    assert [list(map(bool, row)) for row in got] == expected
+
+
+def test_legacy_logical_vla_is_decided_over_the_whole_column(tmp_path):
+    # Row 0 alone (zeros) would be all-null; row 2's 0x01 makes the column old astropy's.
+    heap = bytes([0, 0, 1, 0])
+    desc = [(2, 0), (0, 2), (2, 2)]
+    rows = b"".join(np.array(d, ">i4").tobytes() for d in desc)
+    path = write_raw_bintable(tmp_path / "old.fits", [("TTYPE1", "flag"), ("TFORM1", "PL(2)")],
+                              rows, 3, 8, heap=heap)
+    expected = _astropy_logical_rows(Path(path))
+    assert expected == [[False, False], [], [True, False]]
+    for batch_size in (1, 2, 100):
+        batches = torchfits.scan(path, hdu=1, batch_size=batch_size).to_batches()
+        assert [r for b in batches for r in b.column("flag").to_pylist()] == expected
+    # A standard column with a 0x00 keeps it as null, whatever the other rows hold.
+    heap = b"T\x00F" + b"\x00"
+    rows = b"".join(np.array(d, ">i4").tobytes() for d in [(3, 0), (1, 3)])
+    path = write_raw_bintable(tmp_path / "std.fits", [("TTYPE1", "flag"), ("TFORM1", "PL(3)")],
+                              rows, 2, 8, heap=heap)
+    assert torchfits.scan(path, hdu=1).to_arrow().column("flag").to_pylist() == \
+        [[True, None, False], [None]]
+    assert _astropy_logical_rows(Path(path)) == [[True, None, False], [None]]

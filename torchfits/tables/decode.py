@@ -493,9 +493,59 @@ def _read_descriptor(data: np.ndarray, p: int, q: bool) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
+#: Descriptors read at a time while looking for the 0x00/0x01 logical heaps of old writers.
+_LEGACY_SCAN_ROWS = 1 << 16
+
+
+def _legacy_logical_vla(spec: ColumnSpec, data: np.ndarray, heap: np.ndarray,
+                        row_bytes: int, nrows: int) -> bool:
+    """True when a logical variable-length column holds 0x00/0x01 bytes (astropy <= 7.2.0
+    wrote booleans so) rather than the FITS ``'T'``/``'F'``/0x00.
+
+    The rule is astropy's, over the whole column: at least one 0x01 byte and no byte above it.
+    A heap of zeros only stays all-null. The scan stops at the first byte above 0x01, so a
+    column written to the standard costs about one row of it.
+    """
+    rows = min(nrows, len(data) // row_bytes) if row_bytes else 0
+    seen_one = False
+    for first in range(0, rows, _LEGACY_SCAN_ROWS):
+        n = min(_LEGACY_SCAN_ROWS, rows - first)
+        counts = np.zeros(n, dtype=np.int64)
+        starts = np.zeros(n, dtype=np.int64)
+        bad = _bintable.vla_descriptors(data, row_bytes, first, None, n, spec.offset,
+                                        spec.descriptor == "Q", 8, heap.size, counts, starts)
+        if bad >= 0:
+            n = bad  # the decode names the corrupt descriptor; judge the rows before it
+            counts, starts = counts[:n], starts[:n]
+        for count, start in zip(counts[counts > 0].tolist(), starts[counts > 0].tolist()):
+            top = int(heap[start:start + count].max())
+            if top > 1:
+                return False
+            seen_one = seen_one or top == 1
+        if bad >= 0:
+            break
+    return seen_one
+
+
+def _legacy_logical_values(out: _Out, heap: np.ndarray, counts: np.ndarray,
+                           heap_offsets: np.ndarray, offsets: np.ndarray, arrow: bool) -> None:
+    """Fill ``out`` for a legacy logical column: any non-zero byte is True, none is null."""
+    total = int(offsets[-1])
+    where = np.repeat(heap_offsets - offsets[:-1], counts) + np.arange(total, dtype=np.int64)
+    values = heap[where] != 0
+    if arrow:
+        packed = np.packbits(values, bitorder="little")
+        out.values = _empty(packed.size, np.uint8, True)
+        out.values[:] = packed
+    else:
+        out.values = values.view(np.uint8)
+    out.valid = None
+    out.nulls = 0
+
+
 def _decode_vla(out: _Out, data: np.ndarray, heap: np.ndarray, row_bytes: int, sel: _Rows,
                 *, arrow: bool, apply_nulls: bool, decode_strings: bool, strip: int,
-                large: bool, zero_null: bool = False) -> None:
+                large: bool, zero_null: bool = False, nrows: int = 0) -> None:
     spec, conv = out.spec, out.conv
     n = sel.count
     counts = np.zeros(n, dtype=np.int64)
@@ -550,6 +600,10 @@ def _decode_vla(out: _Out, data: np.ndarray, heap: np.ndarray, row_bytes: int, s
             prog[_bintable.P_ESIZE] = 1
             prog[_bintable.P_OUT] = _address(out.values)
             scale = (1.0, 0.0)
+    elif conv.kind == "logical" and total and _legacy_logical_vla(spec, data, heap, row_bytes,
+                                                                   max(nrows, sel.count)):
+        _legacy_logical_values(out, heap, counts, heap_offsets, offsets, arrow)
+        return
     else:
         prog, scale = _binary_program(out, 1, total, arrow=arrow, apply_nulls=apply_nulls,
                                       decode_strings=decode_strings, strip=strip, zero_null=zero_null)
@@ -840,7 +894,7 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
             _decode_vla(out, buf, heap_buf, row_bytes, sel, arrow=True, apply_nulls=apply_nulls,
                         decode_strings=decode_bytes, strip=smode,
                         large=out.spec.descriptor == "Q" and mapping == "native",
-                        zero_null=apply_nulls and mapping == "native")
+                        zero_null=apply_nulls and mapping == "native", nrows=nrows)
     if not outs:
         return _empty_batch(sel.count)
     arrays = [_column_array(o, sel.count, mapping, decode_bytes, binary_strings, encoding) for o in outs]
@@ -993,7 +1047,7 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
     for out in outs:
         spec = out.spec
         if spec.is_vla:
-            _decode_vla(out, buf, heap_buf, row_bytes, sel, arrow=False, apply_nulls=False,
+            _decode_vla(out, buf, heap_buf, row_bytes, sel, arrow=False, apply_nulls=False, nrows=nrows,
                         decode_strings=False, strip=_STRIP_NONE, large=True)
             values = _numpy_values(out)
             assert out.list_offsets is not None
