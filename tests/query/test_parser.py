@@ -357,3 +357,9 @@ def test_column_names_match_exactly_first_then_ignoring_case(tmp_path):
     assert ids("C > 0") == [1, 2]        # no exact match: the one column equal ignoring case
     with pytest.raises(ColumnNotFoundError, match=r"'ab' matches 'Ab' and 'AB' only by case"):
         torchfits.scan(path, where="ab > 1")
+
+
+@pytest.mark.parametrize("op, meant", [("=<", "<="), ("=>", ">="), ("=!", "!=")])
+def test_compat_dialect_suggests_the_operator_meant(op, meant):
+    with pytest.raises(WhereSyntaxError, match=rf"Unsupported operator '{op}' .*\(use '{meant}'\)"):
+        E.parse(f"mag {op} 16", dialect="compat")

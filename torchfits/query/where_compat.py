@@ -43,6 +43,8 @@ __all__ = [
 where_identifier_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _COMPARISON_OPS = ("==", "!=", ">=", "<=", ">", "<")
+# an operator written back to front, and what was meant
+_REVERSED_OPS = {"=<": "<=", "=>": ">=", "=!": "!="}
 _WORD_RE = re.compile(r"[A-Za-z0-9_.+\-]+")
 _IDENT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -121,6 +123,11 @@ def _tokenize(text: str) -> List[_Token]:
             if pair == "<>":
                 raise WhereSyntaxError(
                     f"Unsupported operator '<>' at position {i} in where expression (use '!=')"
+                )
+            if pair in _REVERSED_OPS:
+                raise WhereSyntaxError(
+                    f"Unsupported operator '{pair}' at position {i} in where expression "
+                    f"(use '{_REVERSED_OPS[pair]}')"
                 )
             if pair in _COMPARISON_OPS:
                 tokens.append(_Token("OP", pair, i))
