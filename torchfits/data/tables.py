@@ -101,7 +101,7 @@ class FitsTableDataset(torch.utils.data.Dataset):
         self.transform, self.mmap = transform, mmap
         self.null_value, self.masks = null_value, bool(masks)
         scanner = scan(table_source(self.path, self.storage_options), hdu, columns=columns, where=where)
-        self._arrays = _row_arrays(scanner.tensor_columns(null_value=null_value, masks=self.masks))
+        self._arrays = _row_arrays(scanner._tensor_columns(null_value=null_value, masks=self.masks))
         self._n = len(next(iter(self._arrays.values()))) if self._arrays else 0
         if labels is not None:
             labels = list(labels)

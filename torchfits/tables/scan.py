@@ -723,19 +723,19 @@ class Scanner:
         """
         from .arrow_numpy import numpy_to_torch
 
-        return numpy_to_torch(self.tensor_columns(null_value=null_value, masks=masks), device=device,
+        return numpy_to_torch(self._tensor_columns(null_value=null_value, masks=masks), device=device,
                               dtype=dtype, exclusive=True)
 
-    def null_columns(self, names: Optional[Sequence[str]] = None) -> "dict[str, tuple[np.dtype, str]]":
+    def _null_columns(self, names: Optional[Sequence[str]] = None) -> "dict[str, tuple[np.dtype, str]]":
         """The columns of ``names`` (default: the projection) whose values can be null without
         being NaN: integer columns with a TNULL and logical columns, in any of the files, as
         ``{name: (element NumPy dtype, what makes a value null)}``."""
         return tensor_null_columns(self._sources, self.schema,
                                    self._projection if names is None else list(names))
 
-    def tensor_columns(self, *, null_value: "NullValue" = None, masks: bool = False,
+    def _tensor_columns(self, *, null_value: "NullValue" = None, masks: bool = False,
                        names: Optional[Sequence[str]] = None) -> dict[str, np.ndarray]:
-        """`to_numpy` with the null rule of the torch routes applied (see `to_torch`): plain
+        """``to_numpy`` with the null rule of the torch routes applied (see `to_torch`): plain
         arrays, plus ``<column>_mask`` arrays when ``masks``. ``names`` limits the columns."""
         import pyarrow as pa
 
@@ -743,7 +743,7 @@ class Scanner:
         from .arrow_numpy import table_to_numpy
 
         names = self._projection if names is None else list(names)
-        nullable = self.null_columns(names)
+        nullable = self._null_columns(names)
         check_null_options(null_value, masks, self._projection, nullable, self._label(self._sources[0]))
         whole = self._with_batch_size(_WHOLE)
         parts = []
@@ -905,7 +905,7 @@ class TorchBatches:
             if masks:
                 raise ValueError("masks=True needs stack=False: the masks come as <column>_mask "
                                  "entries of each batch's dict")
-        self.nullable = scanner.null_columns()
+        self.nullable = scanner._null_columns()
         check_null_options(null_value, masks, scanner._projection, self.nullable,
                            Scanner._label(scanner._sources[0]))
 
