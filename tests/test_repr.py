@@ -56,3 +56,61 @@ def test_reprs_say_what_objects_are(samples):
                               "view[y0:y1, x0:x1] reads that window>")
     header = torchfits.read_header(image, "SCI")
     assert repr(header).splitlines()[0].startswith("XTENSION= 'IMAGE   '")
+
+
+@pytest.fixture
+def mixed_file(tmp_path):
+    """Unsigned and scaled images, a long EXTNAME, a compressed image and a table."""
+    fits = pytest.importorskip("astropy.io.fits")
+    path = tmp_path / "mixed.fits"
+    scaled = fits.ImageHDU(np.arange(6, dtype=np.int16).reshape(2, 3), name="SCALED")
+    scaled.header["BSCALE"], scaled.header["BZERO"] = 0.5, 10.0
+    fits.HDUList([
+        fits.PrimaryHDU(np.arange(12, dtype=np.uint16).reshape(3, 4)),       # BZERO=32768
+        fits.ImageHDU(np.zeros((2, 2), np.float32), name="A_VERY_LONG_EXTENSION_NAME"),
+        scaled,
+        fits.CompImageHDU(np.zeros((8, 8), np.float32), name="COMP"),
+        fits.BinTableHDU.from_columns([fits.Column(name="x", format="J", array=np.arange(3))],
+                                      name="CATALOG_WITH_A_LONG_NAME"),
+    ]).writeto(path)
+    return str(path)
+
+
+def test_hdulist_info_shows_the_dtype_a_read_gives(mixed_file):
+    """`torchfits.open(...).info()` and `TensorHDU` show the dtype the user gets (uint16 for
+    BZERO=32768, float32 for BSCALE/BZERO), with the stored one beside it where they differ."""
+    with torchfits.open(mixed_file) as hdul:
+        prim = hdul[0]
+        assert prim.data.dtype == torch_dtype("uint16")
+        assert repr(prim) == "TensorHDU(name='PRIMARY', shape=(3, 4), dtype=uint16)"
+        assert prim.dtype_str == "int16"  # the 1.x attribute: the storage dtype
+        rows = [line for line in repr(hdul).splitlines()[1:]]
+        assert rows[0].split()[-3:] == ["uint16", "(stored", "int16)"]
+        assert "float32 (stored int16)" in rows[2]
+        assert repr(hdul[2]) == "TensorHDU(name='SCALED', shape=(2, 3), dtype=float32)"
+        assert rows[1].rstrip().endswith("float32")
+
+
+def test_hdulist_info_columns_align_for_any_length(mixed_file):
+    with torchfits.open(mixed_file) as hdul:
+        lines = repr(hdul).splitlines()
+    header = lines[0]
+    starts = [header.index(h) for h in ("Name", "Type", "Cards", "Dimensions", "Format")]
+    for line in lines[1:]:
+        # every column starts where its heading does, after at least one blank
+        for col, start in enumerate(starts):
+            if start < len(line):  # a table's row ends at its dimensions
+                assert line[start - 1] == " " and line[start] != " " or col == 2, (col, line)
+        fields = line.split()
+        assert fields[2] in ("PrimaryHDU", "ImageHDU", "TableHDU"), line
+    assert "A_VERY_LONG_EXTENSION_NAME ImageHDU" in " ".join(lines[2].split())
+    assert lines[5].split()[1:3] == ["CATALOG_WITH_A_LONG_NAME", "TableHDU"]
+    # the native listing aligns too (its columns are sized to their longest cell)
+    native = repr(torchfits.info(mixed_file)).splitlines()
+    at = native[1].index("Type")
+    assert all(line[at - 1] == " " and line[at - 2] == " " for line in native[2:])
+
+
+def torch_dtype(name):
+    torch = pytest.importorskip("torch")
+    return getattr(torch, name)

@@ -196,6 +196,14 @@ class TensorHDU:
             return "none"
         return str(self._open_image().plan.storage_dtype)
 
+    @property
+    def _result_dtype_str(self) -> str:
+        """The dtype a read gives (``data.dtype``, ``to_tensor()``): uint16 for BZERO=32768,
+        float for other scaling; `dtype_str` stays the storage dtype (torchfits 1.x)."""
+        if self._index is None:
+            return self.dtype_str
+        return str(np.dtype(self._open_image().dtype))
+
     def mark_closed(self) -> None:
         self._closed = True
         self._image = None
@@ -203,7 +211,8 @@ class TensorHDU:
     def __repr__(self) -> str:
         if self._closed:
             return f"TensorHDU(name={self.name!r}, closed)"
-        return f"TensorHDU(name={self.name!r}, shape={tuple(self.shape)}, dtype={self.dtype_str})"
+        return (f"TensorHDU(name={self.name!r}, shape={tuple(self.shape)}, "
+                f"dtype={self._result_dtype_str})")
 
 
 class HDUList:
@@ -304,7 +313,9 @@ class HDUList:
                     dims, fmt = "(closed)", ""
                 else:
                     try:
-                        dims, fmt = hdu.shape_str, hdu.dtype_str
+                        dims, stored, fmt = hdu.shape_str, hdu.dtype_str, hdu._result_dtype_str
+                        if fmt != stored:
+                            fmt = f"{fmt} (stored {stored})"
                     except FitsError:
                         dims, fmt = "?", "?"
             else:
@@ -314,10 +325,18 @@ class HDUList:
         return rows
 
     def info(self, output: Any = None) -> Optional[str]:
-        """Print a summary (``No. Name Type Cards Dimensions Format``), or write it to ``output``."""
-        lines = [f"{'No.':<4}{'Name':<12}{'Type':<12}{'Cards':>6}  {'Dimensions':<16}Format"]
-        for i, name, kind, ncards, dims, fmt in self._rows():
-            lines.append(f"{i:<4}{name:<12}{kind:<12}{ncards:>6}  {dims:<16}{fmt}")
+        """Print a summary (``No. Name Type Cards Dimensions Format``), or write it to ``output``.
+
+        Format is the dtype a read gives, with the stored one beside it where they differ
+        (``uint16 (stored int16)`` for BZERO=32768); columns are as wide as their longest cell.
+        """
+        rows = [("No.", "Name", "Type", "Cards", "Dimensions", "Format")]
+        rows += [tuple(str(v) for v in row) for row in self._rows()]
+        # At least astropy's widths, wider where a cell needs it; two blanks between columns.
+        widths = [max([len(r[k]) for r in rows] + [least])
+                  for k, least in enumerate((3, 10, 10, 5, 14, 0))]
+        lines = ["  ".join(c.rjust(w) if k == 3 else c.ljust(w)
+                           for k, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
         text = "\n".join(lines)
         if output is None:
             print(text, file=sys.stdout)
