@@ -145,3 +145,125 @@ def test_null_elements_of_integer_lists_are_refused(tmp_path):
     torchfits.write(str(out), floats)
     got = torchfits.scan(str(out), hdu=1).to_arrow().column("x").to_pylist()
     assert got[0][0] == 1.0 and np.isnan(got[0][1])
+
+
+# --------------------------------------------------------------------------------------------
+# Item 4: astropy masks with units, Time columns, datetimes
+# --------------------------------------------------------------------------------------------
+
+def _read_native(path):
+    from astropy.table import Table
+
+    return Table.read(path, hdu=1, astropy_native=True)
+
+
+def _same_instants(got, expected):
+    """Time columns equal to the nanosecond (the convention stores jd1 + jd2 exactly)."""
+    from astropy.time import Time
+
+    assert isinstance(got, Time)
+    assert got.scale == expected.scale
+    delta = np.abs((got - expected).to_value("s"))
+    assert np.nanmax(np.where(np.asarray(getattr(got, "mask", False)), 0, delta)) < 1e-9
+
+
+def test_masked_quantity_keeps_its_mask(tmp_path):
+    u = pytest.importorskip("astropy.units")
+    from astropy.table import QTable
+    from astropy.utils.masked import Masked
+
+    t = QTable()
+    t["flux"] = Masked([1.0, 2.0, 3.0] * u.Jy, mask=[False, True, False])
+    t["n"] = Masked(np.array([4, 5, 6]) * u.count, mask=[True, False, False])
+    out = tmp_path / "q.fits"
+    torchfits.write(str(out), t)
+    back = QTable.read(out)
+    assert list(back["flux"].mask) == [False, True, False]
+    assert back["flux"].unit == u.Jy
+    assert back["flux"].unmasked[0].value == 1.0 and back["flux"].unmasked[2].value == 3.0
+    assert list(back["n"].mask) == [True, False, False]
+    flux = torchfits.scan(str(out), hdu=1).to_arrow().column("flux").to_pylist()
+    assert flux[0] == 1.0 and np.isnan(flux[1])
+    # The table writer of the 1.x API takes the same route.
+    tf_table.write(str(tmp_path / "q2.fits"), t)
+    assert list(QTable.read(tmp_path / "q2.fits")["flux"].mask) == [False, True, False]
+
+
+@pytest.mark.parametrize("writer", ["write", "table.write"])
+def test_astropy_time_columns_read_back_as_time(tmp_path, writer):
+    from astropy.coordinates import EarthLocation
+    from astropy.table import QTable
+    from astropy.time import Time
+
+    t = QTable()
+    t["tt"] = Time([58000.1, 58001.2, 58002.3], format="mjd", scale="tt")
+    t["utc"] = Time(["2020-01-01T00:00:00.123456789", "2016-12-31T23:59:60.5",
+                     "2021-06-01T12:00:00"], scale="utc", precision=9)
+    masked = Time([59000.0, 59001.0, 59002.0], format="mjd", scale="tdb")
+    masked[1] = np.ma.masked
+    t["tdb"] = masked
+    t["x"] = [1, 2, 3]
+    out = tmp_path / "time.fits"
+    if writer == "write":
+        torchfits.write(str(out), t)
+    else:
+        tf_table.write(str(out), t)
+    back = _read_native(out)
+    for name in ("tt", "utc", "tdb"):
+        _same_instants(back[name], t[name])
+    assert list(back["tdb"].mask) == [False, True, False]
+    assert back["utc"][1].isot == "2016-12-31T23:59:60.500"  # the leap second survives
+    with fits.open(out) as hdul:
+        h = hdul[1].header
+        assert (h["TCTYP1"], h["TCUNI1"], h["TUNIT1"], h["TFORM1"]) == ("TT", "d", "d", "2D")
+        assert (h["TIMESYS"], h["JDREF"], h["TREFPOS"]) == ("UTC", 0.0, "TOPOCENTER")
+    # A location travels as OBSGEO-X/Y/Z and TRPOSn.
+    site = EarthLocation.from_geodetic(-17.88, 28.76, 2300)
+    t2 = QTable({"t": Time([60000.0, 60000.5], format="mjd", scale="utc", location=site)})
+    torchfits.write(str(out), t2, overwrite=True)
+    back = _read_native(out)
+    _same_instants(back["t"], t2["t"])
+    assert back["t"].location is not None
+    np.testing.assert_allclose(back["t"].location.x.to_value("m"), site.x.to_value("m"))
+
+
+def test_pandas_datetimes_read_back_as_time(tmp_path):
+    pd = pytest.importorskip("pandas")
+    from astropy.time import Time
+
+    stamps = pd.to_datetime(["2020-01-01T00:00:00.123456789", None, "2001-03-04T05:06:07.000000001"],
+                            format="ISO8601")
+    df = pd.DataFrame({"t": stamps, "x": [1, 2, 3],
+                       "tz": pd.to_datetime(["2020-01-01T01:00:00+01:00"] * 3)})
+    out = tmp_path / "pd.fits"
+    torchfits.write(str(out), df)
+    back = _read_native(out)
+    assert list(back["t"].mask) == [False, True, False]  # NaT is null
+    expected = Time(stamps.to_numpy()[[0, 2]], scale="utc")
+    _same_instants(back["t"][[0, 2]], expected)
+    assert (back["t"][[0, 2]] - expected).to_value("ns").tolist() == [0.0, 0.0]
+    assert list(back["tz"].isot) == ["2020-01-01T00:00:00.000"] * 3  # the instant, in UTC
+    assert list(back["x"]) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "arrow", "reader", "date32"])
+def test_other_datetimes_read_back_as_time(tmp_path, kind):
+    from astropy.time import Time
+
+    values = np.array(["2020-01-01T00:00:00.5", "NaT", "1999-02-03T04:05:06.789"], "datetime64[ms]")
+    expected = Time(values[[0, 2]], scale="utc")
+    if kind == "numpy":
+        data = {"t": values}
+    elif kind == "date32":
+        values = values.astype("datetime64[D]")
+        expected = Time(values[[0, 2]], scale="utc")
+        data = pa.table({"t": pa.array(values, pa.date32())})
+    else:
+        data = pa.table({"t": pa.array(values, pa.timestamp("ms"))})
+        if kind == "reader":
+            data = pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
+    out = tmp_path / "t.fits"
+    torchfits.write(str(out), data)
+    back = _read_native(out)
+    assert list(back["t"].mask) == [False, True, False]
+    _same_instants(back["t"][[0, 2]], expected)

@@ -11,7 +11,8 @@ from .table_plan import ColumnValues
 from .._torch_adapter import is_tensor, tensor_to_numpy
 
 __all__ = ["numpy_column", "arrow_column", "arrow_field_meta", "to_arrow_stream",
-           "structured_columns", "astropy_table_parts"]
+           "structured_columns", "astropy_table_parts", "epoch_to_jd", "is_time_dtype",
+           "time_column_keywords", "TIME_CARDS"]
 
 
 def _ascii_bytes(name: str, items: list) -> np.ndarray:
@@ -66,6 +67,8 @@ def numpy_column(name: str, values: Any) -> ColumnValues:
         return ColumnValues(out.reshape(arr.shape))
     if arr.dtype.kind == "S":
         return ColumnValues(arr)
+    if arr.dtype.kind == "M":
+        return _datetime64_jd(name, arr)
     if arr.dtype == np.float16:
         raise TypeError(f"column {name!r}: float16 is not a FITS column type "
                         "(Dictionary table writes currently require CFITSIO-native column types)")
@@ -168,6 +171,14 @@ def arrow_column(name: str, arr: Any) -> ColumnValues:
         if data.dtype == np.float16:
             data = data.astype(np.float32)
         return ColumnValues(data, mask)
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        # JD pairs of the FITS time convention (`time_column_keywords`); a zone only names
+        # how to show the instant, which Arrow keeps in UTC.
+        unit = "D" if pa.types.is_date32(t) else "ms" if pa.types.is_date64(t) else t.unit
+        mask = _null_mask(arr)
+        ticks = pc.fill_null(arr.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()), 0)
+        return ColumnValues(epoch_to_jd(ticks.to_numpy(zero_copy_only=False), TICKS_PER_DAY[unit],
+                                        mask))
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return ColumnValues(_arrow_strings(name, arr, False), _null_mask(arr))
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
@@ -249,23 +260,117 @@ def structured_columns(array: np.ndarray) -> tuple[dict, dict]:
     return columns, schema
 
 
+#: Header cards of the FITS time convention for columns holding JD = jd1 + jd2 (as astropy
+#: writes them): the time scale of each column is its TCTYPn.
+TIME_CARDS = [("TIMESYS", "UTC", "Default time scale"),
+              ("JDREF", 0.0, "Time columns are jd = jd1 + jd2"),
+              ("TREFPOS", "TOPOCENTER", "Time reference position")]
+#: Days from JD 0 to the Unix epoch (1970-01-01T00:00:00 UTC).
+_UNIX_EPOCH_JD = 2440587.5
+_NS_PER_DAY = 86_400 * 10**9
+
+
+def time_column_keywords(scale: str) -> dict:
+    """Per-column keywords of a JD time column (jd1, jd2 pairs in days) in ``scale``."""
+    return {"unit": "d", "keywords": {"TCTYP": scale.upper(), "TCUNI": "d"}}
+
+
+#: Ticks a day of each NumPy / Arrow time unit.
+TICKS_PER_DAY = {"D": 1, "h": 24, "m": 1440, "s": 86_400, "ms": 86_400 * 10**3,
+                 "us": 86_400 * 10**6, "ns": _NS_PER_DAY}
+
+
+def epoch_to_jd(ticks: np.ndarray, per_day: int, mask: Optional[np.ndarray]) -> np.ndarray:
+    """Ticks since the Unix epoch (UTC without leap seconds, as NumPy, pandas and Arrow count;
+    ``per_day`` ticks a day) → ``(n, 2)`` float64 (jd1, jd2): whole days and the fraction of a
+    day, so the fraction keeps about 1e-16 day (10 ps) and no nanosecond is lost. Nulls (NaT)
+    become NaN, the null of a float column."""
+    ticks = np.asarray(ticks, dtype=np.int64)
+    days, rest = np.divmod(ticks, per_day)
+    out = np.empty(ticks.shape + (2,), np.float64)
+    out[..., 0] = days.astype(np.float64) + _UNIX_EPOCH_JD
+    out[..., 1] = rest.astype(np.float64) / per_day
+    if mask is not None:
+        out[np.asarray(mask, bool)] = np.nan
+    return out
+
+
+def is_time_dtype(dtype: Any) -> bool:
+    """NumPy datetime64, or an Arrow timestamp / date type."""
+    if isinstance(dtype, np.dtype):
+        return dtype.kind == "M"
+    if type(dtype).__module__.split(".")[0] != "pyarrow":
+        return False
+    import pyarrow as pa
+
+    return bool(pa.types.is_timestamp(dtype) or pa.types.is_date(dtype))
+
+
+def _datetime64_jd(name: str, arr: np.ndarray) -> ColumnValues:
+    unit, count = np.datetime_data(arr.dtype)
+    if unit not in TICKS_PER_DAY or TICKS_PER_DAY[unit] % count:
+        raise TypeError(f"column {name!r}: datetime64[{unit}] has no exact day fraction; "
+                        "convert it to datetime64[ns]")
+    ticks = arr.view(np.int64)
+    mask = np.isnat(arr)
+    return ColumnValues(epoch_to_jd(ticks, TICKS_PER_DAY[unit] // count,
+                                    mask if mask.any() else None))
+
+
+def _astropy_time(name: str, col: Any) -> tuple[np.ndarray, dict, list]:
+    """An astropy ``Time`` column → (jd1/jd2 pairs, schema entry, header cards)."""
+    jd = np.empty(np.shape(col.jd1) + (2,), np.float64)
+    jd[..., 0] = np.asarray(getattr(col.jd1, "unmasked", col.jd1), np.float64)
+    jd[..., 1] = np.asarray(getattr(col.jd2, "unmasked", col.jd2), np.float64)
+    mask = np.asarray(getattr(col, "mask", False), bool)
+    if mask.any():
+        jd[mask] = np.nan
+    spec = time_column_keywords(col.scale)
+    cards: list = []
+    if col.location is not None:
+        location = col.location
+        if location.size != 1:
+            raise TypeError(f"column {name!r}: a Time column with one location per row cannot be "
+                            "written; FITS time columns take one OBSGEO position")
+        spec["keywords"]["TRPOS"] = "TOPOCENTER"
+        cards = [(f"OBSGEO-{axis.upper()}", float(getattr(location, axis).to_value("m")))
+                 for axis in ("x", "y", "z")]
+    return jd, spec, cards
+
+
 def astropy_table_parts(table: Any) -> tuple[dict, dict, list]:
     """An astropy ``Table`` / ``QTable`` → (columns, schema, header cards).
 
     Units become TUNITn, masked columns keep their mask (nulls: NaN, TNULL, empty string),
-    ``Quantity`` columns are written as their values, and ``meta`` becomes header cards (scalar
-    values; ``comments``/``history`` lists become COMMENT/HISTORY lines).
+    ``Quantity`` columns are written as their values (a ``MaskedQuantity`` keeps its mask),
+    ``Time`` columns follow the FITS time convention astropy reads back as ``Time`` (jd1, jd2
+    pairs in days, TCTYPn the scale, TIMESYS/JDREF/TREFPOS), and ``meta`` becomes header cards
+    (scalar values; ``comments``/``history`` lists become COMMENT/HISTORY lines).
     """
+    from astropy.time import Time
+
     columns: dict = {}
     schema: dict = {}
+    has_time = False
+    location: list = []
     for name in table.colnames:
         col = table[name]
+        if isinstance(col, Time):
+            columns[name], schema[name], here = _astropy_time(name, col)
+            if here and location and here != location:
+                raise TypeError(f"column {name!r}: Time columns with different locations cannot "
+                                "share one table (FITS has one OBSGEO position per HDU)")
+            has_time, location = True, here or location
+            continue
         unit = getattr(col, "unit", None)
-        if hasattr(col, "mask") and getattr(col, "mask", None) is not None and not hasattr(col, "to_value"):
-            values: Any = np.ma.MaskedArray(np.asarray(col.data if hasattr(col, "data") else col),
-                                            mask=np.asarray(col.mask))
-        elif hasattr(col, "to_value"):  # Quantity (QTable)
-            values = np.asarray(col.value)
+        mask = getattr(col, "mask", None)
+        if hasattr(col, "to_value"):  # Quantity (QTable); a MaskedQuantity keeps its mask
+            raw = np.asarray(getattr(col, "unmasked", col).value)
+            values: Any = np.ma.MaskedArray(raw, mask=np.asarray(mask)) if mask is not None \
+                else raw
+        elif mask is not None:
+            values = np.ma.MaskedArray(np.asarray(col.data if hasattr(col, "data") else col),
+                                       mask=np.asarray(mask))
         else:
             values = np.asarray(col)
         if values.dtype.kind == "U":
@@ -278,7 +383,7 @@ def astropy_table_parts(table: Any) -> tuple[dict, dict, list]:
             except (ValueError, AttributeError):  # not a FITS-standard unit: keep its own spelling
                 text = str(unit)
             schema[name] = {"unit": text}
-    cards: list = []
+    cards: list = (list(TIME_CARDS) + location) if has_time else []
     for key, value in table.meta.items():
         k = str(key)
         if k.upper() in ("COMMENTS", "COMMENT", "HISTORY") and isinstance(value, (list, tuple)):

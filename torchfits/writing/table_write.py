@@ -9,13 +9,14 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Optional
 
 import numpy as np
 
 from .atomic import Sink
-from .table_inputs import arrow_column, arrow_field_meta, numpy_column, to_arrow_stream
+from .table_inputs import (TIME_CARDS, arrow_column, arrow_field_meta, is_time_dtype, numpy_column,
+                           time_column_keywords, to_arrow_stream)
 from .table_plan import (BATCH_ROWS, ColumnPlan, ColumnValues, column_cards, encode_rows, parse_tform,
                          plan_column, slices)
 from ..errors import UInt64WriteError
@@ -34,6 +35,8 @@ class TablePlan:
     batches: Iterator[list[ColumnValues]]
     extname: Optional[str] = None
     columns: Optional[list[ColumnValues]] = None  # whole columns, for dict inputs
+    #: Header cards the data bring (astropy ``meta``, the time convention); the caller's win.
+    cards: list = field(default_factory=list)
 
 
 def _numpy_plan(columns: Mapping[str, Any], schema: Optional[Mapping[str, Any]]) -> TablePlan:
@@ -45,14 +48,25 @@ def _numpy_plan(columns: Mapping[str, Any], schema: Optional[Mapping[str, Any]])
         detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
         raise ValueError(f"Column row count mismatch: {detail}")
     plans = []
+    timed = False
     for name, col in values.items():
         if col.data.dtype == np.uint64 and col.offsets is None:
             raise UInt64WriteError(f"column {name!r}: uint64 cannot be stored losslessly in FITS; "
                                    "convert to int64 or float64")
         plans.append(plan_column(name, col))
+        if is_time_dtype(getattr(columns[name], "dtype", None)):
+            _time_plan(plans[-1])
+            timed = True
     _apply_schema(plans, schema, values)
     whole = list(values.values())
-    return TablePlan(plans, slices(whole), columns=whole)
+    return TablePlan(plans, slices(whole), columns=whole, cards=list(TIME_CARDS) if timed else [])
+
+
+def _time_plan(plan: ColumnPlan) -> None:
+    """A column of datetimes written as JD pairs: the FITS time-column keywords (UTC)."""
+    spec = time_column_keywords("UTC")
+    plan.meta["TUNIT"] = spec["unit"]
+    plan.meta.update(spec["keywords"])
 
 
 def _arrow_plan(stream: Any, schema: Optional[Mapping[str, Any]]) -> TablePlan:
@@ -86,6 +100,8 @@ def _arrow_plan(stream: Any, schema: Optional[Mapping[str, Any]]) -> TablePlan:
             plans.append(plan_column(f.name, col, nullable=column.null_count > 0,
                                      max_string=max_string, max_elements=max_elements or 0,
                                      meta=meta))
+            if is_time_dtype(t):
+                _time_plan(plans[-1])
         batches: Iterator[Any] = iter(table.to_batches(max_chunksize=BATCH_ROWS))
     else:
         reader = stream
@@ -101,19 +117,23 @@ def _arrow_plan(stream: Any, schema: Optional[Mapping[str, Any]]) -> TablePlan:
             col = arrow_column(f.name, first.column(i))
             # Later batches may hold nulls: a nullable integer field reserves a TNULL now.
             plans.append(plan_column(f.name, col, nullable=f.nullable, meta=meta))
+            if is_time_dtype(f.type):
+                _time_plan(plans[-1])
         batches = itertools.chain([first], reader)
     _apply_schema(plans, schema, None)
+    timed = any(is_time_dtype(f.type) for f in arrow_schema)
 
     def convert() -> Iterator[list[ColumnValues]]:
         for batch in batches:
             yield [arrow_column(f.name, batch.column(i)) for i, f in enumerate(arrow_schema)]
 
-    return TablePlan(plans, convert(), extname)
+    return TablePlan(plans, convert(), extname, cards=list(TIME_CARDS) if timed else [])
 
 
 def _apply_schema(plans: list[ColumnPlan], schema: Optional[Mapping[str, Any]],
                   values: Optional[Mapping[str, ColumnValues]]) -> None:
-    """Per-column overrides from ``schema={col: {format, unit, tnull, tscal, tzero, dim}}``."""
+    """Per-column overrides from ``schema={col: {format, unit, tnull, tscal, tzero, dim,
+    keywords}}``; ``keywords`` are column keywords without their number (``{"TCTYP": "TT"}``)."""
     if not schema:
         return
     by_name = {p.name: p for p in plans}
@@ -140,6 +160,8 @@ def _apply_schema(plans: list[ColumnPlan], schema: Optional[Mapping[str, Any]],
             plan.tdim = str(spec["dim"])
         if spec.get("tnull") is not None:
             plan.tnull = int(spec["tnull"])
+        for key, value in (spec.get("keywords") or {}).items():
+            plan.meta[str(key).upper()] = value  # e.g. TCTYP/TCUNI: written as TCTYPn
         tscal, tzero = spec.get("tscal"), spec.get("tzero")
         if tscal is not None or tzero is not None:
             plan.header_tscal = 1.0 if tscal is None else float(tscal)
@@ -155,21 +177,20 @@ def plan_table(data: Any, schema: Optional[Mapping[str, Any]] = None) -> TablePl
     if isinstance(data, Mapping):
         return _numpy_plan(data, schema)
     module = type(data).__module__.split(".")[0]
-    if module == "astropy":
-        return _numpy_plan(_astropy_columns(data), schema)
+    if module == "astropy" and hasattr(data, "colnames"):
+        from .table_inputs import astropy_table_parts
+
+        columns, own, cards = astropy_table_parts(data)
+        merged = dict(own)
+        for name, spec in (schema or {}).items():
+            merged[name] = {**merged.get(name, {}), **({"format": spec} if isinstance(spec, str) else spec)}
+        plan = _numpy_plan(columns, merged or None)
+        plan.cards = cards
+        return plan
     stream = to_arrow_stream(data)
     if stream is None:
         raise TypeError(f"Unsupported table data type: {type(data).__name__}")
     return _arrow_plan(stream, schema)
-
-
-def _astropy_columns(table: Any) -> dict:
-    out = {}
-    for name in table.colnames:
-        col = table[name]
-        out[name] = np.asarray(getattr(col, "filled", lambda: col)() if getattr(col, "mask", None) is not None
-                               and np.asarray(col).dtype.kind in "fc" else col)
-    return out
 
 
 def table_cards(plans: list[ColumnPlan], nrows: int, pcount: int) -> list[Card]:
@@ -200,6 +221,11 @@ def write_table_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[i
     if plan.extname and (user is None or "EXTNAME" not in user):
         user = Header(user) if user is not None else Header()
         user["EXTNAME"] = plan.extname
+    if plan.cards:
+        own = Header(plan.cards)
+        if user is not None:
+            own.update(user)
+        user = own
     header_offset = sink.offset
     lines, where = header_lines(table_cards(plans, 0, 0), user, table=True, checksum=checksum)
     sink.write(finish_header(lines))
