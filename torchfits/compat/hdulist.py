@@ -330,7 +330,7 @@ class HDUList:
         Format is the dtype a read gives, with the stored one beside it where they differ
         (``uint16 (stored int16)`` for BZERO=32768); columns are as wide as their longest cell.
         """
-        rows = [("No.", "Name", "Type", "Cards", "Dimensions", "Format")]
+        rows: list[tuple[str, ...]] = [("No.", "Name", "Type", "Cards", "Dimensions", "Format")]
         rows += [tuple(str(v) for v in row) for row in self._rows()]
         # At least astropy's widths, wider where a cell needs it; two blanks between columns.
         widths = [max([len(r[k]) for r in rows] + [least])
