@@ -262,7 +262,7 @@ def apply_null_rule(columns: Mapping[str, np.ndarray], nullable: Mapping[str, tu
             invalid = np.ma.getmaskarray(arr)
             count = int(invalid.sum())
             if count and fill is None:
-                raise _null_error(name, leaf, note, count, where)
+                raise _null_error(name, arr.dtype, note, count, where)
             valid = ~invalid
             arr = arr.filled(fill) if count else np.asarray(arr.data)
         elif leaf is not None and arr.dtype == object:  # variable-length cells
