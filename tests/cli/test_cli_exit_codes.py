@@ -187,7 +187,7 @@ def test_verify_says_which_card_failed(samples, capsys, tmp_path):
     assert code == 4
     assert lines[0] == f"{good}[0] PRIMARY: OK (CHECKSUM and DATASUM verify)"
     assert lines[1].startswith(f"{data}[0] PRIMARY: FAIL: DATASUM '")
-    assert "does not match the data" in lines[1] and "-1" not in lines[1]
+    assert "does not match the data" in lines[1] and "data=-1" not in lines[1]
     assert lines[2].startswith(f"{head}[0] PRIMARY: FAIL: CHECKSUM '")
     assert lines[2].endswith("the header changed after it was written (DATASUM verifies)")
     assert f"{image}[1] SCI: OK (no CHECKSUM or DATASUM card)" in lines
@@ -247,3 +247,35 @@ def test_info_shows_random_groups_and_aligns_long_type_names(capsys, tmp_path):
         assert all(line[at - 2:at] == "  " for line in lines), name
     code, out, _ = run(capsys, "info", "--json", groups)
     assert json.loads(out)[0]["groups"] == 3 and json.loads(out)[0]["shape"] == [3, 2, 4]
+
+
+@pytest.mark.parametrize("command", ["verify", "copy", "diff"])
+def test_a_truncated_file_is_unreadable_not_ok(command, samples, capsys, tmp_path):
+    _, image, _ = samples
+    cut = tmp_path / "cut.fits"
+    cut.write_bytes(Path(image).read_bytes()[:5000])
+    argv = {"verify": ("verify", cut), "copy": ("copy", cut, tmp_path / "copy.fits"),
+            "diff": ("diff", image, cut)}[command]
+    code, _, err = run(capsys, *argv)
+    assert code == 3 and "truncated" in one_line(err)
+    assert not (tmp_path / "copy.fits").exists()
+
+
+def test_setkey_refuses_before_changing_anything(samples, capsys, tmp_path):
+    _, image, _ = samples
+    out = tmp_path / "edited.fits"
+    # renaming onto a keyword that exists would hide a card (astropy refuses it too)
+    code, _, err = run(capsys, "setkey", image, "-e", "SCI", "--rename", "EXPTIME=OBJECT", "-o", out)
+    assert code == 2 and "cannot rename EXPTIME to OBJECT: OBJECT exists" in one_line(err)
+    # a keyword missing from the second HDU: neither HDU is edited, no copy is left behind
+    code, _, err = run(capsys, "setkey", image, "-e", "1,2", "--delete", "EXPTIME", "-o", out)
+    assert code == 2 and one_line(err).endswith("[2]: missing keyword EXPTIME")
+    assert list(tmp_path.iterdir()) == []
+    work = tmp_path / "work.fits"
+    work.write_bytes(Path(image).read_bytes())
+    before = work.read_bytes()
+    assert run(capsys, "setkey", work, "-e", "1,2", "--delete", "EXPTIME")[0] == 2
+    assert work.read_bytes() == before
+    code, _, _ = run(capsys, "setkey", image, "-e", "SCI", "--rename", "EXPTIME=OBJECT",
+                     "--delete", "OBJECT", "-o", out)
+    assert code == 0 and torchfits.read_header(str(out), 1)["OBJECT"] == 30.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import tempfile
 from typing import Any, Callable, Optional
 
 __all__ = ["cmd_verify", "cmd_setkey", "add_parsers"]
@@ -28,6 +29,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         out = []
         for i in select_hdus(idx, t, spec):
             entry = idx.entries[i]
+            idx.check_data(entry)  # a truncated HDU is unreadable (exit 3), not "OK"
             header = idx.header_view(entry)
             st = checksum_status(buf, entry, header)
             out.append({"file": t.shown, "hdu": i, "name": entry.display_name,
@@ -128,21 +130,53 @@ def cmd_setkey(args: argparse.Namespace) -> int:
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
 
+    deleted = {d.upper() for d in args.delete or ()}
+
+    def check(t: Target, index: Any, h: int) -> None:
+        """Refuse the whole edit before any byte changes: a keyword to delete or rename that is
+        missing, or a rename onto a keyword that exists (astropy refuses it: it hides a card)."""
+        header = index.header_view(index.entries[h])
+        for key in list(args.delete or ()) + list(rename):
+            if key not in header:
+                raise UsageError(f"{t.shown}[{h}]: missing keyword {key}")
+        for old, new in rename.items():
+            if new.upper() != old.upper() and new in header and new.upper() not in deleted:
+                raise UsageError(f"{t.shown}[{h}]: cannot rename {old} to {new}: {new} exists "
+                                 f"(add --delete {new} to replace it)")
+
+    def edit(t: Target, path: str, h: int) -> None:
+        try:
+            update_header(path, h, set={args.keyword: _typed(args.value)} if args.keyword else None,
+                          delete=args.delete or (), rename=rename)
+        except KeywordNotFoundError as exc:
+            raise UsageError(f"{t.shown}[{h}]: {exc.args[0] if exc.args else exc}") from None
+        except ValueError as exc:
+            raise UsageError(f"{t.shown}[{h}]: {exc}") from None
+
     def one(t: Target) -> None:
         index = get_index(t.path)  # a non-FITS input fails before anything is copied or edited
         # a path suffix names the HDU itself; otherwise -e (None: every HDU)
         wanted = select_hdus(index, t, None if t.hdu is not None else spec)
-        dest = outputs.get(t.shown, t.path)
-        if dest != t.path:
-            shutil.copyfile(t.path, dest)
         for h in wanted:
-            try:
-                update_header(dest, h, set={args.keyword: _typed(args.value)} if args.keyword else None,
-                              delete=args.delete or (), rename=rename)
-            except KeywordNotFoundError as exc:
-                raise UsageError(f"{t.shown}[{h}]: {exc.args[0] if exc.args else exc}") from None
-            except ValueError as exc:
-                raise UsageError(f"{t.shown}[{h}]: {exc}") from None
+            check(t, index, h)
+        dest = outputs.get(t.shown, t.path)
+        if dest == t.path:
+            for h in wanted:
+                edit(t, dest, h)
+            return
+        # a copy is edited under a temporary name and appears whole, or not at all
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(dest)),
+                                   prefix=f".{os.path.basename(dest)}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            shutil.copy(t.path, tmp)  # the mode of the input, not mkstemp's 0600
+            for h in wanted:
+                edit(t, tmp, h)
+            os.replace(tmp, dest)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
     batch = Batch("setkey")
     batch.run(items, one, name=lambda t: t.shown, workers=jobs(args.file_jobs, len(items)))

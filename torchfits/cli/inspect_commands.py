@@ -174,7 +174,9 @@ def cmd_copy(args: argparse.Namespace) -> int:
     def one(pair: tuple[str, str]) -> None:
         src, dst = pair
         src = _whole_file(src, "copy")
-        get_index(src)
+        index = get_index(src)
+        for entry in index.entries:  # a truncated file is not copied as if it were whole
+            index.check_data(entry)
         with open(src, "rb") as fh, atomic_output(dst) as sink:
             shutil.copyfileobj(fh, sink.fh, 1 << 22)
 
