@@ -37,9 +37,9 @@ from torchfits.tables.polars_source import scan_polars  # noqa: E402
 
 NAN = float("nan")
 INF = float("inf")
-_FLOATS = [NAN, INF, -INF, -0.0, 0.0, 1.0, -1.0, 2.0, 2.5]
+_FLOATS = [NAN, INF, -INF, -0.0, 0.0, 1.0, -1.0, 2.0, 2.5, 0.1, 1 / 3]
 _INTS: List[Optional[int]] = [None, 0, 1, -1, 2, 3]
-_LITERALS = [0.0, -0.0, 1.0, 2.0, -1.0, INF, -INF]
+_LITERALS = [0.0, -0.0, 1.0, 2.0, -1.0, INF, -INF, 0.1, 1 / 3]  # 0.1, 1/3: not float32
 _OPS = [">", "<", ">=", "<=", "==", "!="]
 
 SETTINGS = settings(max_examples=int(os.environ.get("TORCHFITS_NAN_EXAMPLES", "30")), deadline=None,
@@ -99,13 +99,14 @@ def _lit_for(col: str, value: float) -> float:
     return int(value)
 
 
-def _sql_lit(col: str, value: float) -> str:
+def _sql_lit(col: str, value: float, double: bool = True) -> str:
+    """A DuckDB literal: ``::DOUBLE`` widens a FLOAT column, a decimal rounds to the column."""
     value = _lit_for(col, value)
     if isinstance(value, int):
         return str(value)
     if math.isinf(value):
         return "'inf'::DOUBLE" if value > 0 else "'-inf'::DOUBLE"
-    return repr(value) + "::DOUBLE"
+    return repr(value) + ("::DOUBLE" if double else "")
 
 
 def _where_lit(col: str, value: float) -> str:
@@ -115,21 +116,21 @@ def _where_lit(col: str, value: float) -> str:
     return repr(value)
 
 
-def to_sql(p: tuple, col_ref: Any = lambda c: c) -> str:
+def to_sql(p: tuple, double: bool = True) -> str:
     kind = p[0]
     if kind == "cmp":
         op = {"==": "=", "!=": "<>"}.get(p[2], p[2])
-        return f"({col_ref(p[1])} {op} {_sql_lit(p[1], p[3])})"
+        return f"({p[1]} {op} {_sql_lit(p[1], p[3], double)})"
     if kind == "between":
-        return f"({col_ref(p[1])} BETWEEN {_sql_lit(p[1], p[2])} AND {_sql_lit(p[1], p[3])})"
+        return f"({p[1]} BETWEEN {_sql_lit(p[1], p[2], double)} AND {_sql_lit(p[1], p[3], double)})"
     if kind == "in":
-        return f"({col_ref(p[1])} IN ({', '.join(_sql_lit(p[1], v) for v in p[2])}))"
+        return f"({p[1]} IN ({', '.join(_sql_lit(p[1], v, double) for v in p[2])}))"
     if kind == "not":
-        return f"(NOT {to_sql(p[1], col_ref)})"
+        return f"(NOT {to_sql(p[1], double)})"
     if kind in ("and", "or"):
-        return f"({to_sql(p[1], col_ref)} {kind.upper()} {to_sql(p[2], col_ref)})"
+        return f"({to_sql(p[1], double)} {kind.upper()} {to_sql(p[2], double)})"
     if kind == "isnull":
-        return f"({col_ref(p[1])} IS NULL)"
+        return f"({p[1]} IS NULL)"
     if kind == "isnan":
         return f"isnan({p[1]})"
     raise AssertionError(p)
@@ -226,7 +227,9 @@ def test_where_dialect_is_sql_with_nan_unknown(rows, pred):
         con = duckdb.connect()
         con.register("src", nulled)
         con.execute("CREATE TABLE t AS SELECT * FROM src")
-        want = [r[0] for r in con.sql(f"SELECT i FROM t WHERE {to_sql(pred)} ORDER BY i").fetchall()]
+        # decimal literals: DuckDB rounds them to a FLOAT column's width, as the dialect does
+        want = [r[0] for r in con.sql(
+            f"SELECT i FROM t WHERE {to_sql(pred, double=False)} ORDER BY i").fetchall()]
         got = _ids(torchfits.scan(path, where=to_where(pred)).to_arrow())
         assert got == want, to_where(pred)
 
@@ -251,14 +254,15 @@ def test_duckdb_routes_give_duckdb_answer(rows, pred):
         con = duckdb.connect()
         con.register("src", table)
         con.execute("CREATE TABLE t AS SELECT * FROM src")
-        where = to_sql(pred)
-        want = con.sql(f"SELECT i FROM t WHERE {where} ORDER BY i").fetchall()
-        got = torchfits.sql(f"SELECT i FROM '{path}' WHERE {where} ORDER BY i").fetchall()
-        assert got == want, where
         ds = torchfits.dataset(path)  # noqa: F841 - DuckDB finds it by name
-        assert duckdb.sql(f"SELECT i FROM ds WHERE {where} ORDER BY i").fetchall() == want, where
-        count = duckdb.sql(f"SELECT count(*) FROM ds WHERE {where}").fetchall()[0][0]
-        assert count == len(want), where
+        for double in (True, False):
+            where = to_sql(pred, double)
+            want = con.sql(f"SELECT i FROM t WHERE {where} ORDER BY i").fetchall()
+            got = torchfits.sql(f"SELECT i FROM '{path}' WHERE {where} ORDER BY i").fetchall()
+            assert got == want, where
+            assert duckdb.sql(f"SELECT i FROM ds WHERE {where} ORDER BY i").fetchall() == want, where
+            count = duckdb.sql(f"SELECT count(*) FROM ds WHERE {where}").fetchall()[0][0]
+            assert count == len(want), where
 
 
 @SETTINGS
@@ -312,3 +316,22 @@ def test_division_by_zero_gives_duckdbs_values(tmp_path):
             assert _ids(torchfits.scan(path, where=cond).to_arrow()) == want, cond
             assert _ids(torchfits.scan(path, where=f"isnan({value})").to_arrow()) == [
                 r[0] for r in con.sql(f"SELECT i FROM t WHERE isnan({value}) ORDER BY i").fetchall()]
+
+
+def test_pyarrow_widens_a_float32_column_to_a_float64_literal(tmp_path):
+    """pyarrow compares ``e > 0.1`` on float32 in float64 (0.1f is above 0.1): a pushed filter
+    keeps pyarrow's rows, while the where dialect rounds the literal to float32."""
+    path = str(tmp_path / "f32.fits")
+    values = np.array([0.1, 1 / 3, 2.5, NAN, np.finfo(np.float32).max, INF], np.float32)
+    table = pa.table({"i": list(range(len(values))), "e": pa.array(values)})
+    torchfits.write(path, table, overwrite=True)
+    field = pc.field("e")
+    for literal in (0.1, 1 / 3, 2.5, 1e39, 1e-50):
+        for expr in (field > literal, field >= literal, field < literal, field <= literal,
+                     field == literal, field != literal, pc.scalar(literal) < field):
+            for e in (expr, ~expr):
+                want = _ids(pds.dataset(table).to_table(filter=e))
+                assert _ids(torchfits.scan(path, filter=e).to_arrow()) == want, str(e)
+                assert _ids(torchfits.dataset(path).to_table(filter=e)) == want, str(e)
+    assert _ids(torchfits.scan(path, where="e > 0.1").to_arrow()) == [1, 2, 4, 5]
+    assert _ids(torchfits.scan(path, where="e == 0.1").to_arrow()) == [0]

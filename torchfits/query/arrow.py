@@ -682,6 +682,53 @@ class _FromArrow:
             result = Or(result, term)
         return result
 
+    def narrow_float_column(self, expr: Value) -> bool:
+        """A float16/float32 column (pyarrow widens it to float64 against a float64 literal)."""
+        if not isinstance(expr, Column) or self.types is None or expr.name not in self.types:
+            return False
+        pa_type = self.types[expr.name]
+        return bool(pa.types.is_float16(pa_type) or pa.types.is_float32(pa_type))
+
+    def widened_compare(self, op: str, left: Value, right: Value) -> Predicate:
+        """``left op right`` as pyarrow computes it, also where a narrow float column meets a
+        float64 literal its type cannot hold (``e > 0.1`` on float32).
+
+        pyarrow widens the column to float64; the tree rounds the literal to the column's
+        width. Between the two neighbouring float32 values ``lo < literal < hi`` no float32
+        lies, so the comparison is rewritten on them: ``> L`` is ``> lo``, ``< L`` is ``< hi``,
+        ``== L`` holds for no number and ``!= L`` for every one. NaN and null rows stay
+        unknown, as in ``Compare`` (the caller adds the NaN guards).
+        """
+        column, literal, flipped = left, right, False
+        if isinstance(left, Literal):
+            column, literal, flipped = right, left, True
+        if not (
+            isinstance(literal, Literal)
+            and isinstance(literal.value, float)
+            and self.narrow_float_column(column)
+            and math.isfinite(literal.value)
+        ):
+            return Compare(op, left, right)
+        width = np.float16 if pa.types.is_float16(self.types[column.name]) else np.float32  # type: ignore[index]
+        with np.errstate(over="ignore"):
+            nearest = width(literal.value)
+        if float(nearest) == literal.value:
+            return Compare(op, left, right)
+        if float(nearest) > literal.value:
+            hi, lo = nearest, np.nextafter(nearest, width(-np.inf))
+        else:
+            lo, hi = nearest, np.nextafter(nearest, width(np.inf))
+        if flipped:
+            op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+        low, high = Literal(float(lo)), Literal(float(hi))
+        if op in (">", ">="):
+            return Compare(">", column, low)
+        if op in ("<", "<="):
+            return Compare("<", column, high)
+        if op == "==":
+            return And(Compare("<", column, high), Compare(">", column, low))  # never true
+        return Or(Compare("<", column, high), Compare(">", column, low))  # "!=": every number
+
     def predicate(self, raw: RawNode, positive: bool) -> Predicate:
         if raw[0] == "field":
             return Compare("==", Column(raw[1]), Literal(True))  # a bool column as the filter
@@ -693,7 +740,7 @@ class _FromArrow:
             left, right = self.value(args[0]), self.value(args[1])
             if isinstance(left, Literal) and isinstance(right, Literal):
                 raise _Unsupported("comparison of two literals")
-            base = Compare(op, left, right)
+            base = self.widened_compare(op, left, right)
             nan = self.nan_rows(left, right)
             if nan is None:
                 return base

@@ -167,10 +167,11 @@ def from_pyarrow(expression: Any, schema: Any = None) -> Optional[Predicate]:
     The format is Arrow's own (``arrow::compute::Serialize``) and has been stable since
     pyarrow 3; anything unexpected in it makes this function return None.
 
-    Semantics follow pyarrow's result rows, with two deliberate exceptions shared by the
+    Semantics follow pyarrow's result rows, with one deliberate exception shared by the
     dialect: integer overflow in arithmetic (pyarrow wraps or raises, the tree computes in
-    int64) and float32 columns compared with wider literals (pyarrow widens the column, the
-    tree rounds the literal to float32 as NumPy, DuckDB and Polars do).
+    int64). A float32 column compared with a float64 literal it cannot hold (``e > 0.1``) is
+    compared as pyarrow does, in float64: the literal is replaced by its float32 neighbours
+    (where the where dialect rounds it to float32, as NumPy does).
     """
     from .arrow import tree_from_pyarrow
 
