@@ -207,3 +207,18 @@ def test_lookup_table_distortions_follow_the_cutout(tmp_path, steps):
     np.testing.assert_allclose(_world(cw, xs, ys),
                                _world(pw, starts[1] + xs * sx, starts[0] + ys * sy),
                                rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("kind", ["dss_with_linear_wcs", "alt"])
+def test_cli_cutout_keeps_world_coordinates(tmp_path, kind):
+    from torchfits.cli.main import main
+
+    path = _parent(tmp_path, kind)
+    out = tmp_path / "cut.fits"
+    assert main(["cutout", "--box", "37,55,101,105", path, str(out)]) == 0
+    with fits.open(out) as hdul:
+        assert hdul[0].data.shape == (50, 64)
+        for key in [" "] + (["B", "P"] if kind == "alt" else []):
+            np.testing.assert_allclose(_world(_wcs(hdul[0].header, key), XS, YS),
+                                       _world(_wcs(fits.getheader(path), key), XS + 37, YS + 55),
+                                       rtol=0, atol=TOL)
