@@ -1,13 +1,14 @@
 # cython: language_level=3
-"""Floating-point quantisation of the tiled image compression convention, and the GZIP_2 byte
-shuffle.
+"""Floating-point quantisation of the tiled image compression convention, the noise estimate
+that sets its step, and the GZIP_2 byte shuffle.
 
 Quantised tiles store integers ``i``; values are ``(i - r + 0.5) * ZSCALE + ZZERO`` with the
 subtractive dither ``r`` drawn from the convention's 10,000-value random sequence (``r = 0.5``
 without dithering), ``C_NULL_VALUE`` for NaN and ``C_ZERO_VALUE`` for exact zeros (SUBTRACTIVE_DITHER_2).
 """
-from libc.math cimport NAN, floor, isnan
+from libc.math cimport NAN, fabs, floor, isnan
 from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport free, malloc
 
 import numpy as np
 
@@ -241,3 +242,103 @@ def dequantize_many(const int32_t[::1] ints, cnp.ndarray out, const int64_t[::1]
             iseed = <int>((tile_index[i] + zdither0 - 1) % 10000) if method else 0
             _dequant(&ints[sp[i]], npix[i], o + dest[i] * (8 if is64 else 4), is64, zscale[i],
                      zzero[i], method, iseed, has_null, <int32_t>null_value)
+
+
+cdef double _select(double* a, Py_ssize_t n, Py_ssize_t k) noexcept nogil:
+    # The k-th smallest of a[0..n) (0-based), by Hoare partitioning; reorders a.
+    cdef Py_ssize_t lo = 0, hi = n - 1, i, j
+    cdef double pivot, t
+    while hi > lo:
+        pivot = a[lo + (hi - lo) // 2]
+        i = lo
+        j = hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                t = a[i]
+                a[i] = a[j]
+                a[j] = t
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return a[k]
+    return a[k]
+
+
+cdef double _middle(double* a, Py_ssize_t n) noexcept nogil:
+    # The median of a[0..n) (the mean of the two middle values for even n); 0 when empty.
+    cdef double low, high
+    if n == 0:
+        return 0.0
+    low = _select(a, n, (n - 1) // 2)
+    high = _select(a, n, n // 2)
+    return (low + high) / 2.0
+
+
+def noise_medians(const double[:, ::1] rows) -> tuple:
+    """The median absolute differences behind a tile's noise estimate, unscaled.
+
+    For each row of ``rows`` (NaN pixels skipped, so the pixels either side of a hole are
+    neighbours; rows with fewer than 9 other pixels skipped), over the 9-pixel windows
+    ``v1..v9``: the 2nd order ``|v5 - v7|`` (windows where ``v5 = v6 = v7`` left out) and the
+    3rd and 5th order ``|2 v5 - v3 - v7|`` and ``|6 v5 - 4 v3 - 4 v7 + v1 + v9|`` (windows
+    where ``v3 .. v7`` are equal left out); each row gives the low median of each. Returns the
+    medians over rows ``(d2, d3, d5)`` (0.0 where no row gave a value); a row counts for
+    ``d2`` when it has more than one 2nd order value, or one of each order.
+    """
+    cdef Py_ssize_t ny = rows.shape[0], nx = rows.shape[1]
+    cdef Py_ssize_t r, i, n, n2, n3, k2 = 0, k3 = 0
+    cdef double x, v1, v2, v3, v4, v5, v6, v7, v8, v9, out2 = 0.0, out3 = 0.0, out5 = 0.0
+    cdef double* buf
+    cdef double *v, *d2, *d3, *d5, *m2, *m3, *m5
+    if nx < 9 or ny == 0:
+        return 0.0, 0.0, 0.0
+    buf = <double*>malloc((4 * nx + 3 * ny) * sizeof(double))
+    if buf == NULL:
+        raise MemoryError()
+    v, d2, d3, d5 = buf, buf + nx, buf + 2 * nx, buf + 3 * nx
+    m2, m3, m5 = buf + 4 * nx, buf + 4 * nx + ny, buf + 4 * nx + 2 * ny
+    try:
+        with nogil:
+            for r in range(ny):
+                n = 0
+                for i in range(nx):
+                    x = rows[r, i]
+                    if not isnan(x):
+                        v[n] = x
+                        n += 1
+                if n < 9:
+                    continue
+                n2 = 0
+                n3 = 0
+                for i in range(n - 8):
+                    v1, v2, v3, v4, v5 = v[i], v[i + 1], v[i + 2], v[i + 3], v[i + 4]
+                    v6, v7, v8, v9 = v[i + 5], v[i + 6], v[i + 7], v[i + 8]
+                    if not (v5 == v6 and v6 == v7):
+                        d2[n2] = fabs(v5 - v7)
+                        n2 += 1
+                    if not (v3 == v4 and v4 == v5 and v5 == v6 and v6 == v7):
+                        d3[n3] = fabs(2 * v5 - v3 - v7)
+                        d5[n3] = fabs(6 * v5 - 4 * v3 - 4 * v7 + v1 + v9)
+                        n3 += 1
+                if n3 == 0:
+                    continue
+                m3[k3] = _select(d3, n3, (n3 - 1) // 2)
+                m5[k3] = _select(d5, n3, (n3 - 1) // 2)
+                k3 += 1
+                if n2 > 1 or (n2 == 1 and n3 == 1):
+                    m2[k2] = _select(d2, n2, (n2 - 1) // 2)
+                    k2 += 1
+            out2 = _middle(m2, k2)
+            out3 = _middle(m3, k3)
+            out5 = _middle(m5, k3)
+    finally:
+        free(buf)
+    return out2, out3, out5

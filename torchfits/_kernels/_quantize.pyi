@@ -1,4 +1,4 @@
-"""Type stub for the quantisation and shuffle kernels (cython_src/_quantize.pyx)."""
+"""Type stub for the quantisation, noise and shuffle kernels (cython_src/_quantize.pyx)."""
 
 import numpy as np
 
@@ -21,3 +21,4 @@ def dequantize_many(ints: np.ndarray, out: np.ndarray, dest: np.ndarray, npix: n
                     zscale: np.ndarray, zzero: np.ndarray, tile_index: np.ndarray, method: int,
                     zdither0: int, has_null: bool, null_value: int,
                     src: np.ndarray | None = None) -> None: ...
+def noise_medians(rows: np.ndarray) -> tuple[float, float, float]: ...

@@ -105,28 +105,6 @@ def _quantize_spec(quantize: Any) -> tuple[Optional[float], int, Optional[int]]:
 _MAD2, _MAD3, _MAD5 = 1.0483579, 0.6052697, 0.1772048
 
 
-def _row_medians(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per row of ``rows`` (each at least 9 pixels, no NaN): the low medians of the 2nd, 3rd and
-    5th order absolute differences over 9-pixel windows that are not constant, whether the row
-    has a 3rd order value (a row of constant runs only has none), and whether it counts for the
-    2nd order estimate."""
-    v = [rows[:, k:rows.shape[1] - 8 + k] for k in range(9)]
-    flat2 = (v[4] == v[5]) & (v[5] == v[6])
-    flat3 = flat2 & (v[2] == v[3]) & (v[3] == v[4])
-    d2 = np.where(flat2, np.inf, np.abs(v[4] - v[6]))
-    d3 = np.where(flat3, np.inf, np.abs(2 * v[4] - v[2] - v[6]))
-    d5 = np.where(flat3, np.inf, np.abs(6 * v[4] - 4 * v[2] - 4 * v[6] + v[0] + v[8]))
-    n2 = d2.shape[1] - flat2.sum(axis=1)
-    n3 = d3.shape[1] - flat3.sum(axis=1)
-    take = np.arange(len(rows))
-
-    def low_median(d: np.ndarray, n: np.ndarray) -> np.ndarray:
-        return np.sort(d, axis=1)[take, np.maximum(n - 1, 0) // 2]
-
-    counts2 = (n2 > 1) | ((n2 == 1) & (n3 == 1))
-    return low_median(d2, n2), low_median(d3, n3), low_median(d5, n3), np.stack([n3 > 0, counts2])
-
-
 def _noise(tile: np.ndarray) -> float:
     """Background noise of a float tile, estimated as CFITSIO does before it quantises one.
 
@@ -134,36 +112,18 @@ def _noise(tile: np.ndarray) -> float:
     one row); NaN pixels are skipped, so the pixels on either side of a hole are neighbours.
     Each row gives the low median of its 2nd, 3rd and 5th order absolute differences
     (``|v[i] - v[i+2]|``, ``|2v[i] - v[i-2] - v[i+2]|``, ``|6v[i] - 4v[i-2] - 4v[i+2] + v[i-4] +
-    v[i+4]|``), leaving out windows that are constant; the medians over rows, scaled to a
-    standard deviation, are three estimates. The result is the 3rd order estimate, or a
-    non-zero smaller one of the other two: zero for any tile without noise (constant runs,
-    ramps, fewer than 9 pixels), which is then stored losslessly instead of quantised.
-    (CFITSIO takes the 2nd order row median over the 3rd order count of values, a slip that
-    only matters when some windows are flat; here each order counts its own values.)
+    v[i+4]|``), leaving out windows that are constant (`_quantize.noise_medians`); the medians
+    over rows, scaled to a standard deviation, are three estimates. The result is the 3rd
+    order estimate, or a non-zero smaller one of the other two: zero for any tile without
+    noise (constant runs, ramps, fewer than 9 pixels), which is then stored losslessly instead
+    of quantised. (CFITSIO takes the 2nd order row median over the 3rd order count of values,
+    a slip that only matters when some windows are flat; here each order counts its own.)
     """
     nx = tile.shape[-1] if tile.ndim else 1
-    rows = tile.reshape(-1, nx).astype(np.float64) if nx >= 9 else tile.reshape(1, -1).astype(np.float64)
-    if rows.shape[1] < 9:
-        return 0.0
-    nan = np.isnan(rows)
-    if nan.any():
-        parts = [_row_medians(row[~hole][None, :]) for row, hole in zip(rows, nan)
-                 if (~hole).sum() >= 9]
-        if not parts:
-            return 0.0
-        m2, m3, m5, ok = (np.concatenate(p, axis=-1) for p in zip(*parts))
-    else:
-        m2, m3, m5, ok = _row_medians(rows)
-
-    def middle(d: np.ndarray) -> float:
-        if d.size == 0:
-            return 0.0
-        d = np.sort(d)
-        return float((d[(d.size - 1) // 2] + d[d.size // 2]) / 2)
-
-    noise3 = _MAD3 * middle(m3[ok[0]])
-    noise2 = _MAD2 * middle(m2[ok[0] & ok[1]])
-    noise5 = _MAD5 * middle(m5[ok[0]])
+    shape = (-1, nx) if nx >= 9 else (1, -1)
+    rows = np.ascontiguousarray(tile.reshape(shape), dtype=np.float64)
+    d2, d3, d5 = _quantize.noise_medians(rows)
+    noise2, noise3, noise5 = _MAD2 * d2, _MAD3 * d3, _MAD5 * d5
     best = noise3
     if noise2 != 0 and noise2 < best:
         best = noise2
