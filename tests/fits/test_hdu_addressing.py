@@ -136,6 +136,19 @@ def test_extver_on_tables_and_1x_reads(tmp_path):
     assert [t["x"].tolist() for t in torchfits.read(str(path), hdu=("CAT", 2))] == [[1, 2, 3], [2, 3, 4]]
 
 
+def test_extver_in_hdu_edits(versions):
+    torch = pytest.importorskip("torch")
+    torchfits.replace_hdu(str(versions), ("SCI", 2), torch.full((2, 3), 7, dtype=torch.int16))
+    with fits.open(versions) as hdul:
+        k = hdul.index_of(("SCI", 2))
+        assert hdul[k].data.tolist() == [[7] * 3] * 2 and hdul[k].header["EXTVER"] == 2
+    torchfits.delete_hdu(str(versions), "ERR,3")
+    with fits.open(versions) as hdul:
+        assert ("ERR", 3) not in [(h.name, h.ver) for h in hdul]
+    with pytest.raises(KeyError, match=r"HDU \('ERR', 3\) not found; the file has: 0 PRIMARY"):
+        torchfits.delete_hdu(str(versions), ("ERR", 3))
+
+
 def test_extver_in_the_cli(versions):
     run = subprocess.run([sys.executable, "-m", "torchfits.cli", "header", f"{versions}[SCI,2]"],
                          capture_output=True, text=True)

@@ -100,12 +100,8 @@ def _assemble(target: str, pieces: list[tuple[Piece, bool]], codec: Optional[str
 
 
 def _resolve(index: HduIndex, hdu: Any) -> HduEntry:
-    if isinstance(hdu, str):
-        wanted = hdu.strip().upper()
-        for e in index.entries:
-            if e.extname is not None and e.extname.upper() == wanted:
-                return e
-        raise KeyError(f"HDU '{hdu}' not found")
+    if isinstance(hdu, (str, tuple)):
+        return index.resolve(hdu)  # EXTNAME, "EXTNAME,EXTVER" or (EXTNAME, EXTVER): one rule
     if isinstance(hdu, bool) or not isinstance(hdu, (int, np.integer)):
         raise TypeError(f"hdu must be an integer or an EXTNAME, not {type(hdu).__name__}")
     if hdu < 0 or hdu >= len(index):
