@@ -237,6 +237,27 @@ def test_setkey_cli_refuses_a_tab(tmp_path, capsys):
     _unchanged(path, before)
 
 
+# -- table in-place editors ----------------------------------------------------------------------------
+def _table_file(tmp_path: Path) -> tuple[Path, bytes]:
+    path = tmp_path / "cat.fits"
+    write(path, {"a": np.arange(3), "b": np.ones(3)})
+    return path, path.read_bytes()
+
+
+@pytest.mark.parametrize("edit", ["rename", "insert", "unit"])
+def test_table_editors_refuse_non_ascii_names_and_units(tmp_path, edit):
+    path, before = _table_file(tmp_path)
+    with pytest.raises(HeaderCardError) as excinfo:
+        if edit == "rename":
+            torchfits.table.rename_columns(str(path), {"a": "\u00e5"})
+        elif edit == "insert":
+            torchfits.table.insert_column(str(path), "fl\u00fcx", np.zeros(3))
+        else:
+            torchfits.table.insert_column(str(path), "c", np.zeros(3), unit="\u00b5m")
+    assert "TTYPE" in str(excinfo.value) or "TUNIT" in str(excinfo.value)
+    _unchanged(path, before)
+
+
 # -- commentary round trips -------------------------------------------------------------------------
 def _astropy_source(tmp_path: Path) -> Path:
     fits = pytest.importorskip("astropy.io.fits")

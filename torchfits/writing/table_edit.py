@@ -24,6 +24,7 @@ from .table_inputs import numpy_column
 from .table_plan import ColumnPlan, ColumnValues, column_cards, encode_rows, plan_column
 from ..errors import FitsError, QuantizeError, UInt64WriteError
 from ..fits.header import Header, format_card
+from .cards import card_bytes
 from ..fits.layout import CARD, padded
 
 __all__ = ["write", "append_rows", "insert_rows", "update_rows", "delete_rows", "insert_column",
@@ -613,7 +614,7 @@ def _column_from_plan(t: _Table, plan: ColumnPlan, cv: ColumnValues, number: int
     heap = io.BytesIO()
     rows, heap_size = encode_rows([plan], [cv], heap, len(t.heap))
     t.heap += heap.getvalue()
-    cards = [line.encode("ascii") for c in column_cards([plan]) for line in format_card(c.key, c.value, c.comment)]
+    cards = [line for c in column_cards([plan]) for line in card_bytes(c.key, c.value, c.comment)]
     spec = ColumnSpec(index=number - 1, name=plan.name, tform=plan.tform, code=plan.code,
                       repeat=plan.repeat, width=plan.field_dtype.itemsize, offset=0)
     return _Column(spec, cards, rows.view(np.uint8).reshape(t.nrows, -1))
@@ -686,7 +687,7 @@ def _override_cards(col: _Column, *, unit: Optional[str], tnull: Optional[int]) 
         if value is None:
             continue
         col.cards = [c for c in col.cards if _prefix(c) != prefix.encode()]
-        col.cards += [line.encode("ascii") for line in format_card(f"{prefix}{n}", value)]
+        col.cards += card_bytes(f"{prefix}{n}", value)
 
 
 def rename_columns(path: Any, mapping: Mapping[str, str], hdu: Any = 1) -> None:
@@ -708,7 +709,7 @@ def rename_columns(path: Any, mapping: Mapping[str, str], hdu: Any = 1) -> None:
     for old_name, new in mapping.items():
         col = t.columns[t.find(old_name)]
         cards = [c for c in col.cards if _prefix(c) != b"TTYPE"]
-        col.cards = [line.encode("ascii") for line in format_card(f"TTYPE{col.spec.number}", str(new))] + cards
+        col.cards = card_bytes(f"TTYPE{col.spec.number}", str(new)) + cards
     if t.entry.kind == "table":
         raise NotImplementedError("rename_columns on ASCII tables is not supported yet")
     _save(target, t)
