@@ -46,29 +46,49 @@ SETTINGS = settings(max_examples=int(os.environ.get("TORCHFITS_NAN_EXAMPLES", "3
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def _write(rows: List[tuple], directory: str) -> tuple[str, Any]:
-    """Write the rows (d: float64, e: float32, j: int32, nulls as TNULL) and return the path and
-    the table torchfits reads back (the in-memory data every engine is compared on)."""
+def _write(rows: List[tuple], directory: str, split: Optional[int] = None) -> tuple[str, str, Any]:
+    """Write the rows (d: float64, e: float32, j: int32, nulls as TNULL) into one file, or
+    with ``split`` into two files with a statistics sidecar of 2-row chunks; return the source
+    for `scan`/`dataset`, the quoted path for `torchfits.sql`, and the table torchfits reads
+    back (the in-memory data every engine is compared on)."""
+    from torchfits.tables.stats_index import build_index
+
     n = len(rows)
-    path = os.path.join(directory, "nan_rules.fits")
     source = pa.table({"i": pa.array(range(n), pa.int64()),
                        "d": pa.array([r[0] for r in rows], pa.float64()),
                        "e": pa.array(np.array([r[1] for r in rows], np.float32)),
                        "j": pa.array([r[2] for r in rows], pa.int32())})
-    torchfits.write(path, source, overwrite=True)
-    table = torchfits.scan(path).to_arrow()
+    if split is None or n < 2:
+        path = os.path.join(directory, "nan_rules.fits")
+        torchfits.write(path, source, overwrite=True)
+        where, sql_path = path, path
+    else:
+        k = min(max(split, 1), n - 1)
+        where = os.path.join(directory, "parts")
+        os.mkdir(where)
+        for part, piece in enumerate((source.slice(0, k), source.slice(k))):
+            torchfits.write(os.path.join(where, f"part_{part}.fits"), piece, overwrite=True)
+        build_index(where, chunk_rows=2)
+        sql_path = os.path.join(where, "part_*.fits")
+    table = torchfits.dataset(where, index=False).to_table()
     assert table.column("j").null_count == sum(r[2] is None for r in rows)
-    return path, table
+    return where, sql_path, table
 
 
 rows_strategy = st.lists(
     st.tuples(st.sampled_from(_FLOATS), st.sampled_from(_FLOATS), st.sampled_from(_INTS)),
     min_size=1, max_size=12)
+split_strategy = st.one_of(st.none(), st.integers(1, 11))
 
 
 # -- predicates, one spec rendered for every engine -------------------------------------------
-# ("cmp", col, op, lit) | ("between", col, lo, hi) | ("in", col, (lits)) | ("not", p) |
-# ("and", p, q) | ("or", p, q) | ("isnull", col) | ("isnan", col)
+# ("cmp", col, op, lit) | ("between", col, lo, hi) | ("in", col, (lits)) |
+# ("cols", col, op, col) | ("arith", col, aop, alit, op, lit) | ("not", p) | ("and", p, q) |
+# ("or", p, q) | ("isnull", col) | ("isnan", col)
+
+_ARITH = ["+", "-", "*", "/"]
+_ARITH_LITERALS = [1.0, -1.0, 0.5, 2.0]  # never 0: pyarrow raises on integer division by zero
+
 
 def _atoms(col_strategy: Any) -> Any:
     lit = st.sampled_from(_LITERALS)
@@ -76,6 +96,9 @@ def _atoms(col_strategy: Any) -> Any:
         st.tuples(st.just("cmp"), col_strategy, st.sampled_from(_OPS), lit),
         st.tuples(st.just("between"), col_strategy, lit, lit),
         st.tuples(st.just("in"), col_strategy, st.lists(lit, min_size=1, max_size=3).map(tuple)),
+        st.tuples(st.just("cols"), col_strategy, st.sampled_from(_OPS), col_strategy),
+        st.tuples(st.just("arith"), col_strategy, st.sampled_from(_ARITH),
+                  st.sampled_from(_ARITH_LITERALS), st.sampled_from(_OPS), lit),
     )
 
 
@@ -85,9 +108,12 @@ def _predicates(with_null_tests: bool) -> Any:
     if with_null_tests:
         atoms = st.one_of(atoms, st.tuples(st.just("isnull"), cols),
                           st.tuples(st.just("isnan"), st.sampled_from(["d", "e"])))
-    return st.recursive(atoms, lambda inner: st.one_of(
-        st.tuples(st.just("not"), inner),
-        st.tuples(st.sampled_from(["and", "or"]), inner, inner)), max_leaves=3)
+    return st.recursive(atoms, _combine, max_leaves=3)
+
+
+def _combine(inner: Any) -> Any:
+    return st.one_of(st.tuples(st.just("not"), inner),
+                     st.tuples(st.sampled_from(["and", "or"]), inner, inner))
 
 
 def _lit_for(col: str, value: float) -> float:
@@ -121,6 +147,13 @@ def to_sql(p: tuple, double: bool = True) -> str:
     if kind == "cmp":
         op = {"==": "=", "!=": "<>"}.get(p[2], p[2])
         return f"({p[1]} {op} {_sql_lit(p[1], p[3], double)})"
+    if kind == "cols":
+        op = {"==": "=", "!=": "<>"}.get(p[2], p[2])
+        return f"({p[1]} {op} {p[3]})"
+    if kind == "arith":
+        op = {"==": "=", "!=": "<>"}.get(p[4], p[4])
+        # DOUBLE operands: the dialect computes arithmetic with a float operand in float64
+        return f"(({p[1]} {p[2]} {p[3]!r}::DOUBLE) {op} {_sql_lit('d', p[5])})"
     if kind == "between":
         return f"({p[1]} BETWEEN {_sql_lit(p[1], p[2], double)} AND {_sql_lit(p[1], p[3], double)})"
     if kind == "in":
@@ -140,6 +173,10 @@ def to_where(p: tuple) -> str:
     kind = p[0]
     if kind == "cmp":
         return f"({p[1]} {p[2]} {_where_lit(p[1], p[3])})"
+    if kind == "cols":
+        return f"({p[1]} {p[2]} {p[3]})"
+    if kind == "arith":
+        return f"(({p[1]} {p[2]} {p[3]!r}) {p[4]} {_where_lit('d', p[5])})"
     if kind == "between":
         return f"({p[1]} BETWEEN {_where_lit(p[1], p[2])} AND {_where_lit(p[1], p[3])})"
     if kind == "in":
@@ -165,6 +202,15 @@ def to_pyarrow(p: tuple) -> Any:
         c, lit = pc.field(p[1]), _ops_lit(p[1], p[3])
         return {">": c > lit, "<": c < lit, ">=": c >= lit, "<=": c <= lit, "==": c == lit,
                 "!=": c != lit}[p[2]]
+    if kind in ("cols", "arith"):
+        if kind == "cols":
+            left, op, right = pc.field(p[1]), p[2], pc.field(p[3])
+        else:
+            c, lit = pc.field(p[1]), p[3]
+            left = {"+": c + lit, "-": c - lit, "*": c * lit, "/": c / lit}[p[2]]
+            op, right = p[4], p[5]
+        return {">": left > right, "<": left < right, ">=": left >= right, "<=": left <= right,
+                "==": left == right, "!=": left != right}[op]
     if kind == "between":
         c = pc.field(p[1])
         return (c >= _ops_lit(p[1], p[2])) & (c <= _ops_lit(p[1], p[3]))
@@ -189,6 +235,15 @@ def to_polars(p: tuple) -> Any:
         c, lit = pl.col(p[1]), pl.lit(_ops_lit(p[1], p[3]))
         return {">": c > lit, "<": c < lit, ">=": c >= lit, "<=": c <= lit, "==": c == lit,
                 "!=": c != lit}[p[2]]
+    if kind in ("cols", "arith"):
+        if kind == "cols":
+            left, op, right = pl.col(p[1]), p[2], pl.col(p[3])
+        else:
+            c, lit = pl.col(p[1]), pl.lit(p[3], dtype=pl.Float64)
+            left = {"+": c + lit, "-": c - lit, "*": c * lit, "/": c / lit}[p[2]]
+            op, right = p[4], pl.lit(p[5], dtype=pl.Float64)
+        return {">": left > right, "<": left < right, ">=": left >= right, "<=": left <= right,
+                "==": left == right, "!=": left != right}[op]
     if kind == "between":
         return pl.col(p[1]).is_between(_ops_lit(p[1], p[2]), _ops_lit(p[1], p[3]))
     if kind == "in":
@@ -215,11 +270,11 @@ def _ids(table: Any) -> list:
 # -- the routes -------------------------------------------------------------------------------
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @SETTINGS
-@given(rows=rows_strategy, pred=_predicates(with_null_tests=False))
-def test_where_dialect_is_sql_with_nan_unknown(rows, pred):
+@given(rows=rows_strategy, split=split_strategy, pred=_predicates(with_null_tests=False))
+def test_where_dialect_is_sql_with_nan_unknown(rows, split, pred):
     """``scan(where=)`` keeps the rows DuckDB keeps once every NaN is NULL."""
     with tempfile.TemporaryDirectory() as tmp:
-        path, table = _write(rows, tmp)
+        path, sql_path, table = _write(rows, tmp, split)
         nulled = pa.table({"i": table["i"],
                            **{c: pc.if_else(pc.is_nan(table[c]), pa.scalar(None, table[c].type),
                                             table[c]) for c in ("d", "e")},
@@ -230,15 +285,17 @@ def test_where_dialect_is_sql_with_nan_unknown(rows, pred):
         # decimal literals: DuckDB rounds them to a FLOAT column's width, as the dialect does
         want = [r[0] for r in con.sql(
             f"SELECT i FROM t WHERE {to_sql(pred, double=False)} ORDER BY i").fetchall()]
-        got = _ids(torchfits.scan(path, where=to_where(pred)).to_arrow())
-        assert got == want, to_where(pred)
+        text = to_where(pred)
+        assert _ids(torchfits.scan(path, where=text).to_arrow()) == want, text
+        assert _ids(torchfits.dataset(path).to_table(filter=text)) == want, text
+        assert torchfits.dataset(path).count_rows(filter=text) == len(want), text
 
 
 @SETTINGS
-@given(rows=rows_strategy, pred=_predicates(with_null_tests=True))
-def test_pyarrow_filter_routes_give_pyarrow_answer(rows, pred):
+@given(rows=rows_strategy, split=split_strategy, pred=_predicates(with_null_tests=True))
+def test_pyarrow_filter_routes_give_pyarrow_answer(rows, split, pred):
     with tempfile.TemporaryDirectory() as tmp:
-        path, table = _write(rows, tmp)
+        path, sql_path, table = _write(rows, tmp, split)
         expr = to_pyarrow(pred)
         want = _ids(pds.dataset(table).to_table(filter=expr))
         assert _ids(torchfits.scan(path, filter=expr).to_arrow()) == want, str(expr)
@@ -247,10 +304,10 @@ def test_pyarrow_filter_routes_give_pyarrow_answer(rows, pred):
 
 
 @SETTINGS
-@given(rows=rows_strategy, pred=_predicates(with_null_tests=True))
-def test_duckdb_routes_give_duckdb_answer(rows, pred):
+@given(rows=rows_strategy, split=split_strategy, pred=_predicates(with_null_tests=True))
+def test_duckdb_routes_give_duckdb_answer(rows, split, pred):
     with tempfile.TemporaryDirectory() as tmp:
-        path, table = _write(rows, tmp)
+        path, sql_path, table = _write(rows, tmp, split)
         con = duckdb.connect()
         con.register("src", table)
         con.execute("CREATE TABLE t AS SELECT * FROM src")
@@ -258,7 +315,7 @@ def test_duckdb_routes_give_duckdb_answer(rows, pred):
         for double in (True, False):
             where = to_sql(pred, double)
             want = con.sql(f"SELECT i FROM t WHERE {where} ORDER BY i").fetchall()
-            got = torchfits.sql(f"SELECT i FROM '{path}' WHERE {where} ORDER BY i").fetchall()
+            got = torchfits.sql(f"SELECT i FROM '{sql_path}' WHERE {where} ORDER BY i").fetchall()
             assert got == want, where
             assert duckdb.sql(f"SELECT i FROM ds WHERE {where} ORDER BY i").fetchall() == want, where
             count = duckdb.sql(f"SELECT count(*) FROM ds WHERE {where}").fetchall()[0][0]
@@ -266,10 +323,10 @@ def test_duckdb_routes_give_duckdb_answer(rows, pred):
 
 
 @SETTINGS
-@given(rows=rows_strategy, pred=_predicates(with_null_tests=True))
-def test_polars_routes_give_polars_answer(rows, pred):
+@given(rows=rows_strategy, split=split_strategy, pred=_predicates(with_null_tests=True))
+def test_polars_routes_give_polars_answer(rows, split, pred):
     with tempfile.TemporaryDirectory() as tmp:
-        path, table = _write(rows, tmp)
+        path, sql_path, table = _write(rows, tmp, split)
         expr = to_polars(pred)
         want = sorted(pl.from_arrow(table).filter(expr)["i"].to_list())
         got = sorted(scan_polars(path).filter(expr).collect()["i"].to_list())
