@@ -110,6 +110,12 @@ def test_zerowidth_column_matches_astropy():
     column = table.column("ORBPARM").combine_chunks()
     column.validate(full=True)
     assert column.to_pylist() == [[] for _ in range(nrows)]
+    # NumPy and torch take it as the fixed-width column it is, of astropy's shape.
+    arrays = torchfits.scan(str(path), hdu=2, columns=["ORBPARM", "NOSTA"]).to_numpy()
+    assert arrays["ORBPARM"].shape == expected.shape and arrays["ORBPARM"].dtype == np.float64
+    pytest.importorskip("torch")
+    tensors = torchfits.scan(str(path), hdu=2, columns=["ORBPARM", "NOSTA"]).to_torch()
+    assert tuple(tensors["ORBPARM"].shape) == expected.shape
 
 
 def _raw_table(path: Path, tform: str, tdim, nrows: int) -> str:
@@ -141,6 +147,9 @@ def test_empty_cells_and_empty_tables_are_valid_everywhere(tmp_path, tform, tdim
         with fits.open(path) as hdul:
             expected = hdul[1].data["x"]
             assert [np.asarray(e).size for e in expected] == [0] * nrows
+    if tform != "0A":
+        cell = tuple(int(d) for d in reversed(tdim[1:-1].split(","))) if tdim else (0,)
+        assert torchfits.scan(path, hdu=1).to_numpy()["x"].shape == (nrows,) + cell
     assert pl.from_arrow(table).height == nrows
     buf = io.BytesIO()
     pq.write_table(table, buf)

@@ -4,7 +4,8 @@ Fixed-size lists become N-D arrays without copying; torch is imported only in `n
 """
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Optional
 
 import numpy as np
 
@@ -57,10 +58,48 @@ def array_to_numpy(arr: Any) -> np.ndarray:
     return np.ma.MaskedArray(filled, mask=mask)
 
 
+_ZERO_WIDTH_TFORM = re.compile(r"^\s*0+\s*[LXBIJKEDCM]\s*$")
+
+
+def _zero_width_shape(field: Any) -> Optional[tuple[int, ...]]:
+    """The C-order cell shape of a zero-width column (TFORM ``0E``, read as a list of empty
+    rows), or None for any other field."""
+    import pyarrow as pa
+
+    if not (pa.types.is_list(field.type) or pa.types.is_large_list(field.type)):
+        return None
+    meta = field.metadata or {}
+    tform = meta.get(b"fits_tform", b"").decode("ascii", "replace")
+    if not _ZERO_WIDTH_TFORM.match(tform):
+        return None
+    tdim = meta.get(b"fits_tdim", b"").decode("ascii", "replace").strip()
+    if tdim.startswith("(") and tdim.endswith(")"):
+        try:
+            dims = tuple(int(d) for d in tdim[1:-1].split(","))
+        except ValueError:
+            dims = ()
+        if dims and 0 in dims:
+            return tuple(reversed(dims))
+    return (0,)
+
+
+def _empty_cells(arr: Any, shape: tuple[int, ...], value_type: Any) -> np.ndarray:
+    inner, leaf = _fixed_shape(value_type)
+    return np.empty((len(arr),) + shape + inner, dtype=leaf.to_pandas_dtype())
+
+
 def table_to_numpy(table: Any) -> dict[str, np.ndarray]:
     """``{column: ndarray}``: fixed-size lists → (N, ...) arrays; float nulls → NaN; other
-    nulls → masked arrays; strings → ``str`` arrays (object with nulls); lists → object arrays."""
-    return {name: array_to_numpy(table.column(name)) for name in table.column_names}
+    nulls → masked arrays; strings → ``str`` arrays (object with nulls); lists → object arrays,
+    except zero-width columns (``0E``), which are ``(N, 0)`` arrays as the fixed-width columns
+    they are."""
+    out = {}
+    for field in table.schema:
+        shape = _zero_width_shape(field)
+        column = table.column(field.name)
+        out[field.name] = array_to_numpy(column) if shape is None else \
+            _empty_cells(column, shape, field.type.value_type)
+    return out
 
 
 def numpy_to_torch(columns: dict[str, np.ndarray], device: Any = "cpu", dtype: Any = None, *,
