@@ -52,6 +52,15 @@ def test_read_numpy_without_hdu_takes_the_first_hdu_with_data(empty_primary_imag
     assert torchfits.open_image(fz_file, 0).shape == (0,)
 
 
+def test_dask_images_without_hdu_take_the_first_hdu_with_data(empty_primary_image, fz_file):
+    pytest.importorskip("dask.array")
+    import torchfits.dask
+
+    for path in (empty_primary_image, fz_file):
+        np.testing.assert_array_equal(torchfits.dask.read_images(str(path)).compute(),
+                                      _native(fits.getdata(path)))
+
+
 def test_first_hdu_with_data_matches_fitsio_past_an_empty_extension(tmp_path):
     fitsio = pytest.importorskip("fitsio")
     path = tmp_path / "skip.fits"

@@ -134,7 +134,7 @@ def _auto_chunks(image: Image, stack: int, dtype: np.dtype) -> tuple:
     return normalize_chunks("auto", full, dtype=dtype)
 
 
-def read_images(source: Any, hdu: Any = 0, *, chunks: Any = "auto", raw_scale: bool = False,
+def read_images(source: Any, hdu: Any = None, *, chunks: Any = "auto", raw_scale: bool = False,
                 storage_options: Optional[dict] = None, threads: Optional[int] = None) -> Any:
     """Image HDUs as a ``dask.array.Array`` whose blocks decode only their own region.
 
@@ -144,8 +144,9 @@ def read_images(source: Any, hdu: Any = 0, *, chunks: Any = "auto", raw_scale: b
         One file: its image, chunked into blocks. Several files (a list, a glob or a directory):
         their same-shaped images stacked along a new first axis. URLs are opened through
         torchfits' byte sources, in the caller for the headers and in every worker for blocks.
-    hdu : int or str
-        The image HDU (index or EXTNAME) in every file; a tile-compressed HDU works too.
+    hdu : int, str, (str, int) or None
+        The image HDU (index, EXTNAME or (EXTNAME, EXTVER)) in every file; a tile-compressed
+        HDU works too. Default: each file's first HDU with data, as ``read_numpy``.
     chunks : "auto", int, tuple or dict
         Dask block sizes. "auto" uses Dask's ``array.chunk-size`` with blocks made of whole
         tiles (compressed images) or whole rows (plain ones).
