@@ -267,3 +267,18 @@ def test_other_datetimes_read_back_as_time(tmp_path, kind):
     back = _read_native(out)
     assert list(back["t"].mask) == [False, True, False]
     _same_instants(back["t"][[0, 2]], expected)
+
+
+def test_astropy_table_as_ascii_table(tmp_path):
+    from astropy.table import MaskedColumn, Table
+
+    t = Table({"a": [1.5, 2.5, 3.5], "n": MaskedColumn([1, 2, 3], mask=[False, True, False]),
+               "s": ["x", "yy", "z"]})
+    out = tmp_path / "ascii.fits"
+    tf_table.write(str(out), t, table_type="ascii")
+    back = torchfits.scan(str(out), hdu=1).to_arrow()
+    assert back.column("n").to_pylist() == [1, None, 3]
+    assert back.column("a").to_pylist() == [1.5, 2.5, 3.5]
+    assert back.column("s").to_pylist() == ["x", "yy", "z"]
+    with fits.open(out) as hdul:
+        assert hdul[1].header["XTENSION"] == "TABLE"

@@ -18,6 +18,10 @@ __all__ = ["write_ascii_hdu"]
 
 
 def _columns(data: Any) -> dict[str, ColumnValues]:
+    if type(data).__module__.startswith("astropy.table") and hasattr(data, "colnames"):
+        from .table_inputs import astropy_table_parts
+
+        data = astropy_table_parts(data)[0]  # masked columns keep their masks
     if isinstance(data, dict):
         if not data:
             raise ValueError("data must be a non-empty dictionary of columns")
