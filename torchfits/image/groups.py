@@ -92,7 +92,7 @@ class GroupsImage(Image):
             out = _check_out(out, out_shape, self._plan.dtype)
         groups = self._decode_groups(starts[0], steps[0], counts[0])
         groups = groups.reshape((counts[0],) + self.shape[1:])
-        key = (slice(None),) + tuple(slice(s, s + (c - 1) * st + 1 if c else s, st)
+        key = (slice(None),) + tuple(slice(s, s + c * st if s + c * st >= 0 else None, st)
                                      for s, st, c in zip(starts[1:], steps[1:], counts[1:]))
         part = groups[key].reshape(out_shape)
         if out is None:
