@@ -517,8 +517,11 @@ def _legacy_logical_vla(spec: ColumnSpec, data: np.ndarray, heap: np.ndarray,
         if bad >= 0:
             n = bad  # the decode names the corrupt descriptor; judge the rows before it
             counts, starts = counts[:n], starts[:n]
-        for count, start in zip(counts[counts > 0].tolist(), starts[counts > 0].tolist()):
-            top = int(heap[start:start + count].max())
+        total = int(counts.sum())
+        if total:
+            ends = np.cumsum(counts)
+            where = np.repeat(starts - (ends - counts), counts) + np.arange(total, dtype=np.int64)
+            top = int(heap[where].max())
             if top > 1:
                 return False
             seen_one = seen_one or top == 1
