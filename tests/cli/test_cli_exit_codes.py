@@ -249,16 +249,18 @@ def test_info_shows_random_groups_and_aligns_long_type_names(capsys, tmp_path):
     assert json.loads(out)[0]["groups"] == 3 and json.loads(out)[0]["shape"] == [3, 2, 4]
 
 
-@pytest.mark.parametrize("command", ["verify", "copy", "diff"])
+@pytest.mark.parametrize("command", ["verify", "copy", "diff", "info"])
 def test_a_truncated_file_is_unreadable_not_ok(command, samples, capsys, tmp_path):
     _, image, _ = samples
     cut = tmp_path / "cut.fits"
     cut.write_bytes(Path(image).read_bytes()[:5000])
     argv = {"verify": ("verify", cut), "copy": ("copy", cut, tmp_path / "copy.fits"),
-            "diff": ("diff", image, cut)}[command]
-    code, _, err = run(capsys, *argv)
+            "diff": ("diff", image, cut), "info": ("info", "--json", cut)}[command]
+    code, out, err = run(capsys, *argv)
     assert code == 3 and "truncated" in one_line(err)
     assert not (tmp_path / "copy.fits").exists()
+    if command == "info":  # the HDUs whose headers are there are still listed
+        assert [r["name"] for r in json.loads(out)] == ["PRIMARY", "SCI"]
 
 
 def test_setkey_refuses_before_changing_anything(samples, capsys, tmp_path):

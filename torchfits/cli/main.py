@@ -45,14 +45,27 @@ def cmd_info(args: argparse.Namespace) -> int:
     spec = hdus(args.hdu)
     batch = Batch("info")
 
-    def one(t: Target) -> list[dict[str, Any]]:
+    def one(t: Target) -> tuple[list[dict[str, Any]], Optional[FitsError]]:
         summaries = info(t.path)
-        wanted = select_hdus(get_index(t.path), t, spec)
-        return [info_record(t.shown, summaries[i]) for i in wanted]
+        index = get_index(t.path)
+        wanted = select_hdus(index, t, spec)
+        # the HDUs whose headers are there are listed; data the file cuts short is an error
+        # (the HDUs after it cannot be found), not a silent success
+        problem: Optional[FitsError] = None
+        for entry in index.entries:
+            try:
+                index.check_data(entry)
+            except FitsError as exc:
+                problem = exc
+                break
+        return [info_record(t.shown, summaries[i]) for i in wanted], problem
 
     done = batch.run(targets(input_paths(args)), one, name=lambda t: t.shown)
-    records = [r for _, rs in done for r in rs]
+    records = [r for _, (rs, _) in done for r in rs]
     emit(records, args.format, columns=[c for c in INFO_COLUMNS if any(c in r for r in records)])
+    for t, (_, problem) in done:
+        if problem is not None:
+            batch.fail(t.shown, problem)
     return batch.code
 
 
