@@ -282,3 +282,28 @@ def test_astropy_table_as_ascii_table(tmp_path):
     assert back.column("s").to_pylist() == ["x", "yy", "z"]
     with fits.open(out) as hdul:
         assert hdul[1].header["XTENSION"] == "TABLE"
+
+
+@pytest.mark.parametrize("cls_name", ["Table", "QTable"])
+def test_astropy_real_time_table_round_trip(tmp_path, cls_name):
+    """astropy's own Time test file, read by astropy, written by torchfits, read by astropy."""
+    import astropy.table
+
+    src = ASTROPY_DATA / "chandra_time.fits"
+    cls = getattr(astropy.table, cls_name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # astropy warns about the file's TREFPOS
+        t = cls.read(src, astropy_native=True)
+    out = tmp_path / "chandra.fits"
+    torchfits.write(str(out), t)
+    back = _read_native(out)
+    _same_instants(back["time"], t["time"])
+    for name in t.colnames:
+        if name == "time":
+            continue
+        want, got = t[name], back[name]
+        np.testing.assert_array_equal(np.asarray(getattr(got, "value", got)),
+                                      np.asarray(getattr(want, "value", want)))
+        want_mask = np.broadcast_to(np.asarray(getattr(want, "mask", False)), np.shape(want))
+        got_mask = np.broadcast_to(np.asarray(getattr(got, "mask", False)), np.shape(got))
+        np.testing.assert_array_equal(got_mask, want_mask)
