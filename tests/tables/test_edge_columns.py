@@ -77,6 +77,14 @@ def test_every_column_of_real_files_is_valid_arrow(case, tmp_path):
     path, hdu = case
     table = torchfits.scan(path, hdu=hdu).to_arrow()
     _check_arrow(table, _id(case))
+    for batch in torchfits.scan(path, hdu=hdu, batch_size=7).to_batches():
+        _check_arrow(pa.Table.from_batches([batch]), _id(case) + " in batches")
+    try:
+        compat = torchfits.table.read(path, hdu=hdu)  # the 1.x mapping
+    except torchfits.FitsError:  # complex columns have no 1.x Arrow form
+        compat = None
+    if compat is not None:
+        _check_arrow(compat, _id(case) + " (1.x)")
     # Parquet must read back what it wrote (a 0-size fixed_size_list does not).
     buf = io.BytesIO()
     pq.write_table(table, buf)
