@@ -86,15 +86,16 @@ def _shown(value: Any) -> str:
 
 @dataclass
 class DiffOptions:
-    """What `diff_files` compares: tolerances for floats, ignored keywords/comments (fnmatch
-    patterns, case-blind) and HDUs (EXTNAME patterns or indices), and how many differences
-    of one HDU's data are reported one by one (the rest are counted)."""
+    """What `diff_files` compares: tolerances for floats, ignored keywords/comments and table
+    columns (fnmatch patterns, case-blind) and HDUs (EXTNAME patterns or indices), and how many
+    differences of one HDU's data are reported one by one (the rest are counted)."""
 
     rtol: float = 0.0
     atol: float = 0.0
     ignore_keywords: Sequence[str] = ("CHECKSUM", "DATASUM")
     ignore_comments: Sequence[str] = ()
     ignore_hdus: Sequence[str] = ()
+    ignore_columns: Sequence[str] = ()
     max_diffs: int = 10
     _keywords: list[str] = field(default_factory=list, init=False, repr=False)
     _comments: list[str] = field(default_factory=list, init=False, repr=False)
@@ -114,6 +115,10 @@ class DiffOptions:
 
     def comment_ignored(self, key: str) -> bool:
         return any(fnmatch.fnmatchcase(key.upper(), p) for p in self._comments)
+
+    def column_ignored(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name.upper(), p.strip().upper())
+                   for p in self.ignore_columns if p.strip())
 
     def hdu_ignored(self, index: int, name: str) -> bool:
         for p in self.ignore_hdus:
@@ -327,8 +332,8 @@ def _table_differences(path_a: str, ea: Any, path_b: str, eb: Any, opts: DiffOpt
                        diff: Callable[..., Difference]) -> list[Difference]:
     from ..tables.scan import scan
 
-    names_a = list(scan(path_a, ea.index).schema.names)
-    names_b = list(scan(path_b, eb.index).schema.names)
+    names_a = [n for n in scan(path_a, ea.index).schema.names if not opts.column_ignored(n)]
+    names_b = [n for n in scan(path_b, eb.index).schema.names if not opts.column_ignored(n)]
     lower_b = {n.lower(): n for n in names_b}
     lower_a = {n.lower(): n for n in names_a}
     out = []
@@ -482,7 +487,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     try:
         opts = DiffOptions(rtol=args.rtol, atol=args.atol, ignore_keywords=keywords,
                            ignore_comments=_patterns(args.ignore_comments),
-                           ignore_hdus=_patterns(args.ignore_hdus), max_diffs=args.max_diffs)
+                           ignore_hdus=_patterns(args.ignore_hdus),
+                           ignore_columns=_patterns(args.ignore_columns), max_diffs=args.max_diffs)
     except ValueError as exc:
         raise UsageError(str(exc).replace("max_diffs", "--max-diffs").replace("rtol", "--rtol")
                          .replace("atol", "--atol")) from None
@@ -518,6 +524,9 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
                    help="keywords whose comments are not compared (patterns as above)")
     p.add_argument("--ignore-hdus", action="append", metavar="HDUS",
                    help="HDUs to leave out: EXTNAME patterns or indices (comma list, repeatable)")
+    p.add_argument("--ignore-columns", action="append", metavar="COLUMNS",
+                   help="table columns whose cells are not compared (patterns, comma list, "
+                        "repeatable; their header cards still are)")
     p.add_argument("--compare-checksums", action="store_true",
                    help="also compare CHECKSUM and DATASUM (ignored by default)")
     p.add_argument("--max-diffs", type=int, default=10,
