@@ -156,15 +156,49 @@ def named_errors(path: Any = None, hdu: Any = None) -> Iterator[None]:
         raise HeaderCardError(text) from None
 
 
-def is_structural(key: str, table: bool) -> bool:
+# Keywords that describe the layout of some other kind of HDU: table columns, random groups,
+# a tile-compressed image. Copied from another HDU's header (``header=dict(read_header(f))``)
+# they would make the HDU written invalid (fitsverify: "TFORM1 is not allowed in the array HDU")
+# or make readers take a table for a compressed image, so they are dropped like structural ones.
+_COLUMN_PREFIXES = ("TTYPE", "TFORM", "TZERO", "TSCAL", "TBCOL", "TDIM", "TNULL")
+# Column descriptions a table keeps from the user's header but an image cannot have.
+_DESCRIPTION_PREFIXES = ("TUNIT", "TDISP", "TCTYP", "TCUNI", "TCRVL", "TCDLT", "TCRPX", "TCROT",
+                         "TLMIN", "TLMAX", "TDMIN", "TDMAX")
+_GROUPS_PREFIXES = ("PTYPE", "PSCAL", "PZERO")
+_COMPRESSION = frozenset({"GROUPS", "ZIMAGE", "ZCMPTYPE", "ZBITPIX", "ZNAXIS", "ZMASKCMP",
+                          "ZQUANTIZ", "ZDITHER0", "ZSIMPLE", "ZTENSION", "ZEXTEND", "ZBLANK",
+                          "ZPCOUNT", "ZGCOUNT", "ZHECKSUM", "ZDATASUM", "ZBLOCKED", "ZTHEAP"})
+_COMPRESSION_PREFIXES = ("ZNAXIS", "ZTILE", "ZNAME", "ZVAL")
+
+
+# Image keywords a table cannot have (fitsverify: "DATAMAX is not allowed in the Bin/ASCII table").
+_IMAGE_ONLY = frozenset({"BUNIT", "DATAMAX", "DATAMIN"})
+
+
+def _column_number(key: str, prefixes: tuple[str, ...]) -> int:
+    """n of a ``<prefix>n`` keyword, or 0."""
+    for p in prefixes:
+        if key.startswith(p) and key[len(p):].isdigit():
+            return int(key[len(p):])
+    return 0
+
+
+def is_structural(key: str, table: bool, tfields: Optional[int] = None) -> bool:
+    """Whether the writer owns ``key`` (or drops it) in an image (``table=False``) or table HDU:
+    the structural keywords, those describing table columns, random groups or a
+    tile-compressed image, which never belong to the HDU being written as given, keywords of the
+    other HDU kind (column descriptions in an image, BUNIT/DATAMIN/DATAMAX in a table), and, for
+    a table of ``tfields`` columns, column descriptions of columns it does not have."""
     k = key.upper()
-    if k in STRUCTURAL or (k.startswith("NAXIS") and k[5:].isdigit()):
+    if k in STRUCTURAL or k in _COMPRESSION or (k.startswith("NAXIS") and k[5:].isdigit()):
         return True
-    if table:
-        for prefix in ("TTYPE", "TFORM", "TZERO", "TSCAL", "TBCOL", "TDIM", "TNULL"):
-            if k.startswith(prefix) and k[len(prefix):].isdigit():
-                return True
-    return False
+    if _column_number(k, _COLUMN_PREFIXES + _GROUPS_PREFIXES + _COMPRESSION_PREFIXES):
+        return True
+    if not table:
+        return bool(_column_number(k, _DESCRIPTION_PREFIXES))
+    if k in _IMAGE_ONLY:
+        return True
+    return tfields is not None and _column_number(k, _DESCRIPTION_PREFIXES) > tfields
 
 
 def header_lines(cards: Iterable[Card], user: Optional[Header], *, table: bool,
@@ -173,13 +207,18 @@ def header_lines(cards: Iterable[Card], user: Optional[Header], *, table: bool,
     writer-owned keyword, so streamed writes can patch NAXIS2/PCOUNT/TFORMn afterwards."""
     lines: list[str] = []
     where: dict[str, int] = {}
+    tfields: Optional[int] = None
     for c in cards:
         where.setdefault(c.key, len(lines))
         lines += card_lines(c.key, c.value, c.comment)
+        if c.key == "TFIELDS":
+            tfields = int(c.value)
+    # BLOCKED belongs to a primary header only (fitsverify: "not allowed in extensions").
+    dropped = ("CHECKSUM", "DATASUM") + (() if "SIMPLE" in where else ("BLOCKED",))
     if user is not None:
         long_strings = False
         for c in user.cards:
-            if c.key and (is_structural(c.key, table) or c.key in ("CHECKSUM", "DATASUM")):
+            if c.key and (is_structural(c.key, table, tfields) or c.key in dropped):
                 continue
             # The writer's own cards (column keywords from the data, EXTNAME from Arrow
             # metadata) win over the same keyword in the user's header; CONTINUE and LONGSTRN
