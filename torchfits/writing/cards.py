@@ -187,8 +187,8 @@ def is_structural(key: str, table: bool, tfields: Optional[int] = None) -> bool:
     """Whether the writer owns ``key`` (or drops it) in an image (``table=False``) or table HDU:
     the structural keywords, those describing table columns, random groups or a
     tile-compressed image, which never belong to the HDU being written as given, keywords of the
-    other HDU kind (column descriptions in an image, BUNIT/DATAMIN/DATAMAX in a table), and, for
-    a table of ``tfields`` columns, column descriptions of columns it does not have."""
+    other HDU kind (column descriptions in an image; BUNIT/DATAMIN/DATAMAX in a table of
+    ``tfields`` columns, and descriptions of columns it does not have)."""
     k = key.upper()
     if k in STRUCTURAL or k in _COMPRESSION or (k.startswith("NAXIS") and k[5:].isdigit()):
         return True
@@ -196,9 +196,9 @@ def is_structural(key: str, table: bool, tfields: Optional[int] = None) -> bool:
         return True
     if not table:
         return bool(_column_number(k, _DESCRIPTION_PREFIXES))
-    if k in _IMAGE_ONLY:
-        return True
-    return tfields is not None and _column_number(k, _DESCRIPTION_PREFIXES) > tfields
+    if tfields is None:  # not the header of a table being written
+        return False
+    return k in _IMAGE_ONLY or _column_number(k, _DESCRIPTION_PREFIXES) > tfields
 
 
 def header_lines(cards: Iterable[Card], user: Optional[Header], *, table: bool,
