@@ -156,7 +156,7 @@ def test_cutout_of_a_table_is_a_usage_error_naming_the_hdu(samples, capsys, tmp_
 
 
 def test_header_of_a_missing_keyword_names_keyword_file_and_hdu(samples, capsys):
-    _, image, _ = samples
+    _, image, catalog = samples
     code, out, err = run(capsys, "header", "-e", "SCI", "-k", "NOPE", image)
     assert code == 2 and out == ""
     assert one_line(err) == f"torchfits header: {image}: no keyword 'NOPE' in HDU 1 (SCI)"
@@ -167,6 +167,14 @@ def test_header_of_a_missing_keyword_names_keyword_file_and_hdu(samples, capsys)
     assert code == 0 and "EXPTIME" in out
     code, out, _ = run(capsys, "header", "-k", "EXTNAME", "--keyword-table", image)
     assert code == 0
+    # in a keyword table a file without the keyword is a row of `-`; no file with it, an error
+    code, out, _ = run(capsys, "header", "-e", "1", "-k", "NAXIS", "-k", "EXPTIME",
+                       "--keyword-table", "--json", image, catalog)
+    assert code == 0 and [r["EXPTIME"] for r in json.loads(out)] == [30.0, None]
+    code, out, err = run(capsys, "header", "-k", "NOPE", "--keyword-table", image, catalog)
+    assert code == 2 and out == ""
+    assert one_line(err) == (f"torchfits header: no keyword 'NOPE' in any HDU shown of {image}, "
+                             f"{catalog}")
 
 
 def test_verify_says_which_card_failed(samples, capsys, tmp_path):

@@ -91,8 +91,9 @@ def cmd_header(args: argparse.Namespace) -> int:
         index = get_index(t.path)
         found = [(i, index.entries[i].display_name, index.header(index.entries[i]))
                  for i in select_hdus(index, t, spec)]
-        # a -k that names no card of any HDU shown is a mistake to report, not an empty answer
-        for p in patterns:
+        # a -k that names no card of any HDU shown is a mistake to report, not an empty answer;
+        # in a --keyword-table a file without it is a row of `-` (checked over all files below)
+        for p in patterns if not args.keyword_table else ():
             if not any(fnmatch.fnmatchcase(c.key.upper(), p) for _, _, h in found for c in h.cards):
                 where = ", ".join(f"{i} ({name})" for i, name, _ in found)
                 what = f"matches {p!r}" if any(ch in p for ch in "*?[") else repr(p)
@@ -119,6 +120,11 @@ def cmd_header(args: argparse.Namespace) -> int:
                 for c in cards:
                     for line in format_card(c.key, c.value, c.comment):
                         sys.stdout.write(line.rstrip() + "\n")
+    if args.keyword_table and records:
+        missing = [p for p in args.keyword if all(r[p] is None for r in records)]
+        if missing:
+            raise UsageError(f"no keyword {', '.join(map(repr, missing))} in any HDU shown of "
+                             f"{', '.join(dict.fromkeys(r['file'] for r in records))}")
     if args.keyword_table or args.format != "text":
         emit(records, args.format, columns=(["file", "hdu", "name"] + list(args.keyword))
              if args.keyword_table else None)
