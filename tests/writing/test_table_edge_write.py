@@ -307,3 +307,29 @@ def test_astropy_real_time_table_round_trip(tmp_path, cls_name):
         want_mask = np.broadcast_to(np.asarray(getattr(want, "mask", False)), np.shape(want))
         got_mask = np.broadcast_to(np.asarray(getattr(got, "mask", False)), np.shape(got))
         np.testing.assert_array_equal(got_mask, want_mask)
+
+
+def test_scan_of_time_table_writes_back_with_its_time_meaning(tmp_path):
+    """A table read by torchfits keeps, on a write, the keywords that make astropy read its
+    time column as Time (MJDREF, TIMESYS, ...) and the column keywords it had, by name."""
+    from astropy.table import Table
+
+    src = ASTROPY_DATA / "chandra_time.fits"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = Table.read(src, astropy_native=True)
+    for columns in (None, ["x", "energy", "time"]):
+        out = tmp_path / "back.fits"
+        torchfits.write(str(out), torchfits.scan(str(src), hdu=1, columns=columns).to_arrow(),
+                        overwrite=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            back = Table.read(out, astropy_native=True)
+        _same_instants(back["time"], expected["time"])
+        np.testing.assert_array_equal(np.asarray(back["x"]), np.asarray(expected["x"]))
+        with fits.open(src) as ref, fits.open(out) as hdul:
+            h, r = hdul[1].header, ref[1].header
+            n = hdul[1].columns.names.index("x") + 1
+            assert (h[f"TCTYP{n}"], h[f"TCRVL{n}"], h[f"TLMAX{n}"]) == \
+                (r["TCTYP11"], r["TCRVL11"], r["TLMAX11"])
+            assert (h["MJDREF"], h["TIMESYS"], h["TIMEUNIT"]) == (r["MJDREF"], r["TIMESYS"], r["TIMEUNIT"])

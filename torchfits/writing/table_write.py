@@ -7,6 +7,7 @@ RecordBatchReader is never materialised).
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -122,12 +123,54 @@ def _arrow_plan(stream: Any, schema: Optional[Mapping[str, Any]]) -> TablePlan:
         batches = itertools.chain([first], reader)
     _apply_schema(plans, schema, None)
     timed = any(is_time_dtype(f.type) for f in arrow_schema)
+    carried = _carried_from_source(arrow_schema, plans)
 
     def convert() -> Iterator[list[ColumnValues]]:
         for batch in batches:
             yield [arrow_column(f.name, batch.column(i)) for i, f in enumerate(arrow_schema)]
 
-    return TablePlan(plans, convert(), extname, cards=list(TIME_CARDS) if timed else [])
+    # The source's own time keywords win over the defaults of the datetime columns (which
+    # name their scale in TCTYPn anyway).
+    cards = {c[0]: c for c in (list(TIME_CARDS) if timed else []) + carried}
+    return TablePlan(plans, convert(), extname, cards=list(cards.values()))
+
+
+#: Column keywords a table read by torchfits carries back to a write (by column name): the
+#: time and coordinate meaning of a column and its legal range, none of which depends on how
+#: the writer lays the column out.
+_CARRIED_COLUMN_KEYWORDS = re.compile(
+    r"^(TCTYP|TCUNI|TCRVL|TCDLT|TCRPX|TCROT|TCNA|TCRD|TCSY|TRPOS|TLMIN|TLMAX|TDMIN|TDMAX)(\d+)$")
+#: Header keywords that give time columns their meaning (the FITS time paper's global keys).
+_TIME_KEYWORDS = ("DATE", "DATE-AVG", "DATE-BEG", "DATE-END", "DATE-OBS", "DATEREF", "JDREF",
+                  "MJD-AVG", "MJD-BEG", "MJD-END", "MJD-OBS", "MJDREF", "MJDREFI", "MJDREFF",
+                  "TIMEOFFS", "TIMESYS", "TIMEUNIT", "TIMEZERO", "TREFDIR", "TREFPOS",
+                  "OBSGEO-L", "OBSGEO-B", "OBSGEO-H", "OBSGEO-X", "OBSGEO-Y", "OBSGEO-Z")
+
+
+def _carried_from_source(arrow_schema: Any, plans: list[ColumnPlan]) -> list:
+    """Column keywords and time header cards of the FITS table an Arrow table was read from
+    (its ``fits_header`` schema metadata), for the columns still there by name."""
+    raw = (arrow_schema.metadata or {}).get(b"fits_header")
+    if not raw:
+        return []
+    from .._kernels import _header
+    from ..fits.header import header_from_parsed
+
+    try:
+        source = header_from_parsed(_header.parse_cards(bytes(raw), 0, len(raw)))
+    except (ValueError, TypeError):
+        return []  # metadata that is not a header: nothing to carry
+    names = {}
+    for key in source:
+        if key.startswith("TTYPE") and key[5:].isdigit() and isinstance(source[key], str):
+            names[key[5:]] = source[key].strip()
+    by_name = {p.name: p for p in plans}
+    for key in source:
+        m = _CARRIED_COLUMN_KEYWORDS.match(key)
+        plan = by_name.get(names.get(m.group(2), "")) if m else None
+        if plan is not None and m is not None and m.group(1) not in plan.meta:
+            plan.meta[m.group(1)] = source[key]
+    return [(key, source[key]) for key in _TIME_KEYWORDS if key in source]
 
 
 def _apply_schema(plans: list[ColumnPlan], schema: Optional[Mapping[str, Any]],
