@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .common import (EXIT_OK, Batch, Target, UsageError, check_outputs, common_options,
+from .common import (Batch, Target, UsageError, check_outputs, common_options,
                      emit, format_table, hdus, input_paths, jobs, json_value, open_output,
                      output_options, progress_enabled, progress_options, select_hdus, targets)
 
