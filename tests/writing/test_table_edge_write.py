@@ -333,3 +333,17 @@ def test_scan_of_time_table_writes_back_with_its_time_meaning(tmp_path):
             assert (h[f"TCTYP{n}"], h[f"TCRVL{n}"], h[f"TLMAX{n}"]) == \
                 (r["TCTYP11"], r["TCRVL11"], r["TLMAX11"])
             assert (h["MJDREF"], h["TIMESYS"], h["TIMEUNIT"]) == (r["MJDREF"], r["TIMESYS"], r["TIMEUNIT"])
+
+
+def test_astropy_time_delta_is_written_in_seconds(tmp_path):
+    from astropy.table import QTable
+    from astropy.time import TimeDelta
+
+    dt = TimeDelta([1.5, 2.25, 0.5], format="jd")
+    dt[2] = np.ma.masked
+    out = tmp_path / "dt.fits"
+    torchfits.write(str(out), QTable({"dt": dt}))
+    back = QTable.read(out)
+    assert str(back["dt"].unit) == "s"
+    np.testing.assert_allclose(back["dt"].unmasked[:2].value, [1.5 * 86400, 2.25 * 86400])
+    assert list(back["dt"].mask) == [False, False, True]

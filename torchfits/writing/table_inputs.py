@@ -344,10 +344,11 @@ def astropy_table_parts(table: Any) -> tuple[dict, dict, list]:
     Units become TUNITn, masked columns keep their mask (nulls: NaN, TNULL, empty string),
     ``Quantity`` columns are written as their values (a ``MaskedQuantity`` keeps its mask),
     ``Time`` columns follow the FITS time convention astropy reads back as ``Time`` (jd1, jd2
-    pairs in days, TCTYPn the scale, TIMESYS/JDREF/TREFPOS), and ``meta`` becomes header cards
+    pairs in days, TCTYPn the scale, TIMESYS/JDREF/TREFPOS), ``TimeDelta`` columns are float
+    seconds (TUNITn ``s``), and ``meta`` becomes header cards
     (scalar values; ``comments``/``history`` lists become COMMENT/HISTORY lines).
     """
-    from astropy.time import Time
+    from astropy.time import Time, TimeDelta
 
     columns: dict = {}
     schema: dict = {}
@@ -361,6 +362,12 @@ def astropy_table_parts(table: Any) -> tuple[dict, dict, list]:
                 raise TypeError(f"column {name!r}: Time columns with different locations cannot "
                                 "share one table (FITS has one OBSGEO position per HDU)")
             has_time, location = True, here or location
+            continue
+        if isinstance(col, TimeDelta):  # a duration: float seconds (TUNITn = 's')
+            seconds = np.asarray(col.to_value("sec"), np.float64)
+            mask = np.asarray(getattr(col, "mask", False), bool)
+            columns[name] = np.where(mask, np.nan, seconds) if mask.any() else seconds
+            schema[name] = {"unit": "s"}
             continue
         unit = getattr(col, "unit", None)
         mask = getattr(col, "mask", None)
