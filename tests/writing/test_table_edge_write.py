@@ -347,3 +347,14 @@ def test_astropy_time_delta_is_written_in_seconds(tmp_path):
     assert str(back["dt"].unit) == "s"
     np.testing.assert_allclose(back["dt"].unmasked[:2].value, [1.5 * 86400, 2.25 * 86400])
     assert list(back["dt"].mask) == [False, False, True]
+
+
+def test_masked_elements_of_numpy_lists(tmp_path):
+    out = tmp_path / "vla.fits"
+    flags = [np.ma.MaskedArray([True, False, True], mask=[False, True, False]), np.array([False])]
+    values = [np.ma.MaskedArray([1.0, 2.0], mask=[True, False]), np.array([3.0])]
+    torchfits.write(str(out), {"f": flags, "x": values})
+    back = torchfits.scan(str(out), hdu=1).to_arrow()
+    assert back.column("f").to_pylist() == [[True, None, True], [False]]
+    x = back.column("x").to_pylist()
+    assert np.isnan(x[0][0]) and x[0][1:] == [2.0] and x[1] == [3.0]

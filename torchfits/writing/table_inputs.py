@@ -80,7 +80,7 @@ def numpy_column(name: str, values: Any) -> ColumnValues:
 
 
 def _ragged(name: str, items: list) -> ColumnValues:
-    arrays = [None if v is None else (tensor_to_numpy(v) if is_tensor(v) else np.asarray(v))
+    arrays = [None if v is None else (tensor_to_numpy(v) if is_tensor(v) else np.asanyarray(v))
               for v in items]
     kinds = {a.dtype for a in arrays if a is not None}
     if len(kinds) > 1:
@@ -92,9 +92,16 @@ def _ragged(name: str, items: list) -> ColumnValues:
     counts = np.array([0 if a is None else len(a) for a in arrays], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)])
     parts = [a for a in arrays if a is not None]
-    data = np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+    data = np.concatenate([np.ma.getdata(a) for a in parts]).astype(dtype, copy=False) if parts \
+        else np.empty(0, dtype)
     mask = np.array([a is None for a in arrays]) if any(a is None for a in arrays) else None
-    return ColumnValues(data, mask, offsets)
+    element_mask = None
+    if any(isinstance(a, np.ma.MaskedArray) for a in parts):  # masked elements are nulls
+        element_mask = np.concatenate([np.ma.getmaskarray(a) for a in parts])
+        if dtype.kind == "f":
+            data = np.where(element_mask, np.nan, data)
+            element_mask = None
+    return ColumnValues(data, mask, offsets, element_mask)
 
 
 # ------------------------------------------------------------------------------ Arrow
