@@ -358,3 +358,13 @@ def test_masked_elements_of_numpy_lists(tmp_path):
     assert back.column("f").to_pylist() == [[True, None, True], [False]]
     x = back.column("x").to_pylist()
     assert np.isnan(x[0][0]) and x[0][1:] == [2.0] and x[1] == [3.0]
+
+
+def test_row_edits_keep_null_logical_elements(tmp_path):
+    out = tmp_path / "vla.fits"
+    torchfits.write(str(out), pa.table({"f": pa.array([[True]], pa.list_(pa.bool_())),
+                                        "n": pa.array([1], pa.int32())}))
+    tf_table.append_rows(str(out), {"f": [np.ma.MaskedArray([False, True], mask=[True, False])],
+                                    "n": [2]})
+    assert torchfits.scan(str(out), hdu=1).to_arrow().column("f").to_pylist() == \
+        [[True], [None, True]]

@@ -257,7 +257,7 @@ def _spec_plan(spec: ColumnSpec, values: ColumnValues, *, physical: bool) -> tup
             plan.scale = (spec.tscal, spec.tzero)
     elif spec.code in "BIJK" and data.dtype.kind in "iu" and spec.code != "B" and not spec.is_vla:
         data = data.astype(np.dtype(STORAGE_NATIVE[spec.code]))
-    return plan, ColumnValues(data, values.mask, values.offsets)
+    return plan, ColumnValues(data, values.mask, values.offsets, values.element_mask)
 
 
 STORAGE_NATIVE = {"B": "u1", "I": "i2", "J": "i4", "K": "i8"}
