@@ -705,11 +705,13 @@ class _FromArrow:
         if not (
             isinstance(literal, Literal)
             and isinstance(literal.value, float)
+            and isinstance(column, Column)
             and self.narrow_float_column(column)
             and math.isfinite(literal.value)
         ):
             return Compare(op, left, right)
-        width = np.float16 if pa.types.is_float16(self.types[column.name]) else np.float32  # type: ignore[index]
+        assert self.types is not None  # narrow_float_column found the column's type
+        width = np.float16 if pa.types.is_float16(self.types[column.name]) else np.float32
         with np.errstate(over="ignore"):
             nearest = width(literal.value)
         if float(nearest) == literal.value:
