@@ -372,8 +372,8 @@ def astropy_table_parts(table: Any) -> tuple[dict, dict, list]:
             continue
         if isinstance(col, TimeDelta):  # a duration: float seconds (TUNITn = 's')
             seconds = np.asarray(col.to_value("sec"), np.float64)
-            mask = np.asarray(getattr(col, "mask", False), bool)
-            columns[name] = np.where(mask, np.nan, seconds) if mask.any() else seconds
+            nulls = np.asarray(getattr(col, "mask", False), bool)
+            columns[name] = np.where(nulls, np.nan, seconds) if nulls.any() else seconds
             schema[name] = {"unit": "s"}
             continue
         unit = getattr(col, "unit", None)
