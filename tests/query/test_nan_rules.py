@@ -95,7 +95,8 @@ def _atoms(col_strategy: Any) -> Any:
     return st.one_of(
         st.tuples(st.just("cmp"), col_strategy, st.sampled_from(_OPS), lit),
         st.tuples(st.just("between"), col_strategy, lit, lit),
-        st.tuples(st.just("in"), col_strategy, st.lists(lit, min_size=1, max_size=3).map(tuple)),
+        st.tuples(st.just("in"), col_strategy,
+                  st.lists(st.one_of(lit, st.none()), min_size=1, max_size=3).map(tuple)),
         st.tuples(st.just("cols"), col_strategy, st.sampled_from(_OPS), col_strategy),
         st.tuples(st.just("arith"), col_strategy, st.sampled_from(_ARITH),
                   st.sampled_from(_ARITH_LITERALS), st.sampled_from(_OPS), lit),
@@ -116,18 +117,20 @@ def _combine(inner: Any) -> Any:
                      st.tuples(st.sampled_from(["and", "or"]), inner, inner))
 
 
-def _lit_for(col: str, value: float) -> float:
+def _lit_for(col: str, value: Optional[float]) -> Any:
     """Integer columns take integer literals (the infinities become big integers)."""
-    if col != "j":
+    if col != "j" or value is None:
         return value
     if math.isinf(value):
         return 10**6 if value > 0 else -10**6
     return int(value)
 
 
-def _sql_lit(col: str, value: float, double: bool = True) -> str:
+def _sql_lit(col: str, value: Optional[float], double: bool = True) -> str:
     """A DuckDB literal: ``::DOUBLE`` widens a FLOAT column, a decimal rounds to the column."""
     value = _lit_for(col, value)
+    if value is None:
+        return "NULL"
     if isinstance(value, int):
         return str(value)
     if math.isinf(value):
@@ -135,8 +138,10 @@ def _sql_lit(col: str, value: float, double: bool = True) -> str:
     return repr(value) + ("::DOUBLE" if double else "")
 
 
-def _where_lit(col: str, value: float) -> str:
+def _where_lit(col: str, value: Optional[float]) -> str:
     value = _lit_for(col, value)
+    if value is None:
+        return "NULL"
     if isinstance(value, float) and math.isinf(value):
         return "1e999" if value > 0 else "-1e999"
     return repr(value)
@@ -192,7 +197,7 @@ def to_where(p: tuple) -> str:
     raise AssertionError(p)
 
 
-def _ops_lit(col: str, value: float) -> Any:
+def _ops_lit(col: str, value: Optional[float]) -> Any:
     return _lit_for(col, value)
 
 
