@@ -17,10 +17,12 @@ if PROFILE not in ("ci", "long"):  # pragma: no cover - a typo in the environmen
 def diff_settings(examples: int) -> Any:
     """A hypothesis ``settings`` decorator for a harness test that runs ``examples`` examples in
     the ``ci`` profile (derandomized, no example database) and 20 × as many in ``long``."""
-    from hypothesis import HealthCheck, settings
+    from hypothesis import HealthCheck, Phase, settings
 
     common: dict[str, Any] = dict(deadline=None, print_blob=True,
                                   suppress_health_check=list(HealthCheck))
     if PROFILE == "long":
         return settings(max_examples=20 * examples, derandomize=False, **common)
-    return settings(max_examples=examples, derandomize=True, database=None, **common)
+    # no shrinking in CI: a failure is reported as drawn (the blob replays it), in bounded time
+    return settings(max_examples=examples, derandomize=True, database=None,
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate], **common)

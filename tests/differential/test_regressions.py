@@ -1,0 +1,95 @@
+"""Findings of the differential harness, kept as explicit cases (files written by astropy at test
+time). A strict xfail names the finding; it fails once the bug is fixed, and the mark goes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+fits = pytest.importorskip("astropy.io.fits")
+torch = pytest.importorskip("torch")
+
+import torchfits  # noqa: E402
+from torchfits.errors import FitsError  # noqa: E402
+
+
+@pytest.fixture
+def table_path(tmp_path):
+    """uint64 vector, integer with a null, string, bits, variable-length and float columns."""
+    cols = [
+        fits.Column(name="U", format="2K", bzero=2**63,
+                    array=np.array([[1, 2], [3, 2**63 + 5]], dtype=np.uint64)),
+        fits.Column(name="N", format="I", null=-1, array=np.array([-1, 5], dtype=np.int16)),
+        fits.Column(name="S", format="4A", array=np.array(["ab", "c"])),
+        fits.Column(name="X", format="3X", array=np.array([[1, 0, 1], [0, 0, 0]], dtype=np.uint8)),
+        fits.Column(name="P", format="PJ()",
+                    array=np.array([np.array([1], np.int32), np.array([], np.int32)], dtype=object)),
+        fits.Column(name="E", format="E", array=np.array([1, 2], dtype=np.float32)),
+        fits.Column(name="C", format="C", array=np.array([1 + 2j, 3], dtype=np.complex64)),
+    ]
+    path = tmp_path / "t.fits"
+    fits.BinTableHDU.from_columns(cols).writeto(path)
+    return path
+
+
+def _routes(path, columns, **kw):
+    from torchfits.data import FitsTableDataset, FitsTableIterableDataset
+
+    def rows():
+        ds = FitsTableDataset(path, 1, columns=columns, **kw)
+        return [ds[i][0] for i in range(len(ds))]
+    yield "FitsTableDataset", rows
+    yield "FitsTableIterableDataset", lambda: list(
+        FitsTableIterableDataset(path, 1, columns=columns, **kw))
+    yield "as_batches", lambda: list(
+        FitsTableIterableDataset(path, 1, columns=columns, as_batches=True, **kw))
+
+
+def test_torch_routes_refuse_integer_nulls(table_path):
+    """One rule on every torch route (issue 23 item 3): integer nulls raise a FitsError naming
+    the column and the options."""
+    for route, read in _routes(table_path, ["N", "E"]):
+        with pytest.raises(FitsError) as info:
+            read()
+        msg = str(info.value)
+        assert "'N'" in msg and "null_value" in msg and table_path.name in msg, (route, msg)
+
+
+@pytest.mark.xfail(strict=True, reason="H8-A: torch row datasets raise a bare TypeError "
+                   "('only 0-dimensional arrays can be converted') on uint64 vector columns")
+@pytest.mark.parametrize("route", ["FitsTableDataset", "FitsTableIterableDataset"])
+def test_torch_rows_read_uint64_vectors(table_path, route):
+    read = dict(_routes(table_path, ["U", "E"]))[route]
+    rows = read()
+    got = [r["U"].tolist() for r in rows]
+    assert got == [[1, 2], [3, 2**63 + 5]] or got == [[1.0, 2.0], [3.0, float(2**63 + 5)]]
+
+
+@pytest.mark.xfail(strict=True, reason="H8-B: FitsTableIterableDataset(as_batches=True) silently "
+                   "drops requested bit, string and variable-length columns")
+@pytest.mark.parametrize("column", ["X", "S", "P"])
+def test_as_batches_keeps_or_refuses_every_requested_column(table_path, column):
+    from torchfits.data import FitsTableIterableDataset
+
+    try:
+        batches = list(FitsTableIterableDataset(table_path, 1, columns=[column, "E"],
+                                                as_batches=True))
+    except FitsError as exc:  # a clear refusal naming the column is fine too
+        assert column in str(exc)
+        return
+    assert all(column in b for b in batches), f"{column!r} missing from {batches}"
+
+
+@pytest.mark.xfail(strict=True, reason="H8-C: an empty variable-length cell of a PJ column comes "
+                   "out of the torch row datasets as a float64 tensor, the others as int32")
+def test_empty_vla_cell_keeps_the_column_dtype(table_path):
+    for route, read in list(_routes(table_path, ["P", "E"]))[:2]:
+        rows = read()
+        assert {r["P"].dtype for r in rows} == {torch.int32}, route
+
+
+@pytest.mark.xfail(strict=True, reason="H8-D: the 1.x refusal of complex columns "
+                   "(UnsupportedColumnError) names neither the file nor the HDU")
+def test_compat_complex_refusal_names_the_file(table_path):
+    with pytest.raises(FitsError) as info:
+        torchfits.table.read(table_path, 1, columns=["C"])
+    assert table_path.name in str(info.value)
