@@ -80,13 +80,15 @@ def specials(tmp_path_factory):
 
     import torchfits
 
+    import pyarrow as pa
+
     path = str(tmp_path_factory.mktemp("nan") / "nan.fits")
     n = len(_SPECIAL)
-    j = np.arange(n, dtype=np.int32) * 7 - 20
-    j[[2, 5]] = -999  # TNULL → null
-    torchfits.write(path, {"i": np.arange(n), "e": np.array(_SPECIAL, np.float32),
-                           "d": np.array(_SPECIAL, np.float64), "j": j},
-                    header={"TNULL4": -999}, overwrite=True)
+    j = [None if k in (2, 5) else k * 7 - 20 for k in range(n)]  # nulls → a TNULL sentinel
+    torchfits.write(path, pa.table({"i": np.arange(n), "e": np.array(_SPECIAL, np.float32),
+                                    "d": np.array(_SPECIAL, np.float64),
+                                    "j": pa.array(j, pa.int32())}), overwrite=True)
+    assert torchfits.scan(path).to_arrow()["j"].null_count == 2
     return path
 
 
