@@ -17,7 +17,7 @@ from ..fits.header import Card
 from ..fits.layout import flip_sign_bit
 
 __all__ = ["ColumnValues", "ColumnPlan", "plan_column", "encode_rows", "column_cards",
-           "parse_tform"]
+           "parse_tform", "apply_header_tnulls"]
 
 # NumPy dtype → (TFORM code, TZERO for the offset-binary conventions)
 _NUMERIC = {
@@ -264,6 +264,46 @@ def _hinted_tnull(text: Any, plan: ColumnPlan) -> Optional[int]:
     bits = np.dtype(STORAGE[plan.code]).itemsize * 8
     lo, hi = (0, 255) if plan.code == "B" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     return value if lo <= value <= hi else None
+
+
+def apply_header_tnulls(plans: list[ColumnPlan], header: Any) -> None:
+    """Take the ``TNULLn`` cards of the caller's header as the null values of columns ``n``.
+
+    A TNULL in ``header=`` is a statement about the data (values equal to it are nulls), so
+    it is never silently lost: an integer that the integer field of column ``n`` can store
+    becomes that column's TNULL (its nulls are written as it, and values equal to it read back
+    null); any other number for an existing column is refused with `HeaderCardError` naming
+    the keyword, the column and why. Like storage hints read from an ASCII table, a TNULLn
+    that is a string (an ASCII table's null text, ``'*'``) describes no binary field and is
+    dropped, as is a TNULLn for a column the table does not have.
+    """
+    from ..errors import HeaderCardError
+
+    if header is None:
+        return
+    for card in getattr(header, "cards", ()):
+        key = str(card.key).upper()
+        if not (key.startswith("TNULL") and key[5:].isdigit()):
+            continue
+        n = int(key[5:])
+        value = card.value
+        if not 1 <= n <= len(plans) or isinstance(value, str):
+            continue
+        plan = plans[n - 1]
+        where = f"{key} = {value!r} in the header: column {plan.name!r} ({plan.tform})"
+        if plan.vla or plan.code not in "BIJK" or plan.repeat == 0:
+            kind = {"E": "float", "D": "float", "C": "complex", "M": "complex", "A": "string",
+                    "L": "logical", "X": "bit"}.get(plan.code, "variable-length")
+            kind = "variable-length" if plan.vla else kind
+            raise HeaderCardError(f"{where} is a {kind} column; TNULL applies only to integer "
+                                  "columns (float nulls are NaN, logical nulls a zero byte)")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not float(value).is_integer():
+            raise HeaderCardError(f"{where}: TNULL must be an integer")
+        hinted = _hinted_tnull(int(value), plan)
+        if hinted is None:
+            raise HeaderCardError(f"{where}: {int(value)} is out of the field's range")
+        plan.tnull = hinted
 
 
 # ------------------------------------------------------------------------------ encoding

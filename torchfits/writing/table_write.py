@@ -18,8 +18,8 @@ import numpy as np
 from .atomic import Sink
 from .table_inputs import (TIME_CARDS, arrow_column, arrow_field_meta, is_time_dtype, numpy_column,
                            time_column_keywords, to_arrow_stream)
-from .table_plan import (BATCH_ROWS, ColumnPlan, ColumnValues, column_cards, encode_rows, parse_tform,
-                         plan_column, slices)
+from .table_plan import (BATCH_ROWS, ColumnPlan, ColumnValues, apply_header_tnulls, column_cards,
+                         encode_rows, parse_tform, plan_column, slices)
 from ..errors import UInt64WriteError
 from ..fits.header import Card, Header, format_card
 from ..fits.layout import CARD, finish_header
@@ -261,6 +261,7 @@ def write_table_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[i
         plan = quantize_table_plans(plan, item.quantize)
     plans = plan.plans
     user = item.header
+    apply_header_tnulls(plans, user)
     if plan.extname and (user is None or "EXTNAME" not in user):
         user = Header(user) if user is not None else Header()
         user["EXTNAME"] = plan.extname

@@ -1,0 +1,72 @@
+"""Follow-ups of issue 23: small wrong answers found by the first round of fixes.
+
+Each test failed on the code before its fix."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import torchfits
+from torchfits.errors import FitsError
+
+
+def _table(path: Path, hdu: int = 1):
+    fits = pytest.importorskip("astropy.io.fits")
+    from astropy.table import Table
+
+    with fits.open(path) as h:
+        return Table.read(h[hdu])
+
+
+# -- 1. TNULLn in a user header given to the table writer -------------------------------------------
+def _columns():
+    return {"a": np.arange(3, dtype="f4"), "b": np.array(["x", "y", "z"]),
+            "c": np.arange(3, dtype="i2"), "d": np.array([1, -999, 3], dtype="i4")}
+
+
+@pytest.mark.parametrize("kind", ["dict", "arrow"])
+def test_header_tnull_of_an_integer_column_is_applied(tmp_path, kind):
+    pa = pytest.importorskip("pyarrow")
+    data = _columns() if kind == "dict" else pa.table(_columns())
+    out = tmp_path / "t.fits"
+    torchfits.write(out, data, header={"TNULL4": -999, "OBSERVER": "me"})
+    t = _table(out)
+    assert list(np.ma.getmaskarray(t["d"])) == [False, True, False]
+    assert t["d"][0] == 1 and t["d"][2] == 3
+    assert torchfits.scan(str(out), hdu=1).to_arrow().column("d").to_pylist() == [1, None, 3]
+    assert torchfits.read_header(out, 1)["TNULL4"] == -999
+    assert torchfits.read_header(out, 1)["OBSERVER"] == "me"
+
+
+def test_header_tnull_also_stores_the_data_nulls(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    out = tmp_path / "t.fits"
+    torchfits.write(out, pa.table({"n": pa.array([5, None, 7], pa.int16())}), header={"TNULL1": 99})
+    assert torchfits.read_header(out, 1)["TNULL1"] == 99
+    assert list(np.ma.getmaskarray(_table(out)["n"])) == [False, True, False]
+
+
+@pytest.mark.parametrize("key, value, why", [
+    ("TNULL1", -999, "float"),        # a float column: its nulls are NaN
+    ("TNULL2", 0, "string"),          # a string column has no TNULL
+    ("TNULL3", 40000, "range"),       # does not fit a 16-bit field
+    ("TNULL4", 1.5, "integer"),       # not an integer
+])
+def test_header_tnull_the_column_cannot_take_is_refused(tmp_path, key, value, why):
+    out = tmp_path / "t.fits"
+    out.write_bytes(b"precious")
+    with pytest.raises(FitsError) as err:
+        torchfits.write(out, _columns(), header={key: value}, overwrite=True)
+    text = str(err.value)
+    assert key in text and str(out) in text and why in text
+    assert out.read_bytes() == b"precious"
+
+
+def test_header_tnull_of_a_column_the_table_lacks_or_an_ascii_null_is_dropped(tmp_path):
+    out = tmp_path / "t.fits"
+    torchfits.write(out, _columns(), header={"TNULL9": 5, "TNULL3": "*"})
+    h = torchfits.read_header(out, 1)
+    assert "TNULL9" not in h and "TNULL3" not in h
