@@ -236,31 +236,76 @@ class HDUList:
     def __iter__(self) -> Iterator[Any]:
         return iter(self._hdus)
 
-    def _find(self, name: str) -> Optional[Any]:
-        """First HDU whose EXTNAME is ``name``; an exact match wins over a case-insensitive one."""
+    def _find(self, name: str, ver: Optional[int] = None) -> Optional[Any]:
+        """First HDU whose EXTNAME is ``name`` (and whose EXTVER, 1 when absent, is ``ver`` if
+        given); an exact match wins over a case-insensitive one; ``"PRIMARY"`` is HDU 0 unless
+        an HDU is called that."""
         folded = None
         for hdu in self._hdus:
             extname = hdu.header.get("EXTNAME")
+            if ver is not None and self._extver(hdu) != ver:
+                continue
             if extname == name:
                 return hdu
             if folded is None and isinstance(extname, str) and extname.strip().upper() == name.strip().upper():
                 folded = hdu
+        if folded is None and name.strip().upper() == "PRIMARY" and ver in (None, 1) and self._hdus:
+            return self._hdus[0]
         return folded
 
+    @staticmethod
+    def _extver(hdu: Any) -> Any:
+        # 1.x headers hold values as strings: EXTVER '2' is version 2.
+        ver = hdu.header.get("EXTVER")
+        try:
+            return 1 if ver is None else int(str(ver).strip())
+        except ValueError:
+            return ver
+
+    def _lookup(self, key: Any) -> tuple[str, Optional[int]]:
+        """(EXTNAME, EXTVER or None) a name key asks for: ``"SCI"``, ``("SCI", 2)`` (what
+        ``hdul["SCI", 2]`` passes) or ``"SCI,2"`` when no HDU is literally called that."""
+        if isinstance(key, tuple):
+            if len(key) not in (1, 2) or not isinstance(key[0], str):
+                raise TypeError(f"an HDU named by version is (EXTNAME, EXTVER), not {key!r}")
+            ver = key[1] if len(key) == 2 else None
+            if ver is not None and (isinstance(ver, bool) or not isinstance(ver, (int, np.integer))):
+                raise TypeError(f"EXTVER must be an integer, not {type(ver).__name__} ({key!r})")
+            return key[0], None if ver is None else int(ver)
+        name, sep, ver_text = key.partition(",")
+        if sep and ver_text.strip().isdigit() and name.strip() and self._find(key) is None:
+            return name.strip(), int(ver_text)
+        return key, None
+
+    def _listing(self) -> str:
+        parts = []
+        for i, hdu in enumerate(self._hdus):
+            name = hdu.header.get("EXTNAME") or ("PRIMARY" if i == 0 else "")
+            ver = hdu.header.get("EXTVER")
+            parts.append(f"{i} {name}{'' if ver is None else f' (EXTVER {ver})'}".rstrip())
+        return ", ".join(parts) if parts else "no HDUs"
+
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, bool) or not isinstance(key, (int, str, np.integer)):
-            raise TypeError(f"HDUList indices must be int or EXTNAME str; got {type(key).__name__}")
-        if isinstance(key, str):
-            hdu = self._find(key)
+        if isinstance(key, bool) or not isinstance(key, (int, str, np.integer, tuple)):
+            raise TypeError("HDUList indices must be int or EXTNAME str (or an (EXTNAME, "
+                            f"EXTVER) pair); got {type(key).__name__}")
+        if isinstance(key, (str, tuple)):
+            name, ver = self._lookup(key)
+            hdu = self._find(name, ver)
             if hdu is None:
-                raise HDUNotFoundError(f"HDU '{key}' not found{self._where()}")
+                raise HDUNotFoundError(f"HDU {key!r} not found{self._where()}; the list has: "
+                                       f"{self._listing()}")
             return hdu
         return self._hdus[int(key)]
 
     def __contains__(self, item: Any) -> bool:
-        """``"SCI" in hdul`` (EXTNAME, case-insensitive), an index in range, or an HDU object."""
-        if isinstance(item, str):
-            return self._find(item) is not None
+        """``"SCI" in hdul`` (EXTNAME, case-insensitive), ``("SCI", 2)`` or ``"SCI,2"``, an
+        index in range, or an HDU object."""
+        if isinstance(item, str) or (isinstance(item, tuple) and item and isinstance(item[0], str)):
+            try:
+                return self._find(*self._lookup(item)) is not None
+            except TypeError:
+                return False
         if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
             return -len(self._hdus) <= int(item) < len(self._hdus)
         return any(hdu is item for hdu in self._hdus)
