@@ -383,3 +383,23 @@ def test_numpy_images_written_read_equal_in_astropy_and_fitsio(bitpix_dtype, sha
             assert got.dtype.newbyteorder("=") == dt, f"{name}: {got.dtype} != {dt}"
             assert got.tobytes() == data.astype(got.dtype).tobytes() or (
                 dt.kind == "f" and np.array_equal(got, data, equal_nan=True)), name
+
+
+def test_arrow_nulls_round_trip_through_the_writer(tmp_path):
+    """Nulls of every kind the Arrow mapping carries come back as nulls (issue 23 item 12 for
+    the elements of variable-length logical arrays)."""
+    import pyarrow as pa
+
+    table = pa.table({
+        "vl": pa.array([[True, None, False], [], [None]], pa.list_(pa.bool_())),
+        "l": pa.array([True, None, False]),
+        "i": pa.array([1, None, 3], pa.int32()),
+        "s": pa.array(["a", None, ""]),
+    })
+    path = tmp_path / "n.fits"
+    _previous(path)
+    assert write_or_refuse(path, lambda: torchfits.write(path, table, overwrite=True),
+                           table.column_names)
+    got = torchfits.scan(path, 1).to_arrow()
+    for name in ("vl", "l", "i"):
+        assert got[name].to_pylist() == table[name].to_pylist(), name
