@@ -70,3 +70,31 @@ def test_header_tnull_of_a_column_the_table_lacks_or_an_ascii_null_is_dropped(tm
     torchfits.write(out, _columns(), header={"TNULL9": 5, "TNULL3": "*"})
     h = torchfits.read_header(out, 1)
     assert "TNULL9" not in h and "TNULL3" not in h
+
+
+# -- 2. update_header refuses a rename onto a keyword that exists -----------------------------------
+def _image_with_keys(path: Path) -> Path:
+    torchfits.write(path, np.zeros((2, 2), "f4"), header={"OBJECT": "M31", "FILTER": "r", "TELESCOP": "x"})
+    return path
+
+
+@pytest.mark.parametrize("rename", [{"OBJECT": "FILTER"}, {"object": "filter"},
+                                    {"TELESCOP": "INSTRUME", "OBJECT": "INSTRUME"}])
+def test_rename_onto_an_existing_keyword_is_refused(tmp_path, rename):
+    path = _image_with_keys(tmp_path / "i.fits")
+    before = path.read_bytes()
+    with pytest.raises(FitsError) as err:
+        torchfits.update_header(path, 0, rename=rename)
+    text = str(err.value)
+    old, new = list(rename.items())[-1]
+    assert old.upper() in text and new.upper() in text and str(path) in text and "HDU 0" in text
+    assert path.read_bytes() == before
+
+
+def test_rename_onto_a_keyword_deleted_in_the_same_edit_or_onto_itself_is_fine(tmp_path):
+    path = _image_with_keys(tmp_path / "i.fits")
+    torchfits.update_header(path, 0, delete=["FILTER"], rename={"OBJECT": "FILTER"})
+    h = torchfits.read_header(path)
+    assert h["FILTER"] == "M31" and "OBJECT" not in h
+    torchfits.update_header(path, 0, rename={"FILTER": "filter"})
+    assert list(torchfits.read_header(path)).count("FILTER") == 1

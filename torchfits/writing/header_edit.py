@@ -13,7 +13,7 @@ from .atomic import atomic_output, in_place_errors, require_file
 from .cards import card_bytes, named_errors
 from .hdu_bytes import header_from_raw, raw_cards
 from ..fits.hdu_index import get_index, invalidate
-from ..errors import KeywordNotFoundError
+from ..errors import HeaderCardError, KeywordNotFoundError
 from ..fits.header import COMMENTARY
 from ..fits.aliases import HduArg, PathArg
 
@@ -71,14 +71,16 @@ def update_header(path: PathArg, hdu: HduArg = 0, set: Optional[Mapping[str, Any
     delete : iterable of str
         Keywords to remove (every card of each); a missing keyword raises KeyError.
     rename : dict, optional
-        ``old → new``; a missing keyword raises KeyError.
+        ``old → new``; a missing keyword raises KeyError, and a ``new`` that is already in the
+        header (after ``delete``) raises `HeaderCardError`, as it would leave two cards of one
+        keyword.
 
     Raises
     ------
     HeaderCardError
         A keyword, value or comment FITS cannot hold (a character outside printable ASCII, NaN
-        or infinity, a malformed keyword); nothing is written, and the message names the file,
-        the HDU and the keyword.
+        or infinity, a malformed keyword) or a rename onto an existing keyword; nothing is
+        written, and the message names the file, the HDU and the keyword(s).
     """
     target = require_file(path)
     with named_errors(target, hdu):
@@ -111,8 +113,15 @@ def _edited_header(target: str, hdu: HduArg, set: Optional[Mapping[str, Any]],
         where = positions(k)
         if not where:
             raise KeywordNotFoundError(f"missing keyword {old}")
+        n = _check_key(new)
+        n = n if len(n) > 8 else n.upper()  # as ``set`` writes it (not a HIERARCH card)
+        if n.upper() != k.upper() and n.upper() not in COMMENTARY and positions(n):
+            # Two cards of one keyword: readers disagree on which one counts (astropy refuses
+            # the rename for this reason).
+            raise HeaderCardError(f"cannot rename {k.upper()} to {n.upper()}: {n.upper()} already "
+                                  f"exists (delete {n.upper()} in the same edit to replace it)")
         old_value, old_comment = header[k], header.card(k).comment
-        groups[where[0]] = card_bytes(_check_key(new), old_value, old_comment)
+        groups[where[0]] = card_bytes(n, old_value, old_comment)
     for key, value in (set or {}).items():
         k = _check_key(key)
         comment: Optional[str] = None
