@@ -98,3 +98,39 @@ def test_rename_onto_a_keyword_deleted_in_the_same_edit_or_onto_itself_is_fine(t
     assert h["FILTER"] == "M31" and "OBJECT" not in h
     torchfits.update_header(path, 0, rename={"FILTER": "filter"})
     assert list(torchfits.read_header(path)).count("FILTER") == 1
+
+
+# -- 3. CLI compress/decompress of a file with nothing to convert ------------------------------------
+def _cli(capsys, *argv):
+    from torchfits.cli.main import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_decompress_of_a_file_without_compressed_hdus_is_a_usage_error(tmp_path, capsys):
+    src = tmp_path / "plain.fits"
+    torchfits.write(src, np.arange(12, dtype="i2").reshape(3, 4))
+    code, out, err = _cli(capsys, "decompress", src, tmp_path / "back.fits")
+    assert code == 2, err
+    assert "plain.fits" in err and "tile-compressed" in err and err.count("\n") == 1
+    assert not (tmp_path / "back.fits").exists()
+
+
+def test_compress_of_a_file_without_images_is_a_usage_error(tmp_path, capsys):
+    src = tmp_path / "cat.fits"
+    torchfits.write(src, {"x": np.arange(3)})
+    code, out, err = _cli(capsys, "compress", src, tmp_path / "z.fits")
+    assert code == 2, err
+    assert "cat.fits" in err and "image" in err and err.count("\n") == 1
+    assert not (tmp_path / "z.fits").exists()
+
+
+def test_compress_and_decompress_still_convert_what_there_is(tmp_path, capsys):
+    src = tmp_path / "img.fits"
+    data = np.arange(12, dtype="i2").reshape(3, 4)
+    torchfits.write(src, data)
+    assert _cli(capsys, "compress", src, tmp_path / "img.fits.fz", "--json")[0] == 0
+    assert _cli(capsys, "decompress", tmp_path / "img.fits.fz", tmp_path / "back.fits")[0] == 0
+    np.testing.assert_array_equal(torchfits.read_numpy(tmp_path / "back.fits"), data)

@@ -86,26 +86,40 @@ def cmd_decompress(args: argparse.Namespace) -> int:
 def _which(path: str, spec: Optional[list[Any]], action: str) -> Optional[list[int]]:
     """``-e`` (indices and EXTNAMEs) resolved against ``path``; None means every HDU. An HDU
     named explicitly must be one ``action`` converts (an image with data to compress, a
-    compressed image to decompress): otherwise it would be copied unchanged without a word."""
+    compressed image to decompress), and without ``-e`` the file must have at least one:
+    otherwise the output would be an unchanged copy reported as a success."""
     from ..fits.hdu_index import get_index
 
     (t,) = targets([path])
-    if spec is None and t.hdu is None:
-        return None
     index = get_index(t.path)
+    need = "an image with data" if action == "compress" else "a tile-compressed image"
+    if spec is None and t.hdu is None:
+        if not any(_converts(e, action) for e in index.entries):
+            kinds = ", ".join(f"HDU {e.index} {_kind(e)}" for e in index.entries)
+            raise UsageError(f"{t.shown}: no HDU is {need} ({kinds}); nothing to {action}")
+        return None
     wanted = select_hdus(index, t, spec)
     for i in wanted:
         e = index.entries[i]
-        if action == "compress":
-            fits_ok = e.is_image and bool(e.naxes) and e.naxes[0] > 0 and all(e.naxes)
-            need = "an image with data"
-        else:
-            fits_ok = e.kind == "compressed_image"
-            need = "a tile-compressed image"
-        if not fits_ok:
+        if not _converts(e, action):
             raise UsageError(f"{t.shown}: HDU {i} ({e.display_name}) is not {need}; "
                              f"{action} -e names the HDUs to {action}")
     return wanted
+
+
+def _kind(entry: Any) -> str:
+    """What an HDU holds, in a word or two: ``empty image``, ``binary table``, ..."""
+    if entry.is_image and not (entry.naxes and all(entry.naxes)):
+        return "empty image" if entry.kind == "primary" else "empty image extension"
+    return {"primary": "image", "image": "image", "bintable": "binary table",
+            "table": "ASCII table", "compressed_image": "tile-compressed image"}.get(entry.kind, entry.kind)
+
+
+def _converts(entry: Any, action: str) -> bool:
+    """Whether ``action`` converts this HDU (the rule of `compress_file`/`decompress_file`)."""
+    if action == "compress":
+        return entry.is_image and bool(entry.naxes) and all(n > 0 for n in entry.naxes)
+    return bool(entry.kind == "compressed_image")
 
 
 def _file(path: str) -> str:
