@@ -57,3 +57,65 @@ def test_hdulist_extver_lookup(two_versions):
             hdul["SCI", 3]
         with pytest.raises(TypeError, match="EXTVER must be an integer"):
             hdul["SCI", "2"]
+
+
+# -- dataset(), sql() and fits() -----------------------------------------------------------------
+
+def _rows(table) -> list:
+    return table.column("a").to_pylist()
+
+
+def test_dataset_path_suffix(two_versions):
+    pytest.importorskip("pyarrow")
+    assert _rows(torchfits.dataset(two_versions + "[CAT,2]").to_table()) == \
+        _astropy(two_versions, ("CAT", 2))["a"].tolist() == [10, 20]
+    assert _rows(torchfits.dataset(two_versions + "[3]").to_table()) == [1, 2, 3]
+    assert _rows(torchfits.dataset(two_versions + "[cat]").to_table()) == [1, 2, 3]
+    # each file its own HDU; the path column says which
+    both = torchfits.dataset([two_versions + "[CAT,2]", two_versions + "[3]"], add_path_column=True)
+    got = both.to_table().to_pydict()
+    assert got["a"] == [10, 20, 1, 2, 3] and got["hdu"] == [4, 4, 3, 3, 3]
+    # the suffix wins over the default hdu; the same HDU given both ways is fine
+    assert _rows(torchfits.dataset(two_versions + "[CAT,2]", hdu=4).to_table()) == [10, 20]
+    assert _rows(torchfits.dataset(two_versions + "[CAT,2]", hdu=("CAT", 2)).to_table()) == [10, 20]
+    with pytest.raises(ValueError, match=r"suffix selects HDU \('CAT', 2\) and hdu=3 another"):
+        torchfits.dataset(two_versions + "[CAT,2]", hdu=3)
+    with pytest.raises(HDUNotFoundError, match="CAT.*not found"):
+        torchfits.dataset(two_versions + "[CAT,3]")
+    with pytest.raises(ValueError, match="image section cannot select table rows"):
+        torchfits.dataset(two_versions + "[1:2,*]")
+
+
+def test_dataset_brackets_literal_glob_and_suffix(tmp_path):
+    pytest.importorskip("pyarrow")
+    for name, ver, values in (("cat1.fits", 1, [1]), ("cat2.fits", 2, [2]),
+                              ("odd.fits[2]", 1, [7])):
+        fits.HDUList([fits.PrimaryHDU(), _table(values, ver)]).writeto(tmp_path / name)
+    # a name that exists is a file, even with brackets in it
+    assert _rows(torchfits.dataset(str(tmp_path / "odd.fits[2]")).to_table()) == [7]
+    # brackets on a name whose base does not exist: a glob
+    assert _rows(torchfits.dataset(str(tmp_path / "cat[12].fits")).to_table()) == [1, 2]
+    # the base exists: an HDU suffix (here naming HDU 1, the table)
+    assert _rows(torchfits.dataset(str(tmp_path / "cat2.fits[1]")).to_table()) == [2]
+    with pytest.raises(FileNotFoundError, match="no files match"):
+        torchfits.dataset(str(tmp_path / "nope.fits[1]"))
+
+
+def test_sql_and_fits_path_suffix(two_versions):
+    pytest.importorskip("duckdb")
+    q = f"SELECT sum(a) AS s FROM '{two_versions}[CAT,2]'"
+    assert torchfits.sql(q).fetchall() == [(30,)]
+    q = f"SELECT sum(a) FROM fits('{two_versions}[CAT,1]')"
+    assert torchfits.sql(q).fetchall() == [(6,)]
+    q = (f"SELECT a.a, b.a FROM '{two_versions}[CAT,1]' a "
+         f"JOIN '{two_versions}[CAT,2]' b ON b.a = 10 * a.a ORDER BY 1")
+    assert torchfits.sql(q).fetchall() == [(1, 10), (2, 20)]
+    with pytest.raises(ValueError, match="suffix selects HDU"):
+        torchfits.sql(f"SELECT * FROM fits('{two_versions}[CAT,2]', hdu=3)")
+
+
+def test_scan_polars_path_suffix(two_versions):
+    pl = pytest.importorskip("polars")
+    df = torchfits.scan_polars(two_versions + "[CAT,2]").collect()
+    assert df["a"].to_list() == [10, 20]
+    assert isinstance(df, pl.DataFrame)

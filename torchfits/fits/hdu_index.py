@@ -35,7 +35,7 @@ from .record import Record
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .columns import ColumnSpec
 
-__all__ = ["HduEntry", "HduIndex", "get_index", "cache_stats", "clear_index_cache"]
+__all__ = ["HduEntry", "HduIndex", "get_index", "suffix_hdu", "cache_stats", "clear_index_cache"]
 
 _MAX_BYTES = 1 << 62  # beyond this a NAXIS product cannot describe a real file
 KIND_PRIMARY = "primary"
@@ -736,3 +736,22 @@ def _fspath(path: Any) -> str:
     if not p:
         raise ValueError("Path must be a non-empty string")
     return p
+
+
+def suffix_hdu(path: str, suffix: Any, hdu: Any, default: Any) -> Any:
+    """The HDU of ``path`` when a ``[...]`` path suffix named ``suffix`` and the caller passed
+    ``hdu``: the suffix, when ``hdu`` is the default (``default``) or names the same HDU; an
+    ``hdu`` naming another HDU (or several) is refused, naming the file and both."""
+    if isinstance(hdu, list) and len(hdu) == 1:
+        hdu = hdu[0]
+    if hdu == default or hdu == suffix:
+        return suffix
+    pair = isinstance(hdu, tuple) and len(hdu) == 2 and isinstance(hdu[0], str) \
+        and isinstance(hdu[1], int)
+    if pair or not isinstance(hdu, (list, tuple)):
+        index = get_index(path)
+        if index.resolve(hdu).index == index.resolve(suffix).index:
+            return suffix
+    raise ValueError(f"{path}: the path suffix selects HDU {suffix!r} and hdu={hdu!r} another; "
+                     "give the HDU one way (drop hdu= or the suffix)")
+

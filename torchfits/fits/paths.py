@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ..errors import UnsafePathError
 from .record import FrozenRecord
 
-__all__ = ["FitsPath", "SourcePath", "parse_path", "fspath", "check_safe_path", "with_storage_options",
+__all__ = ["FitsPath", "SourcePath", "parse_path", "hdu_suffix", "fspath", "check_safe_path", "with_storage_options",
            "is_local_path", "is_url", "display_name"]
 
 _FILTER = re.compile(r"\[([^\[\]]*)\]$")
@@ -183,3 +183,18 @@ def parse_path(path: Any) -> FitsPath:
             # [SCI,2]: EXTNAME and EXTVER, as CFITSIO reads them
             hdu = (name.strip(), int(ver)) if sep and ver.strip().isdigit() and name.strip() else inner
     return FitsPath(rest, hdu, section)
+
+
+def hdu_suffix(path: Any) -> Optional[FitsPath]:
+    """What a local path names where brackets may also be glob characters (``dataset``,
+    ``sql``, the torch datasets): a path that exists is a file (None); else a name ending in
+    ``[...]`` whose part before the brackets exists is that file with its CFITSIO suffix (the
+    `FitsPath`); else None (a glob, or a missing file)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    p = fspath(path)
+    if not p.endswith("]") or "[" not in os.path.basename(p) or "://" in p \
+            or p.startswith(("vos:", "vault:")) or os.path.exists(p):
+        return None
+    fp = parse_path(p)
+    return fp if isinstance(fp.path, str) and fp.path != p and os.path.isfile(fp.path) else None

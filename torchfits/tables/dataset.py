@@ -28,7 +28,8 @@ from ..errors import ColumnNotFoundError
 import os
 
 from ..fits.aliases import HduArg, SourceArg
-from ..fits.paths import SourcePath, with_storage_options
+from ..fits.hdu_index import suffix_hdu
+from ..fits.paths import SourcePath, hdu_suffix, with_storage_options
 
 __all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
 
@@ -936,6 +937,29 @@ def _file_schema(src: TableSource) -> pa.Schema:
     return schema
 
 
+def _paths_and_hdus(source: Any, hdu: Any, storage_options: Optional[dict]) -> tuple[list, list]:
+    """The files of a ``dataset`` source and the table HDU of each. A local path that exists is
+    a file; else one ending in ``[...]`` whose part before exists is that file with an HDU
+    suffix (``cat.fits[CAT,2]``, ``cat.fits[2]``), which wins over the default ``hdu`` (another
+    ``hdu`` is refused); else a glob (or a directory, a URL)."""
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    paths: list = []
+    hdus: list = []
+    for item in items:
+        fp = hdu_suffix(item)
+        if fp is None:
+            found = resolve_sources(with_storage_options(item, storage_options))
+            paths += found
+            hdus += [hdu] * len(found)
+            continue
+        if fp.section is not None or fp.hdu is None:
+            raise ValueError(f"{item!r}: an image section cannot select table rows; name the "
+                             "HDU alone ('cat.fits[CAT,2]') and filter rows with where=")
+        paths.append(fp.path)
+        hdus.append(suffix_hdu(fp.path, fp.hdu, hdu, 1))
+    return paths, hdus
+
+
 def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_column: bool = False,
             index: Any = None, storage_options: Optional[dict[str, Any]] = None) -> FitsDataset:
     """Open FITS tables as one ``pyarrow.dataset.Dataset`` that DuckDB and Polars push into.
@@ -963,10 +987,10 @@ def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_
     -------
     FitsDataset
     """
-    paths = resolve_sources(with_storage_options(source, storage_options))
+    paths, hdus = _paths_and_hdus(source, hdu, storage_options)
     if not paths:
         raise FileNotFoundError(f"no files in {source!r}")
-    sources = run_parallel(lambda p: TableSource.open(p, hdu), paths)
+    sources = run_parallel(lambda k: TableSource.open(paths[k], hdus[k]), range(len(paths)))
     names = [p.url if isinstance(p, SourcePath) else p for p in paths]
     if schema is None:
         schema = _unify([_file_schema(s) for s in sources], names)
@@ -982,10 +1006,10 @@ def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_
     else:
         stats_index = load_index(index, storage_options)
     fragments = []
-    for path, name, src in zip(paths, names, sources):
+    for path, file_hdu, name, src in zip(paths, hdus, names, sources):
         stats = (stats_index.lookup(name, src.entry.index, src.index.source)
                  if stats_index is not None else None)
-        fragments.append(FitsFragment(path, hdu, (0, src.nrows), schema=schema,
+        fragments.append(FitsFragment(path, file_hdu, (0, src.nrows), schema=schema,
                                       storage_options=storage_options,
                                       add_path_column=add_path_column, stats=stats, _source=src))
     return FitsDataset(fragments, schema, add_path_column=add_path_column,
