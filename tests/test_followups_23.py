@@ -134,3 +134,34 @@ def test_compress_and_decompress_still_convert_what_there_is(tmp_path, capsys):
     assert _cli(capsys, "compress", src, tmp_path / "img.fits.fz", "--json")[0] == 0
     assert _cli(capsys, "decompress", tmp_path / "img.fits.fz", tmp_path / "back.fits")[0] == 0
     np.testing.assert_array_equal(torchfits.read_numpy(tmp_path / "back.fits"), data)
+
+
+# -- 4. columns= and names that differ only by case --------------------------------------------------
+@pytest.fixture
+def cased(tmp_path):
+    path = tmp_path / "cased.fits"
+    torchfits.write(path, {"flux": np.array([1.0, 2.0]), "FLUX": np.array([10.0, 20.0]),
+                           "Mag": np.array([3.0, 4.0])})
+    return path
+
+
+def test_projection_exact_spelling_first_then_unique_case_insensitive(cased):
+    pytest.importorskip("pyarrow")
+    assert torchfits.scan(str(cased), columns=["FLUX"]).to_arrow().column(0).to_pylist() == [10.0, 20.0]
+    assert torchfits.scan(str(cased), columns=["flux"]).to_arrow().column(0).to_pylist() == [1.0, 2.0]
+    got = torchfits.scan(str(cased), columns=["mag"]).to_arrow()
+    assert got.column_names == ["Mag"]
+
+
+@pytest.mark.parametrize("route", ["scan", "table.read"])
+def test_projection_matching_several_columns_by_case_only_is_refused(cased, route):
+    from torchfits.errors import ColumnNotFoundError
+
+    pytest.importorskip("pyarrow")
+    with pytest.raises(ColumnNotFoundError) as err:
+        if route == "scan":
+            torchfits.scan(str(cased), columns=["Flux"]).to_arrow()
+        else:
+            torchfits.table.read(str(cased), columns=["Flux"])
+    text = str(err.value)
+    assert "'Flux'" in text and "'flux'" in text and "'FLUX'" in text

@@ -126,13 +126,15 @@ def select_columns(specs: Sequence[ColumnSpec],
     specs : sequence of ColumnSpec
         Every column of the table.
     columns : str, int, iterable of them, or None
-        Column names (exact match first, then case-insensitive) or 0-based positions;
+        Column names (exact match first, then the one case-insensitive match) or 0-based
+        positions;
         a bare string names one column; None selects every column, ``[]`` none.
 
     Raises
     ------
     ColumnNotFoundError
-        For a name or position the table does not have (``"Column 'X' not found"``).
+        For a name or position the table does not have (``"Column 'X' not found"``), or a name
+        that is no column's exact spelling and matches several columns only by case.
     """
     if columns is None:
         return list(specs)
@@ -155,6 +157,13 @@ def select_columns(specs: Sequence[ColumnSpec],
             if spec is None:
                 raise ColumnNotFoundError(f"Column {col!r} not found"
                                           f"{did_you_mean(col, [s.name for s in specs])}")
+            if col not in by_name:
+                # As in where-expressions: a case-insensitive match must be the only one.
+                same = [s.name for s in specs if s.name.casefold() == col.casefold()]
+                if len(same) > 1:
+                    spelled = " and ".join(repr(n) for n in same)
+                    raise ColumnNotFoundError(f"Column {col!r} matches {spelled} only by case; "
+                                              "write the one you mean exactly")
         else:
             raise TypeError(f"a column is selected by name or position, not {type(col).__name__}")
         if spec.index not in seen:
