@@ -93,3 +93,14 @@ def test_compat_complex_refusal_names_the_file(table_path):
     with pytest.raises(FitsError) as info:
         torchfits.table.read(table_path, 1, columns=["C"])
     assert table_path.name in str(info.value)
+
+
+@pytest.mark.xfail(strict=True, reason="H8-E: the 1.x table.read gives a one-bit 1X column as "
+                   "scalar booleans; astropy and every native route give one-element lists")
+def test_compat_one_bit_column_is_a_list(tmp_path):
+    path = tmp_path / "x.fits"
+    fits.BinTableHDU.from_columns([fits.Column(name="B", format="1X",
+                                               array=np.array([[1], [0]], dtype=np.uint8))]
+                                  ).writeto(path)
+    assert torchfits.scan(path, 1).to_arrow()["B"].to_pylist() == [[True], [False]]
+    assert torchfits.table.read(path, 1)["B"].to_pylist() == [[True], [False]]
