@@ -114,15 +114,3 @@ def test_uint64_image_refusal_names_the_file(tmp_path):
         torchfits.write(path, np.arange(3, dtype=np.uint64))
     assert path.name in str(info.value)
 
-
-@pytest.mark.xfail(strict=True, reason="H8-G: pandas object columns of unsigned or int8 arrays "
-                   "are refused ('unsigned/int8 list elements are not supported') where the same "
-                   "values as an Arrow list column are written")
-def test_pandas_unsigned_array_column_is_written(tmp_path):
-    pd = pytest.importorskip("pandas")
-    pa = pytest.importorskip("pyarrow")
-    rows = [np.array([1, 65535], np.uint16), np.array([7, 0], np.uint16)]
-    torchfits.write(tmp_path / "a.fits", pa.table({"v": pa.array(rows, pa.list_(pa.uint16()))}))
-    torchfits.write(tmp_path / "p.fits", pd.DataFrame({"v": rows}))
-    got = torchfits.scan(tmp_path / "p.fits", 1).to_arrow()["v"].to_pylist()
-    assert got == [[1, 65535], [7, 0]]
