@@ -165,3 +165,61 @@ def test_projection_matching_several_columns_by_case_only_is_refused(cased, rout
             torchfits.table.read(str(cased), columns=["Flux"])
     text = str(err.value)
     assert "'Flux'" in text and "'flux'" in text and "'FLUX'" in text
+
+
+# -- 5. FitsSpectrumDataset: the native torch null rule on table columns -----------------------------
+@pytest.fixture
+def spectrum_table(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    path = tmp_path / "spec.fits"
+    torchfits.write(path, pa.table({
+        "flux": pa.array([1.0, None, 3.0]), "ivar": pa.array([1, None, 3], pa.int32()),
+        "good": pa.array([True, None, False]), "wave": pa.array([4000.0, 4001.0, 4002.0])}))
+    return path
+
+
+@pytest.mark.parametrize("iterable", [False, True])
+def test_spectrum_table_integer_and_logical_nulls_raise(spectrum_table, iterable):
+    from torchfits.data import FitsSpectrumDataset, FitsSpectrumIterableDataset
+    from torchfits.errors import NullValueError
+
+    cls = FitsSpectrumIterableDataset if iterable else FitsSpectrumDataset
+    for kwargs, column in (({"ivar_column": "ivar"}, "ivar"), ({"mask_column": "good"}, "good")):
+        ds = cls(str(spectrum_table), hdu=1, column="flux", **kwargs)
+        with pytest.raises(NullValueError) as err:
+            next(iter(ds)) if iterable else ds[0]
+        text = str(err.value)
+        assert repr(column) in text and "spec.fits" in text and "null_value=" in text and "masks=True" in text
+
+
+def test_spectrum_table_null_value_fills_and_float_nulls_are_nan(spectrum_table):
+    from torchfits.data import FitsSpectrumDataset
+
+    ds = FitsSpectrumDataset(str(spectrum_table), hdu=1, column="flux", ivar_column="ivar",
+                             wavelength_column="wave", null_value={"ivar": -1})
+    item = ds[0]
+    assert item["ivar"].tolist() == [1, -1, 3]
+    assert item["flux"].isnan().tolist() == [False, True, False]
+    assert "ivar_mask" not in item and "flux_mask" not in item
+
+
+def test_spectrum_table_masks_adds_validity_tensors(spectrum_table):
+    from torchfits.data import FitsSpectrumDataset
+
+    ds = FitsSpectrumDataset(str(spectrum_table), hdu=1, column="flux", ivar_column="ivar",
+                             mask_column="good", masks=True)
+    item = ds[0]
+    assert item["ivar"].tolist() == [1, 0, 3]
+    assert item["ivar_mask"].tolist() == [True, False, True]
+    assert item["mask_mask"].tolist() == [True, False, True]
+    assert "flux_mask" not in item  # float nulls are NaN: no mask
+
+
+def test_spectrum_null_options_are_checked_at_construction(spectrum_table):
+    from torchfits.data import FitsSpectrumDataset
+    from torchfits.errors import ColumnNotFoundError
+
+    with pytest.raises(ColumnNotFoundError):
+        FitsSpectrumDataset(str(spectrum_table), hdu=1, column="flux", null_value={"nope": 0})
+    with pytest.raises(TypeError):
+        FitsSpectrumDataset(str(spectrum_table), hdu=1, column="flux", null_value="zero")

@@ -1,19 +1,20 @@
 """1-D spectra from image HDUs or table columns, one or several arms per file."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import numpy as np
 import torch
 
-from .._torch_adapter import validate_device
+from .._torch_adapter import (NullValue, apply_null_rule, check_null_options, mask_name,
+                              validate_device)
 from ..errors import HDUTypeError
 from ..fits.paths import fspath
-from ..tables.scan import scan
+from ..tables.scan import Scanner, scan, tensor_null_columns
 from .images import _check_hdu, _companions, _hdu_list, _labels_from, resolve_paths
 from .loader import finish_batch
 from .readers import batch_images, to_tensor_batch, validity_mask
-from .sources import index_of, storage_options_arg, table_source
+from .sources import index_of, storage_options_arg, suffix_targets, table_source
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["FitsSpectrumDataset", "FitsSpectrumIterableDataset"]
@@ -26,7 +27,8 @@ class _SpectrumPayloads:
                        ivar_column: Any, mask_column: Any, wavelength_column: Any,
                        wavelength_hdu: Any, row: Any, layout: str, transform: Any, device: Any,
                        mmap: Any, cache_dir: Any, mask_is_dq: bool, bad_bits: Any,
-                       storage_options: Any) -> None:
+                       storage_options: Any, null_value: NullValue = None,
+                       masks: bool = False) -> None:
         self.files = resolve_paths(paths)
         self.storage_options = storage_options_arg(storage_options)
         self.hdu = hdu
@@ -35,6 +37,7 @@ class _SpectrumPayloads:
             _check_hdu(h)
         self.ivar_hdus = _companions(ivar_hdu, len(self.hdus), "ivar_hdu")
         self.mask_hdus = _companions(mask_hdu, len(self.hdus), "mask_hdu")
+        self._targets = suffix_targets(self.files, self.hdus, 0)
         if wavelength_hdu is not None:
             _check_hdu(wavelength_hdu)
         if layout not in _LAYOUTS:
@@ -50,48 +53,81 @@ class _SpectrumPayloads:
         self.mmap = mmap
         self.cache_dir = None if cache_dir is None else fspath(cache_dir)
         self.mask_is_dq, self.bad_bits = bool(mask_is_dq), bad_bits
+        # The null rule of the native torch routes (docs/training.md, "Nulls"), on table parts.
+        self.null_value, self.masks = null_value, bool(masks)
+        names = [c for c in (column, ivar_column, mask_column, wavelength_column) if c is not None]
+        check_null_options(null_value, False, names, {}, type(self).__name__)
 
-    def _column(self, path: str, hdu: Any, name: Optional[str]) -> torch.Tensor:
+    def _column(self, path: str, hdu: Any,
+                name: Optional[str]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """One table column as a tensor, after the null rule, and its validity
+        tensor (``masks=True`` and an integer or logical column) or None."""
         if name is None:
             raise ValueError(f"{path}: HDU {hdu!r} is a table: give column= (and ivar_column=, "
                              "mask_column=, wavelength_column= for the companions)")
         rows = None if self.row is None else [self.row]
-        arr = scan(table_source(path, self.storage_options), hdu, columns=[name],
-                   rows=rows).to_numpy()[name]
-        arr = np.asarray(arr.data if isinstance(arr, np.ma.MaskedArray) else arr)
-        if arr.ndim > 1 and arr.shape[0] == 1:
-            arr = arr[0]  # one row of a vector column: the spectrum itself
-        return torch.from_numpy(np.array(arr, order="C")).to(self.device)  # owned, writable
+        scanner = scan(table_source(path, self.storage_options), hdu, columns=[name], rows=rows)
+        asked, name = name, scanner._projection[0]  # the table's spelling
+        fill = self.null_value
+        if isinstance(fill, Mapping) and asked in fill:
+            fill = {name: fill[asked]}
+        nullable = tensor_null_columns(scanner._sources, scanner.schema, [name])
+        raw = scanner.to_numpy()[name]
+        if self.masks and name not in nullable and np.asarray(raw).dtype.kind in "biu":
+            # Every integer or logical part gets its mask, so items of files with and without
+            # a TNULL have the same keys.
+            nullable[name] = (np.asarray(raw).dtype, "")
+        cols = apply_null_rule({name: raw}, nullable, null_value=fill,
+                               masks=self.masks, where=Scanner._label(scanner._sources[0]))
+        arrays = [cols[name]] + ([cols[mask_name(name)]] if mask_name(name) in cols else [])
+        out = []
+        for arr in arrays:
+            arr = np.asarray(arr)
+            if arr.ndim > 1 and arr.shape[0] == 1:
+                arr = arr[0]  # one row of a vector column: the spectrum itself
+            out.append(torch.from_numpy(np.array(arr, order="C")).to(self.device))  # owned, writable
+        return out[0], (out[1] if len(out) > 1 else None)
 
-    def _arm(self, path: str, k: int) -> dict[str, torch.Tensor]:
-        hdu = self.hdus[k]
+    def _arm(self, path: str, k: int, hdus: list[Any]) -> dict[str, torch.Tensor]:
+        hdu = hdus[k]
         index = index_of(path, self.storage_options)
         is_table = index.resolve(hdu).is_table
         out: dict[str, torch.Tensor] = {}
+        valid: dict[str, torch.Tensor] = {}
 
-        def companion(hdus: Optional[list], column: Optional[str]) -> Optional[torch.Tensor]:
+        def table_part(h: Any, column: Optional[str], part: str) -> torch.Tensor:
+            t, ok = self._column(path, h, column)
+            if ok is not None:
+                valid[mask_name(part)] = ok
+            return t
+
+        def companion(hdus: Optional[list], column: Optional[str],
+                      part: str) -> Optional[torch.Tensor]:
             if hdus is not None:
                 h = hdus[k] if len(hdus) > 1 else hdus[0]
                 if index.resolve(h).is_table:
-                    return self._column(path, h, column)
+                    return table_part(h, column, part)
                 return self._pixels(path, h)
             if is_table and column is not None:
-                return self._column(path, hdu, column)
+                return table_part(hdu, column, part)
             return None
 
-        out["flux"] = self._column(path, hdu, self.column) if is_table else \
+        out["flux"] = table_part(hdu, self.column, "flux") if is_table else \
             self._pixels(path, hdu)
-        ivar = companion(self.ivar_hdus, self.ivar_column)
+        ivar = companion(self.ivar_hdus, self.ivar_column, "ivar")
         if ivar is not None:
             out["ivar"] = ivar
-        mask = companion(self.mask_hdus, self.mask_column)
+        mask = companion(self.mask_hdus, self.mask_column, "mask")
         if mask is not None:
             out["mask"] = validity_mask(mask, is_dq=self.mask_is_dq, bad_bits=self.bad_bits)
         wave = companion(None if self.wavelength_hdu is None else [self.wavelength_hdu],
-                         self.wavelength_column)
+                         self.wavelength_column, "wavelength")
         if wave is not None:
             out["wavelength"] = wave
+        out.update(valid)
         for key, t in out.items():
+            if key in valid:
+                continue
             if key != "flux" and key != "wavelength" and tuple(t.shape) != tuple(out["flux"].shape):
                 raise ValueError(f"{path}: {key} has shape {tuple(t.shape)} but the flux has shape "
                                  f"{tuple(out['flux'].shape)}")
@@ -108,7 +144,7 @@ class _SpectrumPayloads:
         return entry.extname or str(self.hdus[k])
 
     def _payload(self, path: str) -> Any:
-        payload = self._arms(path)
+        payload = self._arms(*self._target(path))
         return self.transform(payload) if self.transform is not None else payload
 
     def _image_parts(self) -> Optional[dict[str, Any]]:
@@ -131,8 +167,8 @@ class _SpectrumPayloads:
         the files take the per-item path: table HDUs, several arms, parts whose shapes differ
         between files or from the flux."""
         parts = self._image_parts()
-        if parts is None or not paths:
-            return None
+        if parts is None or not paths or any(p in self._targets for p in paths):
+            return None  # suffixed paths (each its own HDU) go item by item
         out: dict[str, torch.Tensor] = {}
         for key, hdu in parts.items():
             try:
@@ -148,8 +184,13 @@ class _SpectrumPayloads:
                 if key == "mask" else t
         return out
 
-    def _arms(self, path: str) -> Any:
-        arms = [self._arm(path, k) for k in range(len(self.hdus))]
+    def _target(self, path: str) -> tuple[str, list[Any]]:
+        """The file and flux HDUs of one dataset path (a ``[SPEC,2]`` suffix names its HDU)."""
+        target = self._targets.get(path)
+        return (path, self.hdus) if target is None else (target[0], [target[1]])
+
+    def _arms(self, path: str, hdus: list[Any]) -> Any:
+        arms = [self._arm(path, k, hdus) for k in range(len(hdus))]
         if len(arms) == 1:
             payload: Any = arms[0]
         elif self.layout == "dict":
@@ -188,12 +229,13 @@ class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
                  label_key: Optional[str] = None, labels: Any = None,
                  transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
                  cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
-                 storage_options: Optional[dict] = None) -> None:
+                 storage_options: Optional[dict] = None, null_value: NullValue = None,
+                 masks: bool = False) -> None:
         self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
                             wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
-                            cache_dir, mask_is_dq, bad_bits, storage_options)
+                            cache_dir, mask_is_dq, bad_bits, storage_options, null_value, masks)
         self.labels = _labels_from(self.files, self.hdus[0], label_key, labels,
-                                   self.storage_options)
+                                   self.storage_options, self._targets)
 
     def __len__(self) -> int:
         return len(self.files)
@@ -234,10 +276,11 @@ class FitsSpectrumIterableDataset(_SpectrumPayloads, EpochMixin, torch.utils.dat
                  shuffle: bool = False, shuffle_buffer_size: Optional[int] = None, seed: int = 0,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
-                 storage_options: Optional[dict] = None) -> None:
+                 storage_options: Optional[dict] = None, null_value: NullValue = None,
+                 masks: bool = False) -> None:
         self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
                             wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
-                            cache_dir, mask_is_dq, bad_bits, storage_options)
+                            cache_dir, mask_is_dq, bad_bits, storage_options, null_value, masks)
         self.shuffle, self.shuffle_buffer_size, self.seed = bool(shuffle), shuffle_buffer_size, int(seed)
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.epoch = 0
