@@ -1,7 +1,7 @@
 """Hypothesis settings of the differential harness.
 
 ``TORCHFITS_DIFF_PROFILE=ci`` (the default) replays a fixed, derandomized set of examples sized so
-the whole harness runs in about two minutes on two cores; ``long`` explores with fresh random
+the whole harness runs in about a minute on two cores; ``long`` explores with fresh random
 examples, twenty times as many, for runs by hand (docs/reliability.md).
 """
 from __future__ import annotations
