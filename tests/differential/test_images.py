@@ -1,6 +1,6 @@
 """Every image route against astropy and fitsio: generated files over every BITPIX × scaling
 convention × BLANK × odd shapes (1-D, 3-D, length-1 and zero-size axes), read whole, raw, sliced,
-through the 1.x API, the HDU list, Dask and the torch image dataset."""
+through the 1.x API, the HDU list, the torch image dataset and Dask."""
 from __future__ import annotations
 
 import tempfile
@@ -54,6 +54,12 @@ def test_image_routes_equal_the_oracles(spec, data):
 
         with torchfits.open(path) as hdul:
             assert_matches(np.asarray(hdul[hdu].data), compat, cmode, what=f"1.x open {what}")
+
+        from torchfits.data import FitsImageDataset
+
+        sample = FitsImageDataset([str(path)], hdu, add_channel_dim=False)[0]
+        sample = sample[0] if isinstance(sample, tuple) else sample
+        assert_matches(to_numpy(sample), expected, mode, what=f"FitsImageDataset {what}")
 
         dask = pytest.importorskip("torchfits.dask")
         arr = dask.read_images(path, hdu).compute()
