@@ -209,3 +209,31 @@ def test_real_file_reads_equal_astropy(name, hdu, kind):
             _refused(exc, path)
             continue
         _assert_image_equal(got, want, f"{name}[{hdu}] {route}")
+
+
+#: files whose headers astropy repairs on reading, so its values are not the file's
+HEADER_REPAIRED = {"group_invalid.fits": "astropy rewrites NAXIS/NAXIS1 of this invalid random-groups header"}
+
+
+@pytest.mark.parametrize("name,hdu,kind", _cases())
+def test_real_file_headers_equal_astropy(name, hdu, kind):
+    """Every keyword astropy reads once (commentary and repeated keywords aside) has astropy's
+    value in ``read_header`` (the image's header for tile-compressed HDUs)."""
+    path = FILES[name]
+    if hdu is None or name in HEADER_REPAIRED:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with fits.open(_astropy_source(path)) as hdul:
+            want = hdul[hdu].header
+            keys = list(want.keys())
+            compressed = kind == "CompImageHDU"
+            got = torchfits.read_header(path, hdu, compressed=not compressed)
+            for key in set(keys):
+                if key in ("COMMENT", "HISTORY", "") or keys.count(key) > 1:
+                    continue
+                assert key in got, f"{name}[{hdu}]: {key} missing from read_header"
+                a, t = want[key], got[key]
+                same = a == t or (isinstance(a, float) and isinstance(t, float)
+                                  and math.isnan(a) and math.isnan(t))
+                assert same, f"{name}[{hdu}] {key}: read_header {t!r} != astropy {a!r}"
