@@ -122,7 +122,7 @@ def test_cli_verify_exit_codes(tmp_path, capsys):
     write(plain, np.arange(10, dtype="f4"))
     assert commands["verify"](parser.parse_args(["verify", str(good), str(plain)])) == 0
     out = capsys.readouterr().out
-    assert "OK" in out and "OK (no checksum keywords)" in out
+    assert "OK (CHECKSUM and DATASUM verify)" in out and "OK (no CHECKSUM or DATASUM card)" in out
     raw = bytearray(good.read_bytes())
     raw[2880] ^= 1
     bad = tmp_path / "b.fits"
