@@ -223,3 +223,78 @@ def test_spectrum_null_options_are_checked_at_construction(spectrum_table):
         FitsSpectrumDataset(str(spectrum_table), hdu=1, column="flux", null_value={"nope": 0})
     with pytest.raises(TypeError):
         FitsSpectrumDataset(str(spectrum_table), hdu=1, column="flux", null_value="zero")
+
+
+# -- 6. CLI cutout of an image with lookup-table distortions ----------------------------------------
+def _lookup_file(path: Path, in_extension: bool) -> Path:
+    """A SIP image whose CPDIS1/CPDIS2 and D2IMDIS2 are LOOKUP tables in WCSDVARR/D2IMARR HDUs."""
+    fits = pytest.importorskip("astropy.io.fits")
+    hdr = fits.Header({"CTYPE1": "RA---TAN-SIP", "CTYPE2": "DEC--TAN-SIP", "CRVAL1": 210.3,
+                       "CRVAL2": -12.6, "CRPIX1": 101.5, "CRPIX2": 90.25, "CD1_1": -9.0e-5,
+                       "CD1_2": 1.5e-6, "CD2_1": 2.0e-6, "CD2_2": 9.2e-5, "A_ORDER": 2,
+                       "B_ORDER": 2, "A_2_0": 3e-6, "A_0_2": -2e-6, "B_1_1": 4e-6, "B_2_0": 1e-6})
+    for j in (1, 2):
+        hdr[f"CPDIS{j}"] = "LOOKUP"
+        for record in (f"EXTVER: {j}", "NAXES: 2", "AXIS.1: 1", "AXIS.2: 2"):
+            hdr.append((f"DP{j}", record))
+    hdr["D2IMDIS2"] = "LOOKUP"
+    for record in ("EXTVER: 1", "NAXES: 2", "AXIS.1: 1", "AXIS.2: 2"):
+        hdr.append(("D2IM2", record))
+    rng = np.random.default_rng(7)
+    image = rng.normal(size=(180, 200)).astype(np.float32)
+    hdus = [fits.PrimaryHDU(image, header=hdr)] if not in_extension else \
+        [fits.PrimaryHDU(), fits.ImageHDU(image, header=hdr, name="SCI")]
+    for extname, ver in (("WCSDVARR", 1), ("WCSDVARR", 2), ("D2IMARR", 1)):
+        table = fits.ImageHDU(rng.normal(0, 0.3, (13, 15)).astype(np.float32))
+        table.header.update({"EXTNAME": extname, "EXTVER": ver, "CRPIX1": 1.0, "CRPIX2": 1.0,
+                             "CRVAL1": 0.0, "CRVAL2": 0.0, "CDELT1": 14.0, "CDELT2": 14.0})
+        hdus.append(table)
+    fits.HDUList(hdus).writeto(path)
+    return path
+
+
+def _lookup_wcs(path: Path, hdu: int):
+    import warnings
+
+    fits = pytest.importorskip("astropy.io.fits")
+    from astropy import wcs
+
+    hdul = fits.open(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = wcs.WCS(hdul[hdu].header, hdul)
+    return w, hdul
+
+
+@pytest.mark.parametrize("in_extension", [False, True])
+@pytest.mark.parametrize("how", ["box", "strided section"])
+def test_cli_cutout_writes_the_lookup_tables_it_names(tmp_path, capsys, in_extension, how):
+    src = _lookup_file(tmp_path / "lookup.fits", in_extension)
+    out = tmp_path / "cut.fits"
+    hdu = 1 if in_extension else 0
+    if how == "box":
+        argv, (x0, y0, sx, sy) = ["cutout", "--box", "37,55,121,140", src, out], (37, 55, 1, 1)
+    else:  # CFITSIO section, 1-based inclusive, x step 2 and y step 3
+        argv, (x0, y0, sx, sy) = ["cutout", f"{src}[{hdu}][38:121:2,56:140:3]", out], (37, 55, 2, 3)
+    code, _, err = _cli(capsys, *argv)
+    assert code == 0, err
+    parent, ph = _lookup_wcs(src, hdu)
+    cut, ch = _lookup_wcs(out, 0)
+    try:
+        assert cut.cpdis1 is not None and cut.cpdis2 is not None and cut.det2im2 is not None
+        names = sorted((h.name, h.ver) for h in ch[1:])
+        assert names == [("D2IMARR", 1), ("WCSDVARR", 1), ("WCSDVARR", 2)]
+        xs = np.array([0.0, 3, 10, 20, 30, 41])
+        ys = np.array([0.0, 5, 12, 17, 22, 28])
+        np.testing.assert_allclose(np.array(cut.all_pix2world(xs, ys, 0)),
+                                   np.array(parent.all_pix2world(x0 + xs * sx, y0 + ys * sy, 0)),
+                                   rtol=0, atol=1e-9)
+    finally:
+        ph.close()
+        ch.close()
+    import shutil
+    import subprocess
+
+    if shutil.which("fitsverify"):
+        run = subprocess.run(["fitsverify", "-q", "-e", str(out)], capture_output=True, text=True)
+        assert "verification OK" in run.stdout, run.stdout

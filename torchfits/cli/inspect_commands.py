@@ -233,11 +233,68 @@ def cmd_cutout(args: argparse.Namespace) -> int:
         else:
             key = t.section
         (starts, steps, counts), _ = region_from_key(img.shape, key)
-        write(dst, img[key], header=section_header(img.header, starts, steps, counts),
-              overwrite=True)
+        tables = _lookup_tables(index, img.header, starts, steps, f"{src}: HDU {entry.index}")
+        cut = img[key]
+        write(dst, [cut, *tables] if tables else cut,
+              header=section_header(img.header, starts, steps, counts), overwrite=True)
 
     batch.run(pairs, one, name=lambda p: p[0], workers=jobs(args.file_jobs, len(pairs)))
     return batch.code
+
+
+#: Lookup-table distortions: (the image's keyword naming one, its record-valued parameters,
+#: the EXTNAME of the HDUs holding the tables).
+_LOOKUPS = (("CPDIS", "DP", "WCSDVARR"), ("D2IMDIS", "D2IM", "D2IMARR"))
+
+
+def _lookup_tables(index: Any, header: Any, starts: Any, steps: Any,
+                   where: str) -> list[dict[str, Any]]:
+    """The lookup tables (``WCSDVARR``/``D2IMARR`` HDUs) that the image's ``CPDISj`` and
+    ``D2IMDISj = 'LOOKUP'`` cards name, cut for the cutout (`section_lookup_table`), as HDU
+    dicts to write after it: the cutout's header names them, so its file must hold them."""
+    from ..fits.section_header import section_lookup_table
+
+    out: list[dict[str, Any]] = []
+    seen: dict[tuple[str, int], int] = {}
+    for distortion, record, extname in _LOOKUPS:
+        for card in header.cards:
+            key = card.key
+            if not (key.startswith(distortion) and key[len(distortion):].isdigit()):
+                continue
+            if str(card.value).strip().upper() != "LOOKUP":
+                continue
+            axis = int(key[len(distortion):])
+            params: dict[str, str] = {}
+            for c in header.cards:  # record-valued cards: DPj = 'EXTVER: 1'
+                if c.key == f"{record}{axis}" and isinstance(c.value, str) and ":" in c.value:
+                    name, value = c.value.split(":", 1)
+                    params[name.strip().upper()] = value.strip()
+            try:
+                extver = int(float(params.get("EXTVER", "1")))
+                naxes = int(float(params.get("NAXES", "2")))
+                axes = [int(float(params.get(f"AXIS.{k}", str(k)))) for k in range(1, naxes + 1)]
+            except ValueError:
+                raise UsageError(f"{where}: {key} = 'LOOKUP' has unreadable {record}{axis} "
+                                 "records") from None
+            if axes != list(range(1, naxes + 1)):
+                raise UsageError(f"{where}: the {extname} table of {key} samples image axes "
+                                 f"{axes}; cutout handles tables whose axis k is image axis k")
+            if seen.get((extname, extver), axis) != axis:
+                raise UsageError(f"{where}: {extname} version {extver} corrects two axes")
+            if (extname, extver) in seen:
+                continue
+            seen[(extname, extver)] = axis
+            table = index.resolve((extname, extver))  # a missing table: HDU not found
+            th, values = section_lookup_table(index.header(table), _read_image(index, table),
+                                              starts, steps, axis=axis)
+            out.append({"data": np.ascontiguousarray(values), "header": th})
+    return out
+
+
+def _read_image(index: Any, entry: Any) -> np.ndarray:
+    from ..image.plain import Image
+
+    return np.asarray(Image(index.path, entry.index, index=index).read())
 
 
 _EXPORTS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv",
