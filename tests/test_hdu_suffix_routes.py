@@ -119,3 +119,95 @@ def test_scan_polars_path_suffix(two_versions):
     df = torchfits.scan_polars(two_versions + "[CAT,2]").collect()
     assert df["a"].to_list() == [10, 20]
     assert isinstance(df, pl.DataFrame)
+
+
+# -- the torch datasets --------------------------------------------------------------------------
+
+def test_image_datasets_path_suffix(two_versions):
+    torch = pytest.importorskip("torch")
+    from torchfits.data import (FitsCubeDataset, FitsImageDataset, FitsImageIterableDataset,
+                                FitsTensorDataset, make_loader)
+
+    sci2 = _astropy(two_versions, ("SCI", 2))
+    sci1 = _astropy(two_versions, ("SCI", 1))
+    ds = FitsImageDataset([two_versions + "[SCI,2]", two_versions + "[1]"], label_key="EXTVER")
+    assert np.array_equal(ds[0][0][0].numpy(), sci2) and np.array_equal(ds[1][0][0].numpy(), sci1)
+    assert [int(ds[i][1]) for i in range(2)] == [2, 1]
+    assert ds.files == [two_versions + "[SCI,2]", two_versions + "[1]"]
+    # batches (the one-pread batch decoder is for unsuffixed files) equal items
+    batch = ds.__getitems__([0, 1])
+    assert torch.equal(batch[0][0], ds[0][0]) and torch.equal(batch[1][0], ds[1][0])
+    flux, labels = next(iter(make_loader(ds, batch_size=2, shuffle=False)))
+    assert flux.shape == (2, 1, 4, 5) and labels.tolist() == [2, 1]
+    assert np.array_equal(flux[0, 0].numpy(), sci2)
+    # the suffix wins over the default hdu; the same HDU given both ways is fine
+    assert np.array_equal(FitsTensorDataset(two_versions + "[SCI,2]", hdu=2)[0][0].numpy(), sci2)
+    assert np.array_equal(FitsTensorDataset(two_versions + "[2]", hdu="SCI,2")[0][0].numpy(), sci2)
+    # the 1.x string form needs no suffix, and a tuple is still a list of HDUs (stacked)
+    assert np.array_equal(FitsTensorDataset(two_versions, hdu="SCI,2")[0][0].numpy(), sci2)
+    stacked = FitsTensorDataset(two_versions, hdu=("SCI", 2))[0][0]
+    assert stacked.shape == (2, 4, 5) and np.array_equal(stacked[1].numpy(), sci2)
+    items = list(FitsImageIterableDataset([two_versions + "[SCI,2]", two_versions + "[SCI]"]))
+    assert np.array_equal(items[0][0].numpy(), sci2) and np.array_equal(items[1][0].numpy(), sci1)
+    assert FitsCubeDataset(two_versions + "[SCI,2]", slice_index=1)[0][0].tolist() == \
+        sci2[1].tolist()
+    with pytest.raises(ValueError, match=r"suffix selects HDU \('SCI', 2\) and hdu=1 another"):
+        FitsImageDataset(two_versions + "[SCI,2]", hdu=1)
+    with pytest.raises(ValueError, match="several"):
+        FitsImageDataset(two_versions + "[SCI,2]", hdu=["SCI", 2])
+    with pytest.raises(ValueError, match="not image sections"):
+        FitsImageDataset(two_versions + "[1:2,*]")
+    with pytest.raises(HDUNotFoundError, match="not found"):
+        FitsImageDataset(two_versions + "[SCI,3]")
+    with pytest.raises(ValueError, match="without an HDU suffix"):
+        FitsImageDataset.from_bands(two_versions + "[SCI,2]")
+
+
+def test_dataset_with_suffix_pickles(two_versions):
+    pytest.importorskip("torch")
+    import pickle
+
+    from torchfits.data import FitsImageDataset
+
+    ds = pickle.loads(pickle.dumps(FitsImageDataset(two_versions + "[SCI,2]")))
+    assert np.array_equal(ds[0][0][0].numpy(), _astropy(two_versions, ("SCI", 2)))
+
+
+def test_cutout_datasets_path_suffix(two_versions):
+    pytest.importorskip("torch")
+    from torchfits.data import FitsCutoutDataset, FitsStagedCutoutIterableDataset
+
+    sci2 = _astropy(two_versions, ("SCI", 2))
+    ds = FitsCutoutDataset([(two_versions + "[SCI,2]", None, 1, 1, 2),
+                            (two_versions + "[SCI,2]", 2, 0, 0, 2)])
+    assert np.array_equal(ds[0][0].numpy(), sci2[1:3, 1:3])
+    assert np.array_equal(ds[1][0].numpy(), sci2[0:2, 0:2])
+    assert ds.files == [two_versions]
+    with pytest.raises(ValueError, match="suffix selects HDU"):
+        FitsCutoutDataset([(two_versions + "[SCI,2]", 1, 0, 0, 2)])
+    staged = FitsStagedCutoutIterableDataset([two_versions + "[SCI,2]"], cutouts_per_file=3,
+                                             cutout_size=2, cutout_generator=lambda h, w, ch, cw:
+                                             (1, 2, 3, 4))
+    for t in staged:
+        assert np.array_equal(t[0].numpy(), sci2[2:4, 1:3])
+
+
+def test_table_and_spectrum_datasets_path_suffix(two_versions):
+    torch = pytest.importorskip("torch")
+    from torchfits.data import FitsSpectrumDataset, FitsTableDataset, FitsTableIterableDataset
+
+    rows = FitsTableDataset(two_versions + "[CAT,2]")
+    assert [int(rows[i][0]["a"]) for i in range(len(rows))] == [10, 20]
+    assert len(FitsTableDataset(two_versions + "[CAT,2]", hdu=("CAT", 2))) == 2
+    assert len(FitsTableDataset(two_versions + "[4]", hdu="CAT,2")) == 2
+    with pytest.raises(ValueError, match="suffix selects HDU"):
+        FitsTableDataset(two_versions + "[CAT,2]", hdu=3)
+    it = FitsTableIterableDataset([two_versions + "[CAT,2]", two_versions + "[CAT,1]"])
+    assert [int(r["a"]) for r in it] == [10, 20, 1, 2, 3]
+    batches = list(FitsTableIterableDataset([two_versions + "[CAT,2]", two_versions + "[3]"],
+                                            as_batches=True))
+    assert torch.cat([b["a"] for b in batches]).tolist() == [10, 20, 1, 2, 3]
+    spec = FitsSpectrumDataset([two_versions + "[CAT,2]", two_versions + "[SCI,2]"],
+                               column="flux")
+    assert spec[0]["flux"].tolist() == [5.0, 10.0]
+    assert np.array_equal(spec[1]["flux"].numpy(), _astropy(two_versions, ("SCI", 2)))

@@ -12,7 +12,8 @@ import torch
 
 from .._torch_adapter import torch_dtype, validate_device
 from ..errors import CutoutEdgeError
-from ..fits.paths import fspath
+from ..fits.hdu_index import suffix_hdu
+from ..fits.paths import fspath, hdu_suffix
 from .images import _check_hdu, _ImagePayloads
 from .loader import finish_batch
 from ..fits.remote_source import open_remote
@@ -96,6 +97,24 @@ def _pad(t: torch.Tensor, box: tuple, shape: tuple, fill: Any) -> torch.Tensor:
     return out
 
 
+_MEMO_HDU = (int, str, type(None))
+
+
+def _spec_file(raw: Any, hdu: Any) -> tuple[str, Any]:
+    """(file, HDU) of a spec's path and HDU: ``img.fits[SCI,2]`` (a path that does not exist
+    whose part before the brackets does) names the HDU itself, with ``hdu`` None or naming the
+    same HDU; any other ``hdu`` is refused."""
+    text = fspath(raw)
+    fp = hdu_suffix(text)
+    if fp is None:
+        _check_hdu(hdu)
+        return text, hdu
+    if fp.section is not None or fp.hdu is None:
+        raise ValueError(f"{text!r}: a cutout names its box with (x, y, size) or (x1, y1, x2, y2), "
+                         "not an image-section suffix; name the HDU alone ('img.fits[SCI,2]')")
+    return fp.path, suffix_hdu(fp.path, fp.hdu, hdu, None)
+
+
 def _parse_spec(spec: Any, seen: Optional[dict] = None) -> tuple[str, Any, tuple[int, int, int, int]]:
     """One spec → (path, hdu, (x1, y1, x2, y2)). ``seen`` memoizes the checked (path, hdu)
     pairs: thousands of boxes usually name a handful of files."""
@@ -104,15 +123,14 @@ def _parse_spec(spec: Any, seen: Optional[dict] = None) -> tuple[str, Any, tuple
     raw, hdu = spec[0], spec[1]
     try:
         checked = seen.get((raw, hdu)) if seen is not None and type(raw) is str \
-            and type(hdu) in (int, str) else None
+            and type(hdu) in _MEMO_HDU else None
     except TypeError:
         checked = None
     if checked is None:
-        checked = (fspath(raw), hdu)
-        _check_hdu(hdu)
-        if seen is not None and type(raw) is str and type(hdu) in (int, str):
+        checked = _spec_file(raw, hdu)
+        if seen is not None and type(raw) is str and type(hdu) in _MEMO_HDU:
             seen[(raw, hdu)] = checked
-    path = checked[0]
+    path, hdu = checked
     try:
         nums = [int(v) for v in spec[2:]]
     except (TypeError, ValueError):
@@ -166,10 +184,10 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
             if type(spec) is tuple and len(spec) == 5:
                 raw, hdu, x, y, size = spec
                 if type(x) is int and type(y) is int and type(size) is int and size > 0 \
-                        and type(raw) is str and type(hdu) in (int, str):
+                        and type(raw) is str and type(hdu) in _MEMO_HDU:
                     checked = seen.get((raw, hdu))
                     if checked is not None:
-                        specs.append((checked[0], hdu, (x, y, x + size, y + size)))
+                        specs.append((checked[0], checked[1], (x, y, x + size, y + size)))
                         continue
             specs.append(_parse_spec(spec, seen))
         self._specs = specs
@@ -334,8 +352,8 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
                 close()
         return folder, True
 
-    def _stamps(self, path: str, file_index: int, epoch: int) -> Iterator[Any]:
-        h, w = image_reader(path, self.hdu).shape[-2:]
+    def _stamps(self, path: str, file_index: int, epoch: int, hdu: Any) -> Iterator[Any]:
+        h, w = image_reader(path, hdu).shape[-2:]
         ch, cw = self.cutout_size
         rng = epoch_rng(self.seed, epoch, self.rank, file_index)
         boxes = []
@@ -350,35 +368,35 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
                 box = (x1, y1, x1 + cw, y1 + ch)
             _check_box(box, path)
             if self.edge == "raise" and not _inside(box, (h, w)):
-                raise _edge_error(path, self.hdu, box, (h, w))
+                raise _edge_error(path, hdu, box, (h, w))
             boxes.append(box)
         if self.ivar_hdus is None and self.mask_hdus is None and not self.scale_on_device:
             # Every stamp of the file in one kernel call (as FitsCutoutDataset batches do);
             # boxes an edge clamps, mixed sizes or compressed images go stamp by stamp.
-            arr = batch_cutouts([(path, self.hdu)], np.zeros(len(boxes), np.int64),
+            arr = batch_cutouts([(path, hdu)], np.zeros(len(boxes), np.int64),
                                 np.asarray(boxes, np.int64).reshape(-1, 4))
             if arr is not None:
                 for t in to_tensor_batch(arr, self.dtype, self.device).unbind(0):
                     yield self._finish(self._channel(t))
                 return
         for box in boxes:
-            yield self._finish(self._cut(path, box, (h, w)))
+            yield self._finish(self._cut(path, box, (h, w), hdu))
 
-    def _cut(self, path: str, box: tuple, shape: tuple) -> Any:
+    def _cut(self, path: str, box: tuple, shape: tuple, hdu: Any) -> Any:
         padded = self.edge == "pad" and not _inside(box, shape)
         clamped = _clamped(box, shape) if padded else box
 
-        def read(hdu: Any, dtype: Any) -> torch.Tensor:
-            return read_pixels(path, hdu, dtype=dtype, device=self.device, box=clamped,
+        def read(part: Any, dtype: Any) -> torch.Tensor:
+            return read_pixels(path, part, dtype=dtype, device=self.device, box=clamped,
                                scale_on_device=self.scale_on_device)
 
         def pad(t: torch.Tensor, fill: Any = None) -> torch.Tensor:
             if not padded:
                 return t
-            return _pad(t, box, shape, _fill_value(t.dtype, self.pad_value, path, self.hdu)
+            return _pad(t, box, shape, _fill_value(t.dtype, self.pad_value, path, hdu)
                         if fill is None else fill)
 
-        flux = pad(read(self.hdu, self.dtype))
+        flux = pad(read(hdu, self.dtype))
         if self.ivar_hdus is None and self.mask_hdus is None:
             return self._channel(flux)
         out = {"flux": flux}
@@ -403,13 +421,14 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
 
         def stream() -> Iterator[Any]:
             for i in order:
-                local, staged = self._stage(self.files[i])
+                path, hdus = self._target(self.files[i])
+                local, staged = self._stage(path)
                 try:
                     if staged:
                         name = os.listdir(local)[0]
-                        yield from self._stamps(os.path.join(local, name), i, epoch)
+                        yield from self._stamps(os.path.join(local, name), i, epoch, hdus[0])
                     else:
-                        yield from self._stamps(local, i, epoch)
+                        yield from self._stamps(local, i, epoch, hdus[0])
                 finally:
                     if staged and self.cleanup:
                         shutil.rmtree(local, ignore_errors=True)

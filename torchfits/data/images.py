@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-import re
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
 from .._torch_adapter import torch_dtype, validate_device
 from ..errors import CorruptHeaderError, FitsFileNotFoundError, KeywordNotFoundError
-from ..fits.paths import fspath
+from ..fits.paths import fspath, hdu_suffix
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
 from .loader import finish_batch
 from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
-from .sources import index_of, storage_options_arg
+from .sources import index_of, storage_options_arg, suffix_targets
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
@@ -46,20 +45,14 @@ def resolve_paths(paths: Any) -> list[str]:
     for item in items:
         text = fspath(item)
         if ("*" in text or "?" in text or "[" in text) and "://" not in text \
-                and not os.path.exists(text):
+                and not os.path.exists(text) and hdu_suffix(text) is None:
             found = sorted(_glob.glob(text))
-            if not found and not _suffixed_file(text):
+            if not found:
                 raise FitsFileNotFoundError(f"no files match {text!r}")
-            out += found if found else [text]
+            out += found
         else:
             out.append(text)
     return out
-
-
-def _suffixed_file(text: str) -> bool:
-    """Whether ``text`` is an existing file followed by CFITSIO ``[...]`` suffixes."""
-    base = re.sub(r"(\[[^\[\]]*\])+$", "", text)
-    return base != text and os.path.exists(base)
 
 
 def _hdu_list(hdu: Any) -> list[Any]:
@@ -107,6 +100,7 @@ class _ImagePayloads:
         self.ivar_hdus = _companions(ivar_hdu, len(self.hdus), "ivar_hdu")
         self.mask_hdus = _companions(mask_hdu, len(self.hdus), "mask_hdu")
         self.ivar_hdu, self.mask_hdu = ivar_hdu, mask_hdu
+        self._targets = suffix_targets(self.files, self.hdus, 0)
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         self.transform = transform
@@ -125,6 +119,11 @@ class _ImagePayloads:
         self.scale_on_device = bool(scale_on_device)
 
     # -- reading -----------------------------------------------------------------------------------
+    def _target(self, path: str) -> tuple[str, list[Any]]:
+        """The file and flux HDUs of one dataset path (a ``[SCI,2]`` suffix names its HDU)."""
+        target = self._targets.get(path)
+        return (path, self.hdus) if target is None else (target[0], [target[1]])
+
     def _read(self, path: str, hdu: Any, dtype: Any) -> torch.Tensor:
         return read_pixels(path, hdu, dtype=dtype, device=self.device, lead=self._lead,
                            scale_on_device=self.scale_on_device,
@@ -141,17 +140,18 @@ class _ImagePayloads:
         return torch.stack(parts)
 
     def _payload(self, path: str) -> Any:
+        path, hdus = self._target(path)
         if self.mask_hdus is None and self.ivar_hdus is None:
-            if len(self.hdus) == 1 and not self._lead and not self.scale_on_device \
+            if len(hdus) == 1 and not self._lead and not self.scale_on_device \
                     and self.dtype is None:
                 # The batch decoder on one file: a plain primary image is one pread and a C
                 # header scan, no `Image` to build (the same values as read_pixels).
-                arr = batch_images([path], self.hdus[0], self.storage_options)
+                arr = batch_images([path], hdus[0], self.storage_options)
                 assert arr is not None  # one file cannot disagree with itself
                 return self._channel(to_tensor_batch(arr, None, self.device)[0])
-            flux = self._stack(path, self.hdus, self.dtype)
+            flux = self._stack(path, hdus, self.dtype)
             return self._channel(flux)
-        flux = self._stack(path, self.hdus, self.dtype)
+        flux = self._stack(path, hdus, self.dtype)
         out = {"flux": flux}
         if self.ivar_hdus is not None:
             ivar = self._companion(path, self.ivar_hdus, self.dtype)
@@ -186,7 +186,8 @@ class _ImagePayloads:
 
 
 def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: Any,
-                 storage_options: Optional[dict] = None) -> Any:
+                 storage_options: Optional[dict] = None,
+                 targets: Optional[dict[str, tuple[str, Any]]] = None) -> Any:
     if labels is not None:
         labels = list(labels)
         if len(labels) != len(files):
@@ -195,10 +196,11 @@ def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: A
     if label_key is not None:
         values = []
         for path in files:
+            path, file_hdu = (targets or {}).get(path, (path, hdu))
             index = index_of(path, storage_options)
-            header = index.header_view(index.resolve(hdu))
+            header = index.header_view(index.resolve(file_hdu))
             if label_key not in header:
-                raise KeywordNotFoundError(f"{path}: HDU {hdu!r} has no keyword {label_key!r} "
+                raise KeywordNotFoundError(f"{path}: HDU {file_hdu!r} has no keyword {label_key!r} "
                                            "(label_key)")
             value = header[label_key]
             try:
@@ -206,7 +208,7 @@ def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: A
                     raise ValueError
                 values.append(int(value))
             except (TypeError, ValueError, OverflowError):
-                raise CorruptHeaderError(f"{path}: HDU {hdu!r}: label keyword {label_key} = "
+                raise CorruptHeaderError(f"{path}: HDU {file_hdu!r}: label keyword {label_key} = "
                                          f"{value!r} is not an integer") from None
         return torch.as_tensor(values, dtype=torch.int64)
     return None
@@ -261,7 +263,7 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
                     cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         self.label_key = label_key
         self.labels = _labels_from(self.files, self.hdus[0], label_key, labels,
-                                   self.storage_options)
+                                   self.storage_options, self._targets)
         self._label_values = self.labels if self.labels is not None else \
             torch.zeros(len(self.files), dtype=torch.int64)
 
@@ -292,7 +294,8 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
         positions = [self._position(i) for i in indices]
         arr = None
         if (positions and len(self.hdus) == 1 and self.ivar_hdus is None
-                and self.mask_hdus is None and not self._lead and not self.scale_on_device):
+                and self.mask_hdus is None and not self._lead and not self.scale_on_device
+                and not any(self.files[p] in self._targets for p in positions)):
             arr = batch_images([self.files[p] for p in positions], self.hdus[0],
                                self.storage_options)
         if arr is None:
@@ -319,6 +322,10 @@ class FitsImageDataset(FitsTensorDataset):
         companions decode as bitfields unless ``mask_is_dq=False``). ``bands=None`` takes every
         extension that is not a companion."""
         files = resolve_paths(paths)
+        suffixed = [f for f in files if hdu_suffix(f) is not None]
+        if suffixed:
+            raise ValueError(f"from_bands picks each file's HDUs by band name: give the files "
+                             f"without an HDU suffix (got {suffixed[0]!r})")
         infos = discover_bands(files[0])
         available = [b.name for b in infos]
         if bands is None:
@@ -354,7 +361,7 @@ class FitsImageDataset(FitsTensorDataset):
         """``{band: zeropoint}`` of the flux HDUs (from the first file's headers)."""
         names = {h.upper() for h in self.hdus if isinstance(h, str)}
         indices = {h for h in self.hdus if isinstance(h, int)}
-        return {b.name: b.zeropoint for b in discover_bands(self.files[0])
+        return {b.name: b.zeropoint for b in discover_bands(self._target(self.files[0])[0])
                 if b.name.upper() in names or b.index in indices}
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..fits.hdu_index import HduIndex, get_index
-from ..fits.paths import with_storage_options
+from ..fits.hdu_index import HduIndex, get_index, suffix_hdu
+from ..fits.paths import hdu_suffix, with_storage_options
 from .readers import is_remote
 
-__all__ = ["storage_options_arg", "table_source", "index_of"]
+__all__ = ["storage_options_arg", "table_source", "index_of", "suffix_targets"]
 
 
 def storage_options_arg(storage_options: Any) -> Optional[dict]:
@@ -30,3 +30,25 @@ def index_of(path: str, storage_options: Optional[dict]) -> HduIndex:
     """The HDU index of a file or URL in this process (URLs through the remote byte sources
     with ``storage_options``)."""
     return get_index(path, storage_options) if is_remote(path) else get_index(path)
+
+
+def suffix_targets(files: list[str], hdus: list[Any], default: Any) -> dict[str, tuple[str, Any]]:
+    """``{path as given: (file, HDU)}`` for the dataset paths that carry an HDU suffix
+    (``img.fits[SCI,2]``, ``img.fits[1]``: a path that does not exist whose part before the
+    brackets does). The suffix wins over the dataset's default ``hdu``; an ``hdu`` (``hdus``,
+    the dataset's list) naming another HDU, or several, is refused here, at construction, as are
+    an HDU the file lacks and an image-section suffix (datasets read whole HDUs: cut boxes with the cutout datasets)."""
+    out: dict[str, tuple[str, Any]] = {}
+    for text in files:
+        if text in out:
+            continue
+        fp = hdu_suffix(text)
+        if fp is None:
+            continue
+        if fp.section is not None or fp.hdu is None:
+            raise ValueError(f"{text!r}: datasets read whole HDUs, not image sections; name the "
+                             "HDU alone ('img.fits[SCI,2]') and cut boxes with FitsCutoutDataset")
+        hdu = suffix_hdu(fp.path, fp.hdu, list(hdus), default)
+        get_index(fp.path).resolve(hdu)  # an HDU the file lacks fails here, listing its HDUs
+        out[text] = (fp.path, hdu)
+    return out

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from .._torch_adapter import NullValue, apply_null_rule, check_null_options, validate_device
-from ..fits.paths import fspath
+from ..fits.hdu_index import suffix_hdu
+from ..fits.paths import fspath, hdu_suffix
 from ..fits.source import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
@@ -57,6 +58,27 @@ def _row_dict(arrays: dict[str, np.ndarray], i: int, device: str) -> dict[str, t
     return row
 
 
+def _files_and_hdus(items: list, hdu: Any,
+                    storage_options: Optional[dict] = None) -> list[tuple[Any, Any]]:
+    """(file, table HDU) for each file the paths name: ``cat.fits[CAT,2]`` (a path that does
+    not exist whose part before the brackets does) is that file and HDU, winning over the
+    default ``hdu`` (an ``hdu`` naming another HDU is refused); other paths are files, globs or
+    URLs read at ``hdu``."""
+    out: list[tuple[Any, Any]] = []
+    for item in items:
+        fp = hdu_suffix(item)
+        if fp is None:
+            found = resolve_sources(table_source(item, storage_options)
+                                    if isinstance(item, str) else item)
+            out += [(p, hdu) for p in found]
+        elif fp.section is not None or fp.hdu is None:
+            raise ValueError(f"{item!r}: an image section cannot select table rows; name the "
+                             "HDU alone ('cat.fits[CAT,2]') and filter rows with where=")
+        else:
+            out.append((fp.path, suffix_hdu(fp.path, fp.hdu, hdu, 1)))
+    return out
+
+
 class FitsTableDataset(torch.utils.data.Dataset):
     """The rows of a FITS table matching ``where``, loaded at construction: item ``i`` is
     ``(row_dict, label)``, row values 0-d tensors (strings: uint8 vectors), label a 0-d int64
@@ -95,12 +117,15 @@ class FitsTableDataset(torch.utils.data.Dataset):
         self.path = fspath(path)
         self.storage_options = storage_options_arg(storage_options)
         self.hdu, self.columns, self.where = hdu, columns, where
+        file, file_hdu = _files_and_hdus([self.path], hdu)[0] \
+            if hdu_suffix(self.path) is not None else (self.path, hdu)
         self.device = validate_device(device)
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         self.transform, self.mmap = transform, mmap
         self.null_value, self.masks = null_value, bool(masks)
-        scanner = scan(table_source(self.path, self.storage_options), hdu, columns=columns, where=where)
+        scanner = scan(table_source(file, self.storage_options), file_hdu, columns=columns,
+                       where=where)
         self._arrays = _row_arrays(scanner._tensor_columns(null_value=null_value, masks=self.masks))
         self._n = len(next(iter(self._arrays.values()))) if self._arrays else 0
         if labels is not None:
@@ -179,8 +204,9 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                  null_value: NullValue = None, masks: bool = False) -> None:
         self.storage_options = storage_options_arg(storage_options)
         items = list(path) if isinstance(path, (list, tuple)) else [path]
-        self.paths = [str(p) for item in items for p in resolve_sources(
-            table_source(item, self.storage_options) if isinstance(item, str) else item)]
+        pairs = _files_and_hdus(items, hdu, self.storage_options)
+        self.paths = [str(p) for p, _ in pairs]
+        self._hdus = [h for _, h in pairs]  # each file's table HDU (a path suffix names its own)
         self.hdu, self.columns, self.where = hdu, columns, where
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError("batch_size must be > 0")
@@ -195,11 +221,12 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         self.epoch = 0
         # Plan once here so a bad column, HDU or where fails now, not in a worker; the scanner
         # itself is not kept (each worker plans its own over its row range).
-        first = scan(self._source(self.paths[0]), hdu, columns=columns, where=where)
+        first = scan(self._source(self.paths[0]), self._hdus[0], columns=columns, where=where)
         specs = {s.name: s for s in first._sources[0].specs}
         self._batch_columns = [n for n in first._projection
                                if specs[n].code not in "AXPQ" and not specs[n].is_vla]
-        sources = [first._sources[0]] + [TableSource.open(self._source(p), hdu) for p in self.paths[1:]]
+        sources = [first._sources[0]] + [TableSource.open(self._source(p), h)
+                                         for p, h in zip(self.paths[1:], self._hdus[1:])]
         self.nrows = [src.nrows for src in sources]
         # Which columns can hold an integer or logical null, over every file: each batch (and
         # row) then carries the same mask keys, nulls or not.
@@ -215,13 +242,16 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
     def files(self) -> list[str]:
         return list(self.paths)
 
-    def _direct_batches(self, path: str, a: int, b: int) -> Optional[Iterator[Any]]:
+    def _direct_batches(self, path: str, a: int, b: int,
+                        hdu: Any = None) -> Optional[Iterator[Any]]:
         """``batch_size`` batches of rows ``[a, b)`` decoded in big chunks (one kernel call per
         ~32 MiB, no Arrow) and sliced, or None unless every column is a plain number and there
         is no ``where``. The batches equal the scanner's."""
         if not self.as_batches or self.where is not None:
             return None
-        src = TableSource.open(self._source(path), self.hdu)
+        if hdu is None:
+            hdu = self._hdus[self.paths.index(path)] if path in self.paths else self.hdu
+        src = TableSource.open(self._source(path), hdu)
         specs = {s.name: s for s in src.specs}
         if not all(n in specs for n in self._batch_columns) or \
                 not _plain_numeric([specs[n] for n in self._batch_columns]):
@@ -249,15 +279,15 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         return batches()
 
     def _chunks(self) -> Iterator[Any]:
-        for path, nrows in zip(self.paths, self.nrows):
+        for path, hdu, nrows in zip(self.paths, self._hdus, self.nrows):
             a, b = row_shard(nrows, self.rank, self.world_size)
             if a == b:
                 continue
-            direct = self._direct_batches(path, a, b)
+            direct = self._direct_batches(path, a, b, hdu)
             if direct is not None:
                 yield from direct
                 continue
-            scanner = scan(self._source(path), self.hdu, columns=self.columns, where=self.where,
+            scanner = scan(self._source(path), hdu, columns=self.columns, where=self.where,
                            batch_size=self.batch_size, row_slice=(a, b))
             import pyarrow as pa
 

@@ -752,6 +752,7 @@ def suffix_hdu(path: str, suffix: Any, hdu: Any, default: Any) -> Any:
         index = get_index(path)
         if index.resolve(hdu).index == index.resolve(suffix).index:
             return suffix
-    raise ValueError(f"{path}: the path suffix selects HDU {suffix!r} and hdu={hdu!r} another; "
+    other = "several" if isinstance(hdu, (list, tuple)) and not pair else "another"
+    raise ValueError(f"{path}: the path suffix selects HDU {suffix!r} and hdu={hdu!r} {other}; "
                      "give the HDU one way (drop hdu= or the suffix)")
 
