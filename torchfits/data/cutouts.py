@@ -145,7 +145,8 @@ def _parse_spec(spec: Any, seen: Optional[dict] = None) -> tuple[str, Any, tuple
 
 class FitsCutoutDataset(torch.utils.data.Dataset):
     """One cutout per spec: ``(path, hdu, x, y, size)`` (top-left corner, square box
-    ``[x, x+size) × [y, y+size)``) or ``(path, hdu, x1, y1, x2, y2)``. Items are the cutout
+    ``[x, x+size) × [y, y+size)``) or ``(path, hdu, x1, y1, x2, y2)``; a path
+    ``img.fits[SCI,2]`` names its HDU (``hdu`` then None or the same HDU). Items are the cutout
     tensor alone (``(1, h, w)`` with ``add_channel_dim``), always the box's size: a box that
     leaves the image raises `CutoutEdgeError` (naming the file, HDU, box and image shape)
     unless ``edge="pad"`` fills the outside with ``pad_value``.

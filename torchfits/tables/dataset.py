@@ -967,9 +967,12 @@ def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_
     Parameters
     ----------
     source : str, os.PathLike, glob, directory, or a list of them
-        The files (a directory means its ``*.fit*`` files).
-    hdu : int or str
-        The table HDU, by index or EXTNAME, in every file.
+        The files (a directory means its ``*.fit*`` files). ``cat.fits[CAT,2]`` /
+        ``cat.fits[2]`` names that file's HDU (when ``cat.fits[CAT,2]`` itself does not exist
+        and ``cat.fits`` does; other brackets are glob characters).
+    hdu : int, str or (EXTNAME, EXTVER)
+        The table HDU, by index or EXTNAME, in every file without an HDU suffix (a suffix wins
+        over the default; another ``hdu`` is refused).
     schema : pyarrow.Schema, optional
         The dataset schema; default: the files' schemas unified by column name (missing columns
         read as nulls, integer and float columns widened; other differences raise TypeError).

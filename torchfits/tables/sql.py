@@ -92,7 +92,8 @@ def sql(query: str, *, con: "Optional[duckdb.DuckDBPyConnection]" = None,
     query : str
         SQL. ``FROM 'path.fits'`` / ``JOIN 'dir/*.fits'`` (a quoted path whose name ends in
         ``.fits``/``.fit``/``.fts``, optionally ``.gz``/``.fz``, or a glob of them) reads HDU ``hdu``;
-        ``fits('path', hdu=2, add_path_column=true)`` chooses the HDU (and options) per table.
+        ``fits('path', hdu=2, add_path_column=true)`` chooses the HDU (and options) per table;
+        ``'cat.fits[CAT,2]'`` (EXTNAME, EXTVER) or ``'cat.fits[2]'`` names it in the path.
     con : duckdb.DuckDBPyConnection, optional
         Connection to run on (the datasets are registered on it under ``__torchfits_<n>``);
         default: a new in-memory connection.
