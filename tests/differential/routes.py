@@ -154,6 +154,22 @@ def torch_batches(path: Path, columns: Sequence[str]) -> Values:
     return out
 
 
+def compat_read_tensors(path: Path, columns: Sequence[str]) -> Values:
+    import torchfits
+
+    data = torchfits.read(str(path), 1, columns=list(columns))
+    if not data and torchfits.read_nrows(str(path), 1) == 0:
+        return {name: [] for name in columns}  # finding H8-G: a zero-row table reads as {}
+    out: Values = {}
+    for name in columns:
+        value = data[name]
+        if isinstance(value, list):  # variable-length columns: one tensor per row
+            out[name] = [canon(v.numpy()) for v in value]
+        else:
+            out[name] = [canon(v) for v in value.numpy()]
+    return out
+
+
 def from_astropy_table(t: Any) -> Values:
     out: Values = {}
     for name in t.colnames:
@@ -245,6 +261,18 @@ def _compat_takes(col: Any) -> bool:
     return col.kind != "complex" and col.tform != "1X"
 
 
+def _compat_tensors(col: Any, values: list[Any]) -> list[Any]:
+    """The 1.x tensor read: the 1.x mapping, and integer nulls as the TNULL value (1.x kept the
+    stored sentinel, docs/compatibility.md)."""
+    values = _compat(col, values)
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return tuple(fix(x) for x in v)
+        return col.tnull if v is None else v
+    return [fix(v) for v in values] if col.tnull is not None else values
+
+
 def _has_null(col: Any) -> bool:
     def any_none(v: Any) -> bool:
         return v is None or (isinstance(v, tuple) and any(any_none(x) for x in v))
@@ -285,6 +313,8 @@ ROUTES: dict[str, Route] = {
     "table.read (1.x)": (compat_table_read, lambda c: _compat_takes(c), _compat),
     "table.to_astropy (1.x)": (compat_to_astropy, lambda c: _compat_takes(c),
                                lambda c, v: _mask_invalid(c, _compat(c, v))),
+    "read (1.x tensors)": (compat_read_tensors, lambda c: c.kind != "str" and c.tform != "1X",
+                           _compat_tensors),
     "dask.read_table": (dask_table, lambda c: True, None),
     "CLI convert parquet": (cli_parquet, lambda c: True, None),
     "CLI convert arrow": (cli_arrow, lambda c: True, None),

@@ -114,3 +114,14 @@ def test_uint64_image_refusal_names_the_file(tmp_path):
         torchfits.write(path, np.arange(3, dtype=np.uint64))
     assert path.name in str(info.value)
 
+
+
+@pytest.mark.xfail(strict=True, reason="H8-G: the 1.x read/read_torch of a zero-row table gives "
+                   "an empty dict (table.read and scan().to_torch() keep the columns)")
+def test_compat_read_of_an_empty_table_keeps_its_columns(tmp_path):
+    path = tmp_path / "e.fits"
+    fits.BinTableHDU.from_columns([fits.Column(name="c0", format="E",
+                                               array=np.array([], np.float32))],
+                                  nrows=0).writeto(path)
+    for got in (torchfits.read(str(path), 1), torchfits.table.read_torch(str(path), 1)):
+        assert list(got) == ["c0"] and len(got["c0"]) == 0
