@@ -40,6 +40,23 @@ def arrow_scan(path: Path, columns: Sequence[str]) -> Values:
     return from_arrow(torchfits.scan(path, 1, columns=list(columns)).to_arrow(), "scan")
 
 
+def arrow_row_slice(path: Path, columns: Sequence[str]) -> Values:
+    """Columns in reverse order, the rows from the second on: projection and row selection must
+    not change a value."""
+    import torchfits
+
+    table = torchfits.scan(path, 1, columns=list(columns)[::-1], row_slice=slice(1, None))
+    return from_arrow(table.to_arrow(), "scan(row_slice)")
+
+
+def arrow_rows(path: Path, columns: Sequence[str]) -> Values:
+    import torchfits
+
+    n = torchfits.read_nrows(str(path), 1)
+    table = torchfits.scan(path, 1, columns=list(columns), rows=list(range(0, n, 2)))
+    return from_arrow(table.to_arrow(), "scan(rows)")
+
+
 def arrow_batches(path: Path, columns: Sequence[str]) -> Values:
     import pyarrow as pa
     import torchfits
@@ -306,6 +323,8 @@ def _tensor_batches(col: Any) -> bool:
 ROUTES: dict[str, Route] = {
     "scan.to_arrow": (arrow_scan, lambda c: True, None),
     "scan.to_batches": (arrow_batches, lambda c: True, None),
+    "scan(row_slice=1:)": (arrow_row_slice, lambda c: True, lambda c, v: v[1:]),
+    "scan(rows=every other)": (arrow_rows, lambda c: True, lambda c, v: v[::2]),
     "dataset.to_table": (arrow_dataset, lambda c: True, None),
     "sql": (duckdb_sql, lambda c: True, None),
     "scan_polars": (polars_scan, lambda c: True, None),
