@@ -232,17 +232,15 @@ Route = tuple[Callable[[Path, Sequence[str]], Values], Callable[[Any], bool],
 
 def _null_nan(col: Any, values: list[Any]) -> list[Any]:
     """NumPy-backed pandas has no integer null: an integer column with nulls reads as float64
-    with NaN (pandas' own rule)."""
+    with NaN (pandas' own rule), and so do the null elements of integer vector cells."""
     if col.tnull is None or col.kind != "int":
         return values
 
     def fix(v: Any) -> Any:
         if isinstance(v, tuple):
             return tuple(fix(x) for x in v)
-        return NAN if v is None else v
-    if any(v is None for v in values) and not col.is_vector:
-        return [fix(v) for v in values]
-    return values
+        return NAN if v is None else float(v)  # int64 above 2**53 rounds: finding H8-H
+    return [fix(v) for v in values]
 
 
 def _as_float_uint64(col: Any, values: list[Any]) -> list[Any]:

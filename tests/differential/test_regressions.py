@@ -125,3 +125,16 @@ def test_compat_read_of_an_empty_table_keeps_its_columns(tmp_path):
                                   nrows=0).writeto(path)
     for got in (torchfits.read(str(path), 1), torchfits.table.read_torch(str(path), 1)):
         assert list(got) == ["c0"] and len(got["c0"]) == 0
+
+
+@pytest.mark.xfail(strict=True, reason="H8-H: scan().to_pandas() gives an int64 column with "
+                   "nulls as float64, rounding values above 2**53 (dask.read_table keeps them "
+                   "exact as Int64 with <NA>)")
+def test_pandas_keeps_int64_with_nulls_exact(tmp_path):
+    pytest.importorskip("pandas")
+    path = tmp_path / "k.fits"
+    fits.BinTableHDU.from_columns([fits.Column(
+        name="K", format="K", null=0,
+        array=np.array([2**63 - 1, 0, 2**53 + 1], np.int64))]).writeto(path)
+    got = torchfits.scan(path, 1).to_pandas()["K"].tolist()
+    assert got[0] == 2**63 - 1 and got[2] == 2**53 + 1
