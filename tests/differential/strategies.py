@@ -267,10 +267,8 @@ def column_specs(draw: Any, name: str, nrows: int) -> ColumnSpec:
             for i in range(n):
                 if draw(st.integers(0, 3)) == 0:
                     stored[i] = tnull
+            # in a vector cell a TNULL nulls that element (one validity bit per element)
             logical_vals = [None if int(x) == tnull else int(x) for x in stored]
-            if repeat != 1:
-                # a TNULL in a vector cell nulls that element (one validity bit per element)
-                pass
         return ColumnSpec(name, code, f"{repeat}{code}", cells(logical_vals), kind, dim,
                           tnull=tnull, unit=unit, array=shaped(stored), extra=extra)
     if kind == "float":

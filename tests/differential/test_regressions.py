@@ -138,3 +138,22 @@ def test_pandas_keeps_int64_with_nulls_exact(tmp_path):
         array=np.array([2**63 - 1, 0, 2**53 + 1], np.int64))]).writeto(path)
     got = torchfits.scan(path, 1).to_pandas()["K"].tolist()
     assert got[0] == 2**63 - 1 and got[2] == 2**53 + 1
+
+
+@pytest.mark.xfail(strict=True, reason="H8-I: writing a zero-row string column from a dict of "
+                   "NumPy arrays fails inside the writer ('cannot reshape array of size 0 into "
+                   "shape (0,newaxis)'), naming no column")
+def test_zero_row_string_column_is_written(tmp_path):
+    path = tmp_path / "z.fits"
+    torchfits.write(path, {"s": np.array([], dtype="U3"), "i": np.array([], np.int16)})
+    table = torchfits.scan(path, 1).to_arrow()
+    assert table.num_rows == 0 and table.column_names == ["s", "i"]
+
+
+@pytest.mark.xfail(strict=True, reason="H8-J: a fixed_size_list<T>[1] column is written as TFORM "
+                   "'J' without TDIM, so every reader gives it back as scalars, not lists")
+def test_one_element_list_column_round_trips(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    path = tmp_path / "l1.fits"
+    torchfits.write(path, pa.table({"v": pa.array([[1], [2]], pa.list_(pa.int32(), 1))}))
+    assert torchfits.scan(path, 1).to_arrow()["v"].to_pylist() == [[1], [2]]

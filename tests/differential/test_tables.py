@@ -14,7 +14,7 @@ from hypothesis import given  # noqa: E402
 
 from ._profile import diff_settings  # noqa: E402
 from .routes import ROUTES, astropy_oracle, expected_for, fitsio_oracle  # noqa: E402
-from .strategies import NAN, table_specs, write_table_spec  # noqa: E402
+from .strategies import table_specs, write_table_spec  # noqa: E402
 
 #: kinds whose values fitsio gives as astropy does; the others are compared with astropy only:
 #: fitsio applies no TNULL, reads bits as bytes, and reads scaled integer vectors (TSCAL on
