@@ -243,6 +243,12 @@ def _null_nan(col: Any, values: list[Any]) -> list[Any]:
     return [fix(v) for v in values]
 
 
+def _null_nan_elements(col: Any, values: list[Any]) -> list[Any]:
+    """Dask's pandas partitions keep scalar integer nulls (nullable Int) but, like pandas, give
+    the null elements of integer vector cells as NaN in float arrays."""
+    return _null_nan(col, values) if col.is_vector else values
+
+
 def _as_float_uint64(col: Any, values: list[Any]) -> list[Any]:
     """uint64 (``K`` with TZERO = 2^63) becomes float64 where the result cannot hold uint64:
     the 1.x mapping (docs/compatibility.md) and torch rows."""
@@ -272,7 +278,8 @@ def _compat(col: Any, values: list[Any]) -> list[Any]:
 
 def _compat_takes(col: Any) -> bool:
     """The 1.x mapping refuses complex columns in Arrow (read_torch takes them); a one-bit ``1X``
-    column is finding H8-E (test_regressions.py)."""
+    column is finding H8-E, NaN elements of float vectors in ``to_astropy`` finding H8-K
+    (test_regressions.py)."""
     return col.kind != "complex" and col.tform != "1X"
 
 
@@ -286,6 +293,12 @@ def _compat_tensors(col: Any, values: list[Any]) -> list[Any]:
             return tuple(fix(x) for x in v)
         return col.tnull if v is None else v
     return [fix(v) for v in values] if col.tnull is not None else values
+
+
+def _has_nan(col: Any) -> bool:
+    def any_nan(v: Any) -> bool:
+        return v == NAN or (isinstance(v, tuple) and any(any_nan(x) for x in v))
+    return any(any_nan(v) for v in col.values)
 
 
 def _has_null(col: Any) -> bool:
@@ -328,11 +341,12 @@ ROUTES: dict[str, Route] = {
     "scan_polars": (polars_scan, lambda c: True, None),
     "scan.to_pandas": (pandas_scan, lambda c: True, _null_nan),
     "table.read (1.x)": (compat_table_read, lambda c: _compat_takes(c), _compat),
-    "table.to_astropy (1.x)": (compat_to_astropy, lambda c: _compat_takes(c),
+    "table.to_astropy (1.x)": (compat_to_astropy,
+                               lambda c: _compat_takes(c) and not (c.is_vector and _has_nan(c)),
                                lambda c, v: _mask_invalid(c, _compat(c, v))),
     "read (1.x tensors)": (compat_read_tensors, lambda c: c.kind != "str" and c.tform != "1X",
                            _compat_tensors),
-    "dask.read_table": (dask_table, lambda c: True, None),
+    "dask.read_table": (dask_table, lambda c: True, _null_nan_elements),
     "CLI convert parquet": (cli_parquet, lambda c: True, None),
     "CLI convert arrow": (cli_arrow, lambda c: True, None),
     "FitsTableDataset": (torch_map, _tensor_rows, _as_float_uint64),
