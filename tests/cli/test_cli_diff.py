@@ -4,7 +4,6 @@ tolerance edges, ignored keywords and HDUs, shapes, dtypes, arrays, VLAs, compre
 the exit code is 0 exactly when ``FITSDiff(...).identical``; the report names the place."""
 import fnmatch
 import json
-import sys
 import warnings
 
 import numpy as np
@@ -12,24 +11,7 @@ import pytest
 
 fits = pytest.importorskip("astropy.io.fits")
 
-from torchfits.cli.main import main  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _no_stdin(monkeypatch):
-    import io
-
-    class _Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    monkeypatch.setattr(sys, "stdin", _Tty(""))
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from _cli import run  # noqa: E402
 
 
 # -- builders: each writes one file with astropy (the independent writer) ------------------------

@@ -10,33 +10,7 @@ import numpy as np
 import pytest
 
 import torchfits
-from torchfits.cli.demo import make_sample_files
-from torchfits.cli.main import main
-
-
-@pytest.fixture(scope="module")
-def samples(tmp_path_factory):
-    d = tmp_path_factory.mktemp("cli")
-    image, catalog = make_sample_files(str(d))
-    return d, image, catalog
-
-
-@pytest.fixture(autouse=True)
-def _no_stdin(monkeypatch):
-    """Paths come from the arguments only (pytest's stdin is not a terminal)."""
-    import io
-
-    class _Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    monkeypatch.setattr(sys, "stdin", _Tty(""))
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from _cli import run
 
 
 def one_line_error(err):
