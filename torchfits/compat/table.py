@@ -25,7 +25,8 @@ from ..fits.paths import fspath
 from ..tables.scan import Scanner, TableSource, validate_row_slice
 from ..tables.decode import decode_table_numpy, select_columns
 from .._torch_adapter import validate_device
-from ..errors import CorruptHeaderError, HDUNotFoundError, InvalidRowError, TruncatedFileError
+from ..errors import (CorruptHeaderError, HDUNotFoundError, InvalidRowError, TruncatedFileError,
+                      UnsupportedColumnError)
 from .common import check_mmap, require_module
 from ..fits.aliases import HduArg, InputArg
 
@@ -250,7 +251,10 @@ def _compat_scan(path: Any, hdu: Any, *, func: str, columns: Any = None, row_sli
                  batch_size=batch_size, mapping="compat", decode_bytes=bool(decode_bytes),
                  strip=bool(strip), encoding=encoding, apply_nulls=bool(apply_fits_nulls),
                  field_metadata=metadata, schema_metadata=False)
-    schema_ = sc.schema
+    try:
+        schema_ = sc.schema
+    except UnsupportedColumnError as exc:  # the decoder knows the columns, not the file
+        raise UnsupportedColumnError(f"{Scanner._label(src)}: {exc}") from None
     if metadata:
         schema_ = schema_.with_metadata({b"fits_hdu": str(src.entry.index).encode()})
     return _CompatScan(sc, schema_, tree is not None)
@@ -742,13 +746,16 @@ def to_pandas(data: Any, stream: bool = False, **kw: Any) -> Any:
     """A ``pandas.DataFrame`` (or, with ``stream=True``, an iterator of one per batch).
 
     ``data`` is a path (``kw`` go to `read`/`scan`), an Arrow Table, RecordBatch, reader, or an
-    iterable of batches. Vector and variable-length cells become NumPy arrays.
+    iterable of batches. Vector and variable-length cells become NumPy arrays; an integer
+    column with nulls becomes pandas' nullable integer dtype (``Int64`` with ``<NA>``).
     """
     require_module("pandas", "pandas", "to_pandas conversion")
+    from ..tables.arrow_numpy import arrow_to_pandas
+
     if stream:
         _schema, batches = _as_batches(data, **kw)
-        return (b.to_pandas() for b in batches)
-    return _as_table(data, **kw).to_pandas()
+        return (arrow_to_pandas(b) for b in batches)
+    return arrow_to_pandas(_as_table(data, **kw))
 
 
 def to_polars(data: Any, stream: bool = False, *, rechunk: bool = False, **kw: Any) -> Any:
@@ -917,8 +924,8 @@ def _astropy_read_conventions(out: Any, path: Any, hdu: Any) -> None:
     for name in out.colnames:
         col = out[name]
         kind = col.dtype.kind
-        if kind not in "fU" or col.ndim != 1:
-            continue
+        if kind not in "fU":
+            continue  # vector cells too: Table.read masks their NaN and empty-string elements
         invalid = np.isnan(np.asarray(col, dtype=float)) if kind == "f" else (np.asarray(col) == "")
         if invalid.any():
             old = np.asarray(col.mask) if hasattr(col, "mask") and col.mask is not None else False

@@ -1,4 +1,5 @@
-"""Arrow results → NumPy arrays → tensors, for the scanner's ``to_numpy``/``to_torch``.
+"""Arrow results → NumPy arrays → tensors, for the scanner's ``to_numpy``/``to_torch``, and →
+pandas for every ``to_pandas``.
 
 Fixed-size lists become N-D arrays without copying; torch is imported only in `numpy_to_torch`.
 """
@@ -9,7 +10,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["array_to_numpy", "table_to_numpy", "numpy_to_torch"]
+__all__ = ["array_to_numpy", "table_to_numpy", "numpy_to_torch", "arrow_to_pandas"]
 
 
 def _fixed_shape(dtype: Any) -> tuple[tuple[int, ...], Any]:
@@ -133,3 +134,45 @@ def numpy_to_torch(columns: dict[str, np.ndarray], device: Any = "cpu", dtype: A
             t = t.to(dtype)
         out[name] = t
     return out
+
+
+def _nullable_integer(arrow_type: Any) -> Any:
+    import pandas as pd
+    import pyarrow as pa
+
+    if not pa.types.is_integer(arrow_type):
+        return None
+    return pd.api.types.pandas_dtype(str(arrow_type).replace("uint", "UInt").replace("int", "Int"))
+
+
+def arrow_to_pandas(table: Any, **kwargs: Any) -> Any:
+    """An Arrow Table or RecordBatch as a ``pandas.DataFrame``, with every integer column that
+    holds a null as pandas' nullable integer dtype (``Int64`` with ``<NA>``).
+
+    NumPy-backed pandas would give such a column as float64 with NaN, rounding values above
+    2**53; the nullable dtype keeps every value exact. Columns without nulls keep their NumPy
+    dtypes and float nulls stay NaN. ``kwargs`` go to pyarrow's ``to_pandas``; a
+    ``types_mapper`` there decides first, and ``integer_object_nulls=True`` keeps pyarrow's
+    object columns.
+    """
+    import pyarrow as pa
+
+    positions = [i for i, (f, col) in enumerate(zip(table.schema, table.columns))
+                 if pa.types.is_integer(f.type) and col.null_count]
+    frame = table.to_pandas(**kwargs)
+    if not positions or kwargs.get("integer_object_nulls"):
+        return frame
+    user = kwargs.get("types_mapper")
+
+    def mapper(arrow_type: Any) -> Any:
+        chosen = user(arrow_type) if user is not None else None
+        return chosen if chosen is not None else _nullable_integer(arrow_type)
+
+    same_layout = list(frame.columns) == list(table.schema.names)
+    for i in positions:
+        values = pa.chunked_array(table.column(i)).to_pandas(types_mapper=mapper).array
+        if same_layout:
+            frame.isetitem(i, values)
+        elif table.schema.names[i] in frame.columns:  # pandas metadata moved columns to the index
+            frame[table.schema.names[i]] = values
+    return frame

@@ -684,8 +684,11 @@ class Scanner:
     to_table = to_arrow
 
     def to_pandas(self, **kwargs: Any) -> "pandas.DataFrame":
-        """The result as a ``pandas.DataFrame`` (needs pandas)."""
-        return self.to_arrow().to_pandas(**kwargs)
+        """The result as a ``pandas.DataFrame`` (needs pandas); an integer column with nulls
+        becomes pandas' nullable integer dtype (``Int64`` with ``<NA>``), exact."""
+        from .arrow_numpy import arrow_to_pandas
+
+        return arrow_to_pandas(self.to_arrow(), **kwargs)
 
     def to_polars(self) -> "polars.DataFrame":
         """The result as a ``polars.DataFrame`` (needs polars)."""

@@ -127,9 +127,9 @@ def write(path: PathArg, data: Any, header: Any = None, overwrite: bool = False,
 
             items = quantize_items(items, quantize)
         write_hdus(target, items, overwrite=overwrite, checksum=checksum)
-    except (UInt64WriteError, QuantizeError, FileExistsError, IsADirectoryError, KeyboardInterrupt):
+    except (QuantizeError, FileExistsError, IsADirectoryError, KeyboardInterrupt):
         raise
-    except HeaderCardError as exc:
+    except (HeaderCardError, UInt64WriteError) as exc:
         with named_errors(target):
             raise exc
     except (ValueError, TypeError, OSError) as exc:

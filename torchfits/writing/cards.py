@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
 
-from ..errors import HeaderCardError
+from ..errors import HeaderCardError, UInt64WriteError
 from ..fits.header import COMMENTARY, Card, Header, format_card
 from ..fits.layout import finish_header
 
@@ -142,10 +142,11 @@ def card_bytes(key: Any, value: Any, comment: Any = "") -> list[bytes]:
 
 @contextmanager
 def named_errors(path: Any = None, hdu: Any = None) -> Iterator[None]:
-    """Add the file and HDU to a `HeaderCardError` raised inside (once each)."""
+    """Add the file and HDU to a `HeaderCardError` or `UInt64WriteError` raised inside (once
+    each); the error keeps its class."""
     try:
         yield
-    except HeaderCardError as exc:
+    except (HeaderCardError, UInt64WriteError) as exc:
         text = str(exc)
         if hdu is not None and not text.startswith(("HDU ", "Failed to write")):
             text = f"HDU {hdu}: {text}"
@@ -153,7 +154,7 @@ def named_errors(path: Any = None, hdu: Any = None) -> Iterator[None]:
             text = f"Failed to write FITS file '{path}': {text}"
         if text == str(exc):
             raise
-        raise HeaderCardError(text) from None
+        raise type(exc)(text) from None
 
 
 # Keywords that describe the layout of some other kind of HDU: table columns, random groups,

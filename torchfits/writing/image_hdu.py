@@ -29,7 +29,11 @@ _STORED = {8: ">u1", 16: ">i2", 32: ">i4", 64: ">i8", -32: ">f4", -64: ">f8"}
 def image_cards(arr: np.ndarray, primary: bool) -> tuple[list[Card], Optional[int], int]:
     """Structural cards of an image HDU, its BZERO (None unless offset-binary) and BITPIX."""
     if arr.dtype == np.uint64:
-        raise UInt64WriteError("uint64 images cannot be stored losslessly in FITS; convert to int64 or float64")
+        raise UInt64WriteError(
+            "a uint64 image is not written: torchfits keeps the 1.x rule and does not write the "
+            "BITPIX=64 + BZERO=2**63 convention (fitsio cannot read back values of 2**63 and "
+            "above); convert it with .astype(np.int64) when every value is below 2**63, or "
+            ".astype(np.float64) (exact up to 2**53)")
     if arr.dtype.kind == "V" or arr.dtype.newbyteorder("=") not in _IMAGE_TYPES:
         raise TypeError(f"Unsupported tensor dtype for a FITS image: {arr.dtype}")
     bitpix, bzero = _IMAGE_TYPES[arr.dtype.newbyteorder("=")]

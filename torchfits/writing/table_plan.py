@@ -87,7 +87,9 @@ class ColumnPlan:
     def tform(self) -> str:
         if self.vla:
             return f"1{self.vla}{self.code}({self.max_elements})"
-        return self.code if self.repeat == 1 and self.code != "A" else f"{self.repeat}{self.code}"
+        if self.repeat == 1 and self.code != "A" and not self.tdim:
+            return self.code
+        return f"{self.repeat}{self.code}"
 
     @property
     def field_dtype(self) -> np.dtype:
@@ -241,7 +243,8 @@ def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
             plan.tnull = int(np.iinfo(_CODE_DTYPE[plan.code]).min) if plan.code != "B" else 255
     if tdim and not plan.tdim:
         plan.tdim = tdim
-    elif len(cell) > 1 and plan.code != "X":
+    elif (len(cell) > 1 or cell == (1,)) and plan.code != "X":
+        # a one-element cell needs its TDIM too: without it every reader gives scalars back
         plan.tdim = "(" + ",".join(str(d) for d in reversed(cell)) + ")"
     if plan.code in "BIJK":
         has_nulls = sample.mask is not None and bool(sample.mask.any())
@@ -359,7 +362,9 @@ def _strings(plan: ColumnPlan, values: np.ndarray) -> np.ndarray:
         if longest > (plan.string_width or width):
             raise ValueError(f"column {plan.name!r}: a string of {longest} bytes does not fit the "
                              f"{plan.string_width or width}-byte field")
-    flat = values.reshape(len(values), -1).astype(f"S{plan.string_width or width}", copy=False)
+    # the strings per cell spelled out: reshape(n, -1) cannot infer it when there are no rows
+    per_cell = math.prod(values.shape[1:])
+    flat = values.reshape(len(values), per_cell).astype(f"S{plan.string_width or width}", copy=False)
     return flat.view(f"S{width}").reshape(len(values)) if flat.shape[1] > 1 else flat.reshape(len(values))
 
 
