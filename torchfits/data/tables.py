@@ -33,16 +33,54 @@ def _plain_numeric(specs: list) -> bool:
                for s in specs)
 
 
-def _row_arrays(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _cell_dtypes(schema: Any) -> dict[str, np.dtype]:
+    """The element dtype of each variable-length numeric or logical column of an Arrow schema
+    (its cells keep it even when empty)."""
+    import pyarrow as pa
+
+    out = {}
+    for field in schema:
+        leaf = field.type
+        if not (pa.types.is_list(leaf) or pa.types.is_large_list(leaf)):
+            continue
+        while pa.types.is_list(leaf) or pa.types.is_large_list(leaf) or \
+                pa.types.is_fixed_size_list(leaf):
+            leaf = leaf.value_type
+        if pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf):
+            out[field.name] = np.dtype(leaf.to_pandas_dtype())
+    return out
+
+
+def _string_widths(specs: list) -> dict[str, int]:
+    """The field width of each fixed-width string column: a stream's uint8 rows are that wide in
+    every chunk, so rows and batches of one column always stack (a map-style dataset, loaded at
+    once, makes them as wide as its longest string)."""
+    return {s.name: s.repeat for s in specs if s.code == "A" and not s.is_vla}
+
+
+def _row_arrays(columns: dict[str, np.ndarray], cells: dict[str, np.dtype],
+                widths: dict[str, int], *, rows: bool = True) -> dict[str, np.ndarray]:
     """Scanner columns after the null rule (`apply_null_rule`) → arrays indexable per row:
-    strings as fixed-width uint8 rows."""
+    strings as uint8 rows of the field's width (``widths``; NUL-padded), variable-length cells
+    as arrays of the column's element dtype (``cells``; an empty cell too). On the row routes
+    (``rows``) unsigned 64-bit values, scalar, vector or variable-length, are float64, as torch
+    rows have always carried them."""
     out = {}
     for name, arr in columns.items():
         if arr.dtype.kind in "US":
             raw = np.char.encode(arr, "utf-8") if arr.dtype.kind == "U" else arr
-            width = max(raw.dtype.itemsize, 1)
+            width = max(raw.dtype.itemsize, widths.get(name, 1), 1)
             raw = raw.astype(f"S{width}")
             arr = np.frombuffer(raw.tobytes(), np.uint8).reshape(len(raw), width)
+        elif arr.dtype == object:
+            dtype = cells.get(name)
+            typed = np.empty(len(arr), dtype=object)
+            for i, cell in enumerate(arr):
+                cell = np.asarray(cell if cell is not None else [], dtype=dtype)
+                typed[i] = cell.astype(np.float64) if rows and cell.dtype == np.uint64 else cell
+            arr = typed
+        elif rows and arr.dtype == np.uint64:
+            arr = arr.astype(np.float64)
         out[name] = arr
     return out
 
@@ -50,12 +88,24 @@ def _row_arrays(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _row_dict(arrays: dict[str, np.ndarray], i: int, device: str) -> dict[str, torch.Tensor]:
     row = {}
     for name, arr in arrays.items():
-        value = arr[i]
-        if arr.dtype == object:
-            value = np.asarray(value)
-        t = torch.tensor(value) if arr.dtype != np.uint64 else torch.tensor(float(value), dtype=torch.float64)
+        t = torch.tensor(arr[i])
         row[name] = t if device == "cpu" else t.to(device)
     return row
+
+
+def _batch_dict(arrays: dict[str, np.ndarray], device: str) -> dict[str, Any]:
+    """One batch's columns as tensors, in column order: a variable-length column as a list of
+    1-D tensors (one per row), every other column as one tensor."""
+    flat = numpy_to_torch({n: a for n, a in arrays.items() if a.dtype != object}, device=device,
+                          exclusive=True)
+    out: dict[str, Any] = {}
+    for name, arr in arrays.items():
+        if arr.dtype != object:
+            out[name] = flat[name]
+            continue
+        cells = [torch.from_numpy(np.ascontiguousarray(c)) for c in arr]
+        out[name] = cells if device == "cpu" else [c.to(device) for c in cells]
+    return out
 
 
 def _files_and_hdus(items: list, hdu: Any,
@@ -81,8 +131,9 @@ def _files_and_hdus(items: list, hdu: Any,
 
 class FitsTableDataset(torch.utils.data.Dataset):
     """The rows of a FITS table matching ``where``, loaded at construction: item ``i`` is
-    ``(row_dict, label)``, row values 0-d tensors (strings: uint8 vectors), label a 0-d int64
-    (``labels[i]`` or 0).
+    ``(row_dict, label)``, row values 0-d tensors (strings: uint8 vectors; vector columns and
+    variable-length cells: 1-D tensors of the column's dtype; unsigned 64-bit values: float64),
+    label a 0-d int64 (``labels[i]`` or 0).
 
     Parameters
     ----------
@@ -126,7 +177,8 @@ class FitsTableDataset(torch.utils.data.Dataset):
         self.null_value, self.masks = null_value, bool(masks)
         scanner = scan(table_source(file, self.storage_options), file_hdu, columns=columns,
                        where=where)
-        self._arrays = _row_arrays(scanner._tensor_columns(null_value=null_value, masks=self.masks))
+        self._arrays = _row_arrays(scanner._tensor_columns(null_value=null_value, masks=self.masks),
+                                   _cell_dtypes(scanner.schema), {})  # one width: the longest
         self._n = len(next(iter(self._arrays.values()))) if self._arrays else 0
         if labels is not None:
             labels = list(labels)
@@ -185,8 +237,11 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
 
     Each (rank, DataLoader worker) slot reads a contiguous row range (near-equal split over
     ``world_size × num_workers`` slots) and ``where`` filters inside it. Yields one dict of 0-d
-    tensors per row (strings as uint8 vectors), or with ``as_batches=True`` one dict of column
-    tensors per chunk (string, bit and variable-length columns dropped).
+    tensors per row (strings as uint8 vectors, vectors and variable-length cells as 1-D
+    tensors, unsigned 64-bit values as float64), or with ``as_batches=True`` one dict per chunk
+    holding every column of ``columns``: a tensor per column (strings as ``(n, width)`` uint8,
+    bits as ``(n, r)`` bool), a list of 1-D tensors for a variable-length column (without
+    ``columns``, as in torchfits 1.x, string, bit and variable-length columns are left out).
     ``shuffle_buffer_size > 1`` reservoir-shuffles the rows (or chunks) with an order fixed by
     ``(seed, epoch, rank, worker)``. fsspec URLs read through the remote byte sources with
     ``storage_options``; each worker fetches only its row range.
@@ -222,9 +277,12 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         # Plan once here so a bad column, HDU or where fails now, not in a worker; the scanner
         # itself is not kept (each worker plans its own over its row range).
         first = scan(self._source(self.paths[0]), self._hdus[0], columns=columns, where=where)
+        # Batches hold every column asked for; without columns= they keep 1.2.3's choice of
+        # the columns one tensor per batch can hold (no strings, bits or variable lengths).
         specs = {s.name: s for s in first._sources[0].specs}
         self._batch_columns = [n for n in first._projection
-                               if specs[n].code not in "AXPQ" and not specs[n].is_vla]
+                               if columns is not None or (specs[n].code not in "AXPQ"
+                                                          and not specs[n].is_vla)]
         sources = [first._sources[0]] + [TableSource.open(self._source(p), h)
                                          for p, h in zip(self.paths[1:], self._hdus[1:])]
         self.nrows = [src.nrows for src in sources]
@@ -292,15 +350,18 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
             import pyarrow as pa
 
             where = Scanner._label(scanner._sources[0])
+            cells = _cell_dtypes(scanner.schema)
+            widths = _string_widths(scanner._sources[0].specs)
             for batch in scanner.to_batches():
-                cols = table_to_numpy(pa.Table.from_batches([batch]))
+                cols = apply_null_rule(table_to_numpy(pa.Table.from_batches([batch])), self._nullable,
+                                       null_value=self.null_value, masks=self.masks, where=where)
                 if self.as_batches:
-                    cols = apply_null_rule({n: cols[n] for n in self._batch_columns}, self._nullable,
-                                           null_value=self.null_value, masks=self.masks, where=where)
-                    yield numpy_to_torch(cols, device=self.device, exclusive=True)
+                    cols = {n: a for n, a in cols.items()
+                            if n in self._batch_columns or n.endswith("_mask") and
+                            n[:-len("_mask")] in self._batch_columns}
+                    yield _batch_dict(_row_arrays(cols, cells, widths, rows=False), self.device)
                 else:
-                    arrays = _row_arrays(apply_null_rule(cols, self._nullable, null_value=self.null_value,
-                                                         masks=self.masks, where=where))
+                    arrays = _row_arrays(cols, cells, widths)
                     for i in range(batch.num_rows):
                         yield _row_dict(arrays, i, self.device)
 
