@@ -141,3 +141,17 @@ def test_compat_zero_row_table_reads_as_documented(tmp_path):
     assert torchfits.table.read(str(path), 1).column_names == ["c0"]
     got = torchfits.scan(path, 1).to_torch()
     assert list(got) == ["c0"] and got["c0"].dtype == torch.float32 and len(got["c0"]) == 0
+
+
+def test_batches_of_a_variable_length_column_with_nulls_follow_the_null_rule(tmp_path):
+    path = tmp_path / "pj.fits"
+    fits.BinTableHDU.from_columns([fits.Column(
+        name="N", format="PJ()", null=-9,
+        array=np.array([np.array([1, -9], np.int32), np.array([], np.int32)], dtype=object))]
+    ).writeto(path)
+    with pytest.raises(FitsError, match="'N'"):
+        list(FitsTableIterableDataset(path, 1, columns=["N"], as_batches=True))
+    batch, = FitsTableIterableDataset(path, 1, columns=["N"], as_batches=True, masks=True)
+    assert [c.tolist() for c in batch["N"]] == [[1, 0], []]
+    assert [c.tolist() for c in batch["N_mask"]] == [[True, False], []]
+    assert [c.dtype for c in batch["N"]] == [torch.int32, torch.int32]
