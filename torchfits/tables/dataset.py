@@ -937,14 +937,15 @@ def _file_schema(src: TableSource) -> pa.Schema:
     return schema
 
 
-def _paths_and_hdus(source: Any, hdu: Any, storage_options: Optional[dict]) -> tuple[list, list]:
+def _paths_and_hdus(source: Any, hdu: Any, storage_options: Optional[dict[str, Any]]
+                    ) -> tuple[list[Any], list[Any]]:
     """The files of a ``dataset`` source and the table HDU of each. A local path that exists is
     a file; else one ending in ``[...]`` whose part before exists is that file with an HDU
     suffix (``cat.fits[CAT,2]``, ``cat.fits[2]``), which wins over the default ``hdu`` (another
     ``hdu`` is refused); else a glob (or a directory, a URL)."""
     items = list(source) if isinstance(source, (list, tuple)) else [source]
-    paths: list = []
-    hdus: list = []
+    paths: list[Any] = []
+    hdus: list[Any] = []
     for item in items:
         fp = hdu_suffix(item)
         if fp is None:
