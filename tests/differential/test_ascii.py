@@ -18,7 +18,7 @@ from hypothesis import given, strategies as st  # noqa: E402
 import torchfits  # noqa: E402
 
 from ._profile import diff_settings  # noqa: E402
-from .routes import ROUTES, fitsio_oracle  # noqa: E402
+from .routes import ROUTES  # noqa: E402
 from .strategies import canon  # noqa: E402
 from .test_tables import diff  # noqa: E402
 
@@ -102,19 +102,15 @@ def test_ascii_table_routes_equal_astropy(route):
             path = _write(Path(d) / "a.fits", cols, nrows)
             problem = diff("astropy", expected, _astropy(path))
             assert problem is None, f"the oracle disagrees with the spec: {problem}"
-            if nrows:
-                f = fitsio_oracle(path)
-                # CFITSIO parses ASCII floats up to an ulp off (30050.5 → 30050.500000000004):
-                # fitsio is compared on the integer and string columns
-                plain = {k: v for k, v in expected.items() if None not in v
-                         and not any(isinstance(x, float) for x in v)}
-                problem = diff("fitsio", plain, f)
-                assert problem is None, f"the oracle disagrees with the spec: {problem}"
+            # fitsio is not asked: reading these ASCII tables corrupts its heap (a long run
+            # aborts with "free(): invalid next size"; repro_h8l.py), and CFITSIO parses
+            # their floats up to an ulp off
             got = reader(path, list(expected))
             want = expected
             if route == "scan.to_pandas":
-                want = {k: ["NaN" if x is None else x for x in v] if None in v else v
-                        for k, v in expected.items()}
+                # pandas gives an integer null as NaN (float64) or None (object): both are null
+                got = {k: [None if x == "NaN" and None in expected.get(k, ()) else x
+                           for x in v] for k, v in got.items()}
             problem = diff(route, want, got)
             assert problem is None, problem
 
