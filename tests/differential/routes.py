@@ -167,7 +167,11 @@ def torch_batches(path: Path, columns: Sequence[str]) -> Values:
         assert set(batch) == set(columns), (
             f"as_batches gave columns {sorted(batch)} for {list(columns)}")
         for c in columns:
-            out[c].extend(canon(batch[c].numpy()))
+            value = batch[c]
+            if isinstance(value, list):  # variable-length columns: one tensor per row
+                out[c].extend(canon(v.numpy()) for v in value)
+            else:
+                out[c].extend(canon(value.numpy()))
     return out
 
 
@@ -176,7 +180,7 @@ def compat_read_tensors(path: Path, columns: Sequence[str]) -> Values:
 
     data = torchfits.read(str(path), 1, columns=list(columns))
     if not data and torchfits.read_nrows(str(path), 1) == 0:
-        return {name: [] for name in columns}  # finding H8-G: a zero-row table reads as {}
+        return {name: [] for name in columns}  # a zero-row table reads as {}, as in 1.2.3
     out: Values = {}
     for name in columns:
         value = data[name]
@@ -244,7 +248,7 @@ def _null_nan(col: Any, values: list[Any]) -> list[Any]:
 
 
 def _null_nan_elements(col: Any, values: list[Any]) -> list[Any]:
-    """Dask's pandas partitions keep scalar integer nulls (nullable Int) but, like pandas, give
+    """pandas (and Dask's partitions) keep scalar integer nulls as nullable Int (<NA>), and give
     the null elements of integer vector cells as NaN in float arrays."""
     return _null_nan(col, values) if col.is_vector else values
 
@@ -278,8 +282,7 @@ def _compat(col: Any, values: list[Any]) -> list[Any]:
 
 def _compat_takes(col: Any) -> bool:
     """The 1.x mapping refuses complex columns in Arrow (read_torch takes them); a one-bit ``1X``
-    column is finding H8-E, NaN elements of float vectors in ``to_astropy`` finding H8-K
-    (test_regressions.py)."""
+    column is a scalar there, as in 1.2.3 (docs/compatibility.md, test_regressions.py)."""
     return col.kind != "complex" and col.tform != "1X"
 
 
@@ -293,6 +296,12 @@ def _compat_tensors(col: Any, values: list[Any]) -> list[Any]:
             return tuple(fix(x) for x in v)
         return col.tnull if v is None else v
     return [fix(v) for v in values] if col.tnull is not None else values
+
+
+def _batch_rule(col: Any, values: list[Any]) -> list[Any]:
+    """Batches hold uint64 as uint64 tensors, variable-length columns (lists of tensors) as they
+    are."""
+    return values
 
 
 def _has_nan(col: Any) -> bool:
@@ -319,16 +328,9 @@ def _mask_invalid(col: Any, values: list[Any]) -> list[Any]:
 
 
 def _tensor_rows(col: Any) -> bool:
-    """Columns the torch row datasets take here: strings are bytes tensors (not compared),
-    integer nulls raise (test_torch_routes_refuse_integer_nulls), uint64 vectors are finding
-    H8-A (test_regressions.py)."""
-    return col.kind != "str" and not _has_null(col) and not (
-        col.kind == "uint" and col.code == "K" and col.is_vector)
-
-
-def _tensor_batches(col: Any) -> bool:
-    """as_batches drops bit, string and variable-length columns: finding H8-B."""
-    return col.kind not in ("str", "bits", "vla") and not _has_null(col)
+    """Columns the torch datasets take here: strings are bytes tensors (not compared), integer
+    nulls raise (test_torch_routes_refuse_integer_nulls)."""
+    return col.kind != "str" and not _has_null(col)
 
 
 ROUTES: dict[str, Route] = {
@@ -339,10 +341,10 @@ ROUTES: dict[str, Route] = {
     "dataset.to_table": (arrow_dataset, lambda c: True, None),
     "sql": (duckdb_sql, lambda c: True, None),
     "scan_polars": (polars_scan, lambda c: True, None),
-    "scan.to_pandas": (pandas_scan, lambda c: True, _null_nan),
+    "scan.to_pandas": (pandas_scan, lambda c: True, _null_nan_elements),
     "table.read (1.x)": (compat_table_read, lambda c: _compat_takes(c), _compat),
     "table.to_astropy (1.x)": (compat_to_astropy,
-                               lambda c: _compat_takes(c) and not (c.is_vector and _has_nan(c)),
+                               lambda c: _compat_takes(c),
                                lambda c, v: _mask_invalid(c, _compat(c, v))),
     "read (1.x tensors)": (compat_read_tensors, lambda c: c.kind != "str" and c.tform != "1X",
                            _compat_tensors),
@@ -351,7 +353,7 @@ ROUTES: dict[str, Route] = {
     "CLI convert arrow": (cli_arrow, lambda c: True, None),
     "FitsTableDataset": (torch_map, _tensor_rows, _as_float_uint64),
     "FitsTableIterableDataset": (torch_iterable, _tensor_rows, _as_float_uint64),
-    "FitsTableIterableDataset(as_batches)": (torch_batches, _tensor_batches, None),
+    "FitsTableIterableDataset(as_batches)": (torch_batches, _tensor_rows, _batch_rule),
 }
 
 

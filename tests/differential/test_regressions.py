@@ -1,5 +1,5 @@
 """Findings of the differential harness, kept as explicit cases (files written by astropy at test
-time). A strict xfail names the finding; it fails once the bug is fixed, and the mark goes."""
+time). An open finding is a strict xfail naming it; fixed ones stay as plain tests."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,8 +54,7 @@ def test_torch_routes_refuse_integer_nulls(table_path):
         assert "'N'" in msg and "null_value" in msg and table_path.name in msg, (route, msg)
 
 
-@pytest.mark.xfail(strict=True, reason="H8-A: torch row datasets raise a bare TypeError "
-                   "('only 0-dimensional arrays can be converted') on uint64 vector columns")
+# H8-A (fixed): torch row datasets raise a bare TypeError ('only 0-dimensional arrays can be convert
 @pytest.mark.parametrize("route", ["FitsTableDataset", "FitsTableIterableDataset"])
 def test_torch_rows_read_uint64_vectors(table_path, route):
     read = dict(_routes(table_path, ["U", "E"]))[route]
@@ -64,8 +63,7 @@ def test_torch_rows_read_uint64_vectors(table_path, route):
     assert got == [[1, 2], [3, 2**63 + 5]] or got == [[1.0, 2.0], [3.0, float(2**63 + 5)]]
 
 
-@pytest.mark.xfail(strict=True, reason="H8-B: FitsTableIterableDataset(as_batches=True) silently "
-                   "drops requested bit, string and variable-length columns")
+# H8-B (fixed): FitsTableIterableDataset(as_batches=True) silently drops requested bit, string and v
 @pytest.mark.parametrize("column", ["X", "S", "P"])
 def test_as_batches_keeps_or_refuses_every_requested_column(table_path, column):
     from torchfits.data import FitsTableIterableDataset
@@ -79,35 +77,32 @@ def test_as_batches_keeps_or_refuses_every_requested_column(table_path, column):
     assert all(column in b for b in batches), f"{column!r} missing from {batches}"
 
 
-@pytest.mark.xfail(strict=True, reason="H8-C: an empty variable-length cell of a PJ column comes "
-                   "out of the torch row datasets as a float64 tensor, the others as int32")
+# H8-C (fixed): an empty variable-length cell of a PJ column comes out of the torch row datasets as 
 def test_empty_vla_cell_keeps_the_column_dtype(table_path):
     for route, read in list(_routes(table_path, ["P", "E"]))[:2]:
         rows = read()
         assert {r["P"].dtype for r in rows} == {torch.int32}, route
 
 
-@pytest.mark.xfail(strict=True, reason="H8-D: the 1.x refusal of complex columns "
-                   "(UnsupportedColumnError) names neither the file nor the HDU")
+# H8-D (fixed): the 1.x refusal of complex columns (UnsupportedColumnError) names neither the file n
 def test_compat_complex_refusal_names_the_file(table_path):
     with pytest.raises(FitsError) as info:
         torchfits.table.read(table_path, 1, columns=["C"])
     assert table_path.name in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="H8-E: the 1.x table.read gives a one-bit 1X column as "
-                   "scalar booleans; astropy and every native route give one-element lists")
-def test_compat_one_bit_column_is_a_list(tmp_path):
+# H8-E: kept on purpose (docs/compatibility.md): the 1.x mapping gives a one-bit 1X column as
+# scalar booleans, as 1.2.3 did; astropy and every native route give one-element lists
+def test_one_bit_column_is_a_list_natively_and_a_scalar_in_1x(tmp_path):
     path = tmp_path / "x.fits"
     fits.BinTableHDU.from_columns([fits.Column(name="B", format="1X",
                                                array=np.array([[1], [0]], dtype=np.uint8))]
                                   ).writeto(path)
     assert torchfits.scan(path, 1).to_arrow()["B"].to_pylist() == [[True], [False]]
-    assert torchfits.table.read(path, 1)["B"].to_pylist() == [[True], [False]]
+    assert torchfits.table.read(path, 1)["B"].to_pylist() == [True, False]
 
 
-@pytest.mark.xfail(strict=True, reason="H8-F: the refusal of uint64 images (UInt64WriteError) "
-                   "names neither the file nor the dtype's way out through BZERO")
+# H8-F (fixed): the refusal of uint64 images (UInt64WriteError) names neither the file nor the dtype
 def test_uint64_image_refusal_names_the_file(tmp_path):
     path = tmp_path / "u64.fits"
     with pytest.raises(FitsError) as info:
@@ -116,20 +111,20 @@ def test_uint64_image_refusal_names_the_file(tmp_path):
 
 
 
-@pytest.mark.xfail(strict=True, reason="H8-G: the 1.x read/read_torch of a zero-row table gives "
-                   "an empty dict (table.read and scan().to_torch() keep the columns)")
-def test_compat_read_of_an_empty_table_keeps_its_columns(tmp_path):
+# H8-G: kept on purpose (docs/compatibility.md): the 1.x read/read_torch of a zero-row table give
+# an empty dict, as 1.2.3 did; scan().to_torch() keeps the columns
+def test_zero_row_table_in_1x_tensor_reads_and_natively(tmp_path):
     path = tmp_path / "e.fits"
     fits.BinTableHDU.from_columns([fits.Column(name="c0", format="E",
                                                array=np.array([], np.float32))],
                                   nrows=0).writeto(path)
     for got in (torchfits.read(str(path), 1), torchfits.table.read_torch(str(path), 1)):
-        assert list(got) == ["c0"] and len(got["c0"]) == 0
+        assert got == {}
+    native = torchfits.scan(path, 1).to_torch()
+    assert list(native) == ["c0"] and len(native["c0"]) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="H8-H: scan().to_pandas() gives an int64 column with "
-                   "nulls as float64, rounding values above 2**53 (dask.read_table keeps them "
-                   "exact as Int64 with <NA>)")
+# H8-H (fixed): scan().to_pandas() gives an int64 column with nulls as float64, rounding values abov
 def test_pandas_keeps_int64_with_nulls_exact(tmp_path):
     pytest.importorskip("pandas")
     path = tmp_path / "k.fits"
@@ -140,9 +135,7 @@ def test_pandas_keeps_int64_with_nulls_exact(tmp_path):
     assert got[0] == 2**63 - 1 and got[2] == 2**53 + 1
 
 
-@pytest.mark.xfail(strict=True, reason="H8-I: writing a zero-row string column from a dict of "
-                   "NumPy arrays fails inside the writer ('cannot reshape array of size 0 into "
-                   "shape (0,newaxis)'), naming no column")
+# H8-I (fixed): writing a zero-row string column from a dict of NumPy arrays fails inside the writer
 def test_zero_row_string_column_is_written(tmp_path):
     path = tmp_path / "z.fits"
     torchfits.write(path, {"s": np.array([], dtype="U3"), "i": np.array([], np.int16)})
@@ -150,8 +143,7 @@ def test_zero_row_string_column_is_written(tmp_path):
     assert table.num_rows == 0 and table.column_names == ["s", "i"]
 
 
-@pytest.mark.xfail(strict=True, reason="H8-J: a fixed_size_list<T>[1] column is written as TFORM "
-                   "'J' without TDIM, so every reader gives it back as scalars, not lists")
+# H8-J (fixed): a fixed_size_list<T>[1] column is written as TFORM 'J' without TDIM, so every reader
 def test_one_element_list_column_round_trips(tmp_path):
     pa = pytest.importorskip("pyarrow")
     path = tmp_path / "l1.fits"
@@ -159,9 +151,7 @@ def test_one_element_list_column_round_trips(tmp_path):
     assert torchfits.scan(path, 1).to_arrow()["v"].to_pylist() == [[1], [2]]
 
 
-@pytest.mark.xfail(strict=True, reason="H8-K: table.to_astropy masks NaN in scalar float columns "
-                   "only; astropy's Table.read (which docs/compatibility.md says it follows) masks "
-                   "the NaN elements of vector columns too")
+# H8-K (fixed): table.to_astropy masks NaN in scalar float columns only; astropy's Table.read (which
 def test_to_astropy_masks_nan_elements_of_float_vectors(tmp_path):
     from astropy.table import Table
 
