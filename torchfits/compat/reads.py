@@ -18,6 +18,7 @@ from ..fits.source import faults_seen
 from .._torch_adapter import image_tensor, to_tensor, validate_device
 from ..errors import FitsError, HDUNotFoundError, HDUTypeError
 from ..image.plain import Image, region_from_key
+from ..image.compressed import CompressedImage
 from .common import check_mmap
 from ..fits.aliases import DeviceArg, HduArg, InputArg, MmapArg, TensorRead
 
@@ -113,9 +114,11 @@ def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half:
 
 
 def _header_of(img: Image, fp: FitsPath) -> Any:
-    """The image header; for a section suffix, the section's (NAXISn, CRPIX and the WCS follow)."""
+    """The header 1.x returns: the HDU's header as stored (for a tile-compressed image the binary
+    table's, with ZIMAGE, ZCMPTYPE, ..., as `read_header` gives it); for a section suffix, the
+    section's image header (NAXISn, CRPIX and the WCS follow)."""
     if fp.section is None:
-        return img.header
+        return img.compressed_header if isinstance(img, CompressedImage) else img.header
     (starts, steps, counts), _ = _section_region(img, fp.section)
     return section_header(img.header, starts, steps, counts)
 
