@@ -19,7 +19,7 @@ from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError
 from ..fits.header import Header
 from ..image.plain import Image
 from .table_hdu import TableDataAccessor, TableHDU, TableHDURef
-from .common import hdu_name
+from .common import hdu_name, html_summary
 from ..fits.aliases import InputArg
 
 __all__ = ["HDUList", "TensorHDU", "TableHDURef", "TableHDU", "DataView", "TableDataAccessor", "open"]
@@ -213,6 +213,17 @@ class TensorHDU:
             return f"TensorHDU(name={self.name!r}, closed)"
         return (f"TensorHDU(name={self.name!r}, shape={tuple(self.shape)}, "
                 f"dtype={self._result_dtype_str})")
+
+    def _repr_html_(self) -> str:
+        """Class, escaped name, shape and dtype as an HTML table (Jupyter)."""
+        if self._closed:
+            return html_summary("TensorHDU", [("name", self.name), ("state", "closed")])
+        try:
+            fields: list[tuple[str, Any]] = [("name", self.name), ("shape", tuple(self.shape)),
+                                             ("dtype", self._result_dtype_str)]
+        except Exception as exc:  # a display must not raise, even for a vanished file
+            fields = [("name", self.name), ("unavailable", exc)]
+        return html_summary("TensorHDU", fields)
 
 
 class HDUList:

@@ -14,7 +14,7 @@ import numpy as np
 from ..fits.paths import fspath
 from .._torch_adapter import is_tensor, validate_device
 from ..fits.header import Header
-from .common import check_mmap, hdu_name
+from .common import check_mmap, hdu_name, html_summary
 
 __all__ = ["TableHDURef", "TableHDU", "TableDataAccessor"]
 
@@ -426,6 +426,31 @@ class TableHDURef:
         except Exception as exc:  # a repr must not raise, even for a vanished file
             return f"TableHDURef(path={self._path!r}, hdu={self._hdu!r}, unavailable: {exc})"
 
+    def _header_rows(self) -> int:
+        """Rows in the window, from the header's NAXIS2 alone (no data read, no table opened)."""
+        from ..tables.scan import validate_row_slice
+
+        nrows = int(str(self.header.get("NAXIS2", 0)).strip() or 0)
+        checked = validate_row_slice(self._row_slice)
+        if checked is None:
+            return nrows
+        start, stop = checked
+        start = min(start, nrows)
+        stop = nrows if stop is None else min(stop, nrows)
+        return max(0, stop - start)
+
+    def _repr_html_(self) -> str:
+        """Class, escaped name, rows and columns as an HTML table (Jupyter), from the header only:
+        showing a ref never opens the table's data."""
+        try:
+            ncols = (len(self._columns) if self._columns is not None
+                     else int(str(self.header.get("TFIELDS", 0)).strip() or 0))
+            fields: list[tuple[str, Any]] = [("name", self.name), ("type", "table"),
+                                             ("rows", self._header_rows()), ("cols", ncols)]
+        except Exception as exc:  # a display must not raise, even for a vanished file
+            fields = [("path", self._path), ("hdu", self._hdu), ("unavailable", exc)]
+        return html_summary("TableHDURef", fields)
+
 
 # ============================================================================ in memory
 
@@ -699,3 +724,8 @@ class TableHDU:
 
     def __repr__(self) -> str:
         return f"TableHDU(name={self.name!r}, rows={self.num_rows}, cols={len(self._data)})"
+
+    def _repr_html_(self) -> str:
+        """Class, escaped name, rows and columns as an HTML table (Jupyter)."""
+        return html_summary("TableHDU", [("name", self.name), ("type", "table"),
+                                         ("rows", self.num_rows), ("cols", len(self._data))])
