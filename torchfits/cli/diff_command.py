@@ -159,12 +159,10 @@ def _hdu_name(entry: Any) -> str:
     return "PRIMARY" if entry.index == 0 else ""
 
 
-def _family(entry: Any, header: Any) -> str:
-    if entry.kind == "compressed_image":
-        return "image"
-    if entry.is_image:
-        if entry.naxes and entry.naxes[0] == 0 and header.get("GROUPS") is True:
-            return "groups"
+def _family(entry: Any) -> str:
+    if entry.is_groups:
+        return "groups"
+    if entry.is_image or entry.kind == "compressed_image":
         return "image"
     if entry.is_table:
         return "table"
@@ -175,7 +173,7 @@ def _diff_hdu(ia: Any, ea: Any, ib: Any, eb: Any, opts: DiffOptions) -> list[Dif
     from ..image.compressed import image_header
 
     ha, hb = ia.header_view(ea), ib.header_view(eb)
-    fa, fb = _family(ea, ha), _family(eb, hb)
+    fa, fb = _family(ea), _family(eb)
     if ea.kind == "compressed_image":
         ha = image_header(ha, f"{ia.path}: HDU {ea.index}")
     if eb.kind == "compressed_image":

@@ -40,12 +40,6 @@ def _image_hdus(index: Any) -> list[int]:
             and e.naxes and all(n > 0 for n in e.naxes)]
 
 
-def _is_groups(index: Any, entry: Any) -> bool:
-    """A random-groups primary (NAXIS1 = 0, GROUPS = T): parameters and arrays, not an image."""
-    return bool(entry.is_image and entry.naxes and entry.naxes[0] == 0
-                and index.header_view(entry).get("GROUPS") is True)
-
-
 def _table_hdus(index: Any) -> list[int]:
     return [e.index for e in index.entries if e.is_table]
 
@@ -217,9 +211,9 @@ def cmd_cutout(args: argparse.Namespace) -> int:
         if len(wanted) != 1:
             raise UsageError(f"{src}: cutout takes one HDU")
         entry = index.entries[wanted[0]]
-        if wanted[0] not in _image_hdus(index) or _is_groups(index, entry):
+        if wanted[0] not in _image_hdus(index) or entry.is_groups:
             what = "a table" if entry.is_table else (
-                "a random-groups HDU" if _is_groups(index, entry) else "not an image with data")
+                "a random-groups HDU" if entry.is_groups else "not an image with data")
             raise UsageError(f"{src}: HDU {entry.index} ({entry.display_name}) is {what}; "
                              "cutout cuts images")
         img = Image(t.path, wanted[0])
