@@ -20,7 +20,7 @@ from ..fits.header import COMMENTARY, Card, Header, format_card
 from ..fits.layout import finish_header
 
 __all__ = ["STRUCTURAL", "is_structural", "header_lines", "header_block", "as_header",
-           "card_lines", "card_bytes", "check_card", "named_errors", "checked_header"]
+           "card_lines", "card_bytes", "named_errors", "checked_header"]
 
 # Keywords the writer owns: user values for these are ignored.
 STRUCTURAL = frozenset({"SIMPLE", "XTENSION", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCOUNT",
@@ -108,11 +108,6 @@ def _commentary_lines(key: str, value: Any) -> list[str]:
             _check_text(key or "(blank keyword)", "commentary text", line)
             lines.append(line)
     return lines
-
-
-def check_card(key: Any, value: Any, comment: Any = "") -> None:
-    """Raise `HeaderCardError` unless ``(key, value, comment)`` can be written as FITS cards."""
-    card_lines(key, value, comment)
 
 
 def card_lines(key: Any, value: Any, comment: Any = "") -> list[str]:
