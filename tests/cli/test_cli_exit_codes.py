@@ -83,13 +83,19 @@ def test_exit_3_unreadable_files(what, samples, capsys, tmp_path):
     assert code == 3 and str(path) in one_line(err)
 
 
-def test_exit_4_checksum_failure(samples, capsys, tmp_path):
+def checksummed_and_data_flipped(tmp_path):
+    """A file with CHECKSUM/DATASUM, and a copy with one data bit flipped."""
     good = tmp_path / "g.fits"
     torchfits.write(str(good), np.arange(10, dtype="f4"), checksum=True)
     raw = bytearray(good.read_bytes())
     raw[2880] ^= 1
-    bad = tmp_path / "b.fits"
+    bad = tmp_path / "data.fits"
     bad.write_bytes(bytes(raw))
+    return good, bad
+
+
+def test_exit_4_checksum_failure(samples, capsys, tmp_path):
+    good, bad = checksummed_and_data_flipped(tmp_path)
     assert run(capsys, "verify", good)[0] == 0
     assert run(capsys, "verify", bad)[0] == 4
 
@@ -129,6 +135,20 @@ def test_cutout_of_a_table_is_a_usage_error_naming_the_hdu(samples, capsys, tmp_
     assert not (tmp_path / "c.fits").exists()
 
 
+def test_cutout_of_random_groups_is_a_usage_error(capsys, tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    groups = tmp_path / "groups.fits"
+    data = fits.GroupData(np.arange(24, dtype=np.float32).reshape(3, 2, 4), parnames=["U"],
+                          pardata=[np.arange(3.0)], bitpix=-32)
+    fits.GroupsHDU(data).writeto(groups)
+    code, _, err = run(capsys, "cutout", groups, tmp_path / "c.fits", "--hdu", "0",
+                       "--box", "0,0,2,2")
+    assert code == 2
+    assert one_line(err) == (f"torchfits cutout: {groups}: HDU 0 (PRIMARY) is a random-groups "
+                             "HDU; cutout cuts images")
+    assert not (tmp_path / "c.fits").exists()
+
+
 def test_header_of_a_missing_keyword_names_keyword_file_and_hdu(samples, capsys):
     _, image, catalog = samples
     code, out, err = run(capsys, "header", "-e", "SCI", "-k", "NOPE", image)
@@ -153,12 +173,7 @@ def test_header_of_a_missing_keyword_names_keyword_file_and_hdu(samples, capsys)
 
 def test_verify_says_which_card_failed(samples, capsys, tmp_path):
     _, image, _ = samples
-    good = tmp_path / "g.fits"
-    torchfits.write(str(good), np.arange(10, dtype="f4"), checksum=True)
-    raw = bytearray(good.read_bytes())
-    raw[2880] ^= 1
-    data = tmp_path / "data.fits"
-    data.write_bytes(bytes(raw))
+    good, data = checksummed_and_data_flipped(tmp_path)
     raw = bytearray(good.read_bytes())
     at = raw.index(b"BITPIX")  # change a comment byte: the header no longer sums to zero
     raw[at + 79] = ord("x") if raw[at + 79] != ord("x") else ord("y")
