@@ -16,6 +16,7 @@ Columns hold NaN, +-Inf, -0.0 and 0.0 (float64 and float32) and nulls (int32, wr
 from __future__ import annotations
 
 import math
+import operator
 import os
 import tempfile
 from typing import Any, List, Optional
@@ -147,80 +148,72 @@ def _where_lit(col: str, value: Optional[float]) -> str:
     return repr(value)
 
 
+_SQL_OPS = {"==": "=", "!=": "<>"}
+
+
+def _render(p: tuple, lit: Any, arith_lit: Any, ops: dict, arith_cast: str) -> str:
+    """One text renderer for SQL and the where dialect: ``lit(col, value)`` writes a literal,
+    ``arith_lit`` the one an arithmetic result is compared with, ``ops`` respells comparisons
+    and ``arith_cast`` follows the arithmetic constant."""
+    def r(q: tuple) -> str:
+        kind = q[0]
+        if kind == "cmp":
+            return f"({q[1]} {ops.get(q[2], q[2])} {lit(q[1], q[3])})"
+        if kind == "cols":
+            return f"({q[1]} {ops.get(q[2], q[2])} {q[3]})"
+        if kind == "arith":
+            return f"(({q[1]} {q[2]} {q[3]!r}{arith_cast}) {ops.get(q[4], q[4])} {arith_lit('d', q[5])})"
+        if kind == "between":
+            return f"({q[1]} BETWEEN {lit(q[1], q[2])} AND {lit(q[1], q[3])})"
+        if kind == "in":
+            return f"({q[1]} IN ({', '.join(lit(q[1], v) for v in q[2])}))"
+        if kind == "not":
+            return f"(NOT {r(q[1])})"
+        if kind in ("and", "or"):
+            return f"({r(q[1])} {kind.upper()} {r(q[2])})"
+        if kind == "isnull":
+            return f"({q[1]} IS NULL)"
+        if kind == "isnan":
+            return f"isnan({q[1]})"
+        raise AssertionError(q)
+    return r(p)
+
+
 def to_sql(p: tuple, double: bool = True) -> str:
-    kind = p[0]
-    if kind == "cmp":
-        op = {"==": "=", "!=": "<>"}.get(p[2], p[2])
-        return f"({p[1]} {op} {_sql_lit(p[1], p[3], double)})"
-    if kind == "cols":
-        op = {"==": "=", "!=": "<>"}.get(p[2], p[2])
-        return f"({p[1]} {op} {p[3]})"
-    if kind == "arith":
-        op = {"==": "=", "!=": "<>"}.get(p[4], p[4])
-        # DOUBLE operands: the dialect computes arithmetic with a float operand in float64
-        return f"(({p[1]} {p[2]} {p[3]!r}::DOUBLE) {op} {_sql_lit('d', p[5])})"
-    if kind == "between":
-        return f"({p[1]} BETWEEN {_sql_lit(p[1], p[2], double)} AND {_sql_lit(p[1], p[3], double)})"
-    if kind == "in":
-        return f"({p[1]} IN ({', '.join(_sql_lit(p[1], v, double) for v in p[2])}))"
-    if kind == "not":
-        return f"(NOT {to_sql(p[1], double)})"
-    if kind in ("and", "or"):
-        return f"({to_sql(p[1], double)} {kind.upper()} {to_sql(p[2], double)})"
-    if kind == "isnull":
-        return f"({p[1]} IS NULL)"
-    if kind == "isnan":
-        return f"isnan({p[1]})"
-    raise AssertionError(p)
+    # DOUBLE operands: the dialect computes arithmetic with a float operand in float64
+    return _render(p, lambda col, v: _sql_lit(col, v, double), _sql_lit, _SQL_OPS, "::DOUBLE")
 
 
 def to_where(p: tuple) -> str:
+    return _render(p, _where_lit, _where_lit, {}, "")
+
+
+_COMPARE = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le,
+            "==": operator.eq, "!=": operator.ne}
+_ARITH_OP = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+
+
+def _compare_or_arith(p: tuple, col: Any, lit: Any) -> Any:
+    """The ``cmp``/``cols``/``arith`` atoms as one engine's expression: ``col(name)`` is a
+    column, ``lit(value)`` a float64 literal of the arithmetic (both engines overload the
+    Python operators)."""
     kind = p[0]
     if kind == "cmp":
-        return f"({p[1]} {p[2]} {_where_lit(p[1], p[3])})"
+        return _COMPARE[p[2]](col(p[1]), _lit_for(p[1], p[3]))
     if kind == "cols":
-        return f"({p[1]} {p[2]} {p[3]})"
-    if kind == "arith":
-        return f"(({p[1]} {p[2]} {p[3]!r}) {p[4]} {_where_lit('d', p[5])})"
-    if kind == "between":
-        return f"({p[1]} BETWEEN {_where_lit(p[1], p[2])} AND {_where_lit(p[1], p[3])})"
-    if kind == "in":
-        return f"({p[1]} IN ({', '.join(_where_lit(p[1], v) for v in p[2])}))"
-    if kind == "not":
-        return f"(NOT {to_where(p[1])})"
-    if kind in ("and", "or"):
-        return f"({to_where(p[1])} {kind.upper()} {to_where(p[2])})"
-    if kind == "isnull":
-        return f"({p[1]} IS NULL)"
-    if kind == "isnan":
-        return f"isnan({p[1]})"
-    raise AssertionError(p)
-
-
-def _ops_lit(col: str, value: Optional[float]) -> Any:
-    return _lit_for(col, value)
+        return _COMPARE[p[2]](col(p[1]), col(p[3]))
+    return _COMPARE[p[4]](_ARITH_OP[p[2]](col(p[1]), lit(p[3])), lit(p[5]))
 
 
 def to_pyarrow(p: tuple) -> Any:
     kind = p[0]
-    if kind == "cmp":
-        c, lit = pc.field(p[1]), _ops_lit(p[1], p[3])
-        return {">": c > lit, "<": c < lit, ">=": c >= lit, "<=": c <= lit, "==": c == lit,
-                "!=": c != lit}[p[2]]
-    if kind in ("cols", "arith"):
-        if kind == "cols":
-            left, op, right = pc.field(p[1]), p[2], pc.field(p[3])
-        else:
-            c, lit = pc.field(p[1]), p[3]
-            left = {"+": c + lit, "-": c - lit, "*": c * lit, "/": c / lit}[p[2]]
-            op, right = p[4], p[5]
-        return {">": left > right, "<": left < right, ">=": left >= right, "<=": left <= right,
-                "==": left == right, "!=": left != right}[op]
+    if kind in ("cmp", "cols", "arith"):
+        return _compare_or_arith(p, pc.field, lambda v: v)
     if kind == "between":
         c = pc.field(p[1])
-        return (c >= _ops_lit(p[1], p[2])) & (c <= _ops_lit(p[1], p[3]))
+        return (c >= _lit_for(p[1], p[2])) & (c <= _lit_for(p[1], p[3]))
     if kind == "in":
-        return pc.field(p[1]).isin([_ops_lit(p[1], v) for v in p[2]])
+        return pc.field(p[1]).isin([_lit_for(p[1], v) for v in p[2]])
     if kind == "not":
         return ~to_pyarrow(p[1])
     if kind == "and":
@@ -236,23 +229,12 @@ def to_pyarrow(p: tuple) -> Any:
 
 def to_polars(p: tuple) -> Any:
     kind = p[0]
-    if kind == "cmp":
-        c, lit = pl.col(p[1]), pl.lit(_ops_lit(p[1], p[3]))
-        return {">": c > lit, "<": c < lit, ">=": c >= lit, "<=": c <= lit, "==": c == lit,
-                "!=": c != lit}[p[2]]
-    if kind in ("cols", "arith"):
-        if kind == "cols":
-            left, op, right = pl.col(p[1]), p[2], pl.col(p[3])
-        else:
-            c, lit = pl.col(p[1]), pl.lit(p[3], dtype=pl.Float64)
-            left = {"+": c + lit, "-": c - lit, "*": c * lit, "/": c / lit}[p[2]]
-            op, right = p[4], pl.lit(p[5], dtype=pl.Float64)
-        return {">": left > right, "<": left < right, ">=": left >= right, "<=": left <= right,
-                "==": left == right, "!=": left != right}[op]
+    if kind in ("cmp", "cols", "arith"):
+        return _compare_or_arith(p, pl.col, lambda v: pl.lit(v, dtype=pl.Float64))
     if kind == "between":
-        return pl.col(p[1]).is_between(_ops_lit(p[1], p[2]), _ops_lit(p[1], p[3]))
+        return pl.col(p[1]).is_between(_lit_for(p[1], p[2]), _lit_for(p[1], p[3]))
     if kind == "in":
-        values = [_ops_lit(p[1], v) for v in p[2]]
+        values = [_lit_for(p[1], v) for v in p[2]]
         dtype = pl.Int32 if p[1] == "j" else (pl.Float32 if p[1] == "e" else pl.Float64)
         return pl.col(p[1]).is_in(pl.Series(values, dtype=dtype).implode())
     if kind == "not":
