@@ -10,6 +10,7 @@ import re
 from typing import Any, Iterable
 
 from .atomic import Sink
+from .cards import card_bytes
 from ..fits.hdu_index import HduEntry, HduIndex
 from ..fits.layout import CARD, finish_raw_header, padded
 
@@ -49,13 +50,6 @@ def header_from_raw(cards: Iterable[bytes]) -> bytes:
     return finish_raw_header(cards)
 
 
-def formatted(key: str, value: Any, comment: str = "") -> list[bytes]:
-    """One card's 80-byte records, checked (`HeaderCardError` for what FITS cannot hold)."""
-    from .cards import card_bytes
-
-    return card_bytes(key, value, comment)
-
-
 _STRUCT = {b"SIMPLE", b"XTENSION", b"BITPIX", b"NAXIS", b"EXTEND", b"PCOUNT", b"GCOUNT",
            b"CHECKSUM", b"DATASUM"}
 
@@ -63,13 +57,13 @@ _STRUCT = {b"SIMPLE", b"XTENSION", b"BITPIX", b"NAXIS", b"EXTEND", b"PCOUNT", b"
 def image_header(cards: list[bytes], entry: HduEntry, *, primary: bool) -> bytes:
     """An image header rewritten as primary (SIMPLE/EXTEND) or extension (XTENSION/PCOUNT/GCOUNT);
     every non-structural card is kept verbatim (BSCALE/BZERO/BLANK stay: the data is copied)."""
-    out = formatted("SIMPLE", True, "conforms to FITS standard") if primary else \
-        formatted("XTENSION", "IMAGE", "image extension")
-    out += formatted("BITPIX", entry.bitpix, "array data type")
-    out += formatted("NAXIS", len(entry.naxes), "number of array dimensions")
+    out = card_bytes("SIMPLE", True, "conforms to FITS standard") if primary else \
+        card_bytes("XTENSION", "IMAGE", "image extension")
+    out += card_bytes("BITPIX", entry.bitpix, "array data type")
+    out += card_bytes("NAXIS", len(entry.naxes), "number of array dimensions")
     for k, n in enumerate(entry.naxes, start=1):
-        out += formatted(f"NAXIS{k}", int(n))
-    out += formatted("EXTEND", True) if primary else formatted("PCOUNT", 0) + formatted("GCOUNT", 1)
+        out += card_bytes(f"NAXIS{k}", int(n))
+    out += card_bytes("EXTEND", True) if primary else card_bytes("PCOUNT", 0) + card_bytes("GCOUNT", 1)
     for card in cards:
         key = card_key(card)
         if key in _STRUCT or _AXIS.match(key):

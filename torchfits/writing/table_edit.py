@@ -18,7 +18,7 @@ import numpy as np
 
 from .atomic import atomic_output, in_place_errors, require_file
 from ..fits.columns import ColumnSpec, parse_columns
-from .hdu_bytes import card_key, formatted, header_from_raw, raw_cards
+from .hdu_bytes import card_key, header_from_raw, raw_cards
 from ..fits.hdu_index import HduEntry, HduIndex, get_index, invalidate
 from .table_inputs import numpy_column
 from .table_plan import ColumnPlan, ColumnValues, column_cards, encode_rows, plan_column
@@ -180,13 +180,13 @@ def _table_header(t: _Table, row_bytes: int, checksum: bool) -> bytes:
     for card in t.other_cards:
         key = card_key(card)
         if key == b"NAXIS1":
-            out += formatted("NAXIS1", row_bytes, "width of table in bytes")
+            out += card_bytes("NAXIS1", row_bytes, "width of table in bytes")
         elif key == b"NAXIS2":
-            out += formatted("NAXIS2", t.nrows, "number of rows in table")
+            out += card_bytes("NAXIS2", t.nrows, "number of rows in table")
         elif key == b"PCOUNT":
-            out += formatted("PCOUNT", len(t.heap), "size of special data area")
+            out += card_bytes("PCOUNT", len(t.heap), "size of special data area")
         elif key == b"TFIELDS":
-            out += formatted("TFIELDS", len(t.columns), "number of fields in each row")
+            out += card_bytes("TFIELDS", len(t.columns), "number of fields in each row")
             out += column_block
             placed = True
         elif key in (b"THEAP", b"CHECKSUM", b"DATASUM"):
@@ -196,8 +196,8 @@ def _table_header(t: _Table, row_bytes: int, checksum: bool) -> bytes:
     if not placed:
         out += column_block
     if checksum:
-        out += formatted("CHECKSUM", "0000000000000000", "HDU checksum")
-        out += formatted("DATASUM", "0", "data unit checksum")
+        out += card_bytes("CHECKSUM", "0000000000000000", "HDU checksum")
+        out += card_bytes("DATASUM", "0", "data unit checksum")
     return header_from_raw(out)
 
 
@@ -582,7 +582,7 @@ def _save_ascii_rows(target: str, t: _Table) -> None:
         rows[:, col.spec.offset:col.spec.offset + col.spec.width] = col.data
     out = []
     for card in raw_cards(t.index, entry):
-        out += formatted("NAXIS2", t.nrows, "number of rows in table") if card_key(card) == b"NAXIS2" else [card]
+        out += card_bytes("NAXIS2", t.nrows, "number of rows in table") if card_key(card) == b"NAXIS2" else [card]
     end = entry.data_offset + padded(entry.data_size)
     with atomic_output(target) as sink:
         sink.write(buf[:entry.header_offset])
