@@ -270,6 +270,24 @@ def test_iterable_dataset_masks(table, as_batches):
     assert batch["i_mask"][:4].tolist() == [True, False, True, True]
 
 
+def test_iterable_batches_masks_over_files_with_and_without_tnull(tmp_path):
+    """A file whose integer column has no TNULL (plain numbers: the fast batch path) still
+    carries the mask key another file of the stream has, all True."""
+    a, b = str(tmp_path / "a.fits"), str(tmp_path / "b.fits")
+    fits.BinTableHDU.from_columns([fits.Column("i", "J", null=-1, array=np.array([1, -1, 3]))]
+                                  ).writeto(a)
+    fits.BinTableHDU.from_columns([fits.Column("i", "J", array=np.array([4, 5, 6]))]).writeto(b)
+    for paths, values, valid in (([a, b], [1, 0, 3, 4, 5, 6], [1, 0, 1, 1, 1, 1]),
+                                 ([b, a], [4, 5, 6, 1, 0, 3], [1, 1, 1, 1, 0, 1])):
+        ds = FitsTableIterableDataset(paths, columns=["i"], batch_size=2, as_batches=True,
+                                      masks=True)
+        batches = list(ds)
+        assert all(sorted(batch) == ["i", "i_mask"] for batch in batches), paths
+        assert torch.cat([batch["i"] for batch in batches]).tolist() == values
+        assert torch.cat([batch["i_mask"] for batch in batches]).tolist() == \
+            [bool(v) for v in valid]
+
+
 def test_mask_name_taken_by_a_column(tmp_path):
     path = str(tmp_path / "taken.fits")
     fits.BinTableHDU.from_columns([fits.Column("i", "J", null=-1, array=np.array([1, -1])),

@@ -8,7 +8,8 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 import torch
 
-from .._torch_adapter import NullValue, apply_null_rule, check_null_options, validate_device
+from .._torch_adapter import (NullValue, apply_null_rule, check_null_options, mask_name,
+                              validate_device)
 from ..fits.hdu_index import suffix_hdu
 from ..fits.paths import fspath, hdu_suffix
 from ..fits.source import faults_seen
@@ -304,8 +305,10 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                         hdu: Any = None) -> Optional[Iterator[Any]]:
         """``batch_size`` batches of rows ``[a, b)`` decoded in big chunks (one kernel call per
         ~32 MiB, no Arrow) and sliced, or None unless every column is a plain number and there
-        is no ``where``. The batches equal the scanner's."""
-        if not self.as_batches or self.where is not None:
+        is no ``where``, nor a mask column to add (another file of the stream may have a TNULL
+        where this one has none). The batches equal the scanner's."""
+        if not self.as_batches or self.where is not None or \
+                (self.masks and any(n in self._nullable for n in self._batch_columns)):
             return None
         if hdu is None:
             hdu = self._hdus[self.paths.index(path)] if path in self.paths else self.hdu
@@ -352,13 +355,13 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
             where = Scanner._label(scanner._sources[0])
             cells = _cell_dtypes(scanner.schema)
             widths = _string_widths(scanner._sources[0].specs)
+            masks = {mask_name(n) for n in self._batch_columns}
             for batch in scanner.to_batches():
                 cols = apply_null_rule(table_to_numpy(pa.Table.from_batches([batch])), self._nullable,
                                        null_value=self.null_value, masks=self.masks, where=where)
                 if self.as_batches:
                     cols = {n: a for n, a in cols.items()
-                            if n in self._batch_columns or n.endswith("_mask") and
-                            n[:-len("_mask")] in self._batch_columns}
+                            if n in self._batch_columns or n in masks}
                     yield _batch_dict(_row_arrays(cols, cells, widths, rows=False), self.device)
                 else:
                     arrays = _row_arrays(cols, cells, widths)
