@@ -90,6 +90,13 @@ def _stack(rows, name):
     return torch.stack([r[name] for r in rows])
 
 
+def _gather(items, keys, as_batches):
+    """An iterable dataset's items (row dicts, or batch dicts with ``as_batches``) as one
+    tensor per key."""
+    return ({k: torch.cat([b[k] for b in items]) for k in keys} if as_batches
+            else {k: _stack(items, k) for k in keys})
+
+
 # -- native routes: nulls raise ----------------------------------------------------------------------
 def test_scan_to_torch_raises_naming_file_hdu_column(table):
     with pytest.raises(NullValueError) as info:
@@ -197,10 +204,7 @@ def test_map_dataset_null_value(table):
 def test_iterable_dataset_null_value(table, as_batches):
     ds = FitsTableIterableDataset(table, columns=NUMERIC, batch_size=4, as_batches=as_batches,
                                   null_value=FILLS)
-    items = list(ds)
-    got = ({n: torch.cat([b[n] for b in items]) for n in NUMERIC} if as_batches
-           else {n: _stack(items, n) for n in NUMERIC})
-    _check_filled(got, table)
+    _check_filled(_gather(list(ds), NUMERIC, as_batches), table)
     loader = make_loader(ds, batch_size=None if as_batches else ROWS)
     got = next(iter(loader))
     assert got["i"][:4].tolist() == [10, -1, 12, 13]
@@ -262,10 +266,7 @@ def test_iterable_dataset_masks(table, as_batches):
     ds = FitsTableIterableDataset(table, columns=NUMERIC, batch_size=4, as_batches=as_batches,
                                   masks=True)
     items = list(ds)
-    keys = sorted(items[0])
-    got = ({k: torch.cat([b[k] for b in items]) for k in keys} if as_batches
-           else {k: _stack(items, k) for k in keys})
-    _check_masked(got, table)
+    _check_masked(_gather(items, sorted(items[0]), as_batches), table)
     batch = next(iter(make_loader(ds, batch_size=None if as_batches else ROWS)))
     assert batch["i_mask"][:4].tolist() == [True, False, True, True]
 
