@@ -10,7 +10,7 @@ from typing import Iterable, Optional, Sequence
 from ..errors import ColumnNotFoundError, WhereSyntaxError
 from .tree import TOO_DEEP, Column, Expr, columns
 
-__all__ = ["did_you_mean", "match_column", "resolve_columns"]
+__all__ = ["case_ambiguity", "did_you_mean", "match_column", "resolve_columns"]
 
 
 def did_you_mean(name: str, names: Sequence[str]) -> str:
@@ -30,6 +30,16 @@ def match_column(name: str, names: Sequence[str]) -> Optional[str]:
         return name
     folded = name.casefold()
     return next((n for n in names if n.casefold() == folded), None)
+
+
+def case_ambiguity(name: str, names: Sequence[str]) -> str:
+    """``"matches 'Ab' and 'AB' only by case"`` when ``name`` is no column's exact spelling and
+    several columns match it case-insensitively (the error of every route that takes a column
+    name), else ``""``."""
+    if name in names:
+        return ""
+    same = [n for n in names if n.casefold() == name.casefold()]
+    return f"matches {' and '.join(repr(n) for n in same)} only by case" if len(same) > 1 else ""
 
 
 def resolve_columns(tree: Expr, names: Iterable[str], *, context: str = "") -> Expr:
@@ -60,13 +70,10 @@ def resolve_columns(tree: Expr, names: Iterable[str], *, context: str = "") -> E
             raise ColumnNotFoundError(
                 f"where references unknown column '{name}'{where}{did_you_mean(name, names)}")
         if found != name:
-            same = [n for n in names if n.casefold() == name.casefold()]
-            if len(same) > 1:
-                spelled = " and ".join(repr(n) for n in same)
+            ambiguity = case_ambiguity(name, names)
+            if ambiguity:
                 raise ColumnNotFoundError(
-                    f"where column '{name}' matches {spelled} only by case{where}; "
-                    f"write the one you mean exactly")
-        if found != name:
+                    f"where column '{name}' {ambiguity}{where}; write the one you mean exactly")
             mapping[name] = found
     if not mapping:
         return tree

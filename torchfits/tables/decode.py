@@ -19,7 +19,7 @@ from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec, Conversion, MappingName, conversion
 from ..fits.columns import _element_arrow_type, arrow_type
 from ..fits.columns import field_metadata as _field_metadata
-from ..query.names import did_you_mean
+from ..query.names import case_ambiguity, did_you_mean
 from ..errors import (ColumnNotFoundError, CorruptHeaderError, TruncatedFileError,
                      UnsupportedColumnError)
 
@@ -157,13 +157,10 @@ def select_columns(specs: Sequence[ColumnSpec],
             if spec is None:
                 raise ColumnNotFoundError(f"Column {col!r} not found"
                                           f"{did_you_mean(col, [s.name for s in specs])}")
-            if col not in by_name:
-                # As in where-expressions: a case-insensitive match must be the only one.
-                same = [s.name for s in specs if s.name.casefold() == col.casefold()]
-                if len(same) > 1:
-                    spelled = " and ".join(repr(n) for n in same)
-                    raise ColumnNotFoundError(f"Column {col!r} matches {spelled} only by case; "
-                                              "write the one you mean exactly")
+            # As in where-expressions: a case-insensitive match must be the only one.
+            ambiguity = "" if col in by_name else case_ambiguity(col, [s.name for s in specs])
+            if ambiguity:
+                raise ColumnNotFoundError(f"Column {col!r} {ambiguity}; write the one you mean exactly")
         else:
             raise TypeError(f"a column is selected by name or position, not {type(col).__name__}")
         if spec.index not in seen:
