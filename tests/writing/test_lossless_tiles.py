@@ -65,6 +65,27 @@ def test_compress_true_keeps_a_ramp_exact(tmp_path, dtype):
     assert "GZIP_COMPRESSED_DATA" in _columns(path)
 
 
+@pytest.mark.parametrize("route", ["compress_file", "insert_hdu"])
+def test_other_compressing_routes_keep_a_ramp_exact(tmp_path, route):
+    """Compressing an existing file and inserting a compressed HDU follow the same rule."""
+    from torchfits.writing.recompress import compress_file
+
+    ramp = _ramp()
+    path = tmp_path / "ramp.fits"
+    if route == "compress_file":
+        plain = tmp_path / "plain.fits"
+        write(plain, ramp)
+        compress_file(str(plain), str(path))
+        hdu = 1
+    else:
+        write(path, np.zeros((2, 2), np.float32))
+        torchfits.insert_hdu(path, ramp, index=1, compress=True)
+        with torchfits.open(path) as hdul:
+            hdu = next(i for i, h in enumerate(hdul) if tuple(h.shape) == (8, 8))
+    _readers_equal(path, ramp, hdu=hdu)
+    assert "GZIP_COMPRESSED_DATA" in _columns(path, hdu)
+
+
 @pytest.mark.parametrize("codec,quantize", [("RICE_1", None), ("RICE_1", 16), ("GZIP_1", 4),
                                             ("GZIP_2", (4, "SUBTRACTIVE_DITHER_2")),
                                             ("HCOMPRESS_1", None)])
