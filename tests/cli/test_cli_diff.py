@@ -335,8 +335,19 @@ def vla_with_nan(path):
     fits.BinTableHDU.from_columns([col]).writeto(path)
 
 
+def groups(value):
+    """A writer of a random-groups file whose element [1, 0, 2] is ``value``."""
+    def write(path):
+        data = fits.GroupData(np.arange(12, dtype=np.float32).reshape(3, 1, 4), parnames=["U"],
+                              pardata=[np.arange(3.0)], bitpix=-32)
+        data.data[1, 0, 2] = value
+        fits.GroupsHDU(data).writeto(path)
+    return write
+
+
 # (id, a, b, options, FITSDiff's identical, ours) where docs/cli.md says we choose otherwise
 DIVERGENCES = [
+    ("random groups by bytes", groups(6.0), groups(6.5), {"atol": 1}, True, False),
     ("NaN vs inf", image(ramp(p0_0=np.nan)), image(ramp(p0_0=np.inf)), {}, True, False),
     ("NaN in a VLA", vla_with_nan, vla_with_nan, {}, False, True),
     ("ignored keyword in one file", image(RAMP), image(RAMP, FOO=1), {"ignore_keywords": ["FOO"]},
