@@ -185,6 +185,10 @@ def test_cutout_datasets_path_suffix(two_versions):
     assert ds.files == [two_versions]
     with pytest.raises(ValueError, match="suffix selects HDU"):
         FitsCutoutDataset([(two_versions + "[SCI,2]", 1, 0, 0, 2)])
+    with pytest.raises(ValueError, match="not an image-section suffix"):
+        FitsCutoutDataset([(two_versions + "[1:2,*]", None, 0, 0, 2)])
+    with pytest.raises(ValueError, match="not image sections"):
+        FitsStagedCutoutIterableDataset([two_versions + "[1:2,*]"], cutout_size=2)
     staged = FitsStagedCutoutIterableDataset([two_versions + "[SCI,2]"], cutouts_per_file=3,
                                              cutout_size=2, cutout_generator=lambda h, w, ch, cw:
                                              (1, 2, 3, 4))
@@ -197,6 +201,9 @@ def test_table_and_spectrum_datasets_path_suffix(two_versions):
     from torchfits.data import FitsSpectrumDataset, FitsTableDataset, FitsTableIterableDataset
 
     rows = FitsTableDataset(two_versions + "[CAT,2]")
+    for route in (FitsTableDataset, FitsTableIterableDataset):
+        with pytest.raises(ValueError, match="image section cannot select table rows"):
+            route(two_versions + "[1:2,*]")
     assert [int(rows[i][0]["a"]) for i in range(len(rows))] == [10, 20]
     assert len(FitsTableDataset(two_versions + "[CAT,2]", hdu=("CAT", 2))) == 2
     assert len(FitsTableDataset(two_versions + "[4]", hdu="CAT,2")) == 2
