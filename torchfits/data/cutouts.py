@@ -12,14 +12,13 @@ import torch
 
 from .._torch_adapter import torch_dtype, validate_device
 from ..errors import CutoutEdgeError
-from ..fits.hdu_index import suffix_hdu
-from ..fits.paths import fspath, hdu_suffix
+from ..fits.paths import fspath
 from .images import _check_hdu, _ImagePayloads
 from .loader import finish_batch
 from ..fits.remote_source import open_remote
 from .readers import (batch_cutouts, image_reader, is_remote, read_pixels, to_tensor_batch,
                       validity_mask)
-from .sources import storage_options_arg
+from .sources import storage_options_arg, suffix_file
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
@@ -105,14 +104,13 @@ def _spec_file(raw: Any, hdu: Any) -> tuple[str, Any]:
     whose part before the brackets does) names the HDU itself, with ``hdu`` None or naming the
     same HDU; any other ``hdu`` is refused."""
     text = fspath(raw)
-    fp = hdu_suffix(text)
-    if fp is None:
+    target = suffix_file(text, hdu, None, "a cutout names its box with (x, y, size) or "
+                         "(x1, y1, x2, y2), not an image-section suffix; name the HDU alone "
+                         "('img.fits[SCI,2]')")
+    if target is None:
         _check_hdu(hdu)
         return text, hdu
-    if fp.section is not None or fp.hdu is None:
-        raise ValueError(f"{text!r}: a cutout names its box with (x, y, size) or (x1, y1, x2, y2), "
-                         "not an image-section suffix; name the HDU alone ('img.fits[SCI,2]')")
-    return fp.path, suffix_hdu(fp.path, fp.hdu, hdu, None)
+    return target
 
 
 def _parse_spec(spec: Any, seen: Optional[dict] = None) -> tuple[str, Any, tuple[int, int, int, int]]:

@@ -8,7 +8,7 @@ from ..fits.hdu_index import HduIndex, get_index, suffix_hdu
 from ..fits.paths import hdu_suffix, with_storage_options
 from .readers import is_remote
 
-__all__ = ["storage_options_arg", "table_source", "index_of", "suffix_targets"]
+__all__ = ["storage_options_arg", "table_source", "index_of", "suffix_file", "suffix_targets"]
 
 
 def storage_options_arg(storage_options: Any) -> Optional[dict]:
@@ -42,13 +42,24 @@ def suffix_targets(files: list[str], hdus: list[Any], default: Any) -> dict[str,
     for text in files:
         if text in out:
             continue
-        fp = hdu_suffix(text)
-        if fp is None:
+        target = suffix_file(text, list(hdus), default,
+                             "datasets read whole HDUs, not image sections; name the HDU alone "
+                             "('img.fits[SCI,2]') and cut boxes with FitsCutoutDataset")
+        if target is None:
             continue
-        if fp.section is not None or fp.hdu is None:
-            raise ValueError(f"{text!r}: datasets read whole HDUs, not image sections; name the "
-                             "HDU alone ('img.fits[SCI,2]') and cut boxes with FitsCutoutDataset")
-        hdu = suffix_hdu(fp.path, fp.hdu, list(hdus), default)
-        get_index(fp.path).resolve(hdu)  # an HDU the file lacks fails here, listing its HDUs
-        out[text] = (fp.path, hdu)
+        get_index(target[0]).resolve(target[1])  # an HDU the file lacks fails here, listing its HDUs
+        out[text] = target
     return out
+
+
+def suffix_file(text: str, hdu: Any, default: Any, no_section: str) -> Optional[tuple[str, Any]]:
+    """(file, HDU) of a dataset path with an HDU suffix (``img.fits[SCI,2]``: a path that does
+    not exist whose part before the brackets does), None for any other path. The suffix wins
+    over the default ``hdu`` (`suffix_hdu`); an image-section suffix raises ValueError with
+    ``no_section`` (what the route takes instead)."""
+    fp = hdu_suffix(text)
+    if fp is None:
+        return None
+    if fp.section is not None or fp.hdu is None:
+        raise ValueError(f"{text!r}: {no_section}")
+    return fp.path, suffix_hdu(fp.path, fp.hdu, hdu, default)

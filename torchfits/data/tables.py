@@ -10,14 +10,13 @@ import torch
 
 from .._torch_adapter import (NullValue, apply_null_rule, check_null_options, mask_name,
                               validate_device)
-from ..fits.hdu_index import suffix_hdu
-from ..fits.paths import fspath, hdu_suffix
+from ..fits.paths import fspath
 from ..fits.source import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import Scanner, TableSource, resolve_sources, scan, tensor_null_columns
 from .loader import finish_batch
-from .sources import storage_options_arg, table_source
+from .sources import storage_options_arg, suffix_file, table_source
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
 
 __all__ = ["FitsTableDataset", "FitsTableIterableDataset"]
@@ -109,6 +108,10 @@ def _batch_dict(arrays: dict[str, np.ndarray], device: str) -> dict[str, Any]:
     return out
 
 
+_NO_SECTION = ("an image section cannot select table rows; name the HDU alone "
+               "('cat.fits[CAT,2]') and filter rows with where=")
+
+
 def _files_and_hdus(items: list, hdu: Any,
                     storage_options: Optional[dict] = None) -> list[tuple[Any, Any]]:
     """(file, table HDU) for each file the paths name: ``cat.fits[CAT,2]`` (a path that does
@@ -117,16 +120,13 @@ def _files_and_hdus(items: list, hdu: Any,
     URLs read at ``hdu``."""
     out: list[tuple[Any, Any]] = []
     for item in items:
-        fp = hdu_suffix(item)
-        if fp is None:
-            found = resolve_sources(table_source(item, storage_options)
-                                    if isinstance(item, str) else item)
-            out += [(p, hdu) for p in found]
-        elif fp.section is not None or fp.hdu is None:
-            raise ValueError(f"{item!r}: an image section cannot select table rows; name the "
-                             "HDU alone ('cat.fits[CAT,2]') and filter rows with where=")
-        else:
-            out.append((fp.path, suffix_hdu(fp.path, fp.hdu, hdu, 1)))
+        target = suffix_file(item, hdu, 1, _NO_SECTION)
+        if target is not None:
+            out.append(target)
+            continue
+        found = resolve_sources(table_source(item, storage_options)
+                                if isinstance(item, str) else item)
+        out += [(p, hdu) for p in found]
     return out
 
 
@@ -169,8 +169,7 @@ class FitsTableDataset(torch.utils.data.Dataset):
         self.path = fspath(path)
         self.storage_options = storage_options_arg(storage_options)
         self.hdu, self.columns, self.where = hdu, columns, where
-        file, file_hdu = _files_and_hdus([self.path], hdu)[0] \
-            if hdu_suffix(self.path) is not None else (self.path, hdu)
+        file, file_hdu = suffix_file(self.path, hdu, 1, _NO_SECTION) or (self.path, hdu)
         self.device = validate_device(device)
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
