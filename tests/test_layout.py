@@ -1,6 +1,7 @@
 """The package layout: no import cycles among torchfits modules (imports inside functions count),
-every module in the architecture page's module map, and no module named like a root function
-or a standard-library module except the 1.x paths that must keep their names."""
+no import that runs up the layer table of the architecture page (imports through the lazy root
+count too), every module in the architecture page's module map, and no module named like a root
+function or a standard-library module except the 1.x paths that must keep their names."""
 from __future__ import annotations
 
 import ast
@@ -25,11 +26,26 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """Every torchfits module ``name`` imports, at any depth of the source."""
+def _lazy_root_names() -> dict[str, str]:
+    """The root namespace's public names → the modules that define them."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_LAZY" for t in node.targets):
+            lazy = ast.literal_eval(node.value)
+            return {name: f"torchfits.{module}" for name, module in lazy.items()}
+    raise AssertionError("torchfits/__init__.py has no _LAZY table")
+
+
+def _imports(name: str, path: Path, known: set[str], lazy: dict[str, str] | None = None) -> set[str]:
+    """Every torchfits module ``name`` imports, at any depth of the source. With ``lazy`` (the root's
+    name → module table), names reached through the root (``import torchfits; torchfits.read``,
+    ``from torchfits import read``) count as imports of the modules that define them; a root name
+    that table does not know counts as an import of the root itself."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    tree = ast.parse(path.read_text())
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    root_aliases = set()
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - node.level + 1]
@@ -37,13 +53,61 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
             else:
                 target = node.module or ""
             candidates = [target] + [f"{target}.{a.name}" for a in node.names]
+            if lazy is not None and target == "torchfits":
+                candidates = candidates[1:]
+                for alias in node.names:
+                    if f"torchfits.{alias.name}" not in known:
+                        found.add(lazy.get(alias.name, "torchfits"))
         elif isinstance(node, ast.Import):
             candidates = [a.name for a in node.names]
+            if lazy is not None and "torchfits" in candidates:
+                # what the root is used for is found below, from the attributes read off it
+                candidates.remove("torchfits")
+                root_aliases |= {a.asname or a.name for a in node.names if a.name == "torchfits"}
         else:
             continue
         found |= {c for c in candidates if c in known}
+    if lazy is not None and root_aliases:
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in root_aliases):
+                attribute = f"torchfits.{node.attr}"
+                found.add(attribute if attribute in known else lazy.get(node.attr, "torchfits"))
+    if lazy is not None and name != "torchfits":
+        # through the root, the root itself is a module above every other
+        return {t for t in found if t != name and (t == "torchfits" or not name.startswith(t + "."))}
     # a package importing its own children is its job, not a cycle
     return {t for t in found if t != name and not name.startswith(t + ".")}
+
+
+def _layer_ranks() -> list[tuple[str, int]]:
+    """The layer table of docs/architecture.md as (package, rank): rows from the bottom up, and inside
+    a row, tiers separated by "then" (``image, query, then tables, then writing``)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    ranks = []
+    rank = 0
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or cells[0] in ("layer", "") or set(cells[0]) <= set("-"):
+            continue
+        for tier in cells[1].split(", then "):
+            rank += 1
+            for package in re.findall(r"`(torchfits(?:\.[A-Za-z_]\w*)*)`", tier):
+                ranks.append((package, rank))
+    return ranks
+
+
+def _rank_of(module: str, ranks: list[tuple[str, int]]) -> int | None:
+    """The rank of the longest layer-table package that holds ``module``; the root is above all."""
+    if module == "torchfits":
+        return max(r for _, r in ranks) + 1
+    best = None
+    for package, rank in ranks:
+        if module == package or module.startswith(package + "."):
+            if best is None or len(package) > len(best[0]):
+                best = (package, rank)
+    return None if best is None else best[1]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -95,6 +159,38 @@ def test_no_import_cycles():
     mods = _modules()
     graph = {name: _imports(name, path, set(mods)) for name, path in mods.items()}
     assert _cycles(graph) == []
+
+
+def test_every_module_has_a_layer():
+    ranks = _layer_ranks()
+    unplaced = sorted(name for name in _modules() if name != "torchfits" and _rank_of(name, ranks) is None)
+    assert unplaced == [], f"modules in no row of docs/architecture.md's layer table: {unplaced}"
+
+
+def test_no_import_runs_up_the_layers():
+    mods = _modules()
+    lazy = _lazy_root_names()
+    ranks = _layer_ranks()
+    upward = []
+    for name, path in sorted(mods.items()):
+        if name == "torchfits":
+            continue
+        own = _rank_of(name, ranks)
+        for target in sorted(_imports(name, path, set(mods), lazy)):
+            other = _rank_of(target, ranks)
+            if own is not None and other is not None and other > own:
+                upward.append(f"{name} (layer {own}) imports {target} (layer {other})")
+    assert upward == [], "imports that run up docs/architecture.md's layer table:\n" + "\n".join(upward)
+
+
+def test_layer_checker_sees_lazy_root_and_function_imports(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    import torchfits\n    return torchfits.read(1)\n"
+                      "def g():\n    from torchfits import open_image\n")
+    known = {"torchfits", "torchfits.compat.reads", "torchfits.image.plain"}
+    lazy = {"read": "torchfits.compat.reads", "open_image": "torchfits.image.plain"}
+    assert _imports("torchfits.fits.m", source, known, lazy) == {"torchfits.compat.reads",
+                                                                  "torchfits.image.plain"}
 
 
 def test_cycle_finder_finds_a_cycle():

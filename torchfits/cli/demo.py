@@ -87,8 +87,8 @@ def run_demo(directory: Optional[str] = None, *, keep: bool = False) -> None:
         if importlib.util.find_spec("torch") is None:
             print("  torch is not installed: pip install 'torchfits[torch]' for tensor output")
         else:
-            tensor = torchfits.read(image_path, hdu="SCI")
-            print(f"  torchfits.read -> {type(tensor).__module__}.{type(tensor).__name__} "
+            tensor = torchfits.open_image(image_path, "SCI").to_torch()
+            print(f"  open_image(...).to_torch() -> {type(tensor).__module__}.{type(tensor).__name__} "
                   f"{tuple(tensor.shape)} {tensor.dtype}")
             columns = torchfits.scan(catalog_path, columns=["ra", "dec", "mag_g", "mag_r"],
                                      where="star == True").to_torch()
