@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterable
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
 
-__all__ = ["BLOCK", "CARD", "padding", "padded", "pad_bytes", "finish_header", "finish_raw_header",
+__all__ = ["BLOCK", "CARD", "padding", "padded", "finish_header", "finish_raw_header",
            "flip_sign_bit"]
 
 #: Every header and data unit fills whole blocks of this many bytes.
@@ -27,11 +27,6 @@ def padding(nbytes: int) -> int:
 def padded(nbytes: int) -> int:
     """``nbytes`` rounded up to whole blocks: the bytes a data unit of that size occupies."""
     return nbytes + padding(nbytes)
-
-
-def pad_bytes(nbytes: int, fill: bytes = b"\0") -> bytes:
-    """The fill that completes the block after ``nbytes`` (NUL for data, blank for headers)."""
-    return fill * padding(nbytes)
 
 
 def finish_header(lines: Iterable[str]) -> bytes:

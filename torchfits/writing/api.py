@@ -1,48 +1,27 @@
 """Writing FITS: `write` dispatches images (arrays, tensors) and tables (dicts of arrays, Arrow,
 pandas, Polars) to the HDU writers and writes them atomically (:mod:`.atomic`).
 
-Image HDUs live in :mod:`.image_hdu`, table layout in :mod:`.table_plan` / :mod:`.table_write`,
+Image HDUs live in :mod:`.image_write`, table layout in :mod:`.table_plan` / :mod:`.table_write`,
 checksums in :mod:`.checksum`, in-file edits in :mod:`.hdu_edit` and :mod:`.table_edit`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from .._torch_adapter import is_tensor
 from ..errors import FitsError, FitsWriteError, HeaderCardError, QuantizeError, UInt64WriteError
-from ..fits.header import Card
 from .atomic import atomic_output, check_target
 from .cards import as_header, named_errors
-from .image_hdu import write_image_hdu, write_quantized_image_hdu
+from .image_write import write_image_hdu, write_quantized_image_hdu
 from .items import ImageData, TableData, as_numpy, to_items
 from ..fits.aliases import PathArg
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; torch is optional
     import torch
 
-__all__ = ["write", "write_tensor", "write_hdus", "encode_table"]
-
-
-def encode_table(columns: Mapping[str, Any]) -> tuple[list[Card], np.ndarray]:
-    """Structural cards and row bytes of a binary table of fixed-width columns (no heap)."""
-    import io
-
-    from .table_plan import encode_rows
-    from .table_write import plan_table, table_cards
-
-    plan = plan_table(columns)
-    batch = plan.columns or []
-    heap = io.BytesIO()
-    rows, heap_size = encode_rows(plan.plans, batch, heap, 0)
-    if heap_size:
-        raise ValueError("encode_table handles fixed-width columns only")
-    fields = [p.field_dtype for p in plan.plans]
-    offsets = np.concatenate([[0], np.cumsum([f.itemsize for f in fields])[:-1]]).astype(int)
-    row = np.dtype({"names": [p.name for p in plan.plans], "formats": fields,
-                    "offsets": [int(o) for o in offsets], "itemsize": rows.shape[1]})
-    return table_cards(plan.plans, len(rows), 0), rows.reshape(-1).view(row)
+__all__ = ["write", "write_tensor", "write_hdus"]
 
 
 def write_hdus(path: PathArg, hdus: Sequence[Any], *, overwrite: bool = False,

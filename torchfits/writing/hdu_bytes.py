@@ -7,14 +7,14 @@ comments, spacing) when a file is rewritten around them.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Iterable
 
 from .atomic import Sink
 from .cards import card_bytes
 from ..fits.hdu_index import HduEntry, HduIndex
 from ..fits.layout import CARD, finish_raw_header, padded
 
-__all__ = ["raw_cards", "card_key", "header_from_raw", "copy_hdu", "find_card"]
+__all__ = ["raw_cards", "card_key", "header_from_raw", "copy_hdu"]
 
 _AXIS = re.compile(rb"^NAXIS\d+$")
 
@@ -36,15 +36,6 @@ def card_key(card: bytes) -> bytes:
     return card[:8].rstrip().upper()
 
 
-def find_card(index: HduIndex, entry: HduEntry, key: str) -> int:
-    """Absolute byte offset of the first card ``key`` in ``entry``'s header, or -1."""
-    wanted = key.encode("ascii")
-    for i, card in enumerate(raw_cards(index, entry)):
-        if card_key(card) == wanted:
-            return entry.header_offset + i * CARD
-    return -1
-
-
 def header_from_raw(cards: Iterable[bytes]) -> bytes:
     """Cards (80 bytes each) plus END, padded with blanks to whole blocks."""
     return finish_raw_header(cards)
@@ -54,7 +45,7 @@ _STRUCT = {b"SIMPLE", b"XTENSION", b"BITPIX", b"NAXIS", b"EXTEND", b"PCOUNT", b"
            b"CHECKSUM", b"DATASUM"}
 
 
-def image_header(cards: list[bytes], entry: HduEntry, *, primary: bool) -> bytes:
+def restructured_image_header(cards: list[bytes], entry: HduEntry, *, primary: bool) -> bytes:
     """An image header rewritten as primary (SIMPLE/EXTEND) or extension (XTENSION/PCOUNT/GCOUNT);
     every non-structural card is kept verbatim (BSCALE/BZERO/BLANK stay: the data is copied)."""
     out = card_bytes("SIMPLE", True, "conforms to FITS standard") if primary else \
@@ -81,7 +72,7 @@ def copy_hdu(sink: Sink, index: HduIndex, entry: HduEntry, *, primary: bool) -> 
     if primary != was_primary:
         if not entry.is_image:
             raise ValueError(f"HDU {entry.index} ({entry.kind}) cannot become the primary HDU")
-        sink.write(image_header(raw_cards(index, entry), entry, primary=primary))
+        sink.write(restructured_image_header(raw_cards(index, entry), entry, primary=primary))
     else:
         sink.write(buf[entry.header_offset:entry.data_offset])
     data_offset = sink.offset

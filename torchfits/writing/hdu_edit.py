@@ -15,7 +15,7 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from .._torch_adapter import is_tensor
 from ..fits.header import Header
 from .cards import checked_header, named_errors
-from .image_hdu import write_image_hdu
+from .image_write import write_image_hdu
 from .items import ImageData, TableData, as_numpy, is_table_like
 
 __all__ = ["insert_hdu", "replace_hdu", "delete_hdu", "update_header"]
