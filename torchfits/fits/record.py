@@ -1,8 +1,9 @@
 """Small value types for the metadata path, without `dataclasses`.
 
 Importing `dataclasses` (which imports `inspect`, `ast`, `dis` and `tokenize`) and running its
-decorator on the four classes of the header path cost ~10 ms of the first `read_header` in a
-process, three times the rest of that call (docs/architecture.md, "Start-up"). A `Record`
+decorator on the classes of the header path made the first `read_header` of a process several
+times slower (docs/architecture.md, "Start-up"; docs/benchmarks.md, "Measured choices in the
+code"). A `Record`
 subclass names its fields in ``__slots__`` and writes its own ``__init__``; this base gives it
 the ``repr``, equality and pickling a dataclass would.
 """

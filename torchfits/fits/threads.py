@@ -47,14 +47,12 @@ def _transparent_huge_pages() -> bool:
 def fault_in(out: Any) -> None:
     """Fault in a fresh output's huge pages on the calling thread before pool threads fill it.
 
-    Tile decoders write their output a tile at a time from every thread, and on the 2-core VM
-    of docs/benchmarks.md their huge-page faults contended: two-thread reads of the 4096²
-    PLIO_1 mask had a p90 of 10–14 ms against a 3.4–4 ms median, float32 RICE_1 39.5 against
-    32.7 ms; with this call first, 5.3 against 5.2 ms and 29.8 against 28.4 ms. The pages are
-    zeroed either way; one write per huge page moves that work here. (Plain image reads, two
-    long copies, were slower with it: 5.5 against 3.8 ms; they do not call it.) Small arrays
-    and kernels without transparent huge pages are left alone. The bytes written are zeros
-    the decode overwrites, so call it only on memory allocated for a full decode.
+    Tile decoders write their output a tile at a time from every thread, and their huge-page
+    faults contended; one write per huge page here moves that zeroing onto one thread (the
+    measurements are in docs/benchmarks.md, "Measured choices in the code"). Plain image reads,
+    two long copies, were slower with it and do not call it. Small arrays and kernels without
+    transparent huge pages are left alone. The bytes written are zeros the decode overwrites,
+    so call it only on memory allocated for a full decode.
     """
     if out.nbytes < _HUGE_MIN_BYTES or not out.flags.c_contiguous or not _transparent_huge_pages():
         return
