@@ -260,7 +260,7 @@ def decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_
                 const uint8_t[::1] tnulls, int64_t[:, ::1] stats) -> None:
     """Decode output rows ``out_start .. out_start + nrows`` of every column in ``prog``.
 
-    Row selection and bounds follow ``torchfits._bintable.decode_rows``. ``tnulls`` holds the
+    Row selection and bounds follow ``torchfits._kernels._bintable.decode_rows``. ``tnulls`` holds the
     trimmed TNULL texts the program points into. ``stats`` receives null counts, the non-ASCII
     flag and the first output row whose field does not parse (caller-initialised to -1).
     """

@@ -1170,7 +1170,7 @@ def test_string_kernel_matches_rstrip_property():
 
 
 def test_numpy_path_needs_no_pyarrow(tmp_path):
-    """`_columns` and the NumPy decode import neither pyarrow nor torch."""
+    """`fits.columns` and the NumPy decode import neither pyarrow nor torch."""
     rows = np.ones((3, 2), dtype=">f4").tobytes()
     code = (
         "import sys\n"

@@ -1,9 +1,9 @@
 """``torchfits.table``: the torchfits 1.2.3 table API (docs/compatibility.md) over the scanner.
 
 Every function here is a thin layer: it checks arguments with the 1.2.3 wording and conventions,
-then runs the native `torchfits._scan.Scanner` / `torchfits._table_decode` kernels with the
+then runs the native `torchfits.tables.scan.Scanner` / `torchfits.tables.decode` kernels with the
 ``"compat"`` Arrow mapping (or their NumPy "torch" mapping for tensors). Nothing decodes bytes
-here. The mutating functions delegate to `torchfits._table_edit`.
+here. The mutating functions delegate to `torchfits.writing.table_edit`.
 """
 from __future__ import annotations
 

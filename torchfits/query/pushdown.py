@@ -1,7 +1,7 @@
 """Plan where-pushdown: split a predicate into what the row kernel evaluates on raw bytes and a
 residual for pyarrow, and compile the kernel part into a small postfix program.
 
-The kernel must agree with `torchfits._expr.to_pyarrow` on the decoded table, row for row: it
+The kernel must agree with `torchfits.query.expr.to_pyarrow` on the decoded table, row for row: it
 compares the values exactly as the decoder produces them, with the same literal plans.
 """
 from __future__ import annotations
@@ -232,7 +232,7 @@ def plan_pushdown(expr: Any, specs: Sequence[ColumnSpec], types: dict[str, Any],
                   mapping: str, apply_nulls: bool) -> tuple[list[KernelPlan], Optional[Any]]:
     """Split ``expr`` into kernel plans, one per top-level AND term the kernel can run (applied
     in turn, each to the rows the previous ones kept, so selective terms shrink the work of the
-    rest), and the residual predicate for pyarrow (an `_expr` tree, or None)."""
+    rest), and the residual predicate for pyarrow (a `query.tree` expression, or None)."""
     by_name = {s.name: s for s in specs}
     plans: list[KernelPlan] = []
     residual = []

@@ -953,7 +953,7 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
     rows that pass, in one pass over the row bytes (each block of rows is tested and its
     survivors decoded while it is in cache).
 
-    ``tests`` is a planned conjunction (`torchfits.query.pushdown.FusedPredicate.conjunction`);
+    ``tests`` is a planned conjunction (the ``conjunction`` of a `torchfits.query.pushdown.FusedPredicate`);
     the other arguments are as in `decode_table`, for binary tables without variable-length
     columns in the projection. Big ranges run in pieces on the thread pool.
     """
