@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import tempfile
 from typing import Any, Callable, Optional
 
 __all__ = ["cmd_verify", "cmd_setkey", "add_parsers"]
@@ -96,6 +95,7 @@ def cmd_setkey(args: argparse.Namespace) -> int:
     """Set, rename or delete keywords in one or more HDUs of each file."""
     from ..fits.hdu_index import get_index
     from ..writing.header_edit import update_header
+    from ..writing.atomic import atomic_output
     from ..errors import KeywordNotFoundError
 
     if (args.keyword is None) != (args.value is None):
@@ -164,19 +164,13 @@ def cmd_setkey(args: argparse.Namespace) -> int:
             for h in wanted:
                 edit(t, dest, h)
             return
-        # a copy is edited under a temporary name and appears whole, or not at all
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(dest)),
-                                   prefix=f".{os.path.basename(dest)}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            shutil.copy(t.path, tmp)  # the mode of the input, not mkstemp's 0600
+        # a copy is edited under the writers' temporary name and appears whole, or not at all
+        # (a .gz output is compressed once the edits are done)
+        with atomic_output(dest) as sink, open(t.path, "rb") as src:
+            shutil.copyfileobj(src, sink.fh)
+            sink.fh.flush()
             for h in wanted:
-                edit(t, tmp, h)
-            os.replace(tmp, dest)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+                edit(t, sink.path, h)
 
     batch = Batch("setkey")
     batch.run(items, one, name=lambda t: t.shown, workers=jobs(args.file_jobs, len(items)))
