@@ -11,8 +11,8 @@ exits 1 when there is any. Rules, as docs/cli.md states them:
   DATASUM are ignored unless ``--compare-checksums``; ``--ignore-keywords`` takes ``fnmatch``
   patterns (``*`` ignores every header difference), ``--ignore-hdus`` EXTNAME patterns or indices;
 * image data compare as physical values (BSCALE/BZERO applied, BLANK → NaN), as FITSDiff does;
-  data torchfits cannot decode as an image or a table (random groups, foreign extensions)
-  compare byte for byte.
+  random groups compare as a table (a column per parameter and ``DATA``, a row per group);
+  data torchfits cannot decode as an image or a table (foreign extensions) compare byte for byte.
 """
 from __future__ import annotations
 
@@ -192,6 +192,8 @@ def _diff_hdu(ia: Any, ea: Any, ib: Any, eb: Any, opts: DiffOptions) -> list[Dif
         out += _image_differences(ia.path, ea, ib.path, eb, opts, diff)
     elif fa == "table":
         out += _table_differences(ia.path, ea, ib.path, eb, opts, diff)
+    elif fa == "groups":
+        out += _groups_differences(ia.path, ea, ib.path, eb, opts, diff)
     else:
         out += _byte_differences(ia, ea, ib, eb, diff)
     return out
@@ -325,13 +327,46 @@ def _values_differ_array(a: np.ndarray, b: np.ndarray, rtol: float, atol: float)
     return bad
 
 
-# -- tables ----------------------------------------------------------------------------------------
+# -- tables and random groups -----------------------------------------------------------------------
 def _table_differences(path_a: str, ea: Any, path_b: str, eb: Any, opts: DiffOptions,
                        diff: Callable[..., Difference]) -> list[Difference]:
     from ..tables.scan import scan
 
-    names_a = [n for n in scan(path_a, ea.index).schema.names if not opts.column_ignored(n)]
-    names_b = [n for n in scan(path_b, eb.index).schema.names if not opts.column_ignored(n)]
+    def reader(path: str, entry: Any) -> Callable[[list[str], int, int], Any]:
+        return lambda names, start, stop: scan(path, entry.index, columns=names,
+                                               row_slice=(start, stop)).to_arrow()
+
+    step = max(1, _CHUNK_BYTES // max(1, ea.row_bytes, eb.row_bytes))
+    return _column_differences(scan(path_a, ea.index).schema.names, ea.nrows, reader(path_a, ea),
+                               scan(path_b, eb.index).schema.names, eb.nrows, reader(path_b, eb),
+                               step, opts, diff)
+
+
+def _groups_differences(path_a: str, ea: Any, path_b: str, eb: Any, opts: DiffOptions,
+                        diff: Callable[..., Difference]) -> list[Difference]:
+    """Random groups as FITSDiff compares them: a table of one row per group, a column per
+    parameter (physical values) and ``DATA`` (each group's array), with the tolerances."""
+    from ..image.groups import read_groups
+
+    ta = read_groups(path_a, ea.index).to_arrow()
+    tb = read_groups(path_b, eb.index).to_arrow()
+
+    def reader(table: Any) -> Callable[[list[str], int, int], Any]:
+        return lambda names, start, stop: table.select(names).slice(start, stop - start)
+
+    return _column_differences(ta.column_names, ta.num_rows, reader(ta),
+                               tb.column_names, tb.num_rows, reader(tb), max(1, ta.num_rows),
+                               opts, diff)
+
+
+def _column_differences(all_a: list[str], nrows_a: int, read_a: Callable[[list[str], int, int], Any],
+                        all_b: list[str], nrows_b: int, read_b: Callable[[list[str], int, int], Any],
+                        step: int, opts: DiffOptions,
+                        diff: Callable[..., Difference]) -> list[Difference]:
+    """Columns by name (case-blind), the row count, then every cell, ``step`` rows at a time
+    (``read_x(names, start, stop)`` gives those rows as a ``pyarrow.Table``)."""
+    names_a = [n for n in all_a if not opts.column_ignored(n)]
+    names_b = [n for n in all_b if not opts.column_ignored(n)]
     lower_b = {n.lower(): n for n in names_b}
     lower_a = {n.lower(): n for n in names_a}
     out = []
@@ -341,19 +376,18 @@ def _table_differences(path_a: str, ea: Any, path_b: str, eb: Any, opts: DiffOpt
         parts = ([f"only in a: {', '.join(only_a)}"] if only_a else []) + \
                 ([f"only in b: {', '.join(only_b)}"] if only_b else [])
         out.append(diff("columns", "columns", "; ".join(parts)))
-    if ea.nrows != eb.nrows:
-        out.append(diff("rows", "row count", ea.nrows, eb.nrows))
+    if nrows_a != nrows_b:
+        out.append(diff("rows", "row count", nrows_a, nrows_b))
         return out
     pairs = [(n, lower_b[n.lower()]) for n in names_a if n.lower() in lower_b]
-    if not pairs or not ea.nrows:
+    if not pairs or not nrows_a:
         return out
-    step = max(1, _CHUNK_BYTES // max(1, ea.row_bytes, eb.row_bytes))
     shown: list[Difference] = []
     cells, rows_seen = 0, np.zeros(0, dtype=np.int64)
-    for start in range(0, ea.nrows, step):
-        stop = min(ea.nrows, start + step)
-        ta = scan(path_a, ea.index, columns=[a for a, _ in pairs], row_slice=(start, stop)).to_arrow()
-        tb = scan(path_b, eb.index, columns=[b for _, b in pairs], row_slice=(start, stop)).to_arrow()
+    for start in range(0, nrows_a, step):
+        stop = min(nrows_a, start + step)
+        ta = read_a([a for a, _ in pairs], start, stop)
+        tb = read_b([b for _, b in pairs], start, stop)
         for name_a, name_b in pairs:
             ca, cb = ta.column(name_a).combine_chunks(), tb.column(name_b).combine_chunks()
             bad = cells_differ(ca, cb, opts.rtol, opts.atol)
@@ -366,7 +400,7 @@ def _table_differences(path_a: str, ea: Any, path_b: str, eb: Any, opts: DiffOpt
                 shown.append(diff("cell", f"row {int(r) + start} column {name_a}",
                                   _json_safe(ca[int(r)].as_py()), _json_safe(cb[int(r)].as_py())))
     if cells > len(shown):
-        shown.append(diff("cells", "cells", f"{cells} cells in {rows_seen.size} of {ea.nrows} rows "
+        shown.append(diff("cells", "cells", f"{cells} cells in {rows_seen.size} of {nrows_a} rows "
                                             f"differ ({len(shown)} shown)"))
     return out + shown
 
