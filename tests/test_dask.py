@@ -279,10 +279,10 @@ def test_statistics_skip_files_and_give_divisions(client, catalogs, astropy_fram
 
 
 def test_small_files_gather_into_partitions_keeping_divisions(client, catalogs, astropy_frame, monkeypatch):
-    import torchfits.tables.dask_frame as dask_frame
+    import torchfits.dask.partitions as partitions
 
     # files of 4000 rows x ~40 bytes: a 400 kB target gathers two or three files per partition
-    monkeypatch.setattr(dask_frame, "TARGET_PARTITION_BYTES", 2 * NROWS * 45)
+    monkeypatch.setattr(partitions, "TARGET_PARTITION_BYTES", 2 * NROWS * 45)
     ddf = tfd.read_table(str(catalogs), index="id")
     assert 1 < ddf.npartitions < NFILES
     assert ddf.known_divisions and ddf.divisions[0] == 0 and ddf.divisions[-1] == NFILES * NROWS - 1
@@ -576,7 +576,7 @@ def _use_the_pool():
 
 
 def test_tasks_in_workers_decode_on_one_thread_unless_told(client, catalogs):
-    from torchfits.tables.dask_frame import task_threads
+    from torchfits.dask.partitions import task_threads
 
     assert task_threads(None) is None  # not in a worker: the shared default
     assert client.submit(task_threads, None, pure=False).result() == 1

@@ -18,8 +18,8 @@ from ..errors import FitsError
 from ..fits.paths import with_storage_options
 from ..fits.threads import run_parallel
 from ..image.plain import Image, open_image
-from ..tables.dask_frame import task_threads
 from ..tables.scan import resolve_sources
+from .partitions import task_threads
 
 __all__ = ["read_images", "ImageBlocks"]
 

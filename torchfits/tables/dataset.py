@@ -870,8 +870,10 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         -------
         dask.dataframe.DataFrame
         """
-        from .dask_frame import (FragmentReader, from_fragments, group_fragments, nullable_columns,
-                                 sorted_divisions, split_ranges)
+        # The engine's one import from an adapter above it (docs/architecture.md, "Dask"): the
+        # partition helpers know fragments by their public attributes and import no dataset code.
+        from ..dask.partitions import (FragmentReader, from_fragments, group_fragments, nullable_columns,
+                                       sorted_divisions, split_ranges)
 
         filter = _combine(self._filter, where)
         path_columns = PATH_COLUMNS if self._add_path_column else ()

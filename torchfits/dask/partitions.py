@@ -1,12 +1,14 @@
 """FITS datasets as Dask DataFrames: one ``dask.dataframe.from_map`` partition per fragment.
 
 `FitsDataset.to_dask_dataframe` plans (fragments, filter, statistics) and calls the helpers
-here, which know fragments only by their public attributes (this module imports no dataset code).
-Each partition is a `FitsFragment` (file, HDU, row range) read by a small picklable callable,
-`FragmentReader`, whose ``columns=`` keyword lets Dask's optimizer push column selections into
-the decoder. The where-filter runs inside every fragment's scan (predicate kernel first), the
-sidecar statistics drop partitions that cannot match before the graph is built, and a sorted
-index column gets known divisions from the same statistics. Dask is imported only when called.
+here, which know fragments only by their public attributes (this module imports no dataset
+code, so the engine's one call up into this package cannot close a cycle). Each partition is a
+`FitsFragment` (file, HDU, row range) read by a small picklable callable, `FragmentReader`,
+whose ``columns=`` keyword lets Dask's optimizer push column selections into the decoder. The
+where-filter runs inside every fragment's scan (predicate kernel first), the sidecar statistics
+drop partitions that cannot match before the graph is built, and a sorted index column gets
+known divisions from the same statistics. `task_threads` chooses the decode threads of a task
+for tables and images alike. Dask is imported only when called.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 import pyarrow as pa
 
-from .stats_index import ColumnStats
+from ..tables.stats_index import ColumnStats
 
 __all__ = ["FragmentReader", "task_threads", "in_dask_worker", "split_ranges", "group_fragments",
            "sorted_divisions", "nullable_columns", "from_fragments", "TARGET_PARTITION_BYTES"]
