@@ -20,7 +20,7 @@ fits = pytest.importorskip("astropy.io.fits")
 import torchfits  # noqa: E402
 import torchfits.dask as tfd  # noqa: E402
 from _daskhelpers import NFILES, NROWS, collect_decode_counter, install_decode_counter  # noqa: E402
-from torchfits.errors import ColumnNotFoundError, FitsError  # noqa: E402
+from torchfits.errors import ColumnNotFoundError  # noqa: E402
 
 
 # -- building the graph ---------------------------------------------------------------------------
@@ -49,19 +49,6 @@ def test_bad_arguments_raise_clear_errors(catalogs):
         tfd.read_table(str(catalogs), split_row_groups=0)
     with pytest.raises(ValueError, match="unknown column 'nope'"):
         tfd.read_table(str(catalogs), where="nope > 3")
-
-
-def test_storage_options_without_remote_support_is_a_fits_error(catalogs, monkeypatch):
-    import torchfits.tables.dataset as dsmod
-
-    def local_only(*args, storage_options=None, **kwargs):
-        if storage_options:
-            raise NotImplementedError("remote sources (storage_options) are not supported yet")
-        raise AssertionError("storage_options was not forwarded")
-
-    monkeypatch.setattr(dsmod, "dataset", local_only)
-    with pytest.raises(FitsError, match="remote support"):
-        tfd.read_table("s3://bucket/cat.fits", storage_options={"anon": True})
 
 
 def test_split_row_groups_and_stats_chunks(catalogs):
