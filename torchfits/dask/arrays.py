@@ -14,24 +14,17 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..errors import FitsError
 from ..fits.paths import with_storage_options
 from ..fits.threads import run_parallel
 from ..image.plain import Image, open_image
-from ..tables.dask_frame import task_threads
 from ..tables.scan import resolve_sources
+from .partitions import task_threads
 
 __all__ = ["read_images", "ImageBlocks"]
 
 
 def _open(path: str, hdu: Any, raw_scale: bool, storage_options: Optional[dict]) -> Image:
-    if storage_options is None:
-        return open_image(path, hdu, raw_scale=raw_scale)
-    try:
-        return open_image(path, hdu, raw_scale=raw_scale, storage_options=storage_options)
-    except NotImplementedError as exc:
-        raise FitsError(f"{path}: reading remote sources (storage_options) needs torchfits' "
-                        f"remote support, which this installation lacks ({exc})") from None
+    return open_image(path, hdu, raw_scale=raw_scale, storage_options=storage_options)
 
 
 class ImageBlocks:

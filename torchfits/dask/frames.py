@@ -10,23 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Sequence
 
-from ..errors import FitsError, FitsFileExistsError
+from ..errors import FitsFileExistsError
 
 __all__ = ["read_table", "to_fits"]
-
-
-def _open_dataset(source: Any, hdu: Any, *, schema: Any, add_path_column: bool, sidecar: Any,
-                  storage_options: Optional[dict]) -> Any:
-    from ..tables.dataset import dataset
-
-    if storage_options is None:
-        return dataset(source, hdu, schema=schema, add_path_column=add_path_column, index=sidecar)
-    try:
-        return dataset(source, hdu, schema=schema, add_path_column=add_path_column, index=sidecar,
-                       storage_options=storage_options)
-    except NotImplementedError as exc:
-        raise FitsError(f"{source!r}: reading remote sources (storage_options) needs torchfits' "
-                        f"remote support, which this installation lacks ({exc})") from None
 
 
 def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = None, where: Any = None, *,
@@ -76,12 +62,12 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
     -------
     dask.dataframe.DataFrame
     """
-    ds = _open_dataset(source, hdu, schema=schema, add_path_column=add_path_column, sidecar=sidecar,
-                       storage_options=storage_options)
+    from ..tables.dataset import dataset
+
+    ds = dataset(source, hdu, schema=schema, add_path_column=add_path_column, index=sidecar,
+                 storage_options=storage_options)
     return ds.to_dask_dataframe(columns, where, index=index, split_row_groups=split_row_groups,
                                 threads=threads)
-
-
 
 
 def _url_filesystem(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:

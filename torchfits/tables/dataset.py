@@ -146,7 +146,7 @@ class FitsFragment:
         self.storage_options = storage_options or None
         self.hdu = hdu
         self._source = _source
-        src = self._open()
+        src = self.open()
         start, stop = (0, src.nrows) if row_range is None else (int(row_range[0]), int(row_range[1]))
         if not 0 <= start <= stop <= src.nrows:
             raise IndexError(f"{self.path}: row range {start}:{stop} outside a {src.nrows}-row table")
@@ -156,7 +156,19 @@ class FitsFragment:
         self._schema = schema
         self.stats = stats
 
-    def _open(self) -> TableSource:
+    def open(self) -> TableSource:
+        """The table HDU this fragment reads: its header-derived row count (``nrows``), column
+        specs (``specs``), HDU index entry (``entry``) and byte source.
+
+        Opened on the first call, through the same byte sources as ``torchfits.scan(path,
+        storage_options=...)`` (the HDU index is cached per file version, so a reopen costs a
+        ``stat``), and kept: later calls return the same source. A fragment that was unpickled
+        opens nothing until then.
+
+        Returns
+        -------
+        TableSource
+        """
         src = self._source
         if src is None:
             # the HDU index is cached per file version
@@ -175,7 +187,7 @@ class FitsFragment:
         # What names this fragment's rows: the file version (stat key, or the remote validator),
         # HDU and row range. Without it Dask tokenizes a fragment by pickling it, schema and
         # statistics included: a third of building a 50-file graph.
-        index = self._open().index
+        index = self.open().index
         version = index.key if index.key is not None else getattr(index.source, "validator", None)
         return ("torchfits.FitsFragment", self.path, repr(version), self.hdu_index, self.row_range,
                 self.add_path_column, None if self._schema is None else self._schema.to_string(),
@@ -188,14 +200,14 @@ class FitsFragment:
     @property
     def physical_schema(self) -> Any:
         """The file's own columns and types (no path columns, no unification)."""
-        return arrow_schema(self._open().specs)
+        return arrow_schema(self.open().specs)
 
     @property
     def schema(self) -> Any:
         """The schema scans of this fragment produce (the dataset's, when it has one)."""
         if self._schema is not None:
             return self._schema
-        return _with_path_columns(arrow_schema(self._open().specs), self.add_path_column)
+        return _with_path_columns(arrow_schema(self.open().specs), self.add_path_column)
 
     @property
     def partition_expression(self) -> Any:
@@ -255,7 +267,7 @@ def _rebuild_fragment(path: str, hdu: Any, row_range: tuple[int, int], schema: A
     if hdu_index is None:  # pickled by an older version: validate against the file now
         return FitsFragment(path, hdu, row_range, schema=schema, add_path_column=add_path_column, stats=stats,
                             storage_options=storage_options)
-    # Checked when it was built; the file is opened by the first scan (`_open`).
+    # Checked when it was built; the file is opened by the first scan (`open`).
     frag = FitsFragment.__new__(FitsFragment)
     frag.path = path
     frag.storage_options = storage_options or None
@@ -299,7 +311,7 @@ class _FragmentScan:
         self.fragment = fragment
         self.plan = plan
         self.threads = threads  # decode threads of the kernels (None: the shared default)
-        src = fragment._open()
+        src = fragment.open()
         self.src = src
         file_names = {s.name for s in src.specs}
         self.skip = False
@@ -858,8 +870,10 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         -------
         dask.dataframe.DataFrame
         """
-        from .dask_frame import (FragmentReader, from_fragments, group_fragments, nullable_columns,
-                                 sorted_divisions, split_ranges)
+        # The engine's one import from an adapter above it (docs/architecture.md, "Dask"): the
+        # partition helpers know fragments by their public attributes and import no dataset code.
+        from ..dask.partitions import (FragmentReader, from_fragments, group_fragments, nullable_columns,
+                                       sorted_divisions, split_ranges)
 
         filter = _combine(self._filter, where)
         path_columns = PATH_COLUMNS if self._add_path_column else ()

@@ -1,12 +1,14 @@
 """FITS datasets as Dask DataFrames: one ``dask.dataframe.from_map`` partition per fragment.
 
 `FitsDataset.to_dask_dataframe` plans (fragments, filter, statistics) and calls the helpers
-here, which know fragments only by their attributes (this module imports no dataset code).
-Each partition is a `FitsFragment` (file, HDU, row range) read by a small picklable callable,
-`FragmentReader`, whose ``columns=`` keyword lets Dask's optimizer push column selections into
-the decoder. The where-filter runs inside every fragment's scan (predicate kernel first), the
-sidecar statistics drop partitions that cannot match before the graph is built, and a sorted
-index column gets known divisions from the same statistics. Dask is imported only when called.
+here, which know fragments only by their public attributes (this module imports no dataset
+code, so the engine's one call up into this package cannot close a cycle). Each partition is a
+`FitsFragment` (file, HDU, row range) read by a small picklable callable, `FragmentReader`,
+whose ``columns=`` keyword lets Dask's optimizer push column selections into the decoder. The
+where-filter runs inside every fragment's scan (predicate kernel first), the sidecar statistics
+drop partitions that cannot match before the graph is built, and a sorted index column gets
+known divisions from the same statistics. `task_threads` chooses the decode threads of a task
+for tables and images alike. Dask is imported only when called.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 import pyarrow as pa
 
-from .stats_index import ColumnStats
+from ..tables.stats_index import ColumnStats
 
 __all__ = ["FragmentReader", "task_threads", "in_dask_worker", "split_ranges", "group_fragments",
            "sorted_divisions", "nullable_columns", "from_fragments", "TARGET_PARTITION_BYTES"]
@@ -26,7 +28,7 @@ TARGET_PARTITION_BYTES = 128 << 20
 def _decoded_row_bytes(fragment: Any) -> int:
     """Bytes a row takes once decoded: its FITS row width is a close, cheap estimate (strings
     and bits grow a little, the validity bitmaps are small)."""
-    return max(1, int(fragment._open().entry.row_bytes))
+    return max(1, int(fragment.open().entry.row_bytes))
 
 
 def _split_points(fragment: Any, rows: int) -> list[int]:
@@ -34,7 +36,7 @@ def _split_points(fragment: Any, rows: int) -> list[int]:
     chunk boundaries when the file has statistics, so every part's statistics are exact."""
     a, b = fragment.row_range
     stats = fragment.stats
-    if stats is not None and stats.nrows == fragment._open().nrows and stats.chunks:
+    if stats is not None and stats.nrows == fragment.open().nrows and stats.chunks:
         cuts = [a]
         for ch in stats.chunks:
             lo, hi = max(ch.start, a), min(ch.stop, b)
@@ -101,7 +103,7 @@ def group_fragments(fragments: Sequence[Any], split_row_groups: Any = "auto",
 def _range_stats(fragment: Any, column: str) -> Optional[ColumnStats]:
     """min/max/nulls of ``column`` over the fragment's rows, from the chunks covering them."""
     stats = fragment.stats
-    if stats is None or stats.nrows != fragment._open().nrows:
+    if stats is None or stats.nrows != fragment.open().nrows:
         return None
     a, b = fragment.row_range
     parts = [ch.stats.get(column) for ch in stats.chunks if ch.start < b and ch.stop > a]
@@ -142,7 +144,7 @@ def nullable_columns(fragments: Sequence[Any], schema: Any) -> frozenset:
         if frag.path in seen:
             continue
         seen.add(frag.path)
-        specs = {s.name: s for s in frag._open().specs}
+        specs = {s.name: s for s in frag.open().specs}
         for name in names:
             spec = specs.get(name)
             if spec is None or spec.tnull is not None:
