@@ -104,7 +104,7 @@ def test_importing_torchfits_dask_does_not_import_dask():
 
 
 def test_meta_comes_from_the_schema_without_decoding(catalogs, monkeypatch):
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     def refuse(self, **kwargs):
         raise AssertionError("building the graph decoded data")
@@ -219,7 +219,7 @@ def test_filtered_groupby_matches_pandas_over_astropy(client, catalogs, astropy_
 
 
 def _install_decode_counter():
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     if getattr(TableSource, "_counted", None) is None:
         original = TableSource.decode
@@ -236,7 +236,7 @@ def _install_decode_counter():
 
 
 def _collect_decode_counter():
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     original, seen = TableSource._counted
     TableSource.decode = original
@@ -502,7 +502,7 @@ def test_remote_images_on_the_cluster(client, tmp_path):
 def test_fragments_pickle_small_and_reopen_lazily(catalogs, monkeypatch):
     import pickle
 
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     ds = torchfits.dataset(str(catalogs))
     frag = next(iter(ds.get_fragments()))
@@ -539,7 +539,7 @@ def test_dask_partitions_of_remote_files_keep_their_options(catalogs, tmp_path):
 def _decode_threads_probe():
     """Record, in a worker, the decode threads asked for and whether the shared pool is used."""
     from torchfits.fits import threads as pool_module
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     original, original_pool = TableSource.decode, pool_module.get_pool
     seen: list = []
@@ -560,7 +560,7 @@ def _decode_threads_probe():
 
 def _decode_threads_seen():
     from torchfits.fits import threads as pool_module
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     original, original_pool, seen = TableSource._threads_probe
     TableSource.decode = original

@@ -12,7 +12,8 @@ fitsio = pytest.importorskip("fitsio")
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import torchfits
-from torchfits.tables.scan import Scanner, TableSource
+from torchfits.tables.scan import Scanner
+from torchfits.tables.source import TableSource
 
 N = 400
 
@@ -303,11 +304,11 @@ def test_one_pass_decode_of_vectors_bits_and_complex(tmp_path, monkeypatch):
     path = str(tmp_path / "kinds.fits")
     fits.BinTableHDU.from_columns(cols).writeto(path)
     from torchfits.query.pushdown import FusedPredicate
-    from torchfits.tables import scan
+    from torchfits.tables import source
 
     one_pass = []
-    real = scan.decode_table_where
-    monkeypatch.setattr(scan, "decode_table_where", lambda *a, **k: one_pass.append(1) or real(*a, **k))
+    real = source.decode_table_where
+    monkeypatch.setattr(source, "decode_table_where", lambda *a, **k: one_pass.append(1) or real(*a, **k))
     for where in ("K > -20 AND J < 200", "K != 3", "J BETWEEN -100 AND 100 AND K <= 0"):
         one_pass.clear()
         with monkeypatch.context() as m:

@@ -151,7 +151,7 @@ def test_string_columns_split_batches_at_the_arrow_limit(catalog, full, monkeypa
     assert ds.column("NAME").to_pylist() == full.column("NAME").to_pylist()
 
     from torchfits.tables.decode import DecodeOptions
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     src = TableSource.open(catalog, 1)
     with pytest.raises(UnsupportedColumnError, match=r"NAME.*32-bit Arrow string array"):

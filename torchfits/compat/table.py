@@ -22,7 +22,8 @@ from ..query.names import resolve_columns
 from ..fits.paths import with_storage_options
 from ..fits.hdu_index import get_index
 from ..fits.paths import fspath
-from ..tables.scan import Scanner, TableSource, validate_row_slice
+from ..tables.scan import Scanner, validate_row_slice
+from ..tables.source import TableSource
 from ..tables.decode import decode_table_numpy, select_columns
 from .._torch_adapter import validate_device
 from ..errors import (CorruptHeaderError, HDUNotFoundError, InvalidRowError, TruncatedFileError,

@@ -19,7 +19,7 @@ from ..fits.paths import with_storage_options
 from ..fits.threads import run_parallel
 from ..image.plain import Image, open_image
 from ..tables.dask_frame import task_threads
-from ..tables.scan import resolve_sources
+from ..tables.source import resolve_sources
 
 __all__ = ["read_images", "ImageBlocks"]
 

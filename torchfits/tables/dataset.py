@@ -20,7 +20,8 @@ import pyarrow.dataset as pds
 
 from ..query import expr as _expr
 from ..query.names import did_you_mean, resolve_columns
-from .scan import Scanner, TableSource, filter_error, resolve_sources
+from .scan import Scanner, filter_error
+from .source import TableSource, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 from .decode import arrow_schema
 from ..fits.threads import default_threads, iter_parallel, run_parallel
