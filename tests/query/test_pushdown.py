@@ -274,10 +274,10 @@ def test_one_pass_decode_matches_pyarrow(big_table_path, monkeypatch, where, map
     """Selecting and decoding in one pass gives every column kind (TNULL, unsigned, scaled,
     NaN/Inf, logical, strings) exactly as pyarrow's filter of the decoded table, across kernel
     blocks, batch edges, parallel pieces and pieces cut by the output budget."""
-    from torchfits.tables import decode
+    from torchfits.tables import column_plan, decode
 
-    monkeypatch.setattr(decode, "_PARALLEL_MIN_BYTES", 0)  # tiny pieces: joined afterwards
-    monkeypatch.setattr(decode, "_CHUNK_ALIGN", 8)
+    monkeypatch.setattr(column_plan, "_PARALLEL_MIN_BYTES", 0)  # tiny pieces: joined afterwards
+    monkeypatch.setattr(column_plan, "_CHUNK_ALIGN", 8)
     monkeypatch.setattr(decode, "_WHERE_PIECE_BYTES", piece_bytes)  # 1: 8-row pieces
     opts = dict(columns=_ALL_COLUMNS, where=where, mapping=mapping, apply_nulls=apply_nulls,
                 batch_size=batch)

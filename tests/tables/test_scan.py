@@ -128,9 +128,9 @@ def test_string_columns_split_batches_at_the_arrow_limit(catalog, full, monkeypa
     unsplit read; a direct decode past it is refused instead of wrapping the offsets."""
     from _tablehelpers import assert_batches_equal
     from torchfits.errors import UnsupportedColumnError
-    from torchfits.tables import decode as table_decode
+    from torchfits.tables import column_plan
 
-    monkeypatch.setattr(table_decode, "_INT32_MAX", 6 * 700)
+    monkeypatch.setattr(column_plan, "_INT32_MAX", 6 * 700)
     split = torchfits.scan(catalog).to_arrow()
     assert max(len(c) for c in split.column("NAME").chunks) == 700
     assert split.column("NAME").num_chunks == 8
@@ -150,7 +150,7 @@ def test_string_columns_split_batches_at_the_arrow_limit(catalog, full, monkeypa
     ds = torchfits.dataset(catalog).to_table(columns=["ID", "NAME"])
     assert ds.column("NAME").to_pylist() == full.column("NAME").to_pylist()
 
-    from torchfits.tables.decode import DecodeOptions
+    from torchfits.tables.decode_options import DecodeOptions
     from torchfits.tables.source import TableSource
 
     src = TableSource.open(catalog, 1)

@@ -24,7 +24,8 @@ from ..fits.hdu_index import get_index
 from ..fits.paths import fspath
 from ..tables.scan import Scanner, validate_row_slice
 from ..tables.source import TableSource
-from ..tables.decode import decode_table_numpy, select_columns
+from ..tables.decode import decode_table_numpy
+from ..tables.selection import select_columns
 from .._torch_adapter import validate_device
 from ..errors import (CorruptHeaderError, HDUNotFoundError, InvalidRowError, TruncatedFileError,
                       UnsupportedColumnError)

@@ -23,7 +23,7 @@ from ..query.names import did_you_mean, resolve_columns
 from .scan import Scanner, filter_error
 from .source import TableSource, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
-from .decode import arrow_schema
+from .arrow_assembly import arrow_schema
 from ..fits.threads import default_threads, iter_parallel, run_parallel
 from ..errors import ColumnNotFoundError
 import os

@@ -20,7 +20,10 @@ from ..fits.paths import fspath, parse_path, with_storage_options
 from ..fits.source import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
-from .decode import (DecodeOptions, arrow_schema, check_row_indices, select_columns, string_batch_rows)
+from .arrow_assembly import arrow_schema
+from .column_plan import string_batch_rows
+from .decode_options import DecodeOptions
+from .selection import check_row_indices, select_columns
 from ..errors import (ColumnNotFoundError, FitsError, UnsupportedColumnError, WhereEvaluationError)
 from ..fits.aliases import HduArg, SourceArg
 from .source import TableSource, resolve_sources

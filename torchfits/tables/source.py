@@ -16,7 +16,9 @@ from ..fits.columns import ColumnSpec
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import SourcePath, fspath, is_url, with_storage_options
 from ..fits.source import faults_seen
-from .decode import DecodeOptions, decode_table, decode_table_where, select_columns
+from .decode import decode_table, decode_table_where
+from .decode_options import DecodeOptions
+from .selection import select_columns
 
 __all__ = ["TableSource", "resolve_sources"]
 

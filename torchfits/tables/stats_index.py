@@ -122,7 +122,8 @@ def _identity(path: Any, src: Any) -> dict[str, Any]:
 
 def _file_entry(path: Any, hdu: Any, columns: Optional[Sequence[str]], chunk_rows: int) -> dict[str, Any]:
     from .source import TableSource
-    from .decode import DecodeOptions, arrow_schema
+    from .arrow_assembly import arrow_schema
+    from .decode_options import DecodeOptions
 
     src = TableSource.open(path, hdu)
     identity = _identity(path, src)
