@@ -11,7 +11,7 @@ from dataclasses import replace
 import copy
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, cast
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
 from .arrow_assembly import arrow_schema
 from .column_plan import string_batch_rows
-from .decode_options import DecodeOptions
+from .decode_options import DEFAULT_OPTIONS, DecodeOptions
 from .selection import check_row_indices, select_columns
 from ..errors import (ColumnNotFoundError, FitsError, UnsupportedColumnError, WhereEvaluationError)
 from ..fits.aliases import HduArg, SourceArg
@@ -117,24 +117,23 @@ class Scanner:
 
     def __init__(self, sources: Sequence[TableSource], *, columns: Any = None, where: Any = None,
                  filter: Any = None, rows: Any = None, row_slice: Any = None,
-                 batch_size: int = 65_536, threads: Optional[int] = None,
-                 mapping: Literal["native", "compat"] = "native", decode_bytes: bool = True, strip: bool = True,
-                 encoding: str = "ascii", apply_nulls: bool = True, field_metadata: bool = True,
+                 batch_size: int = 65_536, options: DecodeOptions = DEFAULT_OPTIONS,
                  schema_metadata: bool = True, pushdown: bool = True) -> None:
+        """Plan a scan of ``sources`` (see `scan` for the arguments); ``options`` says how values
+        decode, ``schema_metadata`` whether the schema carries the ``fits_*`` keys, and
+        ``pushdown`` whether where-terms run in the row kernel (False: pyarrow filters all)."""
         if not sources:
             raise ValueError("nothing to scan")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
             raise ValueError("batch_size must be > 0")
         if rows is not None and row_slice is not None:
             raise ValueError("Only one of rows or row_slice may be provided")
+        if not isinstance(options, DecodeOptions):
+            raise TypeError(f"options must be a DecodeOptions, not {type(options).__name__}")
         self._sources = list(sources)
-        # What pickling needs to plan the same scan again in another process (no maps cross).
-        self._init_args: dict[str, Any] = dict(
-            columns=columns, where=where, filter=filter, rows=rows, threads=threads,
-            mapping=mapping, decode_bytes=decode_bytes, strip=strip, encoding=encoding,
-            apply_nulls=apply_nulls, field_metadata=field_metadata,
-            schema_metadata=schema_metadata, pushdown=pushdown)
         first = self._sources[0]
+        # Whether the caller chose the columns (a later narrower projection names them).
+        self._columns_chosen = columns is not None
         self._projection = [s.name for s in select_columns(first.specs, columns)]
         for src in self._sources[1:]:
             names = [s.name for s in select_columns(src.specs, self._projection)]
@@ -143,15 +142,13 @@ class Scanner:
         self._batch_size = int(batch_size)
         self._row_slice = validate_row_slice(row_slice)
         self._rows = None if rows is None else [check_row_indices(rows, s.nrows) for s in self._sources]
-        self._options = DecodeOptions(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
-                                      encoding=encoding, apply_nulls=apply_nulls, threads=threads,
-                                      metadata=field_metadata)
-        self._schema_metadata = schema_metadata
+        self._options = options
+        self._schema_metadata = bool(schema_metadata)
         # the residual predicate always sees strings as text, stripped
         self._predicate_options = replace(self._options, decode_bytes=True, strip=True)
-        self._pushdown = pushdown
-        self._where_text = where if isinstance(where, str) else None
-        self._filter_shown = filter
+        self._pushdown = bool(pushdown)
+        self._where = where
+        self._filter = filter
         self._plan_predicate(where, filter)
 
     # -- planning ---------------------------------------------------------------------------------
@@ -600,12 +597,12 @@ class Scanner:
             if isinstance(columns, str):
                 columns = [columns]
             missing = [c for c in columns if c not in self._projection]
-            if missing and self._init_args["columns"] is not None:
+            if missing and self._columns_chosen:
                 raise ColumnNotFoundError(f"Column {missing[0]!r} not found in the scan's columns "
                                           f"{self._projection}")
             scanner = copy.copy(scanner)
             scanner._projection = [s.name for s in select_columns(self._sources[0].specs, columns)]
-            scanner._init_args = {**scanner._init_args, "columns": list(columns)}
+            scanner._columns_chosen = True
         return iterable_dataset(TorchBatches(scanner, dtype=dtype, stack=bool(stack),
                                              device=validate_device(device), null_value=null_value,
                                              masks=bool(masks)))
@@ -618,10 +615,13 @@ class Scanner:
         return clone
 
     def __reduce__(self) -> Any:
-        kwargs = {**self._init_args, "batch_size": self._batch_size, "row_slice": self._row_slice}
-        if self._rows is None:
-            kwargs["rows"] = None
-        return (_rebuild_scanner, ([(s.path, s.entry.index) for s in self._sources], kwargs))
+        # No maps cross processes: the other side reopens each (path, HDU) and plans the same
+        # scan again from these fields.
+        state = dict(columns=self._projection, where=self._where, filter=self._filter,
+                     row_slice=self._row_slice, batch_size=self._batch_size, options=self._options,
+                     schema_metadata=self._schema_metadata, pushdown=self._pushdown)
+        return (_rebuild_scanner, ([(s.path, s.entry.index) for s in self._sources], state,
+                                   self._rows, self._columns_chosen))
 
     def _with_batch_size(self, batch_size: int) -> "Scanner":
         if isinstance(batch_size, bool) or int(batch_size) <= 0:
@@ -667,10 +667,10 @@ class Scanner:
         first = self._sources[0]
         parts = [f"{first.path!r}{f' +{files - 1} files' if files > 1 else ''}",
                  f"hdu={first.entry.index}", f"columns={self._projection}"]
-        if self._where_text is not None:
-            parts.append(f"where={self._where_text!r}")
-        if self._filter_shown is not None:
-            parts.append(f"filter={str(self._filter_shown)!r}")
+        if self._where is not None:
+            parts.append(f"where={self._where!r}")
+        if self._filter is not None:
+            parts.append(f"filter={str(self._filter)!r}")
         if self._rows is not None:
             parts.append(f"rows=<{len(self._rows[0])} selected>")
         if self._row_slice is not None:
@@ -678,9 +678,13 @@ class Scanner:
         return f"Scanner({', '.join(parts)})"
 
 
-def _rebuild_scanner(sources: list[Any], kwargs: dict[str, Any]) -> Scanner:
+def _rebuild_scanner(sources: list[Any], state: dict[str, Any], rows: Optional[list[np.ndarray]],
+                     columns_chosen: bool) -> Scanner:
     """Unpickle a `Scanner`: reopen each (path, HDU) here and plan the scan again."""
-    return Scanner([TableSource.open(path, hdu) for path, hdu in sources], **kwargs)
+    scanner = Scanner([TableSource.open(path, hdu) for path, hdu in sources], **state)
+    scanner._rows = rows  # already checked against each file's rows
+    scanner._columns_chosen = columns_chosen
+    return scanner
 
 
 class TorchBatches:
@@ -814,4 +818,4 @@ def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]]
             source, hdu = fp.path, fp.hdu
     sources = [TableSource.open(p, hdu) for p in resolve_sources(with_storage_options(source, storage_options))]
     return Scanner(sources, columns=columns, where=where, filter=filter, rows=rows,
-                   row_slice=row_slice, batch_size=batch_size, threads=threads)
+                   row_slice=row_slice, batch_size=batch_size, options=DecodeOptions(threads=threads))
