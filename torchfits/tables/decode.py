@@ -8,7 +8,7 @@ big tables; `arrow_assembly` wraps the outputs as Arrow arrays.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -40,7 +40,8 @@ _WHERE_PIECE_BYTES = 16 << 20
 def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_bytes: int,
                  nrows: int, *, columns: Any = None, rows: Any = None,
                  row_range: Optional[tuple[int, int]] = None,
-                 options: DecodeOptions = DEFAULT_OPTIONS) -> "pa.RecordBatch":
+                 options: DecodeOptions = DEFAULT_OPTIONS,
+                 legacy_logical: Optional[Callable[[ColumnSpec], bool]] = None) -> "pa.RecordBatch":
     """Decode rows of a FITS binary table into one Arrow record batch.
 
     Parameters
@@ -63,6 +64,10 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
         A 0-based half-open row range; ``stop`` past the end is clamped.
     options : DecodeOptions
         How values are decoded (type mapping, strings, nulls, threads, metadata).
+    legacy_logical : callable, optional
+        ``legacy_logical(spec)``: whether a logical variable-length column holds old astropy's
+        0x00/0x01 bytes, decided once per column by the caller (`TableSource.legacy_logical`);
+        without it every call judges the whole column from ``data`` and ``heap``.
 
     Returns
     -------
@@ -101,9 +106,10 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
     for out in outs:
         if out.spec.is_vla:
             decode_vla(out, buf, heap_buf, row_bytes, sel, arrow=True, apply_nulls=apply_nulls,
-                        decode_strings=decode_bytes, strip=smode,
-                        large=out.spec.descriptor == "Q" and mapping == "native",
-                        zero_null=apply_nulls and mapping == "native", nrows=nrows)
+                       decode_strings=decode_bytes, strip=smode,
+                       large=out.spec.descriptor == "Q" and mapping == "native",
+                       zero_null=apply_nulls and mapping == "native", nrows=nrows,
+                       legacy_logical=legacy_logical)
     if not outs:
         return empty_batch(sel.count)
     arrays = [column_array(o, sel.count, mapping, decode_bytes, binary_strings, encoding) for o in outs]
@@ -217,7 +223,9 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
 def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_bytes: int,
                        nrows: int, *, columns: Any = None, rows: Any = None,
                        row_range: Optional[tuple[int, int]] = None,
-                       threads: Optional[int] = None) -> dict[str, Union[np.ndarray, list[np.ndarray]]]:
+                       threads: Optional[int] = None,
+                       legacy_logical: Optional[Callable[[ColumnSpec], bool]] = None
+                       ) -> dict[str, Union[np.ndarray, list[np.ndarray]]]:
     """Decode table rows into NumPy arrays with the tensor mapping of the 1.x API (docs/compatibility.md)
 
     Repeat-1 columns are ``(N,)``, vectors ``(N, r)`` (TDIM not applied), character columns
@@ -256,7 +264,7 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
         spec = out.spec
         if spec.is_vla:
             decode_vla(out, buf, heap_buf, row_bytes, sel, arrow=False, apply_nulls=False, nrows=nrows,
-                        decode_strings=False, strip=STRIP_NONE, large=True)
+                       decode_strings=False, strip=STRIP_NONE, large=True, legacy_logical=legacy_logical)
             values = _numpy_values(out)
             assert out.list_offsets is not None
             result[spec.name] = [values[a:b] for a, b in zip(out.list_offsets[:-1].tolist(),

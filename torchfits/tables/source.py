@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Optional, cast
@@ -19,9 +20,14 @@ from ..fits.source import faults_seen
 from .decode import decode_table, decode_table_where
 from .decode_options import DecodeOptions
 from .selection import select_columns
+from .variable_length import legacy_logical_vla
 
 __all__ = ["TableSource", "resolve_sources"]
 
+# Whether a logical variable-length column holds old astropy's 0x00/0x01 bytes, decided once
+# per file version (its HDU index), HDU and column: {index: {(hdu, column): bool}}.
+_LEGACY_LOGICAL: "weakref.WeakKeyDictionary[HduIndex, dict[tuple[int, int], bool]]" = \
+    weakref.WeakKeyDictionary()
 # Bytes per heap element of a variable-length column, by TFORM code (X counts bits).
 _HEAP_ITEMSIZE = {"L": 1, "B": 1, "A": 1, "I": 2, "J": 4, "E": 4, "K": 8, "D": 8, "C": 8, "M": 16}
 
@@ -136,6 +142,26 @@ class TableSource:
             ranges += [(e.heap_offset + int(o), int(n)) for o, n in zip(offset[ok], nbytes[ok])]
         src.ensure(ranges)
 
+    def legacy_logical(self, spec: ColumnSpec) -> bool:
+        """Whether the logical variable-length column ``spec`` holds old astropy's 0x00/0x01
+        bytes, judged over the whole column once per file version (not once per batch); on a
+        lazily fetched source from rows and heap cells fetched first."""
+        known = _LEGACY_LOGICAL.setdefault(self.index, {})
+        key = (self.entry.index, spec.index)
+        found = known.get(key)
+        if found is None:
+            rows, heap = self.buffers(fetched=True)
+            position = next(k for k, s in enumerate(self.specs) if s.index == spec.index)
+
+            def fetch(first: int, n: int) -> None:
+                self.fetch(row_range=(first, first + n), columns=[position])
+
+            found = legacy_logical_vla(spec, np.frombuffer(rows, np.uint8), np.frombuffer(heap, np.uint8),
+                                       self.entry.row_bytes, self.nrows,
+                                       fetch=fetch if self.index.lazy else None)
+            known[key] = found
+        return found
+
     def buffers(self, *, fetched: bool = False) -> tuple[memoryview, memoryview]:
         """Row bytes and heap, clipped to what the file holds (rows past a truncation raise).
 
@@ -165,7 +191,8 @@ class TableSource:
                                            columns=columns, row_range=row_range, options=options)
             else:
                 batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
-                                     columns=columns, rows=rows, row_range=row_range, options=options)
+                                     columns=columns, rows=rows, row_range=row_range, options=options,
+                                     legacy_logical=self.legacy_logical)
         except (CorruptHeaderError, TruncatedFileError) as exc:
             raise self.located(exc) from None
         # Bytes past a truncation under the map read as zeros: refuse them.

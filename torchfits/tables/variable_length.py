@@ -3,6 +3,8 @@ the logical columns that old astropy wrote as 0x00/0x01 bytes.
 """
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 import numpy as np
 
 from .._kernels import _bintable
@@ -14,6 +16,7 @@ from .selection import RowSelection
 
 __all__ = [
     "decode_vla",
+    "legacy_logical_vla",
 ]
 
 
@@ -45,19 +48,23 @@ def _read_descriptor(data: np.ndarray, p: int, q: bool) -> tuple[int, int]:
 _LEGACY_SCAN_ROWS = 1 << 16
 
 
-def _legacy_logical_vla(spec: ColumnSpec, data: np.ndarray, heap: np.ndarray,
-                        row_bytes: int, nrows: int) -> bool:
+def legacy_logical_vla(spec: ColumnSpec, data: np.ndarray, heap: np.ndarray, row_bytes: int, nrows: int,
+                       fetch: Optional[Callable[[int, int], None]] = None) -> bool:
     """True when a logical variable-length column holds 0x00/0x01 bytes (astropy <= 7.2.0
     wrote booleans so) rather than the FITS ``'T'``/``'F'``/0x00.
 
     The rule is astropy's, over the whole column: at least one 0x01 byte and no byte above it.
     A heap of zeros only stays all-null. The scan stops at the first byte above 0x01, so a
-    column written to the standard costs about one row of it.
+    column written to the standard costs about one row of it. ``fetch(first, n)``, for a
+    lazily fetched source, brings in rows ``first .. first + n`` and their heap cells before
+    they are judged: bytes never fetched read as zeros and would look all-null.
     """
     rows = min(nrows, len(data) // row_bytes) if row_bytes else 0
     seen_one = False
     for first in range(0, rows, _LEGACY_SCAN_ROWS):
         n = min(_LEGACY_SCAN_ROWS, rows - first)
+        if fetch is not None:
+            fetch(first, n)
         counts = np.zeros(n, dtype=np.int64)
         starts = np.zeros(n, dtype=np.int64)
         bad = _bintable.vla_descriptors(data, row_bytes, first, None, n, spec.offset,
@@ -95,8 +102,12 @@ def _legacy_logical_values(out: ColumnOutput, heap: np.ndarray, counts: np.ndarr
 
 
 def decode_vla(out: ColumnOutput, data: np.ndarray, heap: np.ndarray, row_bytes: int, sel: RowSelection,
-                *, arrow: bool, apply_nulls: bool, decode_strings: bool, strip: int,
-                large: bool, zero_null: bool = False, nrows: int = 0) -> None:
+               *, arrow: bool, apply_nulls: bool, decode_strings: bool, strip: int,
+               large: bool, zero_null: bool = False, nrows: int = 0,
+               legacy_logical: Optional[Callable[[ColumnSpec], bool]] = None) -> None:
+    """Decode the variable-length column of ``out`` for the rows ``sel``. ``legacy_logical``
+    says whether a logical column holds old astropy's 0x00/0x01 bytes (decided once per
+    column by its caller); without it, each call judges the whole column again."""
     spec, conv = out.spec, out.conv
     n = sel.count
     counts = np.zeros(n, dtype=np.int64)
@@ -151,8 +162,9 @@ def decode_vla(out: ColumnOutput, data: np.ndarray, heap: np.ndarray, row_bytes:
             prog[_bintable.P_ESIZE] = 1
             prog[_bintable.P_OUT] = address(out.values)
             scale = (1.0, 0.0)
-    elif conv.kind == "logical" and total and _legacy_logical_vla(spec, data, heap, row_bytes,
-                                                                   max(nrows, sel.count)):
+    elif conv.kind == "logical" and total and (
+            legacy_logical(spec) if legacy_logical is not None
+            else legacy_logical_vla(spec, data, heap, row_bytes, max(nrows, sel.count))):
         _legacy_logical_values(out, heap, counts, heap_offsets, offsets, arrow)
         return
     else:
