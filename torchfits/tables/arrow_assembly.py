@@ -85,7 +85,7 @@ def leaf_array(out: ColumnOutput, leaf_type: "pa.DataType", encoding: str, decod
 
 
 def column_array(out: ColumnOutput, nrows: int, mapping: str, decode_bytes: bool, binary_strings: bool,
-                  encoding: str) -> "pa.Array":
+                 encoding: str) -> "pa.Array":
     pa = _pa()
     spec = out.spec
     target = arrow_type(spec, mapping, decode_bytes, binary_strings=binary_strings)  # type: ignore[arg-type]

@@ -29,8 +29,8 @@ __all__ = [
 
 
 def decode_ascii_columns(chosen: Sequence[ColumnSpec], buf: np.ndarray, row_bytes: int, sel: RowSelection,
-                  threads: int, *, mapping: str, arrow: bool, apply_nulls: bool,
-                  decode_strings: bool, strip: int) -> list[ColumnOutput]:
+                         threads: int, *, mapping: str, arrow: bool, apply_nulls: bool,
+                         decode_strings: bool, strip: int) -> list[ColumnOutput]:
     n = sel.count
     outs: list[ColumnOutput] = []
     progs: list[list[int]] = []
@@ -142,8 +142,8 @@ def decode_ascii_table(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
     sel = plan_rows(nrows, rows, row_range)
     check_extent(buf, row_bytes, nrows, sel, chosen)
     outs = decode_ascii_columns(chosen, buf, row_bytes, sel, default_threads(threads), mapping=mapping,
-                         arrow=True, apply_nulls=apply_nulls, decode_strings=decode_bytes,
-                         strip=strip_mode(strip))
+                                arrow=True, apply_nulls=apply_nulls, decode_strings=decode_bytes,
+                                strip=strip_mode(strip))
     if not outs:
         return empty_batch(sel.count)
     arrays = []

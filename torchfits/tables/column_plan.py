@@ -145,8 +145,8 @@ def element_size(code: str) -> int:
 
 
 def binary_program(out: ColumnOutput, count: int, items: int, *, arrow: bool, apply_nulls: bool,
-                    decode_strings: bool, strip: int, zero_null: bool = False,
-                    pooled: Optional[bool] = None) -> tuple[list[int], tuple[float, float]]:
+                   decode_strings: bool, strip: int, zero_null: bool = False,
+                   pooled: Optional[bool] = None) -> tuple[list[int], tuple[float, float]]:
     """Allocate the outputs of one binary-table column for ``items`` leaf values and return its
     program row. ``count`` is the per-row element count the kernel loops over; ``zero_null``
     makes an undefined (zero) logical byte null (the native mapping); ``pooled`` (default: as
@@ -255,7 +255,7 @@ def _fixed_layout(spec: ColumnSpec, conv: Conversion, mapping: str) -> tuple[int
 
 
 def run_chunked(kernel: Any, bounds: list[int], ncols: int, nstats: int, threads: int,
-                 init_stats: int = 0) -> np.ndarray:
+                init_stats: int = 0) -> np.ndarray:
     """Run ``kernel(out_start, nrows, stats)`` over the row chunks ``bounds`` delimits and
     combine their stats: counts add up, "first bad row" columns keep the smallest."""
     def one(i: int) -> np.ndarray:
@@ -307,7 +307,7 @@ class ColumnProgram:
 
 
 def decode_fixed(program: ColumnProgram, data: np.ndarray, row_bytes: int, sel: RowSelection,
-                  threads: int) -> None:
+                 threads: int) -> None:
     outs, counts = program.outs, program.counts
     if not outs:
         return
@@ -329,8 +329,8 @@ def decode_fixed(program: ColumnProgram, data: np.ndarray, row_bytes: int, sel: 
 
 
 def plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: MappingName, *, arrow: bool,
-                 apply_nulls: bool, decode_strings: bool, strip: int,
-                 pooled: Optional[bool] = None) -> tuple[list[ColumnOutput], ColumnProgram]:
+                apply_nulls: bool, decode_strings: bool, strip: int,
+                pooled: Optional[bool] = None) -> tuple[list[ColumnOutput], ColumnProgram]:
     """Allocate every projected column's outputs; return them all and the program of the
     fixed-width ones, which the fused kernel decodes in one pass."""
     zero_null = arrow and apply_nulls and mapping == "native"
@@ -344,8 +344,8 @@ def plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: MappingName, 
         count, w = _fixed_layout(spec, conv, mapping)
         out = ColumnOutput(spec, conv, n_out * count, string_width=w)
         prog, scale = binary_program(out, count, n_out * count, arrow=arrow, apply_nulls=apply_nulls,
-                                      decode_strings=decode_strings, strip=strip,
-                                      zero_null=zero_null, pooled=pooled)
+                                     decode_strings=decode_strings, strip=strip,
+                                     zero_null=zero_null, pooled=pooled)
         outs.append(out)
         if spec.width == 0 or n_out == 0:
             if out.offsets is not None:

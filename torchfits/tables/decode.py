@@ -186,8 +186,8 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
         # Outputs for every row of the piece: NumPy's lazily mapped memory, of which only the
         # pages the survivors fill are ever touched (the pool would hand over touched pages).
         outs, program = plan_binary(chosen, n, options.mapping, arrow=True,
-                                     apply_nulls=options.apply_nulls,
-                                     decode_strings=options.decode_bytes, strip=smode, pooled=False)
+                                    apply_nulls=options.apply_nulls,
+                                    decode_strings=options.decode_bytes, strip=smode, pooled=False)
         prog, scale = program.tables()
         stats = np.zeros((len(prog), _bintable.S_NFIELDS), np.int64)
         found = _bintable.select_decode_rows(buf, row_bytes, first, n, tests[0], tests[1], prog,
@@ -203,7 +203,7 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
         if not outs:
             return empty_batch(found)
         arrays = [column_array(o, found, options.mapping, options.decode_bytes,
-                                options.binary_strings, options.encoding) for o in outs]
+                               options.binary_strings, options.encoding) for o in outs]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     batches = _threads.run_shared(piece, range(len(bounds) - 1), nthreads)
@@ -248,7 +248,7 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
     result: dict[str, Union[np.ndarray, list[np.ndarray]]] = {}
     if chosen and chosen[0].is_ascii:
         outs = decode_ascii_columns(chosen, buf, row_bytes, sel, nthreads, mapping="torch", arrow=False,
-                             apply_nulls=False, decode_strings=False, strip=STRIP_NONE)
+                                    apply_nulls=False, decode_strings=False, strip=STRIP_NONE)
         for out in outs:
             if out.conv.kind == "string":
                 assert out.values is not None

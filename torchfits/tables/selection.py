@@ -149,7 +149,7 @@ def plan_rows(nrows: int, rows: Any, row_range: Optional[tuple[int, int]]) -> Ro
 
 
 def check_extent(data: np.ndarray, row_bytes: int, nrows: int, sel: RowSelection,
-                  specs: Sequence[ColumnSpec]) -> None:
+                 specs: Sequence[ColumnSpec]) -> None:
     if row_bytes < 0 or nrows < 0:
         raise ValueError("row_bytes and nrows must be >= 0")
     for s in specs:

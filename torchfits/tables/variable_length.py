@@ -169,7 +169,7 @@ def decode_vla(out: ColumnOutput, data: np.ndarray, heap: np.ndarray, row_bytes:
         return
     else:
         prog, scale = binary_program(out, 1, total, arrow=arrow, apply_nulls=apply_nulls,
-                                      decode_strings=decode_strings, strip=strip, zero_null=zero_null)
+                                     decode_strings=decode_strings, strip=strip, zero_null=zero_null)
         if conv.kind in ("bits", "logical") and not arrow:
             prog[_bintable.P_ESIZE] = 1
     stats = np.zeros((1, _bintable.S_NFIELDS), dtype=np.int64)
