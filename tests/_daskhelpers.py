@@ -65,7 +65,7 @@ def remote_options(tmp_path, cache=False):
 
 def install_decode_counter():
     """In a worker: record the columns of every table decode until `collect_decode_counter`."""
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     if getattr(TableSource, "_counted", None) is None:
         original = TableSource.decode
@@ -83,7 +83,7 @@ def install_decode_counter():
 
 def collect_decode_counter():
     """In a worker: the decodes recorded since `install_decode_counter`, which is undone."""
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     original, seen = TableSource._counted
     TableSource.decode = original

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from torchfits.fits.columns import parse_columns
-from torchfits.tables.decode import (DecodeOptions, decode_table, decode_table_numpy, split_data_unit)
+from torchfits.tables.decode import decode_table, decode_table_numpy
+from torchfits.tables.decode_options import DecodeOptions
+from torchfits.tables.source import TableSource
 
 BLOCK = 2880
 
@@ -84,14 +86,12 @@ def write_raw_bintable(path: os.PathLike | str, cards: Sequence[tuple], rows: by
 # --------------------------------------------------------------------------------------------
 
 def table_bytes(path: os.PathLike | str, hdu: int = 1) -> tuple[dict, memoryview, memoryview]:
-    """(header as a plain dict, row bytes, heap bytes) of a table HDU, located by astropy."""
+    """(header as a plain dict, row bytes, heap bytes) of a table HDU: the header as astropy
+    reads it, the rows and heap where torchfits' HDU index places them."""
     fits = _astropy()
     with fits.open(path) as hdul:
         header = dict(hdul[hdu].header)
-        start = hdul.fileinfo(hdu)["datLoc"]
-    with open(path, "rb") as f:
-        raw = f.read()
-    rows, heap = split_data_unit(memoryview(raw)[start:], header)
+    rows, heap = TableSource.open(str(path), hdu).buffers()
     return header, rows, heap
 
 

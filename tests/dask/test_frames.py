@@ -26,7 +26,7 @@ from torchfits.errors import ColumnNotFoundError  # noqa: E402
 # -- building the graph ---------------------------------------------------------------------------
 
 def test_meta_comes_from_the_schema_without_decoding(catalogs, monkeypatch):
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     def refuse(self, **kwargs):
         raise AssertionError("building the graph decoded data")

@@ -84,7 +84,7 @@ def test_remote_images_on_the_cluster(client, tmp_path):
 def test_fragments_pickle_small_and_reopen_lazily(catalogs, monkeypatch):
     import pickle
 
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     ds = torchfits.dataset(str(catalogs))
     frag = next(iter(ds.get_fragments()))

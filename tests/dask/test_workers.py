@@ -20,7 +20,7 @@ import torchfits.dask as tfd  # noqa: E402
 def _decode_threads_probe():
     """Record, in a worker, the decode threads asked for and whether the shared pool is used."""
     from torchfits.fits import threads as pool_module
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     original, original_pool = TableSource.decode, pool_module.get_pool
     seen: list = []
@@ -41,7 +41,7 @@ def _decode_threads_probe():
 
 def _decode_threads_seen():
     from torchfits.fits import threads as pool_module
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     original, original_pool, seen = TableSource._threads_probe
     TableSource.decode = original

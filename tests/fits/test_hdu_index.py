@@ -356,7 +356,7 @@ def test_column_specs_parsed_once_per_file_version(tmp_path):
     the table reuses them; a rewritten file (a new version) is parsed again."""
     from astropy.io import fits
     from torchfits.fits.hdu_index import get_index
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     path = tmp_path / "t.fits"
     fits.BinTableHDU.from_columns([fits.Column("a", "J", array=np.arange(3))]).writeto(path)
@@ -375,7 +375,7 @@ def test_bad_column_description_raises_on_every_open(tmp_path):
     """A corrupt TFORM is not cached as a result: every open says what is wrong."""
     from astropy.io import fits
     from torchfits.errors import CorruptHeaderError
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.source import TableSource
 
     path = tmp_path / "bad.fits"
     fits.BinTableHDU.from_columns([fits.Column("a", "J", array=np.arange(3))]).writeto(path)

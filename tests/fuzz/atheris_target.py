@@ -25,8 +25,8 @@ import atheris
 # instrumented block, so that their branches count as coverage.
 _READERS = ["torchfits.fits.hdu_index", "torchfits.fits.header", "torchfits.fits.columns",
             "torchfits.image.plain", "torchfits.image.compressed", "torchfits.tables.decode",
-            "torchfits.tables.scan", "torchfits.compat.reads", "torchfits.compat.table",
-            "torchfits.query.expr", "torchfits.query.pushdown"]
+            "torchfits.tables.scan", "torchfits.tables.source", "torchfits.compat.reads",
+            "torchfits.compat.table", "torchfits.query.expr", "torchfits.query.pushdown"]
 with atheris.instrument_imports(include=["torchfits"]):
     import importlib
 

@@ -12,7 +12,9 @@ fitsio = pytest.importorskip("fitsio")
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import torchfits
-from torchfits.tables.scan import Scanner, TableSource
+from torchfits.tables.decode_options import DecodeOptions
+from torchfits.tables.scan import Scanner
+from torchfits.tables.source import TableSource
 
 N = 400
 
@@ -109,8 +111,8 @@ def predicates(draw, depth=0):
 
 def _rows(path, where, *, pushdown, mapping="native", rows=None):
     src = TableSource.open(path, 1)
-    s = Scanner([src], columns=["I64"], where=where, pushdown=pushdown, mapping=mapping, rows=rows,
-                batch_size=128)
+    s = Scanner([src], columns=["I64"], where=where, pushdown=pushdown, rows=rows, batch_size=128,
+                options=DecodeOptions(mapping=mapping))
     return s.to_arrow().column("I64").to_pylist(), s
 
 
@@ -124,7 +126,7 @@ def test_kernel_matches_pyarrow(table_path, where, mapping):
     assert not oracle._kernel
     assert got == want, where
     # and against pyarrow.compute on the fully decoded table
-    decoded = Scanner([TableSource.open(table_path, 1)], mapping=mapping).to_arrow()
+    decoded = Scanner([TableSource.open(table_path, 1)], options=DecodeOptions(mapping=mapping)).to_arrow()
     tree = _expr.parse(where, columns=set(decoded.column_names))
     full = decoded.filter(_expr.to_pyarrow(tree, decoded.schema)).column("I64").to_pylist()
     assert got == full, where
@@ -178,10 +180,10 @@ def test_fused_parallel_matches_pyarrow(big_table_path, monkeypatch, where, mapp
     if use_rows:
         rows = np.random.default_rng(seed).integers(0, nrows, 3_000)  # unordered, repeated
     src = TableSource.open(big_table_path, 1)
-    s = Scanner([src], columns=["I64"], where=where, mapping=mapping, rows=rows,
-                batch_size=nrows + 5_000, threads=threads)
+    s = Scanner([src], columns=["I64"], where=where, rows=rows, batch_size=nrows + 5_000,
+                options=DecodeOptions(mapping=mapping, threads=threads))
     o = Scanner([TableSource.open(big_table_path, 1)], columns=["I64"], where=where,
-                mapping=mapping, rows=rows, pushdown=False)
+                rows=rows, pushdown=False, options=DecodeOptions(mapping=mapping))
     got = s.to_arrow().column("I64").to_pylist()
     assert got == o.to_arrow().column("I64").to_pylist(), where
     assert s.selected_rows()[0].tolist() == o.selected_rows()[0].tolist(), where
@@ -273,16 +275,17 @@ def test_one_pass_decode_matches_pyarrow(big_table_path, monkeypatch, where, map
     """Selecting and decoding in one pass gives every column kind (TNULL, unsigned, scaled,
     NaN/Inf, logical, strings) exactly as pyarrow's filter of the decoded table, across kernel
     blocks, batch edges, parallel pieces and pieces cut by the output budget."""
-    from torchfits.tables import decode
+    from torchfits.tables import column_plan, decode
 
-    monkeypatch.setattr(decode, "_PARALLEL_MIN_BYTES", 0)  # tiny pieces: joined afterwards
-    monkeypatch.setattr(decode, "_CHUNK_ALIGN", 8)
+    monkeypatch.setattr(column_plan, "_PARALLEL_MIN_BYTES", 0)  # tiny pieces: joined afterwards
+    monkeypatch.setattr(column_plan, "_CHUNK_ALIGN", 8)
     monkeypatch.setattr(decode, "_WHERE_PIECE_BYTES", piece_bytes)  # 1: 8-row pieces
-    opts = dict(columns=_ALL_COLUMNS, where=where, mapping=mapping, apply_nulls=apply_nulls,
-                batch_size=batch)
-    s = Scanner([TableSource.open(big_table_path, 1)], threads=threads, **opts)
+    opts = dict(columns=_ALL_COLUMNS, where=where, batch_size=batch)
+    s = Scanner([TableSource.open(big_table_path, 1)], **opts,
+                options=DecodeOptions(mapping=mapping, apply_nulls=apply_nulls, threads=threads))
     got = s.to_arrow()
-    want = Scanner([TableSource.open(big_table_path, 1)], pushdown=False, **opts).to_arrow()
+    want = Scanner([TableSource.open(big_table_path, 1)], pushdown=False, **opts,
+                   options=DecodeOptions(mapping=mapping, apply_nulls=apply_nulls)).to_arrow()
     _assert_same_table(got, want, where)
 
 
@@ -303,11 +306,11 @@ def test_one_pass_decode_of_vectors_bits_and_complex(tmp_path, monkeypatch):
     path = str(tmp_path / "kinds.fits")
     fits.BinTableHDU.from_columns(cols).writeto(path)
     from torchfits.query.pushdown import FusedPredicate
-    from torchfits.tables import scan
+    from torchfits.tables import source
 
     one_pass = []
-    real = scan.decode_table_where
-    monkeypatch.setattr(scan, "decode_table_where", lambda *a, **k: one_pass.append(1) or real(*a, **k))
+    real = source.decode_table_where
+    monkeypatch.setattr(source, "decode_table_where", lambda *a, **k: one_pass.append(1) or real(*a, **k))
     for where in ("K > -20 AND J < 200", "K != 3", "J BETWEEN -100 AND 100 AND K <= 0"):
         one_pass.clear()
         with monkeypatch.context() as m:

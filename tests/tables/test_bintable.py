@@ -14,10 +14,14 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from torchfits.tables import decode as _table_decode  # noqa: E402
+from torchfits.tables import column_plan as _column_plan  # noqa: E402
 from torchfits.fits.columns import ColumnSpec, arrow_type, conversion, field_metadata, parse_columns  # noqa: E402
-from torchfits.tables.decode import (DecodeOptions, arrow_schema, decode_ascii_table, decode_table,  # noqa: E402
-                                     decode_table_numpy, select_columns, split_data_unit)
+from torchfits.tables.arrow_assembly import arrow_schema  # noqa: E402
+from torchfits.tables.ascii_decode import decode_ascii_table  # noqa: E402
+from torchfits.tables.decode import decode_table, decode_table_numpy  # noqa: E402
+from torchfits.tables.decode_options import DecodeOptions  # noqa: E402
+from torchfits.tables.selection import select_columns  # noqa: E402
+from torchfits.tables.source import TableSource  # noqa: E402
 from torchfits.errors import (ColumnNotFoundError, CorruptHeaderError, FitsError,  # noqa: E402
                               TruncatedFileError, UnsupportedColumnError)
 
@@ -719,8 +723,8 @@ def test_projection_order_duplicates_and_case(all_types_file):
 @pytest.fixture
 def tiny_chunks(monkeypatch):
     """Make every decode above a few rows run in aligned chunks on the thread pool."""
-    monkeypatch.setattr(_table_decode, "_PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(_table_decode, "_CHUNK_ALIGN", 8)
+    monkeypatch.setattr(_column_plan, "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(_column_plan, "_CHUNK_ALIGN", 8)
 
 
 def _chunky_table(path, n=203):
@@ -848,14 +852,14 @@ def test_truncated_rows_raise_only_when_touched(all_types_file):
         decode_table(short, heap, specs, header["NAXIS1"], header["NAXIS2"], rows=[4])
 
 
-def test_split_data_unit_checks_sizes():
-    header = {"NAXIS1": 4, "NAXIS2": 2, "PCOUNT": 6, "THEAP": 10}
-    rows, heap = split_data_unit(bytes(range(14)), header)
-    assert bytes(rows) == bytes(range(8)) and bytes(heap) == bytes(range(10, 14))
-    with pytest.raises(TruncatedFileError):
-        split_data_unit(bytes(13), header)
-    with pytest.raises(CorruptHeaderError, match="THEAP"):
-        split_data_unit(bytes(14), {**header, "THEAP": 15})
+def test_index_splits_rows_and_heap_at_theap(tmp_path):
+    # 2 rows of 8 bytes, a 2-byte gap, then the heap: the index places both from THEAP.
+    desc = np.array([(2, 0), (2, 2)], ">i4").tobytes()
+    path = write_raw_bintable(tmp_path / "theap.fits", [("TTYPE1", "V"), ("TFORM1", "1PB(2)")],
+                              desc, 2, 8, heap=bytes(range(10, 14)), gap=2)
+    rows, heap = TableSource.open(path, 1).buffers()
+    assert bytes(rows) == desc and bytes(heap) == bytes(range(10, 14))
+    assert decode(path).column("V").to_pylist() == [[10, 11], [12, 13]]
 
 
 def test_arrow_schema_matches_decode(all_types_file):
@@ -1154,8 +1158,8 @@ def test_string_kernel_matches_rstrip_property():
         specs = parse_columns(header, "bintable")
         data = b"".join(b"\x07" * pad + b"".join(cells[r * per_row:(r + 1) * per_row])
                         for r in range(nrows))
-        with mock.patch.object(_table_decode, "_PARALLEL_MIN_BYTES", 0), \
-                mock.patch.object(_table_decode, "_CHUNK_ALIGN", 8):
+        with mock.patch.object(_column_plan, "_PARALLEL_MIN_BYTES", 0), \
+                mock.patch.object(_column_plan, "_CHUNK_ALIGN", 8):
             got = decode_table(data, b"", specs, pad + width * per_row, nrows, rows=rows, columns=["s"],
                                options=DecodeOptions(binary_strings=True, strip=strip, threads=threads))
         col = got.column("s")

@@ -17,7 +17,7 @@ pytest.importorskip("astropy")
 
 from _datasets import arrow_table, catalog_arrays, make_catalog_dir, write_fits  # noqa: E402
 
-from torchfits.tables import scan as _scan  # noqa: E402
+from torchfits.tables import source as _source  # noqa: E402
 from torchfits.query.pushdown import FusedPredicate  # noqa: E402
 from torchfits.tables.stats_index import build_index, load_index, may_match  # noqa: E402
 from torchfits.query import expr as _expr  # noqa: E402
@@ -119,13 +119,13 @@ def test_schema_count_head_take(catalog, reference):
 def test_projection_reaches_decoder(catalog, monkeypatch):
     """Columns neither projected nor filtered on are never decoded."""
     seen = []
-    real = _scan.TableSource.decode
+    real = _source.TableSource.decode
 
     def spy(self, *, columns, **kwargs):
         seen.append(tuple(columns))
         return real(self, columns=columns, **kwargs)
 
-    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    monkeypatch.setattr(_source.TableSource, "decode", spy)
     ds = dataset(catalog[0])
     ds.to_table(columns=["id"], filter=(pc.field("mag") < 15) & (pc.field("mag") + pc.field("cnt") > 0))
     decoded = {c for cols in seen for c in cols}
@@ -135,7 +135,7 @@ def test_projection_reaches_decoder(catalog, monkeypatch):
 
 def test_kernel_pushdown_decodes_only_selected_rows(catalog, monkeypatch):
     rows_decoded = []
-    real = _scan.TableSource.decode
+    real = _source.TableSource.decode
 
     def spy(self, *, columns, **kwargs):
         batch = real(self, columns=columns, **kwargs)
@@ -143,7 +143,7 @@ def test_kernel_pushdown_decodes_only_selected_rows(catalog, monkeypatch):
             rows_decoded.append(batch.num_rows)
         return batch
 
-    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    monkeypatch.setattr(_source.TableSource, "decode", spy)
     ds = dataset(catalog[0])
     for where in (pc.field("cnt") == 7,  # the kernel selects and decodes in one pass
                   (pc.field("cnt") == 7) & (pc.field("mag") + pc.field("cnt") > -1e9)):  # + pyarrow
@@ -158,7 +158,7 @@ def test_kernel_conjunction_selects_and_decodes_in_one_pass(catalog, monkeypatch
     separate selection); tables, streams of small batches and whole-file scans agree with
     pyarrow's filter."""
     calls = []
-    real = _scan.TableSource.decode
+    real = _source.TableSource.decode
 
     def spy(self, **kwargs):
         calls.append(kwargs.get("where") is not None)
@@ -170,7 +170,7 @@ def test_kernel_conjunction_selects_and_decodes_in_one_pass(catalog, monkeypatch
     columns = ["name", "mag", "ra", "id"]
     expected = full.filter(where).select(columns)
     monkeypatch.setattr(FusedPredicate, "select", lambda *a, **k: pytest.fail("two-pass selection"))
-    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    monkeypatch.setattr(_source.TableSource, "decode", spy)
     assert ds.to_table(columns=columns, filter=where).equals(expected)
     streamed = pa.Table.from_batches(list(ds.to_batches(columns=columns, filter=where, batch_size=7)),
                                      schema=expected.schema)
@@ -191,7 +191,7 @@ def test_statistics_skip_files_and_chunks(tmp_path, reference, catalog, monkeypa
 
     ranges = []
     real_select = FusedPredicate.select
-    real_decode = _scan.TableSource.decode
+    real_decode = _source.TableSource.decode
 
     def spy_select(self, data, row_bytes, *, first=0, count=0, rows=None, threads=None):
         if rows is None:
@@ -206,7 +206,7 @@ def test_statistics_skip_files_and_chunks(tmp_path, reference, catalog, monkeypa
         return real_decode(self, columns=columns, rows=rows, row_range=row_range, **kwargs)
 
     monkeypatch.setattr(FusedPredicate, "select", spy_select)
-    monkeypatch.setattr(_scan.TableSource, "decode", spy_decode)
+    monkeypatch.setattr(_source.TableSource, "decode", spy_decode)
     ds = dataset(str(local))
     assert ds.index_path == path
     flt = (pc.field("ra") >= 95) & (pc.field("ra") < 100)  # a few chunks of file 1 only
@@ -338,13 +338,13 @@ def test_index_build_cli(tmp_path):
 
 def test_opaque_filter_and_empty_projection(catalog, reference, monkeypatch):
     seen = []
-    real = _scan.TableSource.decode
+    real = _source.TableSource.decode
 
     def spy(self, *, columns, **kwargs):
         seen.append(tuple(columns))
         return real(self, columns=columns, **kwargs)
 
-    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    monkeypatch.setattr(_source.TableSource, "decode", spy)
     ds = dataset(catalog[0])
     flt = pc.starts_with(pc.field("name"), "ga")  # no tree form: pyarrow evaluates it
     got = ds.to_table(columns=["id"], filter=flt)
@@ -398,13 +398,13 @@ def test_first_rows_cost_o_n(catalog, reference, monkeypatch):
     wave of full batches; whatever batch_size, ranges are planned lazily."""
     fdir, _ = catalog
     decoded = []
-    real_decode = _scan.TableSource.decode
+    real_decode = _source.TableSource.decode
 
     def spy(self, *, columns, rows=None, row_range=None, **kwargs):
         decoded.append(len(rows) if rows is not None else row_range[1] - row_range[0])
         return real_decode(self, columns=columns, rows=rows, row_range=row_range, **kwargs)
 
-    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    monkeypatch.setattr(_source.TableSource, "decode", spy)
     ds = dataset(fdir)
     assert ds.head(3, columns=["id"]).column("id").to_pylist() == reference.column("id").to_pylist()[:3]
     assert sum(decoded) <= 1024
@@ -442,7 +442,7 @@ def test_duckdb_conjuncts_all_reach_the_kernel(catalog, reference, monkeypatch):
     duckdb = pytest.importorskip("duckdb")
     fused = []  # (number of kernel tests, the columns they test) of every kernel run
     real_select = FusedPredicate.select
-    real_decode = _scan.TableSource.decode
+    real_decode = _source.TableSource.decode
 
     def spy_select(self, *args, **kwargs):
         fused.append((len(self.conjunction[0]), set(self.columns)))
@@ -456,7 +456,7 @@ def test_duckdb_conjuncts_all_reach_the_kernel(catalog, reference, monkeypatch):
         return real_decode(self, **kwargs)
 
     monkeypatch.setattr(FusedPredicate, "select", spy_select)
-    monkeypatch.setattr(_scan.TableSource, "decode", spy_decode)
+    monkeypatch.setattr(_source.TableSource, "decode", spy_decode)
     con = duckdb.connect()
     con.register("t", dataset(catalog[0]))
     con.register("ref", reference)
@@ -492,7 +492,8 @@ def test_where_over_files_laid_out_differently(tmp_path):
     kernel is planned once per layout. Files that store a tested column differently (another
     TFORM) are filtered by pyarrow instead, and right too."""
     from astropy.io import fits
-    from torchfits.tables.scan import Scanner, TableSource
+    from torchfits.tables.scan import Scanner
+    from torchfits.tables.source import TableSource
 
     a = np.arange(50, dtype=np.int32)
     b = np.arange(50, dtype=np.float32) * 10

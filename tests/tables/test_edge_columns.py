@@ -255,3 +255,46 @@ def test_legacy_logical_vla_is_decided_over_the_whole_column(tmp_path):
     assert torchfits.scan(path, hdu=1).to_arrow().column("flag").to_pylist() == \
         [[True, None, False], [None]]
     assert _astropy_logical_rows(Path(path)) == [[True, None, False], [None]]
+
+
+def _old_logical_file(path, nrows: int, far: int = 2) -> str:
+    """``nrows`` rows of a PL(2) column in old astropy's 0x00/0x01 bytes: every row's cell
+    [0, 0], except the last one's [1, 0], which lies ``far`` bytes into the heap."""
+    heap = bytearray(far + 2)
+    heap[far] = 1
+    desc = [(2, 0)] * (nrows - 1) + [(2, far)]
+    rows = b"".join(np.array(d, ">i4").tobytes() for d in desc)
+    return write_raw_bintable(path, [("TTYPE1", "flag"), ("TFORM1", "PL(2)")], rows, nrows, 8,
+                              heap=bytes(heap))
+
+
+def test_legacy_logical_vla_is_judged_once_per_column(tmp_path, monkeypatch):
+    """The whole-column judgement runs once per file version and column, not once per batch
+    (which made a scan quadratic in its batches)."""
+    from torchfits.tables import source as _source
+
+    calls = []
+    real = _source.legacy_logical_vla
+    monkeypatch.setattr(_source, "legacy_logical_vla", lambda *a, **k: calls.append(1) or real(*a, **k))
+    path = _old_logical_file(tmp_path / "old.fits", 200)
+    expected = [[False, False]] * 199 + [[True, False]]
+    batches = list(torchfits.scan(path, hdu=1, batch_size=3).to_batches())
+    assert len(batches) == 67
+    assert [r for b in batches for r in b.column("flag").to_pylist()] == expected
+    assert len(calls) == 1
+    # Another scan, other rows, a dataset: the same file version, judged already.
+    assert torchfits.scan(path, hdu=1, rows=[0, 199], batch_size=1).to_arrow().column("flag").to_pylist() == \
+        [[False, False], [True, False]]
+    assert torchfits.dataset(path).to_table().column("flag").to_pylist() == expected
+    assert len(calls) == 1
+
+
+def test_legacy_logical_vla_is_judged_from_fetched_bytes(tmp_path):
+    """A lazily fetched source (a file object read range by range) fetches the rows and heap
+    cells it judges: the 0x01 far into the heap, never fetched for row 0 alone, still counts."""
+    path = _old_logical_file(tmp_path / "far.fits", 3, far=1 << 20)
+    with open(path, "rb") as f:
+        got = torchfits.scan(f, hdu=1, rows=[0]).to_arrow().column("flag").to_pylist()
+    assert got == [[False, False]]
+    assert torchfits.scan(path, hdu=1).to_arrow().column("flag").to_pylist() == \
+        [[False, False], [False, False], [True, False]]

@@ -10,7 +10,7 @@ pytest.importorskip("astropy")
 
 from _datasets import make_catalog_dir  # noqa: E402
 
-from torchfits.tables import scan as _scan  # noqa: E402
+from torchfits.tables import source as _source  # noqa: E402
 from torchfits.tables.polars_source import scan_polars  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
 
@@ -46,14 +46,14 @@ def test_matches_parquet(catalog, k, how):
 def test_io_plugin_pushes_projection_predicate_and_n_rows(catalog, monkeypatch):
     fdir, _ = catalog
     seen = []
-    real = _scan.TableSource.decode
+    real = _source.TableSource.decode
 
     def spy(self, *, columns, **kwargs):
         batch = real(self, columns=columns, **kwargs)
         seen.append((tuple(columns), batch.num_rows))  # rows decoded (a where-decode: its hits)
         return batch
 
-    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    monkeypatch.setattr(_source.TableSource, "decode", spy)
     lf = scan_polars(fdir)
     got = lf.filter(pl.col("cnt") == 7).select("name").collect()
     assert {c for cols, _ in seen for c in cols} <= {"name", "cnt"}

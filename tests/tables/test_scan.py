@@ -128,9 +128,9 @@ def test_string_columns_split_batches_at_the_arrow_limit(catalog, full, monkeypa
     unsplit read; a direct decode past it is refused instead of wrapping the offsets."""
     from _tablehelpers import assert_batches_equal
     from torchfits.errors import UnsupportedColumnError
-    from torchfits.tables import decode as table_decode
+    from torchfits.tables import column_plan
 
-    monkeypatch.setattr(table_decode, "_INT32_MAX", 6 * 700)
+    monkeypatch.setattr(column_plan, "_INT32_MAX", 6 * 700)
     split = torchfits.scan(catalog).to_arrow()
     assert max(len(c) for c in split.column("NAME").chunks) == 700
     assert split.column("NAME").num_chunks == 8
@@ -150,8 +150,8 @@ def test_string_columns_split_batches_at_the_arrow_limit(catalog, full, monkeypa
     ds = torchfits.dataset(catalog).to_table(columns=["ID", "NAME"])
     assert ds.column("NAME").to_pylist() == full.column("NAME").to_pylist()
 
-    from torchfits.tables.decode import DecodeOptions
-    from torchfits.tables.scan import TableSource
+    from torchfits.tables.decode_options import DecodeOptions
+    from torchfits.tables.source import TableSource
 
     src = TableSource.open(catalog, 1)
     with pytest.raises(UnsupportedColumnError, match=r"NAME.*32-bit Arrow string array"):
@@ -326,3 +326,48 @@ def test_cfitsio_suffix_selects_the_hdu(catalog):
         torchfits.scan(f"{catalog}[1]", 2)
     with pytest.raises(ValueError, match="image section"):
         torchfits.scan(f"{catalog}[1:3]")
+
+
+def _scanner_fields(s):
+    """Everything a `Scanner` plans from: sources, projection, predicate, rows, options."""
+    rows = None if s._rows is None else [r.tolist() for r in s._rows]
+    return (s._sources[0].path, s._projection, s._columns_chosen, s._where, s._filter, rows,
+            s._row_slice, s._batch_size, s._options, s._schema_metadata, s._pushdown)
+
+
+def test_scanner_copies_and_pickles_keep_every_option(catalog):
+    """Copies made by `Scanner` methods (batch size, row slice, a narrower projection) keep the
+    decode options, schema metadata and pushdown choice, in this process and through pickle."""
+    import pickle
+
+    from torchfits.tables.decode_options import DecodeOptions
+    from torchfits.tables.scan import Scanner
+    from torchfits.tables.source import TableSource
+
+    opts = DecodeOptions(mapping="compat", decode_bytes=False, strip=False, encoding="latin-1",
+                         apply_nulls=False, threads=1, metadata=False)
+    base = Scanner([TableSource.open(catalog, 1)], columns=["ID", "NAME", "CNT"], where="ID < 3000",
+                   batch_size=123, options=opts, schema_metadata=False, pushdown=False)
+    by_rows = Scanner([TableSource.open(catalog, 1)], columns=["ID", "NAME"], rows=[5, 3, 5, 900],
+                      options=opts, schema_metadata=False)
+    copies = [base, base._with_batch_size(50), base.with_row_slice((10, 900)), by_rows,
+              by_rows._with_batch_size(2)]
+    pytest.importorskip("torch")
+    copies.append(base.to_torch_batches(columns=["ID", "CNT"], stack=False).source.scanner)
+    for s in copies:
+        assert s._options == opts and not s._schema_metadata
+        clone = pickle.loads(pickle.dumps(s))
+        assert _scanner_fields(clone) == _scanner_fields(s)
+        assert clone.to_arrow().equals(s.to_arrow())
+    assert copies[-1]._projection == ["ID", "CNT"]
+    # What pickles is the scan's own fields, not a copy of its constructor's arguments.
+    assert not hasattr(base, "_init_args")
+
+
+def test_scan_builds_its_decode_options(catalog):
+    from torchfits.tables.decode_options import DecodeOptions
+
+    s = torchfits.scan(catalog, columns=["ID"], threads=2)
+    assert s._options == DecodeOptions(threads=2)
+    with pytest.raises(TypeError, match="DecodeOptions"):
+        type(s)(s._sources, options={"mapping": "compat"})

@@ -12,7 +12,7 @@ pytest.importorskip("astropy")
 
 from _datasets import make_catalog_dir  # noqa: E402
 
-from torchfits.tables import scan as _scan  # noqa: E402
+from torchfits.tables import source as _source  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
 from torchfits.tables.sql import sql  # noqa: E402
 
@@ -55,14 +55,14 @@ def test_dataset_in_duckdb_matches_parquet(catalog, query):
 def test_duckdb_pushes_projection_and_filter(catalog, monkeypatch):
     fdir, _ = catalog
     seen = []
-    real = _scan.TableSource.decode
+    real = _source.TableSource.decode
 
     def spy(self, *, columns, **kwargs):
         batch = real(self, columns=columns, **kwargs)
         seen.append((tuple(columns), batch.num_rows))  # rows decoded (a where-decode: its hits)
         return batch
 
-    monkeypatch.setattr(_scan.TableSource, "decode", spy)
+    monkeypatch.setattr(_source.TableSource, "decode", spy)
     ds = dataset(fdir)  # noqa: F841
     con = duckdb.connect()
     (n,) = con.sql("SELECT count(name) FROM ds WHERE cnt = 7").fetchall()[0]

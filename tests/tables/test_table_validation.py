@@ -11,7 +11,7 @@ import pytest
 import torchfits
 from torchfits.errors import CorruptHeaderError, FitsError, TruncatedFileError
 from torchfits.fits.hdu_index import get_index
-from torchfits.tables import decode as _decode
+from torchfits.tables import variable_length as _variable_length
 
 from _fitsbytes import fits_bytes, set_card
 
@@ -156,7 +156,7 @@ def test_overlapping_descriptors_cannot_multiply_the_heap(tmp_path, monkeypatch)
     # Under the floor the file reads (sharing heap bytes is legal) ...
     assert len(torchfits.scan(path, 1).to_arrow().column("V").to_pylist()[-1]) == heap_words
     # ... past it the descriptors are refused before anything is allocated.
-    monkeypatch.setattr(_decode, "_VLA_MIN_BOUND", 0)
+    monkeypatch.setattr(_variable_length, "_VLA_MIN_BOUND", 0)
     with pytest.raises(CorruptHeaderError, match=r"overlap\.fits: HDU 1: column 2 \('V'.*reference "
                                                  r"\d+ bytes of a \d+-byte heap"):
         torchfits.scan(path, 1).to_arrow()
@@ -178,13 +178,18 @@ def test_every_table_error_is_a_fits_error_with_context(tmp_path):
                 assert "lie.fits" in str(exc), (key, value, str(exc))
 
 
-def test_split_data_unit_refuses_non_integer_sizes():
-    for key, value in [("NAXIS1", "garbage"), ("NAXIS2", 1.5), ("PCOUNT", True), ("THEAP", "x")]:
-        header = {"NAXIS1": 4, "NAXIS2": 2, "PCOUNT": 0, key: value}
-        with pytest.raises(CorruptHeaderError, match=f"{key} = .* is not an integer"):
-            _decode.split_data_unit(bytes(8), header)
-    rows, heap = _decode.split_data_unit(bytes(16), {"NAXIS1": 4, "NAXIS2": 2, "PCOUNT": 8})
-    assert len(rows) == 8 and len(heap) == 8
+def test_index_refuses_non_integer_table_sizes(tmp_path):
+    raw = _vla_table()
+    for key, value in [(b"NAXIS1", b"'garbage'"), (b"NAXIS2", b"1.5"), (b"PCOUNT", b"T")]:
+        path = _write(tmp_path, "sizes.fits", set_card(bytearray(raw), key, value))
+        torchfits.clear_file_cache()
+        with pytest.raises(CorruptHeaderError, match=r"sizes\.fits"):
+            torchfits.scan(path, 1).to_arrow()
+    raw = _insert_theap(_vla_table(), b"'x'")
+    path = _write(tmp_path, "sizes.fits", raw)
+    torchfits.clear_file_cache()
+    with pytest.raises(CorruptHeaderError, match=r"sizes\.fits.*THEAP"):
+        torchfits.scan(path, 1).to_arrow()
 
 
 def test_repeated_column_names_do_not_break_where_planning(tmp_path):

@@ -12,7 +12,7 @@ from .common import UsageError, emit, format_options, hdus, progress_enabled, pr
 def cmd_index(args: argparse.Namespace) -> int:
     """Run ``torchfits index <action>``; only ``build`` exists."""
     from ..fits.metadata import read_colnames
-    from ..tables.scan import resolve_sources
+    from ..tables.source import resolve_sources
     from ..tables.stats_index import build_index, default_sidecar, load_index, sidecar_exists
 
     if args.index_command != "build":

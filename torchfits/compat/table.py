@@ -22,8 +22,11 @@ from ..query.names import resolve_columns
 from ..fits.paths import with_storage_options
 from ..fits.hdu_index import get_index
 from ..fits.paths import fspath
-from ..tables.scan import Scanner, TableSource, validate_row_slice
-from ..tables.decode import decode_table_numpy, select_columns
+from ..tables.scan import Scanner, validate_row_slice
+from ..tables.source import TableSource
+from ..tables.decode import decode_table_numpy
+from ..tables.decode_options import DecodeOptions
+from ..tables.selection import select_columns
 from .._torch_adapter import validate_device
 from ..errors import (CorruptHeaderError, HDUNotFoundError, InvalidRowError, TruncatedFileError,
                       UnsupportedColumnError)
@@ -248,9 +251,9 @@ def _compat_scan(path: Any, hdu: Any, *, func: str, columns: Any = None, row_sli
     sc = Scanner([view], columns=projection, rows=rows, row_slice=row_slice,
                  # The native dialect reads the compat tree back exactly (to_string round trip).
                  where=None if tree is None else _expr.to_string(tree),
-                 batch_size=batch_size, mapping="compat", decode_bytes=bool(decode_bytes),
-                 strip=bool(strip), encoding=encoding, apply_nulls=bool(apply_fits_nulls),
-                 field_metadata=metadata, schema_metadata=False)
+                 batch_size=batch_size, schema_metadata=False,
+                 options=DecodeOptions(mapping="compat", decode_bytes=bool(decode_bytes), strip=bool(strip),
+                                       encoding=encoding, apply_nulls=bool(apply_fits_nulls), metadata=metadata))
     try:
         schema_ = sc.schema
     except UnsupportedColumnError as exc:  # the decoder knows the columns, not the file
@@ -276,7 +279,7 @@ def _selected_rows(src: TableSource, tree: Any, *, row_range: Optional[tuple[int
     cols = _check_where_columns(src, tree)
     view = _source_view(src, cols)
     sc = Scanner([view], columns=[], filter=tree, row_slice=row_range, batch_size=batch_size,
-                 mapping="compat", apply_nulls=True, field_metadata=False, schema_metadata=False)
+                 options=DecodeOptions(mapping="compat", metadata=False), schema_metadata=False)
     return sc.selected_rows()[0]
 
 

@@ -162,12 +162,12 @@ class TableHDURef:
         return _table()._window(self._row_slice, self._source().nrows)
 
     def _projection(self) -> list[str]:
-        from ..tables.decode import select_columns
+        from ..tables.selection import select_columns
 
         return [s.name for s in select_columns(self._source().specs, self._columns)]
 
     def _specs(self) -> list[Any]:
-        from ..tables.decode import select_columns
+        from ..tables.selection import select_columns
 
         return select_columns(self._source().specs, self._columns)
 
@@ -262,7 +262,7 @@ class TableHDURef:
 
     def select(self, cols: Any) -> "TableHDURef":
         """A new ref projected onto ``cols`` (a name or a list; unknown → KeyError)."""
-        from ..tables.decode import select_columns
+        from ..tables.selection import select_columns
 
         names = [s.name for s in select_columns(self._source().specs, _column_list(cols))]
         return self._narrowed(columns=names)

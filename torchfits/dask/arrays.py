@@ -17,7 +17,7 @@ import numpy as np
 from ..fits.paths import with_storage_options
 from ..fits.threads import run_parallel
 from ..image.plain import Image, open_image
-from ..tables.scan import resolve_sources
+from ..tables.source import resolve_sources
 from .partitions import task_threads
 
 __all__ = ["read_images", "ImageBlocks"]

@@ -14,7 +14,8 @@ from ..fits.paths import fspath
 from ..fits.source import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
-from ..tables.scan import Scanner, TableSource, resolve_sources, scan, tensor_null_columns
+from ..tables.scan import Scanner, scan, tensor_null_columns
+from ..tables.source import TableSource, resolve_sources
 from .loader import finish_batch
 from .sources import storage_options_arg, suffix_file, table_source
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard

@@ -20,9 +20,11 @@ import pyarrow.dataset as pds
 
 from ..query import expr as _expr
 from ..query.names import did_you_mean, resolve_columns
-from .scan import Scanner, TableSource, filter_error, resolve_sources
+from .scan import Scanner, filter_error
+from .source import TableSource, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
-from .decode import arrow_schema
+from .arrow_assembly import arrow_schema
+from .decode_options import DecodeOptions
 from ..fits.threads import default_threads, iter_parallel, run_parallel
 from ..errors import ColumnNotFoundError
 import os
@@ -350,7 +352,8 @@ class _FragmentScan:
         if self._scanner is None:
             try:
                 self._scanner = Scanner([self.src], columns=self.decode, filter=self._pushed,
-                                        batch_size=_WHOLE, schema_metadata=False, threads=self.threads)
+                                        batch_size=_WHOLE, schema_metadata=False,
+                                        options=DecodeOptions(threads=self.threads))
             except ValueError:
                 if self._pushed is None:
                     raise
@@ -360,7 +363,7 @@ class _FragmentScan:
                 self.gather = list(dict.fromkeys(self.gather + _expr.columns(self._pushed)))
                 self.decode = [n for n in self.gather if n in self._file_names]
                 self._scanner = Scanner([self.src], columns=self.decode, batch_size=_WHOLE,
-                                        schema_metadata=False, threads=self.threads)
+                                        schema_metadata=False, options=DecodeOptions(threads=self.threads))
             self._scanner.prepare_kernel()  # once, shared by every task's row-slice copy
         return self._scanner
 

@@ -9,26 +9,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 import copy
-import glob as _glob
 import os
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, cast
 
 import numpy as np
 
 from ..query import expr as _expr
-from ..fits.columns import ColumnSpec
-from ..fits.hdu_index import HduEntry, HduIndex, get_index
-from ..fits.paths import SourcePath, fspath, is_url, parse_path, with_storage_options
+from ..fits.paths import fspath, parse_path, with_storage_options
 from ..fits.source import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
-from .decode import (DecodeOptions, arrow_schema, check_row_indices, decode_table, decode_table_where,
-                     select_columns, string_batch_rows)
-from ..errors import (ColumnNotFoundError, CorruptHeaderError, FitsError, HDUTypeError, TruncatedFileError,
-                      UnsupportedColumnError, WhereEvaluationError)
+from .arrow_assembly import arrow_schema
+from .column_plan import string_batch_rows
+from .decode_options import DEFAULT_OPTIONS, DecodeOptions
+from .selection import check_row_indices, select_columns
+from ..errors import (ColumnNotFoundError, FitsError, UnsupportedColumnError, WhereEvaluationError)
 from ..fits.aliases import HduArg, SourceArg
+from .source import TableSource, resolve_sources
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily or optional
     from .._torch_adapter import NullValue
@@ -37,164 +35,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily o
     import pyarrow as pa
     import torch
 
-__all__ = ["scan", "Scanner", "TableSource", "TorchBatches", "filter_error", "resolve_sources",
-           "tensor_null_columns"]
+__all__ = ["scan", "Scanner", "TorchBatches", "filter_error", "tensor_null_columns"]
 
 _WHOLE = 1 << 62  # a batch size meaning "everything in one batch"
 # Kernel terms are ordered on the first chunk when it has this many rows: each term is tried
 # alone on its first quarter and the terms sorted by how many rows they keep.
 _ORDER_SAMPLE_ROWS = 16_384
-# Bytes per heap element of a variable-length column, by TFORM code (X counts bits).
-_HEAP_ITEMSIZE = {"L": 1, "B": 1, "A": 1, "I": 2, "J": 4, "E": 4, "K": 8, "D": 8, "C": 8, "M": 16}
-
-
-@dataclass
-class TableSource:
-    """One table HDU of one file version: its layout, column specs and byte views."""
-
-    path: str
-    index: HduIndex
-    entry: HduEntry
-    specs: list[ColumnSpec]
-
-    @classmethod
-    def open(cls, path: Any, hdu: Any = 1) -> "TableSource":
-        index = get_index(path)
-        if hdu is None or (isinstance(hdu, str) and hdu.lower() == "auto"):
-            raise ValueError("an explicit table HDU (index or EXTNAME) is required")
-        entry = index.resolve(hdu)
-        if not entry.is_table:
-            raise HDUTypeError(
-                f"{index.path}: HDU {entry.index} is not a table (type={entry.kind}): "
-                "Failed to get table dimensions"
-            )
-        try:
-            specs = list(index.column_specs(entry))
-        except CorruptHeaderError as exc:
-            raise type(exc)(f"{index.path}: HDU {entry.index}: {exc}") from None
-        return cls(index.path, index, entry, specs)
-
-    def located(self, exc: FitsError) -> FitsError:
-        """``exc`` from a decode of this table, with the file and HDU in its message; a bad heap
-        descriptor in a heap the file cuts short is a truncation, not corruption."""
-        e = self.entry
-        msg = str(exc)
-        heap_present = max(0, min(self.index.size - e.heap_offset, e.heap_size))
-        if isinstance(exc, CorruptHeaderError) and "heap descriptor" in msg and heap_present < e.heap_size:
-            return TruncatedFileError(
-                f"{self.path}: HDU {e.index}: file is truncated: only {heap_present} of the "
-                f"{e.heap_size} heap bytes are present ({msg})")
-        if msg.startswith(self.path):
-            return exc
-        return type(exc)(f"{self.path}: HDU {e.index}: {msg}")
-
-    @property
-    def nrows(self) -> int:
-        return self.entry.nrows
-
-    @property
-    def header(self) -> Any:
-        return self.index.header_view(self.entry)
-
-    @cached_property
-    def header_text(self) -> bytes:
-        """The header's cards (no END padding) as ASCII bytes, for the ``fits_header`` schema
-        metadata: formatted once per source, not once per batch and schema."""
-        return cast(bytes, self.header.tostring(padding=False).encode("ascii", "replace"))
-
-    def fetch(self, *, rows: Optional[np.ndarray] = None, row_range: Optional[tuple[int, int]] = None,
-              columns: Any = None, heap: bool = True) -> None:
-        """For a lazily fetched source: fetch the rows asked for and the heap ranges their
-        variable-length cells point at (nothing to do for a local map)."""
-        if not self.index.lazy:
-            return
-        e = self.entry
-        rb = e.row_bytes
-        src = self.index.source
-        if rows is not None and len(rows) and len(rows) <= 65536:
-            rows = np.unique(np.asarray(rows, np.int64))
-            rows = rows[(rows >= 0) & (rows < e.nrows)]
-            src.ensure([(e.data_offset + int(r) * rb, rb) for r in rows])
-            lo, hi = (int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0)
-        else:
-            if rows is not None and len(rows):
-                lo, hi = int(np.min(rows)), int(np.max(rows)) + 1
-            elif row_range is not None:
-                lo, hi = int(row_range[0]), int(row_range[1])
-            else:
-                lo, hi = 0, e.nrows
-            hi = min(hi, e.nrows)
-            if hi > lo:
-                src.ensure([(e.data_offset + lo * rb, (hi - lo) * rb)])
-            rows = None
-        if not heap or hi <= lo or e.heap_size == 0:
-            return
-        try:
-            chosen = [c for c in select_columns(self.specs, columns) if c.descriptor]
-        except Exception:  # noqa: BLE001 - the decoder reports bad projections itself
-            chosen = []
-        if not chosen:
-            return
-        view = src.view()
-        table = np.frombuffer(view, np.uint8, (hi - lo) * rb, e.data_offset + lo * rb).reshape(hi - lo, rb)
-        if rows is not None:
-            table = table[rows - lo]
-        ranges: list[tuple[int, int]] = []
-        for spec in chosen:
-            dt = np.dtype(">i4" if spec.descriptor == "P" else ">i8")
-            desc = np.ascontiguousarray(table[:, spec.offset:spec.offset + 2 * dt.itemsize]).view(dt)
-            desc = desc.reshape(-1, 2).astype(np.int64)
-            count, offset = desc[:, 0], desc[:, 1]
-            # Only cells inside the heap are fetched (the decoder names the others); the limit
-            # is compared before multiplying so that absurd counts cannot overflow int64.
-            room = np.maximum(e.heap_size - offset, 0)
-            ok = (count > 0) & (offset >= 0)
-            if spec.code == "X":
-                ok &= count <= room * 8
-                nbytes = (np.where(ok, count, 0) + 7) // 8
-            else:
-                itemsize = _HEAP_ITEMSIZE.get(spec.code, 1)
-                ok &= count <= room // itemsize
-                nbytes = np.where(ok, count, 0) * itemsize
-            ranges += [(e.heap_offset + int(o), int(n)) for o, n in zip(offset[ok], nbytes[ok])]
-        src.ensure(ranges)
-
-    def buffers(self, *, fetched: bool = False) -> tuple[memoryview, memoryview]:
-        """Row bytes and heap, clipped to what the file holds (rows past a truncation raise).
-
-        A lazily fetched source fetches the whole table unless ``fetched`` says ``fetch`` ran.
-        """
-        e = self.entry
-        if self.index.lazy and not fetched:
-            self.index.source.ensure([(e.data_offset, e.data_size)])
-        buf = self.index.source.view()
-        size = self.index.size
-        rows_end = min(e.data_offset + e.nrows * e.row_bytes, size)
-        heap_end = min(e.heap_offset + e.heap_size, size)
-        rows = buf[e.data_offset:rows_end]
-        heap = buf[e.heap_offset:heap_end] if e.heap_offset < heap_end else buf[0:0]
-        return rows, heap
-
-    def decode(self, *, columns: Any, rows: Optional[np.ndarray] = None,
-               row_range: Optional[tuple[int, int]] = None, options: DecodeOptions,
-               where: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Any:
-        """Decode ``columns`` of the rows asked for; with ``where`` (a planned conjunction of
-        kernel tests), only the rows of ``row_range`` that pass, selected in the same pass."""
-        self.fetch(rows=rows, row_range=row_range, columns=columns)
-        data, heap = self.buffers(fetched=True)
-        try:
-            if where is not None:
-                batch = decode_table_where(data, self.specs, self.entry.row_bytes, self.nrows, where,
-                                           columns=columns, row_range=row_range, options=options)
-            else:
-                batch = decode_table(data, heap, self.specs, self.entry.row_bytes, self.nrows,
-                                     columns=columns, rows=rows, row_range=row_range, options=options)
-        except (CorruptHeaderError, TruncatedFileError) as exc:
-            raise self.located(exc) from None
-        # Bytes past a truncation under the map read as zeros: refuse them.
-        if faults_seen():
-            self.index.source.check()
-        return batch
 
 
 def _storage(src: TableSource, names: Sequence[str]) -> tuple[Any, ...]:
@@ -242,55 +88,6 @@ def _refuse_complex(tree: Any, complex_cols: set[str]) -> None:
             f"complex columns {refused} cannot be filtered on Arrow paths; read them with read_torch")
 
 
-def _is_glob(text: str) -> bool:
-    return any(ch in text for ch in "*?[")
-
-
-def resolve_sources(source: Any) -> list[str]:
-    """A path, an ``os.PathLike``, a glob, a directory (its ``*.fits*``) or a list of them."""
-    if isinstance(source, (list, tuple)):
-        out: list[str] = []
-        for item in source:
-            out += resolve_sources(item)
-        return out
-    if isinstance(source, SourcePath) or (isinstance(source, str) and is_url(source)):
-        return _remote_sources(source)
-    if not isinstance(source, (str, os.PathLike)):
-        if source is None or isinstance(source, (int, float, dict)):
-            raise TypeError(f"source must be a path, URL, bytes or a file object, not {source!r}")
-        return [source]  # bytes-like contents or a binary file object
-    path = fspath(source)
-    if os.path.isdir(path):
-        found = sorted(p for p in _glob.glob(os.path.join(path, "*.fit*")) if os.path.isfile(p))
-        if not found:
-            raise FileNotFoundError(f"no FITS files (*.fit*) in directory {path}")
-        return found
-    if not os.path.exists(path) and _is_glob(path):
-        found = sorted(_glob.glob(path))
-        if not found:
-            raise FileNotFoundError(f"no files match {path!r}")
-        return found
-    return [path]
-
-
-def _remote_sources(source: Any) -> list[Any]:
-    """A URL (or SourcePath) as itself, or the files a remote glob or directory names."""
-    sp = source if isinstance(source, SourcePath) else SourcePath(source, None)
-    url = sp.url
-    if url.startswith("file://"):
-        from urllib.parse import unquote, urlsplit
-
-        local = resolve_sources(unquote(urlsplit(url).path))
-        return [with_storage_options(p, sp.storage_options) for p in local]
-    head, sep, rest = url.partition("://")
-    if not _is_glob(rest) and not rest.endswith("/"):
-        return [source]
-    from ..fits.remote_source import list_remote
-
-    urls = list_remote(url, sp.storage_options, glob=_is_glob(rest))
-    return [SourcePath(u, sp.storage_options) if sp.storage_options else u for u in urls]
-
-
 def validate_row_slice(row_slice: Any) -> Optional[tuple[int, Optional[int]]]:
     if row_slice is None:
         return None
@@ -320,24 +117,23 @@ class Scanner:
 
     def __init__(self, sources: Sequence[TableSource], *, columns: Any = None, where: Any = None,
                  filter: Any = None, rows: Any = None, row_slice: Any = None,
-                 batch_size: int = 65_536, threads: Optional[int] = None,
-                 mapping: Literal["native", "compat"] = "native", decode_bytes: bool = True, strip: bool = True,
-                 encoding: str = "ascii", apply_nulls: bool = True, field_metadata: bool = True,
+                 batch_size: int = 65_536, options: DecodeOptions = DEFAULT_OPTIONS,
                  schema_metadata: bool = True, pushdown: bool = True) -> None:
+        """Plan a scan of ``sources`` (see `scan` for the arguments); ``options`` says how values
+        decode, ``schema_metadata`` whether the schema carries the ``fits_*`` keys, and
+        ``pushdown`` whether where-terms run in the row kernel (False: pyarrow filters all)."""
         if not sources:
             raise ValueError("nothing to scan")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
             raise ValueError("batch_size must be > 0")
         if rows is not None and row_slice is not None:
             raise ValueError("Only one of rows or row_slice may be provided")
+        if not isinstance(options, DecodeOptions):
+            raise TypeError(f"options must be a DecodeOptions, not {type(options).__name__}")
         self._sources = list(sources)
-        # What pickling needs to plan the same scan again in another process (no maps cross).
-        self._init_args: dict[str, Any] = dict(
-            columns=columns, where=where, filter=filter, rows=rows, threads=threads,
-            mapping=mapping, decode_bytes=decode_bytes, strip=strip, encoding=encoding,
-            apply_nulls=apply_nulls, field_metadata=field_metadata,
-            schema_metadata=schema_metadata, pushdown=pushdown)
         first = self._sources[0]
+        # Whether the caller chose the columns (a later narrower projection names them).
+        self._columns_chosen = columns is not None
         self._projection = [s.name for s in select_columns(first.specs, columns)]
         for src in self._sources[1:]:
             names = [s.name for s in select_columns(src.specs, self._projection)]
@@ -346,15 +142,13 @@ class Scanner:
         self._batch_size = int(batch_size)
         self._row_slice = validate_row_slice(row_slice)
         self._rows = None if rows is None else [check_row_indices(rows, s.nrows) for s in self._sources]
-        self._options = DecodeOptions(mapping=mapping, decode_bytes=decode_bytes, strip=strip,
-                                      encoding=encoding, apply_nulls=apply_nulls, threads=threads,
-                                      metadata=field_metadata)
-        self._schema_metadata = schema_metadata
+        self._options = options
+        self._schema_metadata = bool(schema_metadata)
         # the residual predicate always sees strings as text, stripped
         self._predicate_options = replace(self._options, decode_bytes=True, strip=True)
-        self._pushdown = pushdown
-        self._where_text = where if isinstance(where, str) else None
-        self._filter_shown = filter
+        self._pushdown = bool(pushdown)
+        self._where = where
+        self._filter = filter
         self._plan_predicate(where, filter)
 
     # -- planning ---------------------------------------------------------------------------------
@@ -803,12 +597,12 @@ class Scanner:
             if isinstance(columns, str):
                 columns = [columns]
             missing = [c for c in columns if c not in self._projection]
-            if missing and self._init_args["columns"] is not None:
+            if missing and self._columns_chosen:
                 raise ColumnNotFoundError(f"Column {missing[0]!r} not found in the scan's columns "
                                           f"{self._projection}")
             scanner = copy.copy(scanner)
             scanner._projection = [s.name for s in select_columns(self._sources[0].specs, columns)]
-            scanner._init_args = {**scanner._init_args, "columns": list(columns)}
+            scanner._columns_chosen = True
         return iterable_dataset(TorchBatches(scanner, dtype=dtype, stack=bool(stack),
                                              device=validate_device(device), null_value=null_value,
                                              masks=bool(masks)))
@@ -821,10 +615,13 @@ class Scanner:
         return clone
 
     def __reduce__(self) -> Any:
-        kwargs = {**self._init_args, "batch_size": self._batch_size, "row_slice": self._row_slice}
-        if self._rows is None:
-            kwargs["rows"] = None
-        return (_rebuild_scanner, ([(s.path, s.entry.index) for s in self._sources], kwargs))
+        # No maps cross processes: the other side reopens each (path, HDU) and plans the same
+        # scan again from these fields.
+        state = dict(columns=self._projection, where=self._where, filter=self._filter,
+                     row_slice=self._row_slice, batch_size=self._batch_size, options=self._options,
+                     schema_metadata=self._schema_metadata, pushdown=self._pushdown)
+        return (_rebuild_scanner, ([(s.path, s.entry.index) for s in self._sources], state,
+                                   self._rows, self._columns_chosen))
 
     def _with_batch_size(self, batch_size: int) -> "Scanner":
         if isinstance(batch_size, bool) or int(batch_size) <= 0:
@@ -870,10 +667,10 @@ class Scanner:
         first = self._sources[0]
         parts = [f"{first.path!r}{f' +{files - 1} files' if files > 1 else ''}",
                  f"hdu={first.entry.index}", f"columns={self._projection}"]
-        if self._where_text is not None:
-            parts.append(f"where={self._where_text!r}")
-        if self._filter_shown is not None:
-            parts.append(f"filter={str(self._filter_shown)!r}")
+        if self._where is not None:
+            parts.append(f"where={self._where!r}")
+        if self._filter is not None:
+            parts.append(f"filter={str(self._filter)!r}")
         if self._rows is not None:
             parts.append(f"rows=<{len(self._rows[0])} selected>")
         if self._row_slice is not None:
@@ -881,9 +678,13 @@ class Scanner:
         return f"Scanner({', '.join(parts)})"
 
 
-def _rebuild_scanner(sources: list[Any], kwargs: dict[str, Any]) -> Scanner:
+def _rebuild_scanner(sources: list[Any], state: dict[str, Any], rows: Optional[list[np.ndarray]],
+                     columns_chosen: bool) -> Scanner:
     """Unpickle a `Scanner`: reopen each (path, HDU) here and plan the scan again."""
-    return Scanner([TableSource.open(path, hdu) for path, hdu in sources], **kwargs)
+    scanner = Scanner([TableSource.open(path, hdu) for path, hdu in sources], **state)
+    scanner._rows = rows  # already checked against each file's rows
+    scanner._columns_chosen = columns_chosen
+    return scanner
 
 
 class TorchBatches:
@@ -1017,4 +818,4 @@ def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]]
             source, hdu = fp.path, fp.hdu
     sources = [TableSource.open(p, hdu) for p in resolve_sources(with_storage_options(source, storage_options))]
     return Scanner(sources, columns=columns, where=where, filter=filter, rows=rows,
-                   row_slice=row_slice, batch_size=batch_size, threads=threads)
+                   row_slice=row_slice, batch_size=batch_size, options=DecodeOptions(threads=threads))

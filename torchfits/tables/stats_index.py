@@ -121,8 +121,9 @@ def _identity(path: Any, src: Any) -> dict[str, Any]:
 
 
 def _file_entry(path: Any, hdu: Any, columns: Optional[Sequence[str]], chunk_rows: int) -> dict[str, Any]:
-    from .scan import TableSource
-    from .decode import DecodeOptions, arrow_schema
+    from .source import TableSource
+    from .arrow_assembly import arrow_schema
+    from .decode_options import DecodeOptions
 
     src = TableSource.open(path, hdu)
     identity = _identity(path, src)
@@ -172,7 +173,7 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
         The path or URL of the sidecar written.
     """
     from ..fits.paths import fspath, with_storage_options
-    from .scan import resolve_sources
+    from .source import resolve_sources
     from ..fits.threads import run_parallel
 
     if isinstance(chunk_rows, bool) or int(chunk_rows) <= 0:
