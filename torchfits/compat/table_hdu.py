@@ -632,7 +632,8 @@ class TableHDU:
     def filter(self, cond: str) -> "TableHDU":
         """Rows matching a where-expression (the full dialect; character columns compare as
         stripped text)."""
-        from ..query.where_compat import evaluate_where, parse_where_expression, where_columns_from_ast
+        from ..query.where_compat import parse_where_expression, where_columns_from_ast
+        from .where_eval import evaluate_where
 
         ast = parse_where_expression(cond)
         values: dict[str, Any] = {}
