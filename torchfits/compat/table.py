@@ -101,11 +101,13 @@ def _check_encoding(encoding: Any) -> None:
 
 
 def check_where(where: Any) -> None:
+    """Refuse a where that is not a non-empty string (None passes)."""
     if where is not None and (not isinstance(where, str) or not where.strip()):
         raise ValueError(_MSG_EMPTY_WHERE)
 
 
 def check_table_hdu(hdu: Any, func: str) -> None:
+    """Refuse ``hdu=None`` / ``"auto"``: table functions need an index or an EXTNAME."""
     # BUG-1.2.3: table.read(hdu=None) leaked an internal TypeError; say what is needed instead.
     if hdu is None or (isinstance(hdu, str) and hdu.strip().lower() == "auto"):
         raise ValueError(
@@ -129,6 +131,7 @@ def columns_arg(columns: Any) -> Optional[list]:
 
 
 def check_start_rows(start_row: Any, num_rows: Any) -> tuple[int, int]:
+    """Check the 1-based ``start_row`` / ``num_rows`` window of the tensor reads."""
     if isinstance(start_row, bool) or not isinstance(start_row, (int, np.integer)):
         raise ValueError("start_row must be an integer >= 1 (FITS uses 1-based indexing)")
     if start_row < 1:
@@ -413,6 +416,7 @@ def schema(path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = 
 
 
 def is_path(data: Any) -> bool:
+    """True for a path (``str`` or ``os.PathLike``), as opposed to in-memory Arrow data."""
     return isinstance(data, (str, os.PathLike))
 
 
@@ -474,6 +478,7 @@ def scanner(data: Any, *, columns: Any = None, where: Optional[str] = None, filt
 
 
 def where_on_schema(where: str, schema_: Any) -> Any:
+    """A where-string (1.x dialect) as a ``pyarrow.compute.Expression`` over ``schema_``."""
     tree = resolve_columns(parse_where(where), schema_.names)
     return _expr.to_pyarrow(tree, schema_)
 
