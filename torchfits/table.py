@@ -1,12 +1,18 @@
 """``torchfits.table``: the torchfits 1.x table API.
 
-Kept for the 1.x import path; the code lives in :mod:`torchfits.compat.table`.
+Kept for the 1.x import path; reads and edits live in :mod:`torchfits.compat.table`, the
+conversions in :mod:`torchfits.compat.interop` (``to_pandas`` is its ``table_to_pandas``, ...).
 """
 from typing import Any
 
 from .compat import table as _impl
+from .compat.interop import (FITSPolarsFrame, TABLE_EXPORTS, duckdb_query, read_astropy,  # noqa: F401
+                             read_polars, scan_polars, table_to_astropy as to_astropy,
+                             table_to_pandas as to_pandas, table_to_polars as to_polars, to_duckdb,
+                             write_csv, write_ipc, write_parquet)
 from .compat.table import *  # noqa: F401,F403
-from .compat.table import __all__  # noqa: F401
+
+__all__ = sorted(_impl.__all__ + TABLE_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

@@ -686,7 +686,7 @@ def test_torchfits_read_on_a_table_equals_read_torch(cat):
     assert all(torch.equal(x, y) for x, y in zip(a["VLA"], b["VLA"]))
     data, header = io.read(cat, hdu="CAT", return_header=True)
     assert header["EXTNAME"] == "CAT" and data["ID"].tolist() == IDS.tolist()
-    assert table._read_torch_for_read(cat, 3, device="cpu", opts={"columns": None}) == {}
+    assert table.read_torch_for_read(cat, 3, device="cpu", opts={"columns": None}) == {}
 
 
 def test_scan_torch(cat):

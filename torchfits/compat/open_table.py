@@ -35,10 +35,10 @@ class TableReaderHandle:
     """
 
     def __init__(self, path: Any, hdu: Any = 1) -> None:
-        from .table import _check_table_hdu, _open_source
+        from .table import check_table_hdu, open_source
 
-        _check_table_hdu(hdu, "open_table_reader")
-        self._source: Any = _open_source(path, hdu)
+        check_table_hdu(hdu, "open_table_reader")
+        self._source: Any = open_source(path, hdu)
         self.path: str = self._source.path
         self.hdu: int = self._source.entry.index
         self._closed = False
@@ -65,12 +65,12 @@ class TableReaderHandle:
         ``{}``. There is no ``where``: filter with `table.read_torch` instead.
         """
         from .._torch_adapter import validate_device
-        from .table import _check_start_rows, _read_torch_source
+        from .table import check_start_rows, read_torch_source
 
         src = self._open()
-        start_row, num_rows = _check_start_rows(start_row, num_rows)
-        return _read_torch_source(src, columns=columns, start_row=start_row, num_rows=num_rows,
-                                  device=validate_device(device), where=None)
+        start_row, num_rows = check_start_rows(start_row, num_rows)
+        return read_torch_source(src, columns=columns, start_row=start_row, num_rows=num_rows,
+                                 device=validate_device(device), where=None)
 
     def close(self) -> None:
         """Release the file; later calls raise RuntimeError. Closing twice is harmless."""

@@ -244,8 +244,8 @@ def read(path: Union[InputArg, Sequence[InputArg]], hdu: Union[HduArg, None, Seq
                 raise HDUTypeError(f"{fp.path}: HDU {entry.index} is a table: Could not read image parameters")
             from . import table
 
-            result = table._read_torch_for_read(fp.path, entry.index, device=device, opts=opts,
-                                                return_header=return_header)
+            result = table.read_torch_for_read(fp.path, entry.index, device=device, opts=opts,
+                                               return_header=return_header)
             return result if dtype is None else _cast_columns(result, dtype)
         if mode == "table":
             raise HDUTypeError(f"{fp.path}: HDU {entry.index} is an image: Failed to get table dimensions")

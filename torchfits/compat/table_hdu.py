@@ -12,9 +12,12 @@ from typing import Any, Iterator, Mapping, Optional
 import numpy as np
 
 from ..fits.paths import fspath
+from ..fits.rows import row_window
 from .._torch_adapter import is_tensor, validate_device
 from ..fits.header import Header
 from .common import check_mmap, hdu_name, html_summary
+from .tensor_columns import (as_numpy, column_length, decode_byte_rows, is_byte_matrix, is_vla,
+                             vla_lengths)
 
 __all__ = ["TableHDURef", "TableHDU", "TableDataAccessor"]
 
@@ -30,44 +33,6 @@ def _column_list(cols: Any) -> list:
     if isinstance(cols, str):
         return [cols]
     return list(cols)
-
-
-def _strings_from_bytes(matrix: np.ndarray, encoding: str, strip: bool) -> list[str]:
-    """Rows of a uint8 ``(N, w)`` byte matrix as text; ``strip`` drops trailing NULs and blanks."""
-    out = []
-    for row in np.ascontiguousarray(matrix, dtype=np.uint8):
-        raw = row.tobytes()
-        if strip:
-            raw = raw.rstrip(b"\x00 ")
-        out.append(raw.decode(encoding, "replace"))
-    return out
-
-
-def _as_numpy(value: Any) -> np.ndarray:
-    if is_tensor(value):
-        from .._torch_adapter import tensor_to_numpy
-
-        return tensor_to_numpy(value)
-    return np.asarray(value)
-
-
-def _is_byte_matrix(value: Any) -> bool:
-    """A ``uint8 (N, w)`` column: how the tensor mapping carries character columns."""
-    if is_tensor(value):
-        return str(value.dtype) == "torch.uint8" and value.dim() == 2
-    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 2
-
-
-def _is_vla(value: Any) -> bool:
-    """A variable-length column: a list of per-row arrays or tensors."""
-    return isinstance(value, list) and bool(value) and all(
-        is_tensor(v) or isinstance(v, np.ndarray) for v in value)
-
-
-def _length(value: Any) -> int:
-    if is_tensor(value) or isinstance(value, np.ndarray):
-        return int(value.shape[0]) if len(value.shape) else 1
-    return len(value)
 
 
 class TableDataAccessor:
@@ -155,11 +120,11 @@ class TableHDURef:
 
         index = get_index(self._path)
         if self._cache is None or self._cache[0] is not index:
-            self._cache = (index, _table()._open_source(self._path, self._hdu))
+            self._cache = (index, _table().open_source(self._path, self._hdu))
         return self._cache[1]
 
     def _window(self) -> tuple[int, int]:
-        return _table()._window(self._row_slice, self._source().nrows)
+        return row_window(self._row_slice, self._source().nrows)
 
     def _projection(self) -> list[str]:
         from ..tables.selection import select_columns
@@ -238,10 +203,10 @@ class TableHDURef:
         device = validate_device(device)
         src = self._source()
         start, stop = self._window()
-        a, b = t._window(row_slice, stop - start)
-        cols = self._projection() if columns is None else t._columns_arg(columns)
-        arrays = t._decode_numpy(src, columns=cols, row_range=(start + a, start + b))
-        return t._tensor_dict(arrays, device)
+        a, b = row_window(row_slice, stop - start)
+        cols = self._projection() if columns is None else t.columns_arg(columns)
+        arrays = t.decode_numpy(src, columns=cols, row_range=(start + a, start + b))
+        return t.tensor_dict(arrays, device)
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.columns:
@@ -282,12 +247,12 @@ class TableHDURef:
     def filter(self, condition: str) -> "TableHDU":
         """The rows of the window matching ``condition`` (the where dialect) as a `TableHDU`."""
         t = _table()
-        t._check_where(condition)
-        tree = t._parse_where(condition)
+        t.check_where(condition)
+        tree = t.parse_where(condition)
         src = self._source()
-        rows = t._selected_rows(src, tree, row_range=self._window())
-        arrays = t._decode_numpy(src, columns=self._projection(), rows=rows)
-        return TableHDU(t._tensor_dict(arrays, "cpu"), header=self.header,
+        rows = t.selected_rows(src, tree, row_range=self._window())
+        arrays = t.decode_numpy(src, columns=self._projection(), rows=rows)
+        return TableHDU(t.tensor_dict(arrays, "cpu"), header=self.header,
                         source_path=self._path, source_hdu=self._hdu)
 
     def iter_rows(self, batch_size: int = 65_536, *, mmap: Any = True) -> Iterator[dict[str, Any]]:
@@ -311,18 +276,18 @@ class TableHDURef:
         """
         if self._column_spec(name).code != "A":
             raise KeyError(f"Column '{name}' is not a string column")
-        return _strings_from_bytes(self.read(columns=[name])[name].numpy(), encoding, strip)
+        return decode_byte_rows(self.read(columns=[name])[name], encoding, strip, keep_padding=True)
 
     def _vla(self, name: str) -> list[np.ndarray]:
         if not self._column_spec(name).is_vla:
             raise KeyError(f"Column '{name}' is not a variable-length column")
         t = _table()
         start, stop = self._window()
-        return t._decode_numpy(self._source(), columns=[name], row_range=(start, stop))[name]
+        return t.decode_numpy(self._source(), columns=[name], row_range=(start, stop))[name]
 
     def get_vla_column(self, name: str) -> list[Any]:
         """A variable-length column as one 1-D tensor per row."""
-        return _table()._tensor_dict({name: self._vla(name)}, "cpu")[name]
+        return _table().tensor_dict({name: self._vla(name)}, "cpu")[name]
 
     def get_vla_lengths(self, name: str) -> list[int]:
         """Element counts of a variable-length column, per row."""
@@ -428,16 +393,9 @@ class TableHDURef:
 
     def _header_rows(self) -> int:
         """Rows in the window, from the header's NAXIS2 alone (no data read, no table opened)."""
-        from ..tables.scan import validate_row_slice
-
         nrows = int(str(self.header.get("NAXIS2", 0)).strip() or 0)
-        checked = validate_row_slice(self._row_slice)
-        if checked is None:
-            return nrows
-        start, stop = checked
-        start = min(start, nrows)
-        stop = nrows if stop is None else min(stop, nrows)
-        return max(0, stop - start)
+        start, stop = row_window(self._row_slice, nrows)
+        return stop - start
 
     def _repr_html_(self) -> str:
         """Class, escaped name, rows and columns as an HTML table (Jupyter), from the header only:
@@ -481,7 +439,7 @@ class TableHDU:
                  source_path: Any = None, source_hdu: Any = None) -> None:
         if not isinstance(tensor_dict, dict):
             raise TypeError("tensor_dict must be a dictionary")
-        lengths = {str(k): _length(v) for k, v in tensor_dict.items()}
+        lengths = {str(k): column_length(v) for k, v in tensor_dict.items()}
         if len(set(lengths.values())) > 1:
             detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
             raise ValueError(f"All columns must have the same number of rows: {detail}")
@@ -512,7 +470,7 @@ class TableHDU:
 
     @property
     def num_rows(self) -> int:
-        return _length(next(iter(self._data.values()))) if self._data else 0
+        return column_length(next(iter(self._data.values()))) if self._data else 0
 
     def __len__(self) -> int:
         return self.num_rows
@@ -534,24 +492,24 @@ class TableHDU:
     @property
     def string_columns(self) -> list[str]:
         """Columns held as ``uint8 (N, w)`` byte matrices (character columns)."""
-        return [k for k, v in self._data.items() if _is_byte_matrix(v)]
+        return [k for k, v in self._data.items() if is_byte_matrix(v)]
 
     @property
     def vla_lengths(self) -> dict[str, list[int]]:
         """Variable-length column → per-row element counts."""
-        return {k: [_length(x) for x in v] for k, v in self._data.items() if _is_vla(v)}
+        return {k: vla_lengths(v) for k, v in self._data.items() if is_vla(v)}
 
     @property
     def feat_types(self) -> dict[str, str]:
         """Column → ``"categorical"`` (text and booleans) or ``"numerical"``."""
         out = {}
         for k, v in self._data.items():
-            if _is_byte_matrix(v):
+            if is_byte_matrix(v):
                 out[k] = "categorical"
-            elif _is_vla(v):
+            elif is_vla(v):
                 out[k] = "numerical"
             else:
-                out[k] = "categorical" if _as_numpy(v).dtype.kind in "bUSO" else "numerical"
+                out[k] = "categorical" if as_numpy(v).dtype.kind in "bUSO" else "numerical"
         return out
 
     @property
@@ -561,10 +519,11 @@ class TableHDU:
         cols = []
         strings = set(self.string_columns)
         for k, v in self._data.items():
-            vla = _is_vla(v)
+            vla = is_vla(v)
             if vla:
-                dtype = str(v[0].dtype).replace("torch.", "")
-                shape: tuple = (len(v),)
+                first = v[0] if isinstance(v, tuple) else next(x for x in v if x is not None)
+                dtype = str(first.dtype).replace("torch.", "")
+                shape: tuple = (column_length(v),)
             elif is_tensor(v) or isinstance(v, np.ndarray):
                 dtype, shape = str(v.dtype).replace("torch.", ""), tuple(v.shape)
             else:
@@ -586,9 +545,9 @@ class TableHDU:
     def get_string_column(self, name: str, encoding: str = "ascii", strip: bool = True) -> list[str]:
         """A ``uint8 (N, w)`` byte-matrix column as ``list[str]`` (KeyError for other columns)."""
         value = self._data.get(name)
-        if value is None or not _is_byte_matrix(value):
+        if value is None or not is_byte_matrix(value):
             raise KeyError(f"Column '{name}' is not a string (uint8 byte-matrix) column")
-        return _strings_from_bytes(_as_numpy(value), encoding, strip)
+        return decode_byte_rows(value, encoding, strip, keep_padding=True)
 
     def get_vla_column(self, name: str) -> list[Any]:
         """A variable-length column (one array or tensor per row)."""
@@ -599,7 +558,7 @@ class TableHDU:
 
     def get_vla_lengths(self, name: str) -> list[int]:
         """Element counts of a variable-length column, per row."""
-        return [_length(v) for v in self.get_vla_column(name)]
+        return [column_length(v) for v in self.get_vla_column(name)]
 
     # -- functional updates (new objects) ------------------------------------------------------
     @staticmethod
@@ -632,15 +591,15 @@ class TableHDU:
     def filter(self, cond: str) -> "TableHDU":
         """Rows matching a where-expression (the full dialect; character columns compare as
         stripped text)."""
-        from ..query.where_compat import evaluate_where, parse_where_expression, where_columns_from_ast
+        from ..query.where_compat import parse_where_expression, where_columns_from_ast
+        from .where_eval import evaluate_where
 
         ast = parse_where_expression(cond)
         values: dict[str, Any] = {}
         for c in where_columns_from_ast(ast):
             if c in self._data:
                 v = self._data[c]
-                values[c] = np.array(_strings_from_bytes(_as_numpy(v), "ascii", True)) \
-                    if _is_byte_matrix(v) else v
+                values[c] = np.array(decode_byte_rows(v, "ascii", True)) if is_byte_matrix(v) else v
         mask = np.asarray(evaluate_where(ast, values), dtype=bool)
         return self._derive({k: self._take(v, mask) for k, v in self._data.items()})
 
@@ -648,7 +607,7 @@ class TableHDU:
         """A new table with ``name`` added (or replaced with ``overwrite=True``)."""
         if name in self._data and not overwrite:
             raise KeyError(f"Column '{name}' already exists")
-        n = _length(values)
+        n = column_length(values)
         if self._data and n != self.num_rows:
             raise ValueError(f"Column '{name}' has {n} rows, expected {self.num_rows}")
         data = dict(self._data)
@@ -680,7 +639,7 @@ class TableHDU:
         if extra or missing:
             raise KeyError(f"append_rows needs exactly the table's columns: extra={extra}, "
                            f"missing={missing}")
-        lengths = {k: _length(v) for k, v in rows.items()}
+        lengths = {k: column_length(v) for k, v in rows.items()}
         if len(set(lengths.values())) > 1:
             detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
             raise ValueError(f"All appended columns must have the same number of rows: {detail}")
@@ -693,7 +652,7 @@ class TableHDU:
                 data[k] = torch.cat([old, new if is_tensor(new) else torch.as_tensor(
                     np.asarray(new), dtype=old.dtype)])
             elif isinstance(old, np.ndarray):
-                data[k] = np.concatenate([old, np.asarray(_as_numpy(new), dtype=old.dtype)])
+                data[k] = np.concatenate([old, np.asarray(as_numpy(new), dtype=old.dtype)])
             else:
                 data[k] = list(old) + list(new)
         return self._derive(data)

@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .lexing import _number_or_none
+from .lexing import number_or_none
 from .tree import (
-    _FLIPPED,
+    FLIPPED,
     TOO_DEEP,
     Abs,
     And,
@@ -142,7 +142,7 @@ class _ArrowCompiler:
         if isinstance(literal, (int, float)):
             return literal
         if isinstance(literal, str):
-            number = _number_or_none(literal.strip())
+            number = number_or_none(literal.strip())
             if number is not None:
                 return number
         raise self.cannot_compare(val, literal, " (not a number)")
@@ -324,7 +324,7 @@ class _ArrowCompiler:
         if left.kind == "literal" and right.kind == "literal":
             raise ValueError(f"where comparison '{to_string(expr)}' references no column")
         if left.kind == "literal":
-            left, right, op = right, left, _FLIPPED[op]
+            left, right, op = right, left, FLIPPED[op]
         if right.kind == "literal":
             return self.compare_literal(op, left, right.value)
         return self.compare_values(op, left, right)
@@ -378,7 +378,7 @@ class _ArrowCompiler:
     def compare_ints(self, op: str, left: _Val, right: _Val) -> Any:
         signed = pa.types.is_signed_integer
         if self.is_uint64(right) and signed(left.type):
-            left, right, op = right, left, _FLIPPED[op]
+            left, right, op = right, left, FLIPPED[op]
         fn = getattr(pc, _PC_COMPARE[op])
         if self.is_uint64(left) and signed(right.type):
             # uint64 against signed: no common type, so split on the sign of the signed side

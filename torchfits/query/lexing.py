@@ -6,6 +6,8 @@ from typing import Any, List, Optional, Tuple
 
 from ..errors import WhereSyntaxError
 
+__all__ = ["RESERVED_WORDS", "scan_quoted", "number_or_none"]
+
 #: Words that are never column names in either dialect (compared case-insensitively).
 RESERVED_WORDS = frozenset({"AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL", "NONE"})
 
@@ -15,7 +17,7 @@ _PREFIXED_INT_RE = re.compile(r"^([+-]?)0([xXoObB])([0-9A-Fa-f]+)$")
 _FLOAT_RE = re.compile(r"^[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 
 
-def _scan_quoted(text: str, start: int) -> Tuple[str, int]:
+def scan_quoted(text: str, start: int) -> Tuple[str, int]:
     """Read the quoted literal opening at ``start``; return its unescaped content and end offset."""
     quote = text[start]
     out: List[str] = []
@@ -41,7 +43,7 @@ def _scan_quoted(text: str, start: int) -> Tuple[str, int]:
     )
 
 
-def _number_or_none(text: str) -> Optional[Any]:
+def number_or_none(text: str) -> Optional[Any]:
     """Return ``text`` as an int or float when it is spelled as one, else None."""
     if _INT_RE.match(text):
         try:

@@ -19,7 +19,7 @@ from typing import (
 
 from ..errors import WhereSyntaxError
 
-from .lexing import RESERVED_WORDS, _number_or_none, _scan_quoted
+from .lexing import RESERVED_WORDS, number_or_none, scan_quoted
 from .tree import (
     TOO_DEEP,
     Abs,
@@ -84,7 +84,7 @@ def _native_tokens(text: str) -> List[_Tok]:
     while i < len(text):
         ch = text[i]
         if ch in "'\"":
-            value, end = _scan_quoted(text, i)
+            value, end = scan_quoted(text, i)
             tokens.append(_Tok("str", text[i:end], value, i))
             i = end
             continue
@@ -116,7 +116,7 @@ def _native_tokens(text: str) -> List[_Tok]:
                 f"where dialect (to subtract a negative number write 'x - -1')"
             )
         if kind == "num":
-            tokens.append(_Tok(kind, word, _number_or_none(word), i))
+            tokens.append(_Tok(kind, word, number_or_none(word), i))
         elif kind == "logic":
             tokens.append(_Tok(kind, word, _LOGIC_WORDS[word], i))
         elif kind == "ident" and word.upper() in ("AND", "OR", "NOT"):

@@ -18,7 +18,8 @@ from .lexing import RESERVED_WORDS
 LiteralValue = Union[None, bool, int, float, str]
 COMPARISON_OPS = ("==", "!=", "<", "<=", ">", ">=")
 ARITH_OPS = ("+", "-", "*", "/")
-_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+#: each comparison operator with its operands swapped (``a < b`` is ``b > a``)
+FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # parsers and translators recurse; a hostile string must fail as a ValueError, not crash
 TOO_DEEP = "where expression nests too deeply"
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..query import expr as _expr
 from ..fits.paths import fspath, parse_path, with_storage_options
+from ..fits.rows import validate_row_slice
 from ..fits.source import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
@@ -86,27 +87,6 @@ def _refuse_complex(tree: Any, complex_cols: set[str]) -> None:
     if refused:
         raise UnsupportedColumnError(
             f"complex columns {refused} cannot be filtered on Arrow paths; read them with read_torch")
-
-
-def validate_row_slice(row_slice: Any) -> Optional[tuple[int, Optional[int]]]:
-    if row_slice is None:
-        return None
-    if isinstance(row_slice, slice):
-        if row_slice.step not in (None, 1):
-            raise ValueError("row_slice step must be 1 (contiguous rows only)")
-        start, stop = row_slice.start, row_slice.stop
-    elif isinstance(row_slice, tuple):
-        if len(row_slice) != 2:
-            raise ValueError("row_slice tuple must have 2 items: (start, stop)")
-        start, stop = row_slice
-    else:
-        raise ValueError("row_slice must be a slice, (start, stop), or None")
-    start = 0 if start is None else int(start)
-    if start < 0:
-        raise ValueError("row_slice start must be >= 0")
-    if stop is not None and int(stop) < 0:
-        raise ValueError("row_slice has a negative stop; use an explicit row count")
-    return start, None if stop is None else int(stop)
 
 
 class Scanner:

@@ -26,6 +26,7 @@ from ..errors import FitsError, QuantizeError, UInt64WriteError
 from ..fits.header import Header, format_card
 from .cards import card_bytes
 from ..fits.layout import CARD, padded
+from ..fits.rows import validate_row_slice
 
 __all__ = ["write", "append_rows", "insert_rows", "update_rows", "delete_rows", "insert_column",
            "replace_column", "rename_columns", "drop_columns"]
@@ -475,19 +476,13 @@ def insert_rows(path: Any, rows: Mapping[str, Any], *, row: int, hdu: Any = 1) -
 
 
 def _window(row_slice: Any, nrows: int, what: str) -> tuple[int, int]:
-    if isinstance(row_slice, slice):
-        if row_slice.step not in (None, 1):
-            raise ValueError(f"{what}: row_slice step must be 1")
-        start = 0 if row_slice.start is None else row_slice.start
-        stop = nrows if row_slice.stop is None else row_slice.stop
-    elif isinstance(row_slice, (tuple, list)) and len(row_slice) == 2:
-        start, stop = row_slice
-    else:
-        raise ValueError(f"{what}: row_slice must be a slice or a (start, stop) pair")
-    start, stop = int(start), int(stop)
-    if start < 0 or stop < 0:
-        raise ValueError(f"{what}: row_slice bounds must be non-negative")
-    return start, stop
+    """The ``row_slice`` of an edit, checked by the one row-window parser; not clamped (each
+    edit decides what a window past the end means). An edit needs a window: None is refused."""
+    checked = validate_row_slice(row_slice)
+    if checked is None:
+        raise ValueError(f"{what} needs a row_slice: a slice or (start, stop)")
+    start, stop = checked
+    return start, nrows if stop is None else stop
 
 
 def update_rows(path: Any, rows: Mapping[str, Any], row_slice: Any, hdu: Any = 1, *,
