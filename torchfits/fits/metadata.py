@@ -53,7 +53,7 @@ def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = True,
     """
     index, entry = _locate(path, hdu, allow_auto=True, storage_options=storage_options)
     if entry.kind == KIND_COMPRESSED and not compressed:
-        from ..image.compressed import image_header
+        from .tile_layout import image_header
 
         return image_header(index.header_view(entry), f"{index.path}: HDU {entry.index}")
     header: Header = index.header(entry)
