@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 import numpy as np
 

@@ -25,7 +25,8 @@ from ..errors import CodecError
 from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup
 from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.header import Header
-from .plain import Image, Region, _check_out, plan_image, region_from_key
+from ..fits.image_plan import plan_image
+from .plain import Image, Region, _check_out, region_from_key
 
 __all__ = ["CompressedImage", "CompressedTileError", "open_compressed"]
 
