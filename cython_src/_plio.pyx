@@ -7,6 +7,7 @@ data), 2 IH / 3 DH (increment / decrement the high value), 4 HN (N pixels of the
 5 PN (N-1 zeros then one high pixel), 6 IS / 7 DS (increment / decrement and store one pixel).
 """
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t
+from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -23,6 +24,10 @@ cdef enum:
 ERR_TRUNCATED = C_ERR_TRUNCATED
 ERR_CORRUPT = C_ERR_CORRUPT
 HEADER_WORDS = C_HEADER_WORDS
+# Per-tile status of decode_many (cython_src/_tilestatus.pxd).
+OK = TILE_OK
+MISMATCH = TILE_MISMATCH
+STOPPED = TILE_STOPPED
 
 
 
@@ -177,18 +182,25 @@ def encode(const int32_t[::1] src) -> bytes:
 
 
 def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
-                const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out) -> int:
+                const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out,
+                uint8_t[::1] status, const uint8_t[::1] stop) -> int:
     """Decode several PLIO_1 tiles of ``buf`` into the flat integer ``out`` (itemsize 1, 2, 4
-    or 8), GIL-free. Returns -1 or the position of the first failing tile."""
+    or 8), GIL-free. ``status[i]`` becomes OK, MISMATCH (bad bounds or a decode error) or
+    STOPPED; the loop stops early once ``stop[0]`` is non-zero (another chunk failed). Returns
+    the number of tiles not OK."""
     cdef Py_ssize_t n = offsets.shape[0], i, j, blen = buf.shape[0], olen = out.size, most = 0
     cdef int itemsize = out.itemsize
     cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
     cdef const uint8_t* b = &buf[0] if blen else NULL
     cdef int32_t* scratch
     cdef int rc
-    cdef Py_ssize_t failed = -1
+    cdef Py_ssize_t bad = 0
     if itemsize not in (1, 2, 4, 8) or not out.flags.c_contiguous or not out.flags.writeable:
         raise ValueError("out must be a writable C-contiguous integer array")
+    if sizes.shape[0] != n or npix.shape[0] != n or dest.shape[0] != n or status.shape[0] != n:
+        raise ValueError("offsets, sizes, npix, dest and status must have the same length")
+    if stop.shape[0] < 1:
+        raise ValueError("stop must hold one byte")
     for i in range(n):
         if npix[i] > most:
             most = npix[i]
@@ -197,17 +209,22 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
         raise MemoryError()
     with nogil:
         for i in range(n):
+            if stop[0]:
+                bad += stop_rest(status, i, n)
+                break
             if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
                     or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
-                failed = i
-                break
+                status[i] = TILE_MISMATCH
+                bad += 1
+                continue
             if itemsize == 4:  # the decoder's own type: straight into the output
                 rc = _decode(b + offsets[i], sizes[i] // 2, (<int32_t*>o) + dest[i], npix[i])
             else:
                 rc = _decode(b + offsets[i], sizes[i] // 2, scratch, npix[i])
             if rc != 0:
-                failed = i
-                break
+                status[i] = TILE_MISMATCH
+                bad += 1
+                continue
             # One loop per width (no width test per pixel).
             if itemsize == 1:
                 for j in range(npix[i]):
@@ -218,5 +235,6 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
             elif itemsize == 8:
                 for j in range(npix[i]):
                     (<int64_t*>o)[dest[i] + j] = scratch[j]
+            status[i] = TILE_OK
     free(scratch)
-    return failed
+    return bad

@@ -9,6 +9,7 @@ mapped difference is ``(q zeros, a one, k low bits)`` with value ``q << k | low`
 d are mapped to non-negative integers as ``2d`` (d >= 0) or ``-2d-1`` (d < 0), modulo 2^(8*BYTEPIX).
 """
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
 
 import numpy as np
 
@@ -22,6 +23,10 @@ cdef enum:
 
 ERR_TRUNCATED = C_ERR_TRUNCATED
 ERR_OVERFLOW = C_ERR_OVERFLOW
+# Per-tile status of decode_many (cython_src/_tilestatus.pxd).
+OK = TILE_OK
+MISMATCH = TILE_MISMATCH
+STOPPED = TILE_STOPPED
 
 
 
@@ -419,32 +424,38 @@ def encode(cnp.ndarray src, int bytepix, int blocksize) -> bytes:
 
 def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
                 const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out, int bytepix,
-                int blocksize) -> int:
+                int blocksize, uint8_t[::1] status, const uint8_t[::1] stop) -> int:
     """Decode several tiles of one file buffer into ``out`` in one GIL-free pass.
 
     Tile i is ``sizes[i]`` bytes at ``offsets[i]`` of ``buf`` and holds ``npix[i]`` pixels,
-    written at element ``dest[i]`` of the flat ``out`` (itemsize ``bytepix``). Returns -1, or
-    the position of the first tile that fails (bad bounds or a decode error).
+    written at element ``dest[i]`` of the flat ``out`` (itemsize ``bytepix``). ``status[i]``
+    becomes OK, MISMATCH (bad bounds or a decode error) or STOPPED; the loop stops early once
+    ``stop[0]`` is non-zero (another chunk failed). Returns the number of tiles not OK.
     """
     cdef Py_ssize_t n = offsets.shape[0], i, blen = buf.shape[0]
     cdef Py_ssize_t olen = out.size
     cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
     cdef const uint8_t* b = &buf[0] if blen else NULL
     cdef int rc
-    cdef Py_ssize_t failed = -1
+    cdef Py_ssize_t bad = 0
     if out.itemsize != bytepix or not out.flags.c_contiguous or not out.flags.writeable:
         raise ValueError("out must be a writable C-contiguous array of itemsize BYTEPIX")
-    if sizes.shape[0] != n or npix.shape[0] != n or dest.shape[0] != n:
-        raise ValueError("offsets, sizes, npix and dest must have the same length")
+    if sizes.shape[0] != n or npix.shape[0] != n or dest.shape[0] != n or status.shape[0] != n:
+        raise ValueError("offsets, sizes, npix, dest and status must have the same length")
+    if stop.shape[0] < 1:
+        raise ValueError("stop must hold one byte")
     with nogil:
         for i in range(n):
+            if stop[0]:
+                bad += stop_rest(status, i, n)
+                break
             if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
                     or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
-                failed = i
-                break
+                status[i] = TILE_MISMATCH
+                bad += 1
+                continue
             rc = _decode(b + offsets[i], sizes[i], o + dest[i] * bytepix, npix[i], bytepix,
                          blocksize)
-            if rc != 0:
-                failed = i
-                break
-    return failed
+            status[i] = TILE_OK if rc == 0 else TILE_MISMATCH
+            bad += rc != 0
+    return bad

@@ -1,4 +1,4 @@
-# The per-tile status protocol of the batched tile decoders (_gziptiles, _hcompress):
+# The per-tile status protocol of the batched tile decoders (_rice, _plio, _gziptiles, _hcompress):
 # decode_many writes one status per tile, and a raised stop flag (another chunk failed) ends the
 # batch with the tiles not attempted marked STOPPED. The caller decodes a non-OK tile the slow
 # way, which either handles it or raises an error naming the tile.

@@ -82,8 +82,8 @@ def test_gzip_and_shuffle():
 @pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.int64])
 def test_plio_many_tile_kernel(dtype):
     """The batched PLIO kernel writes each tile at its place in an output of any integer width
-    (int32, its own type, decoded in place; the others through its scratch), and names the
-    first tile it cannot decode."""
+    (int32, its own type, decoded in place; the others through its scratch), marks the tiles it
+    cannot decode MISMATCH and goes on, and stops at a raised stop flag."""
     rng = np.random.default_rng(21)
     tiles = [np.zeros(n, np.int32) for n in (300, 1, 0, 4100, 77)]
     for t in tiles:
@@ -96,10 +96,16 @@ def test_plio_many_tile_kernel(dtype):
     npix = np.array([len(t) for t in tiles], np.int64)
     dest = np.cumsum(npix) - npix
     out = np.full(int(npix.sum()), 99, dtype)  # overwritten everywhere, zeros included
-    assert _plio.decode_many(buf, offsets, sizes, npix, dest, out) == -1
+    status = np.full(5, 9, np.uint8)
+    go = np.zeros(1, np.uint8)
+    assert _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, go) == 0
+    assert (status == _plio.OK).all()
     assert np.array_equal(out, np.concatenate(tiles).astype(dtype))
     sizes[3] = 4  # cut tile 3 short
-    assert _plio.decode_many(buf, offsets, sizes, npix, dest, out) == 3
+    assert _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, go) == 1
+    assert status.tolist() == [_plio.OK] * 3 + [_plio.MISMATCH, _plio.OK]
+    assert _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, np.ones(1, np.uint8)) == 5
+    assert (status == _plio.STOPPED).all()
 
 
 def test_plio_roundtrip():
@@ -142,11 +148,20 @@ def test_many_tile_kernels_agree():
     npix = np.full(5, 300, np.int64)
     dest = np.arange(5, dtype=np.int64) * 300
     out = np.empty(1500, np.int32)
-    assert _rice.decode_many(buf, offsets, sizes, npix, dest, out, 4, 32) == -1
+    status = np.full(5, 9, np.uint8)
+    go = np.zeros(1, np.uint8)
+    assert _rice.decode_many(buf, offsets, sizes, npix, dest, out, 4, 32, status, go) == 0
+    assert (status == _rice.OK).all()
     assert np.array_equal(out, np.concatenate(tiles))
     bad = offsets.copy()
     bad[3] = len(buf)  # past the end: reported, never read
-    assert _rice.decode_many(buf, bad, sizes, npix, dest, out, 4, 32) == 3
+    assert _rice.decode_many(buf, bad, sizes, npix, dest, out, 4, 32, status, go) == 1
+    assert status.tolist() == [_rice.OK] * 3 + [_rice.MISMATCH, _rice.OK]
+    assert _rice.decode_many(buf, offsets, sizes, npix, dest, out, 4, 32, status,
+                             np.ones(1, np.uint8)) == 5
+    assert (status == _rice.STOPPED).all()
+    with pytest.raises(ValueError):
+        _rice.decode_many(buf, offsets, sizes, npix, dest, out, 4, 32, status[:2], go)
     ints = out.copy()
     floats = np.empty(1500, np.float32)
     _quantize.dequantize_many(ints, floats, dest, npix, np.full(5, 0.5), np.zeros(5),

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import torchfits
-from torchfits.image.compressed import CompressedImage, CompressedTileError, image_header
+from torchfits.fits.tile_layout import image_header
+from torchfits.image.compressed import CompressedImage, CompressedTileError
 from torchfits.errors import FitsError
 from torchfits.image.plain import Image, open_image, read_numpy
 

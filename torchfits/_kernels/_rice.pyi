@@ -5,8 +5,12 @@ import numpy as np
 
 ERR_TRUNCATED: int
 ERR_OVERFLOW: int
+OK: int
+MISMATCH: int
+STOPPED: int
 
 def decode(src: bytes | np.ndarray | memoryview, out: np.ndarray, bytepix: int, blocksize: int) -> int: ...
 def encode(src: np.ndarray, bytepix: int, blocksize: int) -> bytes: ...
 def decode_many(buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray, dest: np.ndarray,
-                out: np.ndarray, bytepix: int, blocksize: int) -> int: ...
+                out: np.ndarray, bytepix: int, blocksize: int, status: np.ndarray,
+                stop: np.ndarray) -> int: ...

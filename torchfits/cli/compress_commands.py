@@ -7,6 +7,8 @@ import os
 from typing import Any, Callable, Optional
 
 
+from ..fits.hdu_index import image_with_data
+from ..image.codec_registry import DEFAULT_CODEC, writer_names
 from ..writing.recompress import compress_file, decompress_file
 from .common import (Batch, UsageError, check_outputs, emit, format_options, hdus, jobs,
                      output_options, progress_enabled, progress_options, select_hdus, targets)
@@ -109,7 +111,7 @@ def _which(path: str, spec: Optional[list[Any]], action: str) -> Optional[list[i
 
 def _kind(entry: Any) -> str:
     """What an HDU holds, in a word or two: ``empty image``, ``binary table``, ..."""
-    if entry.is_image and not (entry.naxes and all(entry.naxes)):
+    if entry.is_image and not image_with_data(entry):
         return "empty image" if entry.kind == "primary" else "empty image extension"
     return {"primary": "image", "image": "image", "bintable": "binary table",
             "table": "ASCII table", "compressed_image": "tile-compressed image"}.get(entry.kind, entry.kind)
@@ -118,7 +120,7 @@ def _kind(entry: Any) -> str:
 def _converts(entry: Any, action: str) -> bool:
     """Whether ``action`` converts this HDU (the rule of `compress_file`/`decompress_file`)."""
     if action == "compress":
-        return entry.is_image and bool(entry.naxes) and all(n > 0 for n in entry.naxes)
+        return image_with_data(entry)
     return bool(entry.kind == "compressed_image")
 
 
@@ -141,8 +143,9 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     """Add the ``compress`` and ``decompress`` subcommands and register them in ``commands``."""
     p = sub.add_parser("compress", help="tile-compress image HDUs (tables are kept as they are)")
     _common(p)
-    p.add_argument("--algorithm", default="RICE_1",
-                   help="RICE_1 (default), GZIP_1, GZIP_2, PLIO_1, HCOMPRESS_1")
+    names = sorted(set(writer_names().values()), key=list(writer_names().values()).index)
+    p.add_argument("--algorithm", default=DEFAULT_CODEC,
+                   help=", ".join(f"{n} (default)" if n == DEFAULT_CODEC else n for n in names))
     p.add_argument("--tile", help="tile shape, comma-separated, C order (default: one row)")
     p.add_argument("--quantize", type=float, default=None,
                    help="float images: quantisation level (noise/step; negative = step; 0 = lossless)")

@@ -170,7 +170,7 @@ def _family(entry: Any) -> str:
 
 
 def _diff_hdu(ia: Any, ea: Any, ib: Any, eb: Any, opts: DiffOptions) -> list[Difference]:
-    from ..image.compressed import image_header
+    from ..fits.tile_layout import image_header
 
     ha, hb = ia.header_view(ea), ib.header_view(eb)
     fa, fb = _family(ea), _family(eb)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ..fits.hdu_index import image_with_data
 from .common import (Batch, Target, UsageError, check_outputs, common_options,
                      emit, format_table, hdus, input_paths, jobs, json_value, open_output,
                      output_options, progress_enabled, progress_options, select_hdus, targets)
@@ -36,8 +37,7 @@ STATS_COLUMNS = ("file", "hdu", "name", "shape", "dtype", "min", "max", "mean", 
 
 
 def _image_hdus(index: Any) -> list[int]:
-    return [e.index for e in index.entries if (e.is_image or e.kind == "compressed_image")
-            and e.naxes and all(n > 0 for n in e.naxes)]
+    return [e.index for e in index.entries if image_with_data(e, compressed=True)]
 
 
 def _table_hdus(index: Any) -> list[int]:

@@ -25,7 +25,8 @@ from ..errors import FitsFileNotFoundError
 from ..fits.hdu_index import HduIndex, get_index
 from ..fits.paths import is_url
 from ..fits.source import ByteSource, faults_seen, stat_key
-from ..image.plain import Image, plan_image
+from ..fits.image_plan import plan_image
+from ..image.plain import Image
 
 __all__ = ["image_reader", "cutout_reader", "batch_cutouts", "batch_images", "to_tensor_batch",
            "read_pixels",

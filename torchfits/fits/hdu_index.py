@@ -756,3 +756,9 @@ def suffix_hdu(path: str, suffix: Any, hdu: Any, default: Any) -> Any:
     raise ValueError(f"{path}: the path suffix selects HDU {suffix!r} and hdu={hdu!r} {other}; "
                      "give the HDU one way (drop hdu= or the suffix)")
 
+
+def image_with_data(entry: HduEntry, *, compressed: bool = False) -> bool:
+    """An image HDU (or, with ``compressed``, a tile-compressed one) holding at least one pixel:
+    the HDUs that compressing, and image statistics, act on."""
+    kinds = IMAGE_KINDS + (KIND_COMPRESSED,) if compressed else IMAGE_KINDS
+    return entry.kind in kinds and bool(entry.naxes) and all(n > 0 for n in entry.naxes)

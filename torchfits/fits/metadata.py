@@ -53,7 +53,7 @@ def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = True,
     """
     index, entry = _locate(path, hdu, allow_auto=True, storage_options=storage_options)
     if entry.kind == KIND_COMPRESSED and not compressed:
-        from ..image.compressed import image_header
+        from .tile_layout import image_header
 
         return image_header(index.header_view(entry), f"{index.path}: HDU {entry.index}")
     header: Header = index.header(entry)
@@ -254,7 +254,7 @@ def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
     BSCALE/BZERO/BLANK (ZBLANK) rules, like a plain image."""
     from types import SimpleNamespace
 
-    from ..image.plain import plan_image  # numpy-only
+    from .image_plan import plan_image  # numpy-only
 
     h = index.header_view(e)
     zbitpix = h.get("ZBITPIX")
@@ -272,7 +272,7 @@ def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
 
 def info(path: PathArg, *, storage_options: Optional[dict[str, Any]] = None) -> FileInfo:
     """Summaries of every HDU in the file: a list of :class:`HduInfo` whose repr is a table."""
-    from ..image.plain import plan_image  # numpy-only
+    from .image_plan import groups_plans, plan_image  # numpy-only
 
     fp = parse_path(with_storage_options(path, storage_options))
     index = get_index(fp.path)
@@ -285,10 +285,8 @@ def info(path: PathArg, *, storage_options: Optional[dict[str, Any]] = None) -> 
         bitpix, naxes = e.image_layout
         dtype = None
         if e.is_groups:
-            from ..image.groups import _groups_plans
-
             try:
-                plan, _ = _groups_plans(e, index.header_view(e), False)
+                plan, _ = groups_plans(e, index.header_view(e), False)
                 dtype = str(plan.dtype)
             except FitsError:
                 dtype = None

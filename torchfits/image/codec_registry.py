@@ -2,15 +2,21 @@
 
 Every codec has ``codec_id`` (its ZCMPTYPE), ``decode(buf, out=None)``, ``encode(buf)`` and
 ``get_config()``; :data:`REGISTRY` maps ZCMPTYPE → codec class and :func:`get_codec` builds one.
+Each class also states what readers and writers need to know about it: the pixel types it
+accepts, whether float images must be quantised for it, its ZNAMEn/ZVALn parameters, its
+many-tile kernel (`Codec.decode_many`, the per-tile status protocol of ``_tilestatus.pxd``) and
+how one tile is decoded and encoded (`Codec.decode_tile`, `Codec.encode_tile`).
 """
 from __future__ import annotations
 
 import functools
+import math
 import zlib
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, NamedTuple, Optional
 
 import numpy as np
 
+from .._kernels import _gziptiles
 from .._kernels import _hcompress
 from .._kernels import _plio
 from .._kernels import _quantize
@@ -18,7 +24,22 @@ from .._kernels import _rice
 from ..errors import CodecError
 
 __all__ = ["Codec", "Rice1", "Gzip1", "Gzip2", "Plio1", "Hcompress1", "NoCompress", "REGISTRY",
-           "get_codec", "CodecError", "inflate_backend"]
+           "get_codec", "CodecError", "inflate_backend", "lookup", "writer_codec", "writer_names",
+           "WriteOptions",
+           "DEFAULT_CODEC", "TILE_OK", "TILE_MISMATCH", "TILE_STOPPED"]
+
+# The per-tile status of every many-tile kernel (cython_src/_tilestatus.pxd).
+TILE_OK: int = _gziptiles.OK
+TILE_MISMATCH: int = _gziptiles.MISMATCH
+TILE_STOPPED: int = _gziptiles.STOPPED
+
+
+class WriteOptions(NamedTuple):
+    """The codec parameters a writer was given (each codec uses its own)."""
+
+    blocksize: int = 32  # RICE_1 BLOCKSIZE
+    hcomp_scale: float = 0.0  # HCOMPRESS_1 SCALE
+    hcomp_smooth: bool = False  # HCOMPRESS_1 SMOOTH (applied by readers)
 
 
 _ERRORS = {-1: "truncated tile", -2: "corrupt tile", -3: "out of memory"}
@@ -50,10 +71,93 @@ def _as_bytes(buf: Any) -> np.ndarray:
 
 
 class Codec:
-    """Base class: one tile in, one tile out."""
+    """Base class: one tile in, one tile out.
+
+    The class attributes say what readers and writers must know about the codec, so no caller
+    tests a codec's name.
+    """
 
     codec_id: ClassVar[str] = ""
+    #: Other names writers accept for it (case-insensitive).
+    aliases: ClassVar[tuple[str, ...]] = ()
+    #: Tiles hold integers: a float image is quantised to be stored (ZSCALE/ZZERO).
+    stores_integers: ClassVar[bool] = False
+    #: Accepts 64-bit integer images.
+    int64_ok: ClassVar[bool] = True
+    #: CFITSIO reads it (writers refuse the others unless asked).
+    cfitsio_reads: ClassVar[bool] = True
+    #: The most one byte of tile data decodes to (bounds the image a file can claim).
+    max_ratio: ClassVar[int] = 1
+    #: 2 for codecs of 2-D tiles (every tile axis but the last two is 1), else 0.
+    tile_ndim: ClassVar[int] = 0
+    #: Bytes per COMPRESSED_DATA element: 1 (TFORM ``B``) or 2 (``I``).
+    heap_itemsize: ClassVar[int] = 1
+    #: Has a GIL-free many-tile kernel (`decode_many`).
+    has_many: ClassVar[bool] = False
 
+    # -- what writers ask ---------------------------------------------------------------------
+    @classmethod
+    def accepts(cls, zbitpix: int) -> bool:
+        """Whether images of this ZBITPIX can be stored (floats: quantised or not)."""
+        return zbitpix != 64 or cls.int64_ok
+
+    @classmethod
+    def check_shape(cls, shape: tuple[int, ...]) -> None:
+        """Refuse an image shape the codec cannot tile."""
+        if cls.tile_ndim == 2 and len(shape) < 2:
+            raise ValueError(f"{cls.codec_id} needs a 2D (or higher) image")
+
+    @classmethod
+    def check_tile(cls, tile_shape: tuple[int, ...]) -> None:
+        """Refuse a tile shape the codec cannot encode."""
+        if cls.tile_ndim == 2 and any(t != 1 for t in tile_shape[:-2]):
+            raise ValueError(f"{cls.codec_id} tiles are 2-D: every tile axis but the last two must be 1")
+
+    @classmethod
+    def default_tile(cls, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The tile shape (C order) used when the writer is given none: one row per tile."""
+        return (1,) * (len(shape) - 1) + (shape[-1],)
+
+    @classmethod
+    def check_pixels(cls, native: np.ndarray, zbitpix: int) -> None:
+        """Refuse stored pixel values the codec cannot encode."""
+
+    @classmethod
+    def encode_tile(cls, tile: np.ndarray, options: WriteOptions) -> bytes:
+        """One tile of native-order stored values, encoded as the COMPRESSED_DATA bytes."""
+        big = tile.astype(tile.dtype.newbyteorder(">"))  # the byte codecs store big-endian pixels
+        return cls().encode(big)
+
+    @classmethod
+    def zparams(cls, options: WriteOptions, bytepix: int) -> list[tuple[str, Any]]:
+        """The ZNAMEn/ZVALn pairs a writer records."""
+        return []
+
+    # -- what readers ask ---------------------------------------------------------------------
+    @classmethod
+    def from_zparams(cls, params: dict, zbitpix: int) -> "Codec":
+        """The codec that decodes an HDU with these ZNAMEn/ZVALn parameters."""
+        return cls()
+
+    @property
+    def many_itemsize(self) -> Optional[int]:
+        """The output itemsize `decode_many` requires (None: any)."""
+        return None
+
+    def decode_tile(self, data: Any, shape: tuple[int, ...]) -> Any:
+        """One tile's COMPRESSED_DATA → flat integers (`stores_integers`) or the tile's
+        big-endian bytes (a buffer)."""
+        return self.decode(data)
+
+    def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
+                    dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
+                    ncols: Optional[np.ndarray] = None) -> None:
+        """Decode tile i (``sizes[i]`` bytes at ``offsets[i]`` of ``buf``, ``npix[i]`` pixels, rows
+        of ``ncols[i]`` for 2-D codecs) into ``out[dest[i]:]``, GIL-free; ``status[i]`` becomes
+        `TILE_OK`, `TILE_MISMATCH` or `TILE_STOPPED` (``stop[0]`` raised by another chunk)."""
+        raise NotImplementedError
+
+    # -- one tile -----------------------------------------------------------------------------
     def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> Any:
         raise NotImplementedError
 
@@ -80,6 +184,11 @@ class Rice1(Codec):
     """
 
     codec_id = "RICE_1"
+    aliases = ("RICE",)
+    stores_integers = True
+    int64_ok = False
+    max_ratio = 1100  # ~205:1 on constant blocks
+    has_many = True
 
     def __init__(self, blocksize: int = 32, bytepix: int = 4) -> None:
         if bytepix not in (1, 2, 4, 8):
@@ -101,6 +210,34 @@ class Rice1(Codec):
         arr = np.ascontiguousarray(buf)
         return _rice.encode(arr, self.bytepix, self.blocksize)
 
+    @classmethod
+    def encode_tile(cls, tile: np.ndarray, options: WriteOptions) -> bytes:
+        return cls(blocksize=options.blocksize, bytepix=tile.dtype.itemsize).encode(tile)
+
+    @classmethod
+    def zparams(cls, options: WriteOptions, bytepix: int) -> list[tuple[str, Any]]:
+        return [("BLOCKSIZE", options.blocksize), ("BYTEPIX", bytepix)]
+
+    @classmethod
+    def from_zparams(cls, params: dict, zbitpix: int) -> "Rice1":
+        # The convention's default, and CFITSIO's: a stream without BYTEPIX codes 4-byte
+        # integers whatever ZBITPIX is (old writers, e.g. m13_rice.fits from 2006).
+        return cls(blocksize=int(params.get("BLOCKSIZE", 32)), bytepix=int(params.get("BYTEPIX", 4)))
+
+    @property
+    def many_itemsize(self) -> Optional[int]:
+        return self.bytepix
+
+    def decode_tile(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+        ints = np.empty(math.prod(shape), np.dtype(f"i{self.bytepix}") if self.bytepix > 1 else np.uint8)
+        return self.decode(data, ints)
+
+    def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
+                    dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
+                    ncols: Optional[np.ndarray] = None) -> None:
+        _rice.decode_many(buf, offsets, sizes, npix, dest, out, self.bytepix, self.blocksize,
+                          status, stop)
+
     def get_config(self) -> dict[str, Any]:
         return {"id": self.codec_id, "blocksize": self.blocksize, "bytepix": self.bytepix}
 
@@ -109,9 +246,22 @@ class Gzip1(Codec):
     """GZIP_1: the tile's big-endian bytes, deflated (gzip or zlib framing on decode)."""
 
     codec_id = "GZIP_1"
+    aliases: ClassVar[tuple[str, ...]] = ("GZIP",)
+    max_ratio = 1100  # deflate: ~1032:1
+    has_many = True
+    shuffled: ClassVar[bool] = False
 
     def __init__(self, level: int = 6) -> None:
         self.level = int(level)
+
+    def decode_tile(self, data: Any, shape: tuple[int, ...]) -> Any:
+        return self.decode(data, max_size=8 * math.prod(shape))
+
+    def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
+                    dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
+                    ncols: Optional[np.ndarray] = None) -> None:
+        _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, out.itemsize, self.shuffled,
+                               status, stop)
 
     def decode(self, buf: Any, out: Optional[np.ndarray] = None, *,
                max_size: Optional[int] = None) -> Any:
@@ -150,10 +300,28 @@ class Gzip2(Gzip1):
     """GZIP_2: like GZIP_1 after shuffling the bytes of ``itemsize``-byte elements by position."""
 
     codec_id = "GZIP_2"
+    aliases = ()
+    shuffled = True
 
     def __init__(self, itemsize: int = 4, level: int = 6) -> None:
         super().__init__(level)
         self.itemsize = int(itemsize)
+
+    @classmethod
+    def encode_tile(cls, tile: np.ndarray, options: WriteOptions) -> bytes:
+        big = tile.astype(tile.dtype.newbyteorder(">"))
+        return cls(itemsize=big.dtype.itemsize).encode(big)
+
+    def decode_tile(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+        """The tile's big-endian bytes, unshuffled by the element size its length implies."""
+        npix = math.prod(shape)
+        inflated = Gzip1().decode(data, max_size=8 * npix)
+        itemsize = len(inflated) // npix if npix else 1
+        if itemsize not in (1, 2, 4, 8) or itemsize * npix != len(inflated):
+            raise CodecError(f"inflates to {len(inflated)} bytes for {npix} pixels")
+        out = np.empty(len(inflated), np.uint8)
+        _quantize.unshuffle(np.frombuffer(inflated, np.uint8), out, itemsize)
+        return out  # read as any buffer: no bytes copy of the tile
 
     def decode(self, buf: Any, out: Optional[np.ndarray] = None, *,
                max_size: Optional[int] = None) -> Any:
@@ -179,6 +347,33 @@ class Plio1(Codec):
     """PLIO_1: IRAF line lists for non-negative integer masks (values < 2^24)."""
 
     codec_id = "PLIO_1"
+    aliases = ("PLIO",)
+    stores_integers = True
+    int64_ok = False
+    max_ratio = 1 << 16  # runs of a constant tile cost a few bytes each
+    heap_itemsize = 2
+    has_many = True
+
+    @classmethod
+    def check_pixels(cls, native: np.ndarray, zbitpix: int) -> None:
+        if zbitpix < 0:
+            raise ValueError(f"{cls.codec_id} compresses only integer masks")
+        lo, hi = (int(native.min()), int(native.max())) if native.size else (0, 0)
+        if lo < 0 or hi >= 1 << 24:
+            raise ValueError(f"{cls.codec_id} compressed image needs stored integer values in 0 .. 2^24 - 1 "
+                             "(unsigned 16/32-bit images are stored offset by BZERO and cannot use it)")
+
+    @classmethod
+    def encode_tile(cls, tile: np.ndarray, options: WriteOptions) -> bytes:
+        return cls().encode(tile)
+
+    def decode_tile(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+        return self.decode(data, np.empty(math.prod(shape), np.int32))
+
+    def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
+                    dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
+                    ncols: Optional[np.ndarray] = None) -> None:
+        _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, stop)
 
     def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Decode into the int32 ``out`` (required: it gives the pixel count)."""
@@ -199,8 +394,9 @@ class Hcompress1(Codec):
 
     Parameters
     ----------
-    tile_shape : (int, int)
-        Tile shape in C order (rows, columns).
+    tile_shape : (int, int), optional
+        Tile shape in C order (rows, columns); needed by `decode` and `encode` (a reader's
+        codec has none: its tiles differ at the edges).
     smooth : bool
         Smooth the coefficients on decode (ZNAME SMOOTH).
     scale : float
@@ -211,27 +407,74 @@ class Hcompress1(Codec):
     """
 
     codec_id = "HCOMPRESS_1"
+    aliases = ("HCOMPRESS",)
+    stores_integers = True
+    int64_ok = False
+    max_ratio = 1 << 16  # quadtrees of constant tiles cost a few bytes each
+    tile_ndim = 2
+    has_many = True
 
-    def __init__(self, tile_shape: tuple[int, int], smooth: bool = False, scale: float = 0.0,
-                 narrow: bool = False) -> None:
-        self.tile_shape = (int(tile_shape[0]), int(tile_shape[1]))
+    def __init__(self, tile_shape: Optional[tuple[int, int]] = None, smooth: bool = False,
+                 scale: float = 0.0, narrow: bool = False) -> None:
+        self.tile_shape = (int(tile_shape[0]), int(tile_shape[1])) if tile_shape is not None else None
         self.smooth = bool(smooth)
         self.scale = float(scale)
         self.narrow = bool(narrow)
 
+    @classmethod
+    def default_tile(cls, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(shape) >= 2:
+            return (1,) * (len(shape) - 2) + (min(16, shape[-2]), shape[-1])
+        return super().default_tile(shape)
+
+    @classmethod
+    def encode_tile(cls, tile: np.ndarray, options: WriteOptions) -> bytes:
+        two_d = tile.reshape(-1, tile.shape[-1]) if tile.ndim >= 2 else tile.reshape(1, -1)
+        return cls(tile_shape=two_d.shape, scale=options.hcomp_scale).encode(two_d)
+
+    @classmethod
+    def zparams(cls, options: WriteOptions, bytepix: int) -> list[tuple[str, Any]]:
+        scale = float(options.hcomp_scale) if options.hcomp_scale else 0
+        return [("SCALE", scale), ("SMOOTH", int(bool(options.hcomp_smooth)))]
+
+    @classmethod
+    def from_zparams(cls, params: dict, zbitpix: int) -> "Hcompress1":
+        # CFITSIO decodes 8- and 16-bit images in 32-bit arithmetic, others in 64-bit
+        return cls(smooth=bool(params.get("SMOOTH", 0)), narrow=zbitpix in (8, 16))
+
+    def _shaped(self, tile_shape: tuple[int, int]) -> "Hcompress1":
+        return Hcompress1(tile_shape, smooth=self.smooth, scale=self.scale, narrow=self.narrow)
+
+    def decode_tile(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+        hshape = (1, shape[0]) if len(shape) < 2 else (math.prod(shape[:-1]), shape[-1])
+        return self._shaped(hshape).decode(data).reshape(-1)
+
+    def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
+                    dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
+                    ncols: Optional[np.ndarray] = None) -> None:
+        if ncols is None:
+            raise ValueError(f"{self.codec_id} decode_many needs ncols= (tiles are 2-D)")
+        _hcompress.decode_many(buf, offsets, sizes, npix // ncols, ncols, dest, out, self.smooth,
+                               self.narrow, status, stop)
+
+    def _shape(self) -> tuple[int, int]:
+        if self.tile_shape is None:
+            raise ValueError(f"{self.codec_id} needs tile_shape= to decode or encode one tile")
+        return self.tile_shape
+
     def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Decode to int64 pixels of ``tile_shape`` (into ``out`` when given)."""
-        ny, nx = self.tile_shape
+        ny, nx = self._shape()
         target = out if out is not None and out.dtype == np.int64 else np.empty(ny * nx, np.int64)
         _check(_hcompress.decode(_as_bytes(buf), target.reshape(-1), ny, nx, self.smooth,
                                  self.narrow), self.codec_id)
         if out is not None and target is not out:
             out.reshape(-1)[:] = target
             return out
-        return target.reshape(self.tile_shape)
+        return target.reshape(self._shape())
 
     def encode(self, buf: Any) -> bytes:
-        arr = np.ascontiguousarray(buf, dtype=np.int64).reshape(self.tile_shape)
+        arr = np.ascontiguousarray(buf, dtype=np.int64).reshape(self._shape())
         return _hcompress.encode(arr, int(round(self.scale)))
 
     def get_config(self) -> dict[str, Any]:
@@ -243,6 +486,7 @@ class NoCompress(Codec):
     """NOCOMPRESS: the tile's big-endian bytes as they are."""
 
     codec_id = "NOCOMPRESS"
+    cfitsio_reads = False
 
     def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> Any:
         raw = bytes(buf)
@@ -250,7 +494,7 @@ class NoCompress(Codec):
             return raw
         view = out.reshape(-1).view(np.uint8)
         if len(raw) != view.size:
-            raise CodecError(f"NOCOMPRESS: tile holds {len(raw)} bytes, expected {view.size}")
+            raise CodecError(f"{self.codec_id}: tile holds {len(raw)} bytes, expected {view.size}")
         view[:] = np.frombuffer(raw, np.uint8)
         return out
 
@@ -262,6 +506,29 @@ REGISTRY: dict[str, type[Codec]] = {
     c.codec_id: c for c in (Rice1, Gzip1, Gzip2, Plio1, Hcompress1, NoCompress)
 }
 REGISTRY["RICE_ONE"] = Rice1  # the convention's early spelling
+#: The codec writers use when told only to compress.
+DEFAULT_CODEC = Rice1.codec_id
+
+
+def lookup(zcmptype: Any) -> Optional[type[Codec]]:
+    """The codec class of a ZCMPTYPE as found in a header (any case and padding), or None."""
+    return REGISTRY.get(str(zcmptype).strip().upper())
+
+
+def writer_codec(zcmptype: str) -> type[Codec]:
+    """The codec class of a ZCMPTYPE a writer chose (see `writer_names`)."""
+    return REGISTRY[zcmptype]
+
+
+def writer_names() -> dict[str, str]:
+    """Names writers accept (ZCMPTYPEs and short aliases, upper case) → ZCMPTYPE, for the
+    codecs CFITSIO reads."""
+    out: dict[str, str] = {}
+    for name, cls in REGISTRY.items():
+        if cls.cfitsio_reads and name == cls.codec_id:
+            out[name] = name
+            out.update((alias, name) for alias in cls.aliases)
+    return out
 
 
 def get_codec(config: Any, **params: Any) -> Codec:

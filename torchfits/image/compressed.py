@@ -11,236 +11,32 @@ import itertools
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Optional
 
 import numpy as np
 
-from .._kernels import _gziptiles
-from .._kernels import _hcompress
-from .._kernels import _plio
 from .._kernels import _quantize
-from .._kernels import _rice
-from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
 from ..fits.source import faults_seen
+from ..fits.tile_layout import TileLayout, image_header, tile_layout
 from ..errors import CodecError
-from .codec_registry import Gzip1, get_codec
-from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TooManyAxesError, TruncatedFileError
-from ..fits.header import Card, Header
-from .plain import Image, Region, _check_out, plan_image, region_from_key
+from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup
+from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
+from ..fits.header import Header
+from ..fits.image_plan import plan_image
+from .plain import Image, Region, _check_out, region_from_key
 
-__all__ = ["CompressedImage", "TileLayout", "image_header", "tile_layout", "CompressedTileError",
-           "open_compressed"]
+__all__ = ["CompressedImage", "CompressedTileError", "open_compressed"]
 
 _INT_DTYPES: dict[int, np.dtype[Any]] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
                64: np.dtype(np.int64)}
 _FLOAT_DTYPES: dict[int, np.dtype[Any]] = {-32: np.dtype(np.float32), -64: np.dtype(np.float64)}
-_DITHER = {"NO_DITHER": 0, "SUBTRACTIVE_DITHER_1": 1, "SUBTRACTIVE_DITHER_2": 2}
-_MAX_TILE_PIXELS = 1 << 31
 _CACHE_BYTES = 64 << 20
-# The most a codec can expand its input (deflate ~1032:1, Rice ~205:1 on constant blocks; PLIO
-# runs and H-compress quadtrees of constant tiles cost a few bytes each), and a floor below which
-# any allocation is allowed. The decoded image of a file is refused beyond these.
-_MAX_RATIO = {"NOCOMPRESS": 1, "RICE_1": 1100, "GZIP_1": 1100, "GZIP_2": 1100,
-              "PLIO_1": 1 << 16, "HCOMPRESS_1": 1 << 16}
-_MIN_DECODED_BOUND = 256 << 20
-# Codecs with a GIL-free many-tile kernel (one call decodes a run of tiles).
-_KERNEL_CODECS = ("RICE_1", "PLIO_1", "HCOMPRESS_1", "GZIP_1", "GZIP_2")
 # Quantised tiles are decoded this many pixels at a time (int32: 256 KiB, within L2) and
 # dequantised while still in cache.
 _SCRATCH_PIXELS = 1 << 16
-
-
-@dataclass(frozen=True)
-class _VarColumn:
-    offset: int  # descriptor offset in the row
-    descriptor: str  # "P" or "Q"
-    code: str  # element type code
-    itemsize: int
-
-
-@dataclass(frozen=True)
-class TileLayout:
-    """Everything about one compressed HDU that does not depend on the pixels.
-
-    Shapes are in C order (slowest axis first), like NumPy.
-    """
-
-    zcmptype: str
-    zbitpix: int
-    shape: tuple[int, ...]
-    tile: tuple[int, ...]
-    grid: tuple[int, ...]  # tiles along each axis
-    params: dict
-    quantize: Optional[int]  # dither method, None when ZQUANTIZ says NONE / no quantisation
-    zdither0: int
-    zblank: Optional[int]
-    zscale: Optional[float]
-    zzero: Optional[float]
-    columns: dict  # name -> _VarColumn for the variable-length columns
-    scalars: dict  # name -> (offset, dtype) for ZSCALE / ZZERO / ZBLANK columns
-    row_bytes: int
-    nrows: int
-
-    @property
-    def ntiles(self) -> int:
-        return math.prod(self.grid)
-
-
-_ITEMSIZE = {"B": 1, "I": 2, "J": 4, "K": 8, "E": 4, "D": 8}
-_SCALAR_DTYPE = {"B": ">u1", "I": ">i2", "J": ">i4", "K": ">i8", "E": ">f4", "D": ">f8"}
-
-
-def _zparams(s: dict) -> dict:
-    params = {}
-    for k in range(1, 100):
-        name = s.get(f"ZNAME{k}")
-        if not isinstance(name, str):
-            break
-        params[name.strip().upper()] = s.get(f"ZVAL{k}")
-    return params
-
-
-def tile_layout(index: HduIndex, entry: HduEntry) -> TileLayout:
-    """Read and check the compression keywords and the table layout of a compressed HDU."""
-    where = f"{index.path}: HDU {entry.index}"
-    h = index.header_view(entry)
-    zcmptype = str(h.get("ZCMPTYPE", "")).strip().upper()
-    if zcmptype == "RICE_ONE":
-        zcmptype = "RICE_1"
-    if zcmptype not in ("RICE_1", "GZIP_1", "GZIP_2", "PLIO_1", "HCOMPRESS_1", "NOCOMPRESS"):
-        raise CorruptHeaderError(f"{where}: unsupported compression algorithm ZCMPTYPE={zcmptype!r}")
-    zbitpix, naxes = entry.image_layout
-    if zbitpix not in (8, 16, 32, 64, -32, -64):
-        raise CorruptHeaderError(f"{where}: invalid ZBITPIX {zbitpix!r}")
-    if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in naxes):
-        raise CorruptHeaderError(f"{where}: invalid ZNAXISn values {naxes!r}")
-    if len(naxes) > 64:
-        raise TooManyAxesError(f"{where}: the compressed image has {len(naxes)} axes; NumPy arrays "
-                               "and tensors hold at most 64 (the FITS standard allows 999)")
-    tiles = []
-    for k, n in enumerate(naxes, start=1):
-        t = h.get(f"ZTILE{k}", n if k == 1 else 1)
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise CorruptHeaderError(f"{where}: invalid ZTILE{k}={t!r}")
-        tiles.append(min(t, max(n, 1)))
-    grid_f = [(-(-n // t) if n else 0) for n, t in zip(naxes, tiles)]
-    if math.prod(tiles) > _MAX_TILE_PIXELS:
-        raise CorruptHeaderError(f"{where}: tiles of {' x '.join(map(str, tiles))} pixels are too large")
-    nrows = entry.nrows
-    ntiles = math.prod(grid_f) if naxes else 0
-    if ntiles != nrows:
-        raise CorruptHeaderError(
-            f"{where}: ZNAXISn / ZTILEn describe {ntiles} tiles but the table has {nrows} rows")
-    decoded = math.prod(naxes) * (abs(zbitpix) // 8) if naxes else 0
-    bound = max(_MIN_DECODED_BOUND, _MAX_RATIO.get(zcmptype, 1) * index.size)
-    if decoded > bound:
-        # No codec expands a file this small into that many bytes: the header lies.
-        raise CorruptHeaderError(
-            f"{where}: ZNAXISn = {' x '.join(map(str, naxes))} ({decoded} bytes) cannot come from "
-            f"a {index.size}-byte file with {zcmptype}")
-    specs = parse_columns(h, "bintable")
-    columns, scalars = {}, {}
-    for spec in specs:
-        name = spec.name.strip().upper()
-        if name in ("COMPRESSED_DATA", "GZIP_COMPRESSED_DATA", "UNCOMPRESSED_DATA") and spec.is_vla:
-            columns[name] = _VarColumn(spec.offset, spec.descriptor or "P", spec.code,
-                                       _ITEMSIZE.get(spec.code, 1))
-        elif name in ("ZSCALE", "ZZERO", "ZBLANK") and not spec.is_vla and spec.code in _SCALAR_DTYPE:
-            scalars[name] = (spec.offset, np.dtype(_SCALAR_DTYPE[spec.code]))
-    if "COMPRESSED_DATA" not in columns:
-        raise CorruptHeaderError(f"{where}: no COMPRESSED_DATA column")
-    quant = h.get("ZQUANTIZ")
-    quantize: Optional[int]
-    if zbitpix < 0 and ("ZSCALE" in scalars or "ZSCALE" in h):
-        quantize = _DITHER.get(str(quant).strip().upper(), 0) if quant is not None else 0
-        if isinstance(quant, str) and quant.strip().upper() == "NONE":
-            quantize = None
-    else:
-        quantize = None
-    if zbitpix < 0 and quantize is None and zcmptype in ("RICE_1", "HCOMPRESS_1", "PLIO_1"):
-        # These codecs store integers: a float image needs the quantisation scale to be read.
-        raise CorruptHeaderError(
-            f"{where}: floating-point image (ZBITPIX={zbitpix}) compressed with {zcmptype} has no "
-            "ZSCALE column or keyword (a TTYPEn naming it may be garbled)")
-    zdither0 = h.get("ZDITHER0", 1)
-    if isinstance(zdither0, bool) or not isinstance(zdither0, int):
-        zdither0 = 1
-    if not -2**62 < zdither0 < 2**62:
-        raise CorruptHeaderError(f"{where}: ZDITHER0={zdither0} is out of range")
-    zblank = h.get("ZBLANK")
-    zblank = zblank if isinstance(zblank, int) and not isinstance(zblank, bool) else None
-    if zblank is not None and not -2**63 <= zblank < 2**63:
-        raise CorruptHeaderError(f"{where}: ZBLANK={zblank} does not fit a 64-bit integer")
-    zscale = h.get("ZSCALE") if isinstance(h.get("ZSCALE"), (int, float)) else None
-    zzero = h.get("ZZERO") if isinstance(h.get("ZZERO"), (int, float)) else None
-    return TileLayout(zcmptype, zbitpix, tuple(reversed(naxes)), tuple(reversed(tiles)),
-                      tuple(reversed(grid_f)), _zparams(h), quantize, zdither0, zblank,
-                      zscale, zzero, columns, scalars, entry.naxes[0] if entry.naxes else 0, nrows)
-
-
-# -- header ---------------------------------------------------------------------------------------
-_RESTORE = {"ZSIMPLE": "SIMPLE", "ZTENSION": "XTENSION", "ZBITPIX": "BITPIX", "ZNAXIS": "NAXIS",
-            "ZPCOUNT": "PCOUNT", "ZGCOUNT": "GCOUNT", "ZEXTEND": "EXTEND", "ZBLOCKED": "BLOCKED",
-            "ZHECKSUM": "CHECKSUM", "ZDATASUM": "DATASUM"}
-_DROP = {"XTENSION", "BITPIX", "NAXIS", "PCOUNT", "GCOUNT", "TFIELDS", "THEAP", "ZIMAGE",
-         "ZCMPTYPE", "ZQUANTIZ", "ZDITHER0", "ZMASKCMP", "ZBLANK", "ZSCALE", "ZZERO", "CHECKSUM",
-         "DATASUM", "SIMPLE", "EXTEND", "END"}
-_DROP_PREFIX = ("TTYPE", "TFORM", "TUNIT", "TDIM", "TNULL", "TSCAL", "TZERO", "TDISP", "TBCOL",
-                "NAXIS", "ZTILE", "ZNAME", "ZVAL", "ZNAXIS")
-
-
-def _dropped(key: str) -> bool:
-    if key in _DROP or key in _RESTORE:
-        return True
-    for p in _DROP_PREFIX:
-        if key.startswith(p) and key[len(p):].isdigit():
-            return True
-    return False
-
-
-def image_header(raw: Header, where: str = "") -> Header:
-    """The header of the uncompressed image from the header of its compressed HDU.
-
-    ZSIMPLE/ZTENSION, ZBITPIX, ZNAXISn, ZPCOUNT/ZGCOUNT, ZEXTEND, ZHECKSUM/ZDATASUM become their
-    plain forms; the table and compression keywords are removed; every other card is kept.
-    """
-    out = Header()
-    primary = "ZSIMPLE" in raw
-    if primary:
-        out.append(Card("SIMPLE", True, raw.comments["ZSIMPLE"] if "ZSIMPLE" in raw else ""))
-    else:
-        out.append(Card("XTENSION", str(raw.get("ZTENSION", "IMAGE")).strip() or "IMAGE",
-                        "Image extension"))
-    out.append(Card("BITPIX", raw.get("ZBITPIX"), raw.comments["ZBITPIX"] if "ZBITPIX" in raw else ""))
-    znaxis = raw.get("ZNAXIS", 0)
-    znaxis = znaxis if isinstance(znaxis, int) and not isinstance(znaxis, bool) else 0
-    if not 0 <= znaxis <= 999:
-        raise CorruptHeaderError(f"{where or 'compressed image'}: ZNAXIS={znaxis} is outside 0..999")
-    out.append(Card("NAXIS", znaxis, raw.comments["ZNAXIS"] if "ZNAXIS" in raw else ""))
-    for k in range(1, znaxis + 1):
-        key = f"ZNAXIS{k}"
-        out.append(Card(f"NAXIS{k}", raw.get(key), raw.comments[key] if key in raw else ""))
-    if primary:
-        if "ZEXTEND" in raw:
-            out.append(Card("EXTEND", raw["ZEXTEND"], raw.comments["ZEXTEND"]))
-    else:
-        out.append(Card("PCOUNT", raw.get("ZPCOUNT", 0), ""))
-        out.append(Card("GCOUNT", raw.get("ZGCOUNT", 1), ""))
-    for card in raw.cards:
-        key = card.key.upper()
-        if _dropped(key):
-            continue
-        if key == "EXTNAME" and str(card.value).strip() == "COMPRESSED_IMAGE":
-            continue
-        out.append(card)
-    for zkey, key in (("ZHECKSUM", "CHECKSUM"), ("ZDATASUM", "DATASUM")):
-        if zkey in raw:
-            out.append(Card(key, raw[zkey], raw.comments[zkey]))
-    return out
 
 
 # -- tile decode ----------------------------------------------------------------------------------
@@ -278,26 +74,15 @@ class _TileDecoder:
         # type (what CFITSIO-based readers return).
         self.int_scaled = zb > 0 and ("ZSCALE" in self.scalars or "ZZERO" in self.scalars
                                       or layout.zscale is not None or layout.zzero is not None)
-        p = layout.params
-        t = layout.zcmptype
-        self.codec: Any = None
+        cls = lookup(layout.zcmptype)
+        assert cls is not None  # tile_layout checked it
         try:
-            if t == "HCOMPRESS_1":  # its codec is built per tile shape
-                self.smooth = bool(p.get("SMOOTH", 0))
-                # CFITSIO decodes 8- and 16-bit images in 32-bit arithmetic, others in 64-bit
-                self.narrow = zb in (8, 16)
-            elif t == "RICE_1":
-                # The convention's default, and CFITSIO's: a stream without BYTEPIX codes 4-byte
-                # integers whatever ZBITPIX is (old writers, e.g. m13_rice.fits from 2006).
-                bytepix = p.get("BYTEPIX", 4)
-                self.codec = get_codec(t, blocksize=int(p.get("BLOCKSIZE", 32)),
-                                       bytepix=int(bytepix))
-            else:
-                self.codec = get_codec(t)
+            self.codec: Codec = cls.from_zparams(layout.params, zb)
         except (TypeError, ValueError, OverflowError) as exc:
             # A missing, garbled or absurd ZVALn (BLOCKSIZE, BYTEPIX, SMOOTH).
             raise CorruptHeaderError(
-                f"{self.where}: invalid {t} parameters {p!r} (ZNAMEn/ZVALn): {exc}") from None
+                f"{self.where}: invalid {layout.zcmptype} parameters {layout.params!r} "
+                f"(ZNAMEn/ZVALn): {exc}") from None
 
     def prefetch(self, ks: Any) -> None:
         """Fetch the heap bytes of tiles ``ks`` from a lazy source (coalesced, concurrent)."""
@@ -325,11 +110,12 @@ class _TileDecoder:
     def kernel_plan(self) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """For codecs with a GIL-free many-tile kernel: (usable mask, absolute offsets, sizes)."""
         lay = self.layout
-        if lay.zcmptype not in _KERNEL_CODECS or "ZBLANK" in self.scalars or self.int_scaled:
+        codec = self.codec
+        if not codec.has_many or "ZBLANK" in self.scalars or self.int_scaled:
             return None
-        if lay.zcmptype == "RICE_1" and self.codec.bytepix != (4 if self.float_image else self.storage.itemsize):
+        if codec.many_itemsize not in (None, 4 if self.float_image else self.storage.itemsize):
             return None
-        if lay.zcmptype == "HCOMPRESS_1" and len(lay.tile) >= 2 and any(t != 1 for t in lay.tile[:-2]):
+        if codec.tile_ndim == 2 and len(lay.tile) >= 2 and any(t != 1 for t in lay.tile[:-2]):
             return None
         desc = self.descriptors["COMPRESSED_DATA"]
         count, offset = desc[:, 0], desc[:, 1]
@@ -342,46 +128,19 @@ class _TileDecoder:
         """Run the codec's many-tile kernel over tiles ``ks`` into the flat ``out``.
 
         Tile i goes to ``out[dest[i]:dest[i] + npix[i]]`` (int32 for quantised images, else the
-        storage type). Returns a status per tile: ``_gziptiles.OK`` (decoded), ``MISMATCH`` (to
+        storage type). Returns a status per tile: ``TILE_OK`` (decoded), ``TILE_MISMATCH`` (to
         be decoded tile by tile, which reads it another way or raises the error naming it) or
-        ``STOPPED`` (not attempted: ``stop[0]`` was raised by a failing sibling chunk).
+        ``TILE_STOPPED`` (not attempted: ``stop[0]`` was raised by a failing sibling chunk).
         """
-        t = self.layout.zcmptype
-        if t in ("GZIP_1", "GZIP_2"):
-            status = np.empty(len(ks), np.uint8)
-            _gziptiles.decode_many(self.buf, offsets, sizes, npix, dest, out, out.itemsize,
-                                   t == "GZIP_2", status, stop)
-            return status
-        if t == "HCOMPRESS_1":
+        ncols = None
+        if self.codec.tile_ndim == 2:
             # 2-D tiles (leading tile axes of 1): rows x the last-axis extent (edge tiles narrower)
             lay = self.layout
             width = lay.tile[-1]
             ncols = np.minimum(width, lay.shape[-1] - (ks % lay.grid[-1]) * width).astype(np.int64)
-            status = np.empty(len(ks), np.uint8)
-            _hcompress.decode_many(self.buf, offsets, sizes, npix // ncols, ncols, dest, out,
-                                   self.smooth, self.narrow, status, stop)
-            return status
-        # The other kernels stop at the first failing tile: mark it and go on after it.
-        status = np.zeros(len(ks), np.uint8)
-        pos = 0
-        while pos < len(ks):
-            if stop[0]:
-                status[pos:] = _gziptiles.STOPPED
-                break
-            rc = self._kernel(ks[pos:], offsets[pos:], sizes[pos:], npix[pos:], dest[pos:], out)
-            if rc < 0:
-                break
-            status[pos + rc] = _gziptiles.MISMATCH
-            pos += rc + 1
+        status = np.empty(len(ks), np.uint8)
+        self.codec.decode_many(self.buf, offsets, sizes, npix, dest, out, status, stop, ncols)
         return status
-
-    def _kernel(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
-                dest: np.ndarray, out: np.ndarray) -> int:
-        """RICE_1 / PLIO_1 kernels: -1 or the position of the first failing tile."""
-        if self.layout.zcmptype == "RICE_1":
-            return _rice.decode_many(self.buf, offsets, sizes, npix, dest, out, self.codec.bytepix,
-                                     self.codec.blocksize)
-        return _plio.decode_many(self.buf, offsets, sizes, npix, dest, out)
 
     def decode_into(self, ks: np.ndarray, plan: tuple[np.ndarray, np.ndarray, np.ndarray],
                     npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
@@ -411,9 +170,9 @@ class _TileDecoder:
                         return
                 else:
                     status = self.decode_many(fast, foff, fsize, fnpix, fdest, values, stop)
-                    if (status == _gziptiles.STOPPED).any():
+                    if (status == TILE_STOPPED).any():
                         return
-                    bad = status != _gziptiles.OK
+                    bad = status != TILE_OK
                 slow += [(int(k), int(d), int(n)) for k, d, n in zip(fast[bad], fdest[bad], fnpix[bad])]
             for k, d, n in sorted(slow):
                 if stop[0]:
@@ -443,9 +202,9 @@ class _TileDecoder:
             local = np.cumsum(npix[sub]) - npix[sub]
             status = self.decode_many(ks[sub], offsets[sub], sizes[sub], npix[sub], local, scratch,
                                       stop)
-            if (status == _gziptiles.STOPPED).any():
+            if (status == TILE_STOPPED).any():
                 return None
-            good = status == _gziptiles.OK
+            good = status == TILE_OK
             bad[sub] = ~good
             if good.all():
                 self._dequantize_many(ks[sub], dest[sub], npix[sub], scratch, values, local)
@@ -543,41 +302,14 @@ class _TileDecoder:
                 return np.empty(shape, self.storage)
             raise CompressedTileError(f"{self.where}: tile {k}: no data in any tile column")
         quantized = self.float_image and lay.quantize is not None
-        t = lay.zcmptype
-        if t == "RICE_1":
-            ints = np.empty(npix, np.dtype(f"i{self.codec.bytepix}") if self.codec.bytepix > 1 else np.uint8)
-            self.codec.decode(data, ints)
-        elif t == "PLIO_1":
-            ints = np.empty(npix, np.int32)
-            self.codec.decode(data, ints)
-        elif t == "HCOMPRESS_1":
-            if len(shape) < 2:
-                hshape = (1, shape[0])
-            else:
-                hshape = (math.prod(shape[:-1]), shape[-1])
-            ints = get_codec("HCOMPRESS_1", tile_shape=hshape, smooth=self.smooth,
-                             narrow=self.narrow).decode(data).reshape(-1)
-        else:
-            raw: Any = None
-            if t == "GZIP_1":
-                raw = self.codec.decode(data, max_size=8 * npix)
-            elif t == "NOCOMPRESS":
-                raw = self.codec.decode(data)
-            else:
-                inflated = Gzip1().decode(data, max_size=8 * npix)
-                itemsize = len(inflated) // npix if npix else 1
-                if itemsize not in (1, 2, 4, 8) or itemsize * npix != len(inflated):
-                    raise CompressedTileError(
-                        f"{self.where}: tile {k}: inflates to {len(inflated)} bytes for {npix} pixels")
-                out = np.empty(len(inflated), np.uint8)
-                _quantize.unshuffle(np.frombuffer(inflated, np.uint8), out, itemsize)
-                raw = out  # _raw_tile reads any buffer: no bytes copy of the tile
-            return self._raw_tile(raw, shape, k, quantized=quantized)
+        decoded = self.codec.decode_tile(data, shape)  # a CodecError is named by `decode`
+        if not self.codec.stores_integers:
+            return self._raw_tile(decoded, shape, k, quantized=quantized)
         if quantized:
-            return self._dequantize(ints, shape, k)
+            return self._dequantize(decoded, shape, k)
         if self.float_image:
             raise CompressedTileError(f"{self.where}: tile {k}: float image tile without ZSCALE")
-        return ints.astype(self.storage, copy=False).reshape(shape)
+        return decoded.astype(self.storage, copy=False).reshape(shape)
 
     def _raw_tile(self, raw: Any, shape: tuple[int, ...], k: int, *, itemsize: Optional[int] = None,
                   code: Optional[str] = None, quantized: bool = False) -> np.ndarray:
@@ -649,7 +381,7 @@ class CompressedImage(Image):
         self._entry = self._index.resolve(hdu)
         if self._entry.kind != KIND_COMPRESSED:
             raise HDUTypeError(f"{self._index.path}: HDU {self._entry.index} is not a compressed image")
-        self._layout = tile_layout(self._index, self._entry)
+        self._layout = tile_layout(self._index, self._entry, lookup)
         self._header = image_header(self._index.header_view(self._entry),
                                     f"{self._index.path}: HDU {self._entry.index}")
         lay = self._layout

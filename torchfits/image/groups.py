@@ -5,9 +5,7 @@ and `open_image` give); `read_groups` adds the parameters, scaled by PSCALn/PZER
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -16,28 +14,14 @@ from .._kernels import _image
 from ..errors import HDUTypeError
 from ..fits.aliases import HduArg, PathArg
 from ..fits.header import Header
-from ..fits.hdu_index import HduEntry, HduIndex, get_index
+from ..fits.hdu_index import HduIndex, get_index
 from ..fits.paths import parse_path, with_storage_options
-from .plain import Image, ImagePlan, Region, _check_out, decode_region, plan_image, region_from_key
+from ..fits.image_plan import groups_layout, groups_plans
+from .plain import Image, Region, _check_out, decode_region, region_from_key
 
 __all__ = ["GroupsImage", "RandomGroups", "read_groups"]
 
 GROUPS_ENGINE = "groups"  # the key of `Image._engines` for random-groups HDUs
-
-
-def _layout(entry: HduEntry) -> tuple[int, int, int, tuple[int, ...]]:
-    """(GCOUNT, PCOUNT, values per array, array shape in C order) of a random-groups HDU."""
-    shape = tuple(reversed(entry.naxes[1:]))
-    return entry.gcount, entry.pcount, math.prod(shape), shape
-
-
-def _groups_plans(entry: HduEntry, header: Header, raw_scale: bool) -> tuple[ImagePlan, ImagePlan]:
-    """(plan of the arrays as the user sees them, plan of one group row as stored): the arrays
-    follow the image dtype rules with BSCALE/BZERO/BLANK; each row is PCOUNT + N values."""
-    gcount, pcount, n, shape = _layout(entry)
-    fake = SimpleNamespace(bitpix=entry.bitpix, naxes=(1,), shape=(1,))
-    base = plan_image(fake, header, raw_scale=raw_scale)  # type: ignore[arg-type]
-    return replace(base, shape=(gcount,) + shape), replace(base, shape=(gcount, pcount + n))
 
 
 class GroupsImage(Image):
@@ -54,7 +38,7 @@ class GroupsImage(Image):
         if not self._entry.is_groups:
             raise HDUTypeError(f"{self._index.path}: HDU {self._entry.index} is not a random-groups HDU")
         header = self._index.header_view(self._entry)
-        self._plan, self._rows = _groups_plans(self._entry, header, raw_scale)
+        self._plan, self._rows = groups_plans(self._entry, header, raw_scale)
         self._raw_scale, self._uint64_as_float = raw_scale, uint64_as_float
 
     def _zero_copy_ok(self) -> bool:
@@ -68,7 +52,7 @@ class GroupsImage(Image):
 
     def _decode_groups(self, first: int, step: int, count: int) -> np.ndarray:
         """The arrays of ``count`` groups from ``first`` by ``step``, as (count, N)."""
-        _, pcount, n, _ = _layout(self._entry)
+        _, pcount, n, _ = groups_layout(self._entry)
         region = ((first, pcount), (step, 1), (count, n))
         return decode_region(self._index, self._entry, self._rows, region, None,
                              out_shape=(count, n))
@@ -78,7 +62,7 @@ class GroupsImage(Image):
         shape = self.shape
         if out is not None:
             out = _check_out(out, shape, self._plan.dtype)
-        gcount, pcount, n, _ = _layout(self._entry)
+        gcount, pcount, n, _ = groups_layout(self._entry)
         region = ((0, pcount), (1, 1), (gcount, n))
         flat = None if out is None else out.reshape(gcount, n)
         arr = decode_region(self._index, self._entry, self._rows, region, flat, threads,
@@ -231,7 +215,7 @@ def read_groups(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False,
                            "(GROUPS=T with NAXIS1=0 in the primary header)")
     image = GroupsImage(fp.path, entry.index, raw_scale=raw_scale, index=index)
     header = index.header(entry)
-    gcount, pcount, _, _ = _layout(entry)
+    gcount, pcount, _, _ = groups_layout(entry)
     stored = replace(image._rows, mode=_image.MODE_RAW, dtype=image._rows.storage_dtype)
     raw = decode_region(index, entry, stored, ((0, 0), (1, 1), (gcount, pcount)), None,
                         out_shape=(gcount, pcount))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -18,6 +17,7 @@ from ..fits.threads import default_threads, run_parallel
 from ..fits.source import faults_seen
 from ..errors import HDUTypeError, TooManyAxesError
 from ..fits.header import Header
+from ..fits.image_plan import ImagePlan, plan_image
 from ..fits.aliases import HduArg, PathArg
 from ..fits.paths import FitsPath, parse_path
 
@@ -25,75 +25,7 @@ _MAX_AXES = 64  # NumPy's limit on array dimensions
 
 __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "result_dtype"]
 
-_STORAGE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
-            64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
-_UNSIGNED: dict[int, tuple[float, np.dtype]] = {8: (-128.0, np.dtype(np.int8)), 16: (32768.0, np.dtype(np.uint16)),
-             32: (2147483648.0, np.dtype(np.uint32)), 64: (9223372036854775808.0, np.dtype(np.uint64))}
-_SCALED: dict[int, np.dtype] = {8: np.dtype(np.float32), 16: np.dtype(np.float32), -32: np.dtype(np.float32),
-           32: np.dtype(np.float64), 64: np.dtype(np.float64), -64: np.dtype(np.float64)}
-_TOLERANCE = 1e-5
 _PARALLEL_BYTES = 4 << 20  # below this a thread hand-off costs more than it saves
-
-
-@dataclass(frozen=True)
-class ImagePlan:
-    """How to turn stored pixels into result values: kernel mode, scaling and result dtype."""
-
-    bitpix: int
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    mode: int
-    bscale: float = 1.0
-    bzero: float = 0.0
-    blank: Optional[int] = None
-
-    @property
-    def storage_dtype(self) -> np.dtype:
-        return _STORAGE[self.bitpix]
-
-
-def _applied(header: Header, key: str, default: Any) -> Any:
-    """The value of ``key`` that scaling applies: its last card when the keyword is repeated."""
-    last = getattr(header, "_last_of_duplicates", None)
-    if last and key in last:
-        return last[key]
-    return header.get(key, default)
-
-
-def _number(header: Header, key: str, default: float) -> float:
-    value = _applied(header, key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return default
-    return float(value)
-
-
-def plan_image(entry: HduEntry, header: Header, *, raw_scale: bool = False,
-               uint64_as_float: bool = False) -> ImagePlan:
-    """Choose the decode for one image HDU (the dtype rules of docs/images.md).
-
-    ``uint64_as_float`` selects the torchfits 1.x rule for BITPIX=64 + BZERO=2^63 (float64)
-    instead of the native uint64.
-    """
-    bitpix = entry.bitpix
-    # An HDU without data (NAXIS=0) reads as an empty 1-D array.
-    shape = entry.shape if entry.naxes else (0,)
-    if raw_scale:
-        return ImagePlan(bitpix, shape, _STORAGE[bitpix], _image.MODE_RAW)
-    bscale = _number(header, "BSCALE", 1.0)
-    bzero = _number(header, "BZERO", 0.0)
-    blank = _applied(header, "BLANK", None) if bitpix > 0 else None
-    if isinstance(blank, bool) or not isinstance(blank, int):
-        blank = None
-    elif not -(1 << (bitpix - 1)) <= blank < (1 << (bitpix - 1)) and not (bitpix == 8 and 0 <= blank < 256):
-        blank = None  # no stored value can equal it
-    if bitpix > 0 and abs(bscale - 1.0) < _TOLERANCE and bitpix in _UNSIGNED:
-        offset, dtype = _UNSIGNED[bitpix]
-        if abs(bzero - offset) < _TOLERANCE and not (bitpix == 64 and uint64_as_float):
-            # Unsigned / signed-byte conventions: exact, BLANK ignored (it is a physical value).
-            return ImagePlan(bitpix, shape, dtype, _image.MODE_FLIP)
-    if bscale == 1.0 and bzero == 0.0 and blank is None:
-        return ImagePlan(bitpix, shape, _STORAGE[bitpix], _image.MODE_RAW)
-    return ImagePlan(bitpix, shape, _SCALED[bitpix], _image.MODE_SCALE, bscale, bzero, blank)
 
 
 # -- regions ------------------------------------------------------------------------------------

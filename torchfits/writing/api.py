@@ -121,9 +121,10 @@ def _write_compressed(target: str, items: list[Any], *, compress: Any, quantize:
                       overwrite: bool, checksum: bool) -> None:
     """Hand images to the tile-compression writer (:mod:`.compress_write`)."""
     from .compress_write import normalize_compress, write_compressed
+    from ..image.codec_registry import writer_codec
 
     codec = normalize_compress(compress)  # NOCOMPRESS, ints and unknown names are refused here
-    if quantize is None and codec in ("GZIP_1", "GZIP_2"):
+    if quantize is None and codec is not None and not writer_codec(codec).stores_integers:
         quantize = False  # float images under GZIP without quantize are lossless (as 1.2.3)
     images = [it for it in items if isinstance(it, ImageData)]
     if len(images) != len(items):
@@ -144,8 +145,9 @@ def _write_compressed_with_tables(target: str, items: list[Any], *, compress: An
 
     from .compress_write import normalize_compress
     from .recompress import compress_file
+    from ..image.codec_registry import DEFAULT_CODEC
 
-    codec = normalize_compress(compress) or "RICE_1"
+    codec = normalize_compress(compress) or DEFAULT_CODEC
     if not any(isinstance(it, ImageData) for it in items):
         write_hdus(target, items, overwrite=overwrite, checksum=checksum)
         return

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from .._kernels import _quantize
 from ..fits.threads import default_threads, run_parallel
-from ..image.codec_registry import get_codec
+from ..image.codec_registry import DEFAULT_CODEC, Codec, Gzip1, REGISTRY, WriteOptions, writer_codec, writer_names
 from ..fits.header import Card, Header
 from ..fits.layout import finish_header, flip_sign_bit
 
 __all__ = ["encode_compressed_hdu", "write_compressed", "normalize_compress", "COMPRESS_NAMES"]
 
-COMPRESS_NAMES = {"RICE_1": "RICE_1", "RICE": "RICE_1", "GZIP_1": "GZIP_1", "GZIP": "GZIP_1",
-                  "GZIP_2": "GZIP_2", "PLIO_1": "PLIO_1", "PLIO": "PLIO_1",
-                  "HCOMPRESS_1": "HCOMPRESS_1", "HCOMPRESS": "HCOMPRESS_1"}
+# Names `compress=` accepts (ZCMPTYPEs and short aliases) → ZCMPTYPE.
+COMPRESS_NAMES = writer_names()
 _DITHER_NAMES = {"NO_DITHER": 0, "SUBTRACTIVE_DITHER_1": 1, "SUBTRACTIVE_DITHER_2": 2}
 _DITHER_BY_ID = {v: k for k, v in _DITHER_NAMES.items()}
 # dtype → (ZBITPIX, BZERO of the offset convention or None)
@@ -50,11 +49,12 @@ def normalize_compress(compress: Any, *, allow_nocompress: bool = False) -> Opti
     if compress is None or compress is False:
         return None
     if compress is True:
-        return "RICE_1"
+        return DEFAULT_CODEC
     if not isinstance(compress, str):
         raise ValueError(f"compress must be bool or a compression algorithm string, not {compress!r}")
-    name = compress.strip().upper() or "RICE_1"
-    if allow_nocompress and name == "NOCOMPRESS":
+    name = compress.strip().upper() or DEFAULT_CODEC
+    if allow_nocompress and name in REGISTRY and REGISTRY[name].codec_id == name \
+            and not REGISTRY[name].cfitsio_reads:
         return name
     if name not in COMPRESS_NAMES:
         raise ValueError(f"Unsupported compression algorithm {compress!r}")
@@ -140,13 +140,214 @@ def _tiles(shape: tuple[int, ...], tile: tuple[int, ...]) -> list[tuple[slice, .
     return out
 
 
-def _default_tile(shape: tuple[int, ...], codec: str) -> tuple[int, ...]:
-    if codec == "HCOMPRESS_1" and len(shape) >= 2:
-        return (1,) * (len(shape) - 2) + (min(16, shape[-2]), shape[-1])
-    return (1,) * (len(shape) - 1) + (shape[-1],)
+class _ImagePlan(NamedTuple):
+    """The checked image of one compressed HDU: its stored pixels and how they are tiled."""
+
+    codec: type[Codec]
+    native: np.ndarray  # stored values, native order (offset conventions applied)
+    zbitpix: int
+    bzero: Optional[int]  # BZERO of an offset convention
+    shape: tuple[int, ...]
+    tile_shape: tuple[int, ...]
 
 
-def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RICE_1",
+class _QuantPlan(NamedTuple):
+    """How float tiles are quantised (``level`` None: they are not)."""
+
+    level: Optional[float]
+    method: int  # dither method
+    zdither0: int
+
+    @property
+    def on(self) -> bool:
+        return self.level is not None
+
+
+class _Tile(NamedTuple):
+    """One encoded tile: its COMPRESSED_DATA, its GZIP_COMPRESSED_DATA (a float tile that could
+    not be quantised), and its ZSCALE, ZZERO and whether it holds quantised nulls."""
+
+    data: bytes
+    gzip: bytes = b""
+    zscale: float = 1.0
+    zzero: float = 0.0
+    has_null: bool = False
+
+
+class _Table(NamedTuple):
+    """The BINTABLE of the tiles: its columns (name, TFORM), row bytes and heap."""
+
+    fields: list[tuple[str, str]]
+    rows: bytes
+    row_bytes: int
+    heap: bytes
+
+
+def _plan_image(array: Any, compress: Any, tile: Optional[Sequence[int]]) -> _ImagePlan:
+    """Check the image against the codec and tile it; offset conventions stored as integers."""
+    cls = writer_codec(normalize_compress(compress, allow_nocompress=True) or DEFAULT_CODEC)
+    arr = np.asarray(array)
+    dtype = arr.dtype.newbyteorder("=")
+    if dtype not in _TYPES:
+        raise TypeError(f"Unsupported dtype for a compressed image: {arr.dtype}")
+    if arr.ndim == 0 or arr.size == 0:
+        raise ValueError("a compressed image needs at least one pixel and one axis")
+    zbitpix, bzero = _TYPES[dtype]
+    shape = tuple(int(n) for n in arr.shape)
+    cls.check_shape(shape)
+    if not cls.accepts(zbitpix):
+        able = " or ".join(c.codec_id for name, c in REGISTRY.items()
+                           if name == c.codec_id and c.cfitsio_reads and c.accepts(zbitpix))
+        raise ValueError(f"{cls.codec_id} cannot compress 64-bit integers; use {able}")
+    tile_shape = tuple(int(t) for t in tile) if tile is not None else cls.default_tile(shape)
+    if len(tile_shape) != len(shape) or any(t < 1 for t in tile_shape):
+        raise ValueError(f"tile {tile_shape} does not match an image of shape {shape}")
+    tile_shape = tuple(min(t, n) for t, n in zip(tile_shape, shape))
+    cls.check_tile(tile_shape)
+    native = np.ascontiguousarray(arr, dtype=dtype)
+    if bzero is not None:  # offset conventions: store value - BZERO
+        stored = flip_sign_bit(native, big_endian=False)
+        native = stored.view(np.dtype(np.uint8) if zbitpix == 8 else _STORAGE[zbitpix])
+    cls.check_pixels(native, zbitpix)
+    return _ImagePlan(cls, native, zbitpix, bzero, shape, tile_shape)
+
+
+def _plan_quantize(image: _ImagePlan, quantize: Any) -> _QuantPlan:
+    """The quantisation of a float image (none for integers); lossless floats need a byte codec."""
+    level, method, seed = _quantize_spec(quantize) if image.zbitpix < 0 else (None, 0, None)
+    quantized = image.zbitpix < 0 and level is not None
+    if image.zbitpix < 0 and not quantized and image.codec.stores_integers:
+        able = ", ".join(c.codec_id for name, c in REGISTRY.items()
+                         if name == c.codec_id and not c.stores_integers)
+        able = " or ".join(able.rsplit(", ", 1))
+        raise ValueError(f"lossless float compression needs {able}, not {image.codec.codec_id}")
+    if seed is None and quantized and method:
+        # a seed from the clock, as the convention suggests, so files differ in their dither
+        seed = int.from_bytes(os.urandom(2), "big") % 10000 + 1
+    return _QuantPlan(level if quantized else None, method, seed if seed is not None else 1)
+
+
+def _encode_tiles(image: _ImagePlan, quant: _QuantPlan, options: WriteOptions,
+                  threads: Optional[int]) -> list[_Tile]:
+    """Every tile encoded, in tile order, on the thread pool."""
+    slices = _tiles(image.shape, image.tile_shape)
+    codec = image.codec
+
+    def encode_one(k: int) -> _Tile:
+        t = np.ascontiguousarray(image.native[slices[k]])
+        if quant.on:
+            return _encode_quantized(t, k)
+        return _Tile(codec.encode_tile(t, options))
+
+    def _encode_quantized(t: np.ndarray, k: int) -> _Tile:
+        level = quant.level
+        assert level is not None
+        finite = t[np.isfinite(t)]
+        has_inf = bool(np.isinf(t).any())
+        fallback = has_inf or finite.size < 2
+        if not fallback:
+            step = -level if level < 0 else _noise(t) / level
+            lo, hi = float(finite.min()), float(finite.max())
+            fallback = not (step > 0 and math.isfinite(step)) or (hi - lo) / step > _MAX_QUANT
+        if fallback:
+            # not quantisable (no noise, too few values, infinite, or too wide): lossless gzip,
+            # as CFITSIO stores such tiles
+            big = t.astype(t.dtype.newbyteorder(">"))
+            return _Tile(b"", Gzip1().encode(big), 0.0, 0.0, False)
+        zero = lo
+        codes = np.empty(t.shape, np.int32)
+        has_null = _quantize.quantize(t, codes, step, zero, quant.method,
+                                      _quantize.dither_seed(k, quant.zdither0) if quant.method else 0)
+        return _Tile(codec.encode_tile(codes, options), b"", step, zero, has_null)
+
+    nthreads = default_threads() if threads is None else max(1, int(threads))
+    if nthreads > 1 and len(slices) > 1:
+        nchunks = min(len(slices), nthreads * 4)
+        chunks = [range(i, len(slices), nchunks) for i in range(nchunks)]
+        parts = run_parallel(lambda ks: [(k, encode_one(k)) for k in ks], chunks)
+        results = dict(item for part in parts for item in part)
+        return [results[k] for k in range(len(slices))]
+    return [encode_one(k) for k in range(len(slices))]
+
+
+def _lay_out_table(codec: type[Codec], tiles: list[_Tile], quantized: bool) -> _Table:
+    """The descriptor (and ZSCALE/ZZERO) rows and the heap of the encoded tiles."""
+    elem = codec.heap_itemsize
+    heap = bytearray()
+    main_desc, gz_desc = [], []
+    for t in tiles:
+        main_desc.append((len(t.data) // elem, len(heap)) if t.data else (0, 0))
+        heap += t.data
+        gz_desc.append((len(t.gzip), len(heap)) if t.gzip else (0, 0))
+        heap += t.gzip
+    use_gz = any(g[0] for g in gz_desc)
+    wide = len(heap) >= 2 ** 31
+    dcode = "Q" if wide else "P"
+    dtype_desc = np.dtype(">i8" if wide else ">i4")
+    fields = [("COMPRESSED_DATA", f"1{dcode}{'I' if elem == 2 else 'B'}"
+               f"({max(d[0] for d in main_desc)})")]
+    cols = [np.array(main_desc, dtype_desc)]
+    if use_gz:
+        fields.append(("GZIP_COMPRESSED_DATA", f"1{dcode}B({max(g[0] for g in gz_desc)})"))
+        cols.append(np.array(gz_desc, dtype_desc))
+    if quantized:
+        fields += [("ZSCALE", "1D"), ("ZZERO", "1D")]
+        cols.append(np.array([[t.zscale] for t in tiles], ">f8"))
+        cols.append(np.array([[t.zzero] for t in tiles], ">f8"))
+    rows = np.concatenate([c.reshape(len(tiles), -1).view(np.uint8) for c in cols], axis=1)
+    return _Table(fields, rows.tobytes(), rows.shape[1], bytes(heap))
+
+
+def _hdu_cards(image: _ImagePlan, quant: _QuantPlan, table: _Table, ntiles: int, any_null: bool,
+               options: WriteOptions, primary: bool) -> list[Card]:
+    """The structural and compression cards of the HDU."""
+    cards = [Card("XTENSION", "BINTABLE", "binary table extension"), Card("BITPIX", 8),
+             Card("NAXIS", 2), Card("NAXIS1", table.row_bytes), Card("NAXIS2", ntiles),
+             Card("PCOUNT", len(table.heap)), Card("GCOUNT", 1), Card("TFIELDS", len(table.fields))]
+    for n, (name, tform) in enumerate(table.fields, start=1):
+        cards += [Card(f"TTYPE{n}", name), Card(f"TFORM{n}", tform)]
+    cards += [Card("ZIMAGE", True, "extension contains compressed image"),
+              Card("ZCMPTYPE", image.codec.codec_id, "compression algorithm")]
+    if primary:
+        cards.append(Card("ZSIMPLE", True, "file does conform to FITS standard"))
+    else:
+        cards.append(Card("ZTENSION", "IMAGE", "Image extension"))
+    cards += [Card("ZBITPIX", image.zbitpix, "data type of original image"),
+              Card("ZNAXIS", len(image.shape), "dimension of original image")]
+    for k, n in enumerate(reversed(image.shape), start=1):
+        cards.append(Card(f"ZNAXIS{k}", n, "length of original image axis"))
+    for k, t in enumerate(reversed(image.tile_shape), start=1):
+        cards.append(Card(f"ZTILE{k}", t, "size of tiles to be compressed"))
+    if primary:
+        cards.append(Card("ZEXTEND", True))
+    else:
+        cards += [Card("ZPCOUNT", 0), Card("ZGCOUNT", 1)]
+    bytepix = 4 if quant.on else (image.native.dtype.itemsize if image.zbitpix > 0 else 4)
+    for k, (name, value) in enumerate(image.codec.zparams(options, bytepix), start=1):
+        cards += [Card(f"ZNAME{k}", name), Card(f"ZVAL{k}", value)]
+    if quant.on:
+        cards.append(Card("ZQUANTIZ", _DITHER_BY_ID[quant.method], "quantization method"))
+        if quant.method:
+            cards.append(Card("ZDITHER0", quant.zdither0, "dithering offset when quantizing floats"))
+    if any_null:
+        cards.append(Card("ZBLANK", _quantize.NULL_VALUE, "null value in the quantized data"))
+    return cards
+
+
+def _scaling_cards(image: _ImagePlan, header: Any, keep_scaling: bool) -> list[Card]:
+    """BSCALE/BZERO of an offset convention, or the caller's BSCALE/BZERO/BLANK kept."""
+    if image.bzero is not None:
+        return [Card("BSCALE", 1), Card("BZERO", image.bzero)]
+    cards = []
+    if keep_scaling and header is not None and image.zbitpix > 0:
+        h = header if isinstance(header, Header) else Header(header)
+        for key in ("BSCALE", "BZERO", "BLANK"):
+            if key in h:
+                cards.append(Card(key, h[key], h.comments[key]))
+    return cards
+
+
+def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = DEFAULT_CODEC,
                           tile: Optional[Sequence[int]] = None, quantize: Any = None,
                           hcomp_scale: float = 0.0, hcomp_smooth: bool = False,
                           blocksize: int = 32, primary: bool = False, keep_scaling: bool = False,
@@ -188,167 +389,16 @@ def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = "RI
     (cards, table_bytes, heap_bytes)
         Every header card (structural, compression and the user's), the row bytes and the heap.
     """
-    codec = normalize_compress(compress, allow_nocompress=True) or "RICE_1"
-    arr = np.asarray(array)
-    dtype = arr.dtype.newbyteorder("=")
-    if dtype not in _TYPES:
-        raise TypeError(f"Unsupported dtype for a compressed image: {arr.dtype}")
-    if arr.ndim == 0 or arr.size == 0:
-        raise ValueError("a compressed image needs at least one pixel and one axis")
-    zbitpix, bzero = _TYPES[dtype]
-    shape = tuple(int(n) for n in arr.shape)
-    if codec == "HCOMPRESS_1" and len(shape) < 2:
-        raise ValueError("HCOMPRESS_1 needs a 2D (or higher) image")
-    if zbitpix == 64 and codec in ("RICE_1", "HCOMPRESS_1", "PLIO_1"):
-        raise ValueError(f"{codec} cannot compress 64-bit integers; use GZIP_1 or GZIP_2")
-    tile_shape = tuple(int(t) for t in tile) if tile is not None else _default_tile(shape, codec)
-    if len(tile_shape) != len(shape) or any(t < 1 for t in tile_shape):
-        raise ValueError(f"tile {tile_shape} does not match an image of shape {shape}")
-    tile_shape = tuple(min(t, n) for t, n in zip(tile_shape, shape))
-    if codec == "HCOMPRESS_1" and any(t != 1 for t in tile_shape[:-2]):
-        raise ValueError("HCOMPRESS_1 tiles are 2-D: every tile axis but the last two must be 1")
-    native = np.ascontiguousarray(arr, dtype=dtype)
-    if bzero is not None:  # offset conventions: store value - BZERO
-        stored = flip_sign_bit(native, big_endian=False)
-        native = stored.view(np.dtype(np.uint8) if zbitpix == 8 else _STORAGE[zbitpix])
-    if codec == "PLIO_1":
-        if zbitpix < 0:
-            raise ValueError("PLIO_1 compresses only integer masks")
-        lo, hi = (int(native.min()), int(native.max())) if native.size else (0, 0)
-        if lo < 0 or hi >= 1 << 24:
-            raise ValueError("PLIO_1 compressed image needs stored integer values in 0 .. 2^24 - 1 "
-                             "(unsigned 16/32-bit images are stored offset by BZERO and cannot use it)")
-    level, method, seed = _quantize_spec(quantize) if zbitpix < 0 else (None, 0, None)
-    quantized = zbitpix < 0 and level is not None
-    if zbitpix < 0 and not quantized and codec not in ("GZIP_1", "GZIP_2", "NOCOMPRESS"):
-        raise ValueError(f"lossless float compression needs GZIP_1, GZIP_2 or NOCOMPRESS, not {codec}")
-    if seed is None and quantized and method:
-        # a seed from the clock, as the convention suggests, so files differ in their dither
-        seed = int.from_bytes(os.urandom(2), "big") % 10000 + 1
-    zdither0 = seed if seed is not None else 1
-
-    slices = _tiles(shape, tile_shape)
-    bytepix = 4 if quantized else (dtype.itemsize if zbitpix > 0 else 4)
-
-    def encode_one(k: int) -> tuple[bytes, bytes, float, float, bool]:
-        t = np.ascontiguousarray(native[slices[k]])
-        if quantized:
-            return _encode_quantized(t, k)
-        return _encode_ints(t), b"", 1.0, 0.0, False
-
-    def _encode_ints(t: np.ndarray) -> bytes:
-        if codec == "RICE_1":
-            return get_codec(codec, blocksize=blocksize, bytepix=t.dtype.itemsize).encode(t)
-        if codec == "PLIO_1":
-            return get_codec(codec).encode(t)
-        if codec == "HCOMPRESS_1":
-            two_d = t.reshape(-1, t.shape[-1]) if t.ndim >= 2 else t.reshape(1, -1)
-            return get_codec(codec, tile_shape=two_d.shape, scale=hcomp_scale).encode(two_d)
-        big = t.astype(t.dtype.newbyteorder(">"))  # the byte codecs store big-endian pixels
-        params = {"itemsize": big.dtype.itemsize} if codec == "GZIP_2" else {}
-        return get_codec(codec, **params).encode(big)
-
-    def _encode_quantized(t: np.ndarray, k: int) -> tuple[bytes, bytes, float, float, bool]:
-        finite = t[np.isfinite(t)]
-        has_inf = bool(np.isinf(t).any())
-        fallback = has_inf or finite.size < 2
-        if not fallback:
-            step = -level if level < 0 else _noise(t) / level  # type: ignore[operator]
-            lo, hi = float(finite.min()), float(finite.max())
-            fallback = not (step > 0 and math.isfinite(step)) or (hi - lo) / step > _MAX_QUANT
-        if fallback:
-            # not quantisable (no noise, too few values, infinite, or too wide): lossless gzip,
-            # as CFITSIO stores such tiles
-            big = t.astype(t.dtype.newbyteorder(">"))
-            return b"", get_codec("GZIP_1").encode(big), 0.0, 0.0, False
-        zero = lo
-        codes = np.empty(t.shape, np.int32)
-        has_null = _quantize.quantize(t, codes, step, zero, method,
-                                      _quantize.dither_seed(k, zdither0) if method else 0)
-        return _encode_ints(codes), b"", step, zero, has_null
-
-    nthreads = default_threads() if threads is None else max(1, int(threads))
-    if nthreads > 1 and len(slices) > 1:
-        nchunks = min(len(slices), nthreads * 4)
-        chunks = [range(i, len(slices), nchunks) for i in range(nchunks)]
-        parts = run_parallel(lambda ks: [(k, encode_one(k)) for k in ks], chunks)
-        results = dict(item for part in parts for item in part)
-        encoded = [results[k] for k in range(len(slices))]
-    else:
-        encoded = [encode_one(k) for k in range(len(slices))]
-
-    # -- table and heap -----------------------------------------------------------------------------
-    elem = 2 if codec == "PLIO_1" else 1
-    heap = bytearray()
-    main_desc, gz_desc = [], []
-    for data, gz, _, _, _ in encoded:
-        main_desc.append((len(data) // elem, len(heap)) if data else (0, 0))
-        heap += data
-        gz_desc.append((len(gz), len(heap)) if gz else (0, 0))
-        heap += gz
-    use_gz = any(g[0] for g in gz_desc)
-    wide = len(heap) >= 2 ** 31
-    dcode = "Q" if wide else "P"
-    dtype_desc = np.dtype(">i8" if wide else ">i4")
-    fields = [("COMPRESSED_DATA", f"1{dcode}{'I' if elem == 2 else 'B'}"
-               f"({max(d[0] for d in main_desc)})")]
-    cols = [np.array(main_desc, dtype_desc)]
-    if use_gz:
-        fields.append(("GZIP_COMPRESSED_DATA", f"1{dcode}B({max(g[0] for g in gz_desc)})"))
-        cols.append(np.array(gz_desc, dtype_desc))
-    if quantized:
-        fields += [("ZSCALE", "1D"), ("ZZERO", "1D")]
-        cols.append(np.array([[e[2]] for e in encoded], ">f8"))
-        cols.append(np.array([[e[3]] for e in encoded], ">f8"))
-    rows = np.concatenate([c.reshape(len(encoded), -1).view(np.uint8) for c in cols], axis=1)
-    table = rows.tobytes()
-    row_bytes = rows.shape[1]
-    any_null = quantized and any(e[4] for e in encoded)
-
-    cards = [Card("XTENSION", "BINTABLE", "binary table extension"), Card("BITPIX", 8),
-             Card("NAXIS", 2), Card("NAXIS1", row_bytes), Card("NAXIS2", len(encoded)),
-             Card("PCOUNT", len(heap)), Card("GCOUNT", 1), Card("TFIELDS", len(fields))]
-    for n, (name, tform) in enumerate(fields, start=1):
-        cards += [Card(f"TTYPE{n}", name), Card(f"TFORM{n}", tform)]
-    cards += [Card("ZIMAGE", True, "extension contains compressed image"),
-              Card("ZCMPTYPE", codec, "compression algorithm")]
-    if primary:
-        cards.append(Card("ZSIMPLE", True, "file does conform to FITS standard"))
-    else:
-        cards.append(Card("ZTENSION", "IMAGE", "Image extension"))
-    cards += [Card("ZBITPIX", zbitpix, "data type of original image"),
-              Card("ZNAXIS", len(shape), "dimension of original image")]
-    for k, n in enumerate(reversed(shape), start=1):
-        cards.append(Card(f"ZNAXIS{k}", n, "length of original image axis"))
-    for k, t in enumerate(reversed(tile_shape), start=1):
-        cards.append(Card(f"ZTILE{k}", t, "size of tiles to be compressed"))
-    if primary:
-        cards.append(Card("ZEXTEND", True))
-    else:
-        cards += [Card("ZPCOUNT", 0), Card("ZGCOUNT", 1)]
-    params: list[tuple[str, Any]] = []
-    if codec == "RICE_1":
-        params = [("BLOCKSIZE", blocksize), ("BYTEPIX", bytepix)]
-    elif codec == "HCOMPRESS_1":
-        params = [("SCALE", float(hcomp_scale) if hcomp_scale else 0), ("SMOOTH", int(bool(hcomp_smooth)))]
-    for k, (name, value) in enumerate(params, start=1):
-        cards += [Card(f"ZNAME{k}", name), Card(f"ZVAL{k}", value)]
-    if quantized:
-        cards.append(Card("ZQUANTIZ", _DITHER_BY_ID[method], "quantization method"))
-        if method:
-            cards.append(Card("ZDITHER0", zdither0, "dithering offset when quantizing floats"))
-    if any_null:
-        cards.append(Card("ZBLANK", _quantize.NULL_VALUE, "null value in the quantized data"))
-    if bzero is not None:
-        cards += [Card("BSCALE", 1), Card("BZERO", bzero)]
-    if keep_scaling and header is not None and bzero is None and zbitpix > 0:
-        h = header if isinstance(header, Header) else Header(header)
-        for key in ("BSCALE", "BZERO", "BLANK"):
-            if key in h:
-                cards.append(Card(key, h[key], h.comments[key]))
-    for card in _user_cards(header):
-        cards.append(card)
-    return cards, table, bytes(heap)
+    image = _plan_image(array, compress, tile)
+    quant = _plan_quantize(image, quantize)
+    options = WriteOptions(blocksize=blocksize, hcomp_scale=hcomp_scale, hcomp_smooth=hcomp_smooth)
+    tiles = _encode_tiles(image, quant, options, threads)
+    table = _lay_out_table(image.codec, tiles, quant.on)
+    any_null = quant.on and any(t.has_null for t in tiles)
+    cards = _hdu_cards(image, quant, table, len(tiles), any_null, options, primary)
+    cards += _scaling_cards(image, header, keep_scaling)
+    cards += _user_cards(header)
+    return cards, table.rows, table.heap
 
 
 def _user_cards(header: Any) -> list[Card]:
@@ -376,7 +426,7 @@ def _header_bytes(cards: list[Card]) -> bytes:
 
 
 def write_compressed(path: Any, images: Any, header: Any = None, *, overwrite: bool = False,
-                     compress: Any = "RICE_1", tile: Optional[Sequence[int]] = None,
+                     compress: Any = DEFAULT_CODEC, tile: Optional[Sequence[int]] = None,
                      quantize: Any = None, checksum: bool = False, **options: Any) -> None:
     """Write one image (or a list of images) as an empty primary plus compressed image HDUs.
 

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .compress_write import _header_bytes
+from ..image.codec_registry import DEFAULT_CODEC
 from .hdu_bytes import copy_hdu
 
 __all__ = ["compress_file", "decompress_file"]
@@ -18,7 +19,7 @@ def _bar(total: int, desc: str, progress: Optional[bool]) -> Any:
     return progress_bar(total=total, desc=desc, enabled=progress, unit="HDU")
 
 
-def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Optional[tuple] = None,
+def compress_file(src: str, dst: str, *, algorithm: str = DEFAULT_CODEC, tile: Optional[tuple] = None,
                   quantize: Any = None, which: Optional[list[int]] = None,
                   overwrite: bool = False, progress: Optional[bool] = False) -> int:
     """Write ``src`` to ``dst`` with its image HDUs (all, or those in ``which``) tile-compressed.
@@ -29,11 +30,11 @@ def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Option
     """
     from .atomic import atomic_output, check_target
     from .compress_write import encode_compressed_hdu, normalize_compress
-    from ..fits.hdu_index import IMAGE_KINDS, get_index, invalidate
+    from ..fits.hdu_index import get_index, image_with_data, invalidate
     from ..fits.header import Card
     from ..image.plain import Image
 
-    codec = normalize_compress(algorithm, allow_nocompress=True) or "RICE_1"
+    codec = normalize_compress(algorithm, allow_nocompress=True) or DEFAULT_CODEC
     index = get_index(src)
     target = check_target(dst, overwrite=overwrite)
     done = 0
@@ -42,8 +43,7 @@ def compress_file(src: str, dst: str, *, algorithm: str = "RICE_1", tile: Option
         for entry in index.entries:
             bar.update(1)
             wanted = which is None or entry.index in which
-            if not (entry.kind in IMAGE_KINDS and entry.naxes and all(n > 0 for n in entry.naxes)
-                    and wanted):
+            if not (image_with_data(entry) and wanted):
                 copy_hdu(sink, index, entry, primary=entry.index == 0)
                 continue
             header = index.header(entry)
