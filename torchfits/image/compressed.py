@@ -25,7 +25,7 @@ from .._kernels import _rice
 from ..fits.columns import parse_columns
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
-from ..fits.source import faults_seen
+from ..fits.sources.base import faults_seen
 from ..errors import CodecError
 from .codec_registry import Gzip1, get_codec
 from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TooManyAxesError, TruncatedFileError

@@ -21,7 +21,7 @@ from ..query import expr as _expr
 from ..fits.columns import ColumnSpec
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import SourcePath, fspath, is_url, parse_path, with_storage_options
-from ..fits.source import faults_seen
+from ..fits.sources.base import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
 from .decode import (DecodeOptions, arrow_schema, check_row_indices, decode_table, decode_table_where,
@@ -285,7 +285,7 @@ def _remote_sources(source: Any) -> list[Any]:
     head, sep, rest = url.partition("://")
     if not _is_glob(rest) and not rest.endswith("/"):
         return [source]
-    from ..fits.remote_source import list_remote
+    from ..fits.sources.remote import list_remote
 
     urls = list_remote(url, sp.storage_options, glob=_is_glob(rest))
     return [SourcePath(u, sp.storage_options) if sp.storage_options else u for u in urls]
