@@ -583,9 +583,10 @@ def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
     ``path`` may also be an fsspec URL (with ``storage_options``), a ``SourcePath``, bytes-like
     contents or a binary file object: whatever `open_source` opens.
     """
-    if isinstance(path, HduIndex):
+    if type(path) is not str and isinstance(path, HduIndex):
         return path
-    src = open_source(path, storage_options=storage_options)
+    src = open_source(path) if storage_options is None else \
+        open_source(path, storage_options=storage_options)
     key = src.cache_key
     if key is None:
         return HduIndex(src.path, src.version, src)

@@ -11,6 +11,7 @@ process loads none of them.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -25,7 +26,8 @@ from .local import InMemoryFileSource, LocalSource, stat_key
 __all__ = ["open_source", "per_process"]
 
 _lock = threading.Lock()
-_local: "weakref.WeakValueDictionary[str, ByteSource]" = weakref.WeakValueDictionary()
+# path → weak reference to its source (a plain dict: the hit path is two C lookups).
+_local: "dict[str, weakref.ref[ByteSource]]" = {}
 _remote: "weakref.WeakValueDictionary[str, ByteSource]" = weakref.WeakValueDictionary()
 # The fetched source behind an inflated remote one (what re-validation asks the server about).
 _raw: "weakref.WeakKeyDictionary[ByteSource, ByteSource]" = weakref.WeakKeyDictionary()
@@ -70,11 +72,22 @@ def open_source(obj: Any, *, storage_options: Optional[dict] = None, cache: bool
         For a path or URL that names no file.
     """
     if isinstance(obj, (str, os.PathLike)):
-        path = _fspath(obj)
+        path = obj if type(obj) is str and obj else _fspath(obj)
         if storage_options or is_url(path):
             check_safe_path(path)  # shell-like schemes are refused, never handed to fsspec
             return _open_url(path, storage_options, cache)
-        return _open_local(path, cache and not in_memory, in_memory)
+        # The hit path of every call on a local file, inline: one stat, two dict lookups.
+        try:
+            version = stat_key(path)
+        except FitsFileNotFoundError:
+            refuse_cfitsio_special(path)  # "|cmd" / "!name" get their own message
+            raise
+        if cache and not in_memory:
+            ref = _local.get(path)
+            src = ref() if ref is not None else None
+            if src is not None and src.version == version and not (faults_seen() and src.faulted):
+                return src
+        return _open_local(path, cache and not in_memory, in_memory, version)
     if isinstance(obj, SourcePath):
         merged = dict(obj.storage_options or {}, **(storage_options or {}))
         return open_source(obj.url, storage_options=merged or None, cache=cache)
@@ -88,14 +101,17 @@ def open_source(obj: Any, *, storage_options: Optional[dict] = None, cache: bool
                     f"not {type(obj).__name__}")
 
 
-def _open_local(path: str, cache: bool, in_memory: bool) -> ByteSource:
-    try:
-        version = stat_key(path)
-    except FitsFileNotFoundError:
-        refuse_cfitsio_special(path)  # "|cmd" / "!name" get their own message
-        raise
+def _open_local(path: str, cache: bool, in_memory: bool,
+                version: Optional[tuple[int, int, int, int, int]] = None) -> ByteSource:
+    if version is None:
+        try:
+            version = stat_key(path)
+        except FitsFileNotFoundError:
+            refuse_cfitsio_special(path)
+            raise
     if cache:
-        src = _local.get(path)
+        ref = _local.get(path)
+        src = ref() if ref is not None else None
         if src is not None and src.version == version and not (faults_seen() and src.faulted):
             return src
     src = InMemoryFileSource(path, version[2]) if in_memory else LocalSource(path, version[2])
@@ -108,8 +124,16 @@ def _open_local(path: str, cache: bool, in_memory: bool) -> ByteSource:
     if cache:
         src.cache_key = path
         with _lock:
-            _local[path] = src
+            _local[path] = weakref.ref(src, functools.partial(_forget_local, path))
     return src
+
+
+def _forget_local(path: str, ref: "weakref.ref[ByteSource]") -> None:
+    """A local source died (its index left the cache): drop its entry unless a newer one
+    replaced it. No lock: this runs wherever the collector does, maybe inside ``_lock``; losing
+    a race costs one reopen."""
+    if _local.get(path) is ref:
+        _local.pop(path, None)
 
 
 def _open_url(url: str, storage_options: Optional[dict], cache: bool) -> ByteSource:
