@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from torchfits.errors import FitsFileNotFoundError
-from torchfits.fits.hdu_index import get_index
+from torchfits.fits.hdu_index import clear_index_cache, get_index, invalidate
 from torchfits.fits.paths import SourcePath
 from torchfits.fits.sources import ByteSource, open_source
 from torchfits.fits.sources.local import LocalSource
@@ -157,6 +157,18 @@ def test_index_follows_the_source(plain):
     assert get_index(plain) is idx
     assert idx.source is open_source(str(plain))
     assert idx.key == idx.source.version
+
+
+def test_a_dropped_index_opens_its_source_anew(plain):
+    idx = get_index(str(plain))
+    held = idx.source  # held elsewhere too (a dataset's fragment): still not reused
+    clear_index_cache(stats=False)
+    after_clear = get_index(str(plain))
+    assert after_clear is not idx and after_clear.source is not held
+    invalidate(str(plain))
+    after_invalidate = get_index(str(plain))
+    assert after_invalidate.source is not after_clear.source
+    assert get_index(str(plain)) is after_invalidate
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

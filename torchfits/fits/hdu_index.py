@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
@@ -575,6 +576,8 @@ _CAPACITY = 256
 _lock = threading.Lock()
 _cache: "OrderedDict[str, HduIndex]" = OrderedDict()  # by the source's cache_key
 _stats = {"hits": 0, "misses": 0}
+# Sources whose index `invalidate` or `clear_index_cache` dropped: the next call opens them anew.
+_dropped: "weakref.WeakSet[ByteSource]" = weakref.WeakSet()
 
 
 def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
@@ -597,6 +600,11 @@ def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
             _stats["hits"] += 1
             return idx
         _stats["misses"] += 1
+        stale = src in _dropped
+    if stale:
+        _dropped.discard(src)
+        src = open_source(path, storage_options=storage_options, fresh=True)
+        key = src.cache_key or key
     idx = HduIndex(src.path, src.version, src)
     with _lock:
         _cache[key] = idx
@@ -610,9 +618,8 @@ def invalidate(path: Any) -> None:
     """Forget the cached index of ``path`` (writers call this after replacing a file)."""
     p = _fspath(path)
     with _lock:
-        _cache.pop(p, None)
-        for key in [k for k in _cache if k.startswith(p + "\0")]:
-            del _cache[key]  # a URL cached under its storage options
+        for key in [k for k in _cache if k == p or k.startswith(p + "\0")]:
+            _dropped.add(_cache.pop(key).source)  # (a URL is cached under its storage options)
 
 
 def cache_stats() -> dict:
@@ -623,6 +630,8 @@ def cache_stats() -> dict:
 def clear_index_cache(*, stats: bool = True, entries: bool = True) -> None:
     with _lock:
         if entries:
+            for idx in _cache.values():
+                _dropped.add(idx.source)
             _cache.clear()
         if stats:
             _stats["hits"] = _stats["misses"] = 0

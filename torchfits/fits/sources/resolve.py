@@ -36,7 +36,7 @@ _resets: list[Callable[[], None]] = []
 
 
 def open_source(obj: Any, *, storage_options: Optional[dict] = None, cache: bool = True,
-                in_memory: bool = False) -> ByteSource:
+                in_memory: bool = False, fresh: bool = False) -> ByteSource:
     """The byte source of ``obj``, with any whole-file compression (gzip, bzip2, xz, Unix
     compress: told by the first bytes) undone.
 
@@ -56,6 +56,11 @@ def open_source(obj: Any, *, storage_options: Optional[dict] = None, cache: bool
     in_memory : bool
         Read a local file whole into this process's memory instead of mapping it (small files a
         dataset reads once per epoch: one read costs less than a map). Implies ``cache=False``.
+    fresh : bool
+        Open a path or URL anew even when a source for it is open and still valid, and keep the
+        new one (after a caller dropped what it built over the old one: a cleared or
+        invalidated cache re-reads the file, and re-asks the server about a URL). A file
+        object's source is kept: a stream is read once.
 
     Returns
     -------
@@ -75,22 +80,22 @@ def open_source(obj: Any, *, storage_options: Optional[dict] = None, cache: bool
         path = obj if type(obj) is str and obj else _fspath(obj)
         if storage_options or is_url(path):
             check_safe_path(path)  # shell-like schemes are refused, never handed to fsspec
-            return _open_url(path, storage_options, cache)
+            return _open_url(path, storage_options, cache, fresh)
         # The hit path of every call on a local file, inline: one stat, two dict lookups.
         try:
             version = stat_key(path)
         except FitsFileNotFoundError:
             refuse_cfitsio_special(path)  # "|cmd" / "!name" get their own message
             raise
-        if cache and not in_memory:
+        if cache and not in_memory and not fresh:
             ref = _local.get(path)
             src = ref() if ref is not None else None
             if src is not None and src.version == version and not (faults_seen() and src.faulted):
                 return src
-        return _open_local(path, cache and not in_memory, in_memory, version)
+        return _open_local(path, cache and not in_memory, in_memory, version, fresh)
     if isinstance(obj, SourcePath):
         merged = dict(obj.storage_options or {}, **(storage_options or {}))
-        return open_source(obj.url, storage_options=merged or None, cache=cache)
+        return open_source(obj.url, storage_options=merged or None, cache=cache, fresh=fresh)
     if isinstance(obj, (bytes, bytearray, memoryview)):
         from .memory import BytesSource
 
@@ -102,14 +107,15 @@ def open_source(obj: Any, *, storage_options: Optional[dict] = None, cache: bool
 
 
 def _open_local(path: str, cache: bool, in_memory: bool,
-                version: Optional[tuple[int, int, int, int, int]] = None) -> ByteSource:
+                version: Optional[tuple[int, int, int, int, int]] = None,
+                fresh: bool = False) -> ByteSource:
     if version is None:
         try:
             version = stat_key(path)
         except FitsFileNotFoundError:
             refuse_cfitsio_special(path)
             raise
-    if cache:
+    if cache and not fresh:
         ref = _local.get(path)
         src = ref() if ref is not None else None
         if src is not None and src.version == version and not (faults_seen() and src.faulted):
@@ -136,20 +142,20 @@ def _forget_local(path: str, ref: "weakref.ref[ByteSource]") -> None:
         _local.pop(path, None)
 
 
-def _open_url(url: str, storage_options: Optional[dict], cache: bool) -> ByteSource:
+def _open_url(url: str, storage_options: Optional[dict], cache: bool, fresh: bool) -> ByteSource:
     if url.startswith("file://"):
         from urllib.parse import unquote, urlsplit
 
-        return _open_local(_fspath(unquote(urlsplit(url).path)), cache, False)
+        return _open_local(_fspath(unquote(urlsplit(url).path)), cache, False, None, fresh)
     from . import remote
 
     if url.startswith(("vos:", "vault:")):
-        return _open_local(remote.fetch_vos(url, storage_options), cache, False)
+        return _open_local(remote.fetch_vos(url, storage_options), cache, False, None, fresh)
     if not cache:
         return _inflated(remote.open_remote(url, storage_options))
     # The URL leads the key, so the index cache can forget every entry of a URL by its prefix.
     key = "\0".join((url, repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items()))))
-    src = _remote.get(key)
+    src = None if fresh else _remote.get(key)
     if src is not None and remote.still_valid(_raw.get(src, src), storage_options):
         return src
     raw = remote.open_remote(url, storage_options)
