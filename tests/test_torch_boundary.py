@@ -102,7 +102,7 @@ def test_import_and_read_header_leave_out_numpy_torch_and_pyarrow(files):
         h = torchfits.read_header(sys.argv[1], 1)
         assert h["EXTNAME"] == "SCI"
         after = [m for m in ("numpy", "torch", "pyarrow", "dataclasses", "tempfile", "socket",
-                             "torchfits.fits.gzip_source", "torchfits.fits.remote_source")
+                             "torchfits.fits.sources.whole_file_compression", "torchfits.fits.sources.remote")
                  if m in sys.modules]
         print(bare, after)
     """, *files)

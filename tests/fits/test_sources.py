@@ -170,7 +170,7 @@ def test_gzip_seek_index_is_saved_and_reused(mef, tmp_path):
     saved = list((tmp_path / "cache" / "gzindex").glob("*.idx"))
     assert len(saved) == 1
     torchfits.clear_file_cache()
-    from torchfits.fits.gzip_source import GzipIndexedSource
+    from torchfits.fits.sources.whole_file_compression import GzipIndexedSource
     from torchfits.fits.hdu_index import get_index
 
     idx = get_index(target)
@@ -300,8 +300,8 @@ def test_hdulist_open_on_bytes_streams_and_urls(mef):
 
 
 def test_coalesce_and_cache_trim(tmp_path):
-    from torchfits.fits.block_cache import mirror_path, trim, usage
-    from torchfits.fits.mirror_source import coalesce
+    from torchfits.fits.sources.block_cache import mirror_path, trim, usage
+    from torchfits.fits.sources.mirror import coalesce
 
     assert coalesce([(10, 20), (0, 5), (22, 30), (50, 60)], 2) == [(0, 5), (10, 30), (50, 60)]
     assert coalesce([(0, 10), (2, 4)], 0) == [(0, 10)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .._kernels import _image
-from ..fits.block_cache import cache_root, clear_remote, remote_cache_root, usage
+from ..fits.sources.block_cache import cache_root, clear_remote, remote_cache_root, usage
 from ..fits.hdu_index import cache_stats, clear_index_cache
 
 __all__ = [

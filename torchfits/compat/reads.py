@@ -14,7 +14,7 @@ from .._kernels import _image
 from ..fits.hdu_index import get_index
 from ..fits.paths import FitsPath, display_name, fspath, parse_path, with_storage_options
 from ..fits.section_header import section_header
-from ..fits.source import faults_seen
+from ..fits.sources.base import faults_seen
 from .._torch_adapter import image_tensor, to_tensor, validate_device
 from ..errors import FitsError, HDUNotFoundError, HDUTypeError
 from ..image.plain import Image, region_from_key

@@ -73,7 +73,7 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
 def _url_filesystem(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:
     """The fsspec file system and path of a URL ``to_fits`` writes to (object stores and the
     like: an http(s) server takes no uploads), through the same guard as every remote read."""
-    from ..fits.remote_source import check_writable, guarded_filesystem
+    from ..fits.sources.remote import check_writable, guarded_filesystem
 
     check_writable(url)
     return guarded_filesystem(url, storage_options)
@@ -88,7 +88,7 @@ def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
     or not at all. A URL's entry takes its statistics from the local copy and its identity
     (size, ETag or modification time) from the store after the upload."""
     from ..fits.paths import is_url
-    from ..fits.remote_source import remote_identity
+    from ..fits.sources.remote import remote_identity
     from ..tables.stats_index import file_entry
     from ..writing.api import write
 

@@ -15,7 +15,7 @@ from ..errors import CutoutEdgeError
 from ..fits.paths import fspath
 from .images import _check_hdu, _ImagePayloads
 from .loader import finish_batch
-from ..fits.remote_source import open_remote
+from ..fits.sources import open_source
 from .readers import (batch_cutouts, image_reader, is_remote, read_pixels, to_tensor_batch,
                       validity_mask)
 from .sources import storage_options_arg, suffix_file
@@ -331,11 +331,12 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
 
     def _stage(self, path: str) -> tuple[str, bool]:
         """A local path for ``path`` and whether it is a staged copy to clean up: a remote
-        mosaic is copied whole (8 MiB reads through the remote byte source) into a fresh folder
-        of the staging root, under its own file name."""
+        mosaic is copied whole (8 MiB reads through its own remote byte source, inflated when
+        the whole file is compressed) into a fresh folder of the staging root, under its own file
+        name."""
         if not is_remote(path):
             return path, False
-        src = open_remote(path, self.storage_options)
+        src = open_source(path, storage_options=self.storage_options, cache=False)
         folder = tempfile.mkdtemp(prefix="torchfits-stage-", dir=self._staging_root())
         local = os.path.join(folder, os.path.basename(path.split("?", 1)[0]) or "mosaic.fits")
         try:

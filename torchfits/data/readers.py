@@ -1,7 +1,8 @@
 """Per-process open-once image readers and the pixel → tensor step of every dataset.
 
-Readers are keyed by process id: a forked DataLoader worker opens its own maps instead of
-using the parent's, and nothing here is pickled (datasets carry paths and HDUs only).
+Readers are per process: a forked DataLoader worker starts with none (the byte sources' rule,
+`per_process`) and opens its own, and nothing here is pickled (datasets carry paths and HDUs
+only).
 With ``scale_on_device`` the raw big-endian bytes travel to the device and are swapped and
 scaled there with torch operations.
 """
@@ -21,11 +22,13 @@ from types import SimpleNamespace
 
 from .._kernels import _header, _image
 from .._torch_adapter import numpy_decode_dtype, torch_dtype
-from ..errors import FitsFileNotFoundError
 from ..fits.hdu_index import HduIndex, get_index
 from ..fits.paths import is_url
-from ..fits.source import ByteSource, faults_seen, stat_key
 from ..fits.image_plan import plan_image
+from ..fits.sources import open_source
+from ..fits.sources.base import faults_seen
+from ..fits.sources.local import stat_key
+from ..fits.sources.resolve import per_process
 from ..image.plain import Image
 
 __all__ = ["image_reader", "cutout_reader", "batch_cutouts", "batch_images", "to_tensor_batch",
@@ -38,30 +41,6 @@ _readers: "OrderedDict[tuple, tuple[Image, tuple]]" = OrderedDict()
 
 
 _SMALL_FILE = 1 << 20  # read whole below this: one read() beats setting up and tearing down a map
-
-
-class _FileBytes(ByteSource):
-    """A small file read whole into memory (no map to set up and tear down per file)."""
-
-    supports_mmap = True  # buffer() is available (it is this process's own copy)
-
-    def __init__(self, path: str, size: int) -> None:
-        self.path = path
-        data = bytearray(size)
-        try:
-            with open(path, "rb", buffering=0) as fh:
-                got = fh.readinto(data)
-        except OSError as exc:
-            raise FitsFileNotFoundError(f"Could not open FITS file: {path} ({exc.strerror})") from None
-        self.size = got or 0
-        self._view = memoryview(data)[:self.size].toreadonly()
-
-    def read(self, offset: int, size: int) -> bytes:
-        offset = max(0, offset)
-        return bytes(self._view[offset:offset + max(0, size)])
-
-    def buffer(self) -> memoryview:
-        return self._view
 
 
 def _options_key(storage_options: Optional[dict]) -> str:
@@ -82,7 +61,7 @@ def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) ->
     shared HDU index cache and its file map. URLs (with ``storage_options``) go through the
     remote byte sources: ranged reads, the index revalidated like ``torchfits.read`` does."""
     if is_remote(path):
-        key: tuple = (os.getpid(), path, hdu, _options_key(storage_options))
+        key: tuple = (path, hdu, _options_key(storage_options))
         index = get_index(path, storage_options)
         with _lock:
             hit = _readers.get(key)
@@ -92,7 +71,7 @@ def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) ->
         img = Image(path, hdu, index=index)
         _remember(key, img, None)
         return img
-    key = (os.getpid(), path, hdu)
+    key = (path, hdu)
     version = stat_key(path)
     with _lock:
         cached = _readers.get(key)
@@ -100,7 +79,9 @@ def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) ->
             _readers.move_to_end(key)
             return cached[0]
     if version[2] <= _SMALL_FILE:
-        index = HduIndex(path, version, _FileBytes(path, version[2]))  # type: ignore[arg-type]
+        src = open_source(path, in_memory=True)
+        index = HduIndex(src.path, src.version, src)
+        version = src.version or version  # the version it read
     else:
         index = get_index(path)
     img = Image(path, hdu, index=index)
@@ -297,6 +278,15 @@ def clear_readers() -> None:
     """Forget every open reader (tests; after files were rewritten in place)."""
     with _lock:
         _readers.clear()
+
+
+@per_process
+def _new_process() -> None:
+    """A forked child starts with no readers (a new lock: a parent thread may have held the old
+    one across the fork)."""
+    global _lock
+    _lock = threading.Lock()
+    _readers.clear()
 
 
 def _box_key(img: Image, lead: tuple, box: Optional[tuple[int, int, int, int]]) -> Any:

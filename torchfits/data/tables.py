@@ -11,7 +11,7 @@ import torch
 from .._torch_adapter import (NullValue, apply_null_rule, check_null_options, mask_name,
                               validate_device)
 from ..fits.paths import fspath
-from ..fits.source import faults_seen
+from ..fits.sources.base import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import Scanner, scan, tensor_null_columns

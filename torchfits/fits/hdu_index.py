@@ -1,9 +1,10 @@
 """The HDU index: one pass over a file's header blocks gives every HDU's kind and byte layout.
 
-Indexes are cached per path and file version (device, inode, size, mtime_ns, ctime_ns); a changed
-file is re-indexed, and so is one whose map found the file truncated under it. Remote URLs are
-cached per URL and storage options and re-validated (size, ETag, mtime) every few seconds; bytes
-and file objects are indexed on every call.
+Indexes are built over the byte source `open_source` returns and cached for as long as it returns
+that same source: per path and file version (device, inode, size, mtime_ns, ctime_ns) — a changed
+file is re-indexed, and so is one whose map found the file truncated under it; per URL and
+storage options, re-validated (size, ETag, mtime) every few seconds; per file object while it
+lives. Bytes are indexed on every call.
 
 Headers are read block by block until END (``ByteSource.ensure``), so indexing a remote file
 fetches its headers, not its data.
@@ -17,11 +18,10 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from .._kernels import _header
-from .source import ByteSource, LocalSource, compression_of, faults_seen, stat_key
+from .._kernels._safemap import fault_count as faults_seen
 from ..errors import (
     CorruptHeaderError,
     FitsError,
-    FitsFileNotFoundError,
     HDUNotFoundError,
     NaxisOverflowError,
     NotFitsError,
@@ -29,8 +29,8 @@ from ..errors import (
 )
 from .header import Header, header_from_parsed
 from .layout import BLOCK, padded
-from .paths import SourcePath, check_safe_path, is_url, refuse_cfitsio_special
 from .record import Record
+from .sources import ByteSource, open_source
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .columns import ColumnSpec
@@ -301,7 +301,6 @@ class HduIndex:
         self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
         self._specs: dict[int, tuple[ColumnSpec, ...]] = {}
-        self.raw_source: ByteSource = source  # before inflating (remote validation)
         # True when bytes must be fetched (``ensure``) before they can be read from ``view()``.
         self.lazy = type(source).ensure is not ByteSource.ensure
         try:
@@ -575,129 +574,41 @@ class HduIndex:
 # -- the per-process cache ------------------------------------------------------------------------
 _CAPACITY = 256
 _lock = threading.Lock()
-_cache: "OrderedDict[str, HduIndex]" = OrderedDict()
+_cache: "OrderedDict[str, HduIndex]" = OrderedDict()  # by the source's cache_key
 _stats = {"hits": 0, "misses": 0}
-_object_cache: "weakref.WeakKeyDictionary[Any, HduIndex]" = weakref.WeakKeyDictionary()
+# Sources whose index `invalidate` or `clear_index_cache` dropped: the next call opens them anew.
+_dropped: "weakref.WeakSet[ByteSource]" = weakref.WeakSet()
 
 
 def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
     """The HduIndex of the current version of ``path`` (cached; validated by stat each call).
 
     ``path`` may also be an fsspec URL (with ``storage_options``), a ``SourcePath``, bytes-like
-    contents or a binary file object.
+    contents or a binary file object: whatever `open_source` opens.
     """
-    if not isinstance(path, (str, os.PathLike)):
-        return _other_index(path, storage_options)
-    path = _fspath(path)
-    if storage_options or is_url(path):
-        check_safe_path(path)  # shell-like schemes are refused, never handed to fsspec
-        return _remote_index(path, storage_options)
-    try:
-        key = stat_key(path)
-    except FitsFileNotFoundError:
-        refuse_cfitsio_special(path)  # "|cmd" / "!name" get their own message
-        raise
+    if type(path) is not str and isinstance(path, HduIndex):
+        return path
+    src = open_source(path) if storage_options is None else \
+        open_source(path, storage_options=storage_options)
+    key = src.cache_key
+    if key is None:
+        return HduIndex(src.path, src.version, src)
     with _lock:
-        idx = _cache.get(path)
-        if idx is not None and idx.key == key and not (faults_seen() and idx.source.faulted):
-            _cache.move_to_end(path)
+        idx = _cache.get(key)
+        if idx is not None and idx.source is src:
+            _cache.move_to_end(key)
             _stats["hits"] += 1
             return idx
         _stats["misses"] += 1
-    idx = HduIndex(path, key, _local_source(path, key[2]))
+        stale = src in _dropped
+    if stale:
+        _dropped.discard(src)
+        src = open_source(path, storage_options=storage_options, fresh=True)
+        key = src.cache_key or key
+    idx = HduIndex(src.path, src.version, src)
     with _lock:
-        _cache[path] = idx
-        _cache.move_to_end(path)
-        while len(_cache) > _CAPACITY:
-            _cache.popitem(last=False)
-    return idx
-
-
-# The modules for compressed files, URLs and in-memory sources (and the hashlib, tempfile,
-# socket and fsspec they bring) are imported where those are met: a plain local file's first
-# call in a process loads none of them.
-
-def _local_source(path: str, size: int) -> ByteSource:
-    src = LocalSource(path, size)
-    kind = compression_of(bytes(src.buffer()[:6]))
-    if kind is None:
-        return src
-    from .gzip_source import decompressed_source
-
-    return decompressed_source(src, kind, local_path=path)
-
-
-def _wrap_compressed(src: ByteSource) -> ByteSource:
-    kind = compression_of(src.read(0, 6))
-    if kind is None:
-        return src
-    from .gzip_source import decompressed_source
-
-    src.ensure([(0, src.size)])  # one coalesced fetch, then inflate from the mirror
-    return decompressed_source(src, kind)
-
-
-def _other_index(obj: Any, storage_options: Optional[dict]) -> HduIndex:
-    from .memory_source import BytesSource, file_object_source, is_bytes_like, is_file_object
-
-    if isinstance(obj, SourcePath):
-        merged = dict(obj.storage_options or {}, **(storage_options or {}))
-        return get_index(obj.url, merged or None)
-    if isinstance(obj, HduIndex):
-        return obj
-    if is_bytes_like(obj):
-        src: ByteSource = BytesSource(obj)
-    elif is_file_object(obj):
-        # A stream can be read once: its index (and source) stay with the object while it lives.
-        try:
-            hit = _object_cache.get(obj)
-        except TypeError:
-            hit = None
-        if hit is not None:
-            return hit
-        src = _wrap_compressed(file_object_source(obj))
-        idx = HduIndex(src.path, None, src)
-        try:
-            _object_cache[obj] = idx
-        except TypeError:
-            pass  # not weak-referenceable: indexed again next time
-        return idx
-    else:
-        raise TypeError(f"path must be a str, os.PathLike, bytes or a binary file object, "
-                        f"not {type(obj).__name__}")
-    src = _wrap_compressed(src)
-    return HduIndex(src.path, None, src)
-
-
-def _remote_index(url: str, storage_options: Optional[dict]) -> HduIndex:
-    from .remote_source import fetch_vos, open_remote, still_valid
-
-    if url.startswith("file://"):
-        from urllib.parse import unquote, urlsplit
-
-        return get_index(unquote(urlsplit(url).path))
-    if url.startswith(("vos:", "vault:")):
-        return get_index(fetch_vos(url, storage_options))
-    # Per process, like the file systems behind it (remote_source): a forked DataLoader worker
-    # opens its own, since an fsspec file system is not fork-safe. The URL leads the key, so
-    # `invalidate` finds every entry of a URL by its prefix.
-    cache_key = "\0".join((url, repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items())),
-                           str(os.getpid())))
-    with _lock:
-        idx = _cache.get(cache_key)
-    if idx is not None and still_valid(idx.raw_source, storage_options):
-        with _lock:
-            _cache.move_to_end(cache_key)
-            _stats["hits"] += 1
-        return idx
-    with _lock:
-        _stats["misses"] += 1
-    raw = open_remote(url, storage_options)
-    src = _wrap_compressed(raw)
-    idx = HduIndex(src.path, None, src)
-    idx.raw_source = raw
-    with _lock:
-        _cache[cache_key] = idx
+        _cache[key] = idx
+        _cache.move_to_end(key)
         while len(_cache) > _CAPACITY:
             _cache.popitem(last=False)
     return idx
@@ -707,9 +618,8 @@ def invalidate(path: Any) -> None:
     """Forget the cached index of ``path`` (writers call this after replacing a file)."""
     p = _fspath(path)
     with _lock:
-        _cache.pop(p, None)
-        for key in [k for k in _cache if k.startswith(p + "\0")]:
-            del _cache[key]  # a URL cached under its storage options
+        for key in [k for k in _cache if k == p or k.startswith(p + "\0")]:
+            _dropped.add(_cache.pop(key).source)  # (a URL is cached under its storage options)
 
 
 def cache_stats() -> dict:
@@ -720,8 +630,9 @@ def cache_stats() -> dict:
 def clear_index_cache(*, stats: bool = True, entries: bool = True) -> None:
     with _lock:
         if entries:
+            for idx in _cache.values():
+                _dropped.add(idx.source)
             _cache.clear()
-            _object_cache.clear()
         if stats:
             _stats["hits"] = _stats["misses"] = 0
 

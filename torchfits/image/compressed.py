@@ -19,7 +19,7 @@ import numpy as np
 from .._kernels import _quantize
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
-from ..fits.source import faults_seen
+from ..fits.sources.base import faults_seen
 from ..fits.tile_layout import TileLayout, image_header, tile_layout
 from ..errors import CodecError
 from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup

@@ -14,7 +14,7 @@ from .._kernels import _image
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import with_storage_options
 from ..fits.threads import default_threads, run_parallel
-from ..fits.source import faults_seen
+from ..fits.sources.base import faults_seen
 from ..errors import HDUTypeError, TooManyAxesError
 from ..fits.header import Header
 from ..fits.image_plan import ImagePlan, plan_image

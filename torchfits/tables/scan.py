@@ -18,7 +18,7 @@ import numpy as np
 from ..query import expr as _expr
 from ..fits.paths import fspath, parse_path, with_storage_options
 from ..fits.rows import validate_row_slice
-from ..fits.source import faults_seen
+from ..fits.sources.base import faults_seen
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
 from .arrow_assembly import arrow_schema

@@ -16,7 +16,7 @@ from ..errors import CorruptHeaderError, FitsError, HDUTypeError, TruncatedFileE
 from ..fits.columns import ColumnSpec
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import SourcePath, fspath, is_url, with_storage_options
-from ..fits.source import faults_seen
+from ..fits.sources.base import faults_seen
 from .decode import decode_table, decode_table_where
 from .decode_options import DecodeOptions
 from .selection import select_columns
@@ -244,7 +244,7 @@ def _remote_sources(source: Any) -> list[Any]:
     head, sep, rest = url.partition("://")
     if not _is_glob(rest) and not rest.endswith("/"):
         return [source]
-    from ..fits.remote_source import list_remote
+    from ..fits.sources.remote import list_remote
 
     urls = list_remote(url, sp.storage_options, glob=_is_glob(rest))
     return [SourcePath(u, sp.storage_options) if sp.storage_options else u for u in urls]

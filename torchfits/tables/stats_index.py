@@ -184,7 +184,7 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
         output = default_sidecar(source, paths)
     output = fspath(output)
     if _is_remote_path(output):
-        from ..fits.remote_source import check_writable
+        from ..fits.sources.remote import check_writable
 
         check_writable(output)  # before the work, not after it
     from .._progress import progress_bar
@@ -219,7 +219,7 @@ def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, 
                 "columns": sorted({c for e in files.values() for ch in e["chunks"] for c in ch["stats"]}),
                 "files": files}
     if _is_remote_path(output):
-        from ..fits.remote_source import write_small
+        from ..fits.sources.remote import write_small
 
         write_small(output, json.dumps(document, allow_nan=False, separators=(",", ":")).encode(),
                     storage_options)
@@ -341,7 +341,7 @@ def load_index(path: Any, storage_options: Optional[dict] = None) -> StatsIndex:
         path, storage_options = path.url, dict(path.storage_options or {}, **(storage_options or {}))
     path = fspath(path)
     if _is_remote_path(path):
-        from ..fits.remote_source import read_small
+        from ..fits.sources.remote import read_small
 
         data = read_small(path, storage_options)
         if data is None:
@@ -381,7 +381,7 @@ def default_sidecar(source: Any, paths: Sequence[Any]) -> str:
 def sidecar_exists(path: str, storage_options: Optional[dict] = None) -> bool:
     """Whether a sidecar is already at ``path`` (a local path or a URL)."""
     if _is_remote_path(path):
-        from ..fits.remote_source import read_small
+        from ..fits.sources.remote import read_small
 
         return read_small(path, storage_options) is not None
     return os.path.exists(path)

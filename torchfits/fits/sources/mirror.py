@@ -15,8 +15,8 @@ import threading
 from abc import abstractmethod
 from typing import Optional, Sequence
 
-from ..errors import FitsError, TruncatedFileError
-from .source import ByteSource
+from ...errors import FitsError, TruncatedFileError
+from .base import ByteSource
 
 __all__ = ["MirroredSource", "BLOCK_SIZE", "coalesce"]
 

@@ -5,8 +5,8 @@ import io
 import threading
 from typing import Any
 
-from .mirror_source import MirroredSource
-from .source import ByteSource
+from .mirror import MirroredSource
+from .base import ByteSource
 
 __all__ = ["BytesSource", "FileObjectSource", "is_file_object", "is_bytes_like", "file_object_source"]
 

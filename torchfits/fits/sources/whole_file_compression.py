@@ -19,10 +19,11 @@ import threading
 import zlib
 from typing import Any, Optional
 
-from ..errors import FitsError, NotFitsError
+from ...errors import FitsError, NotFitsError
 from .block_cache import cache_root
-from .mirror_source import MirroredSource
-from .source import ByteSource, LocalSource, compression_of
+from .mirror import MirroredSource
+from .base import ByteSource
+from .local import LocalSource
 
 __all__ = ["decompressed_source", "GzipIndexedSource"]
 

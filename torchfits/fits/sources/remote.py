@@ -1,6 +1,6 @@
 """fsspec URLs (``http(s)://``, ``s3://``, ``gs://``, ``memory://``, chained URLs ...) as byte sources.
 
-Reads go through a sparse local mirror (``mirror_source``): a request fetches only the blocks it
+Reads go through a sparse local mirror (``mirror``): a request fetches only the blocks it
 touches, nearby blocks are coalesced, long runs are split and fetched concurrently by fsspec's
 bounded pool. Mirrors persist in the block cache (``block_cache``) when the object has a
 validator (ETag or mtime), so a second process re-reads nothing it already has.
@@ -20,16 +20,16 @@ import time
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from ..errors import FitsError, FitsFileNotFoundError, HttpBlockedError
+from ...errors import FitsError, FitsFileNotFoundError, HttpBlockedError
 from .block_cache import mirror_path, remote_cache_root, trim
-from .memory_source import BytesSource
-from .paths import is_url
-from .mirror_source import MirroredSource
-from .source import ByteSource
+from .memory import BytesSource
+from .mirror import MirroredSource
+from .base import ByteSource
 
 __all__ = ["RemoteSource", "open_remote", "check_url", "normalize_url",
            "split_storage_options", "validator_of", "list_remote", "read_small", "write_small",
-           "remote_identity", "check_writable", "guarded_filesystem"]
+           "remote_identity", "check_writable", "guarded_filesystem", "fetch_vos", "still_valid",
+           "forget_filesystems"]
 
 _OUR_OPTIONS = ("allow_private_hosts", "cache", "cache_dir")
 _BLOCKED_SCHEMES = ("ftp", "ftps")
@@ -188,9 +188,10 @@ def _filesystem(url: str, options: dict, allow: bool) -> tuple[Any, str]:
         # fsspec caches these file systems itself (per protocol and options).
         return fsspec.core.url_to_fs(url, **options)
     options = _with_credentials(options)
-    # Per process: fsspec's async file systems are not fork-safe (a forked DataLoader worker
-    # must not use its parent's event loop and sessions).
-    key = (os.getpid(), repr(sorted((k, repr(v)) for k, v in options.items())), allow)
+    # Kept per process: fsspec's async file systems are not fork-safe (a forked DataLoader
+    # worker must not use its parent's event loop and sessions); `open_source` forgets them in
+    # a new process (`forget_filesystems`).
+    key = (repr(sorted((k, repr(v)) for k, v in options.items())), allow)
     with _fs_lock:
         fs = _fs_cache.get(key)
     if fs is None:
@@ -200,6 +201,14 @@ def _filesystem(url: str, options: dict, allow: bool) -> tuple[Any, str]:
         with _fs_lock:
             _fs_cache[key] = fs
     return fs, url
+
+
+def forget_filesystems() -> None:
+    """Drop this module's http(s) file systems (a forked process must open its own). A new
+    lock too: a thread of the parent may have held the old one when the process forked."""
+    global _fs_lock, _fs_cache
+    _fs_lock = threading.Lock()
+    _fs_cache = {}
 
 
 def validator_of(info: dict) -> dict:

@@ -1,0 +1,99 @@
+"""Local files as byte sources: a read-only memory map shared by every reader of one file
+version, or (for small files a dataset reads once per epoch) one read into process memory."""
+from __future__ import annotations
+
+import os
+import stat
+
+from ..._kernels._safemap import SafeMap
+from ...errors import FitsFileNotFoundError
+from .base import ByteSource
+
+__all__ = ["LocalSource", "InMemoryFileSource", "stat_key"]
+
+
+def stat_key(path: str) -> tuple[int, int, int, int, int]:
+    """The identity of one version of a file: (device, inode, size, mtime_ns, ctime_ns).
+
+    One stat. The ctime catches an in-place rewrite whose writer restored the size and mtime
+    (no call can set a file's ctime back).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FitsFileNotFoundError(
+            f"Could not open FITS file: {path} (FITS file not found)"
+        ) from None
+    except OSError as exc:
+        raise FitsFileNotFoundError(f"Could not open FITS file: {path} ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise FitsFileNotFoundError(f"Could not open FITS file: {path} (not a regular file)")
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+class LocalSource(ByteSource):
+    """A local file mapped read-only; the map is shared by every reader of this file version.
+
+    The map is a ``SafeMap``: an access past the end of a file that another process truncated
+    reads zeros and flags the map (instead of killing the process with SIGBUS); :meth:`check`
+    turns the flag into :class:`TruncatedFileError`.
+    """
+
+    supports_mmap = True
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path = path
+        self.size = size
+        try:
+            # A bare descriptor: a Python file object would add fstat, isatty and tell calls.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise FitsFileNotFoundError(
+                f"Could not open FITS file: {path} ({exc.strerror})"
+            ) from None
+        try:
+            # Maps at most the file's size now: a file that shrank since stat is not over-read.
+            self._map = SafeMap(fd, size)
+        except OSError as exc:
+            raise FitsFileNotFoundError(
+                f"Could not open FITS file: {path} ({exc.strerror})"
+            ) from None
+        finally:
+            os.close(fd)
+        self.size = len(self._map)
+        self._view = memoryview(self._map)
+
+    def read(self, offset: int, size: int) -> bytes:
+        offset = max(0, offset)
+        return bytes(self._view[offset:offset + max(0, size)])
+
+    def buffer(self) -> memoryview:
+        return self._view
+
+    @property
+    def faulted(self) -> bool:
+        return self._map.faulted
+
+
+class InMemoryFileSource(ByteSource):
+    """A small file read whole into this process's memory (no map to set up and tear down)."""
+
+    supports_mmap = True  # buffer() is available (it is this process's own copy)
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path = path
+        data = bytearray(size)
+        try:
+            with open(path, "rb", buffering=0) as fh:
+                got = fh.readinto(data)
+        except OSError as exc:
+            raise FitsFileNotFoundError(f"Could not open FITS file: {path} ({exc.strerror})") from None
+        self.size = got or 0
+        self._view = memoryview(data)[:self.size].toreadonly()
+
+    def read(self, offset: int, size: int) -> bytes:
+        offset = max(0, offset)
+        return bytes(self._view[offset:offset + max(0, size)])
+
+    def buffer(self) -> memoryview:
+        return self._view
