@@ -1,15 +1,18 @@
-"""Helpers shared by the where-expression tests: literal nodes and pyarrow row filters."""
+"""Helpers shared by the where-expression tests: the names they all use (the expression module,
+the 1.x parser as ``P``, pyarrow), literal nodes and pyarrow row filters."""
 from __future__ import annotations
 
 from typing import Any, List
 
-import torchfits.query.expr as E
+import pyarrow as pa
+import pyarrow.compute as pc
 
-try:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-except ImportError:  # pragma: no cover - pyarrow is a test dependency
-    pa = pc = None
+import torchfits.query.expr as E
+from torchfits import where
+
+__all__ = ["E", "L", "P", "_from_table", "_null_bool", "_pa_rows", "pa", "pc", "where"]
+
+P = where.parse_where_expression
 
 
 def L(value: Any) -> E.Literal:
