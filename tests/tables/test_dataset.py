@@ -10,9 +10,9 @@ import pytest
 
 from torchfits.errors import ColumnNotFoundError
 
-pa = pytest.importorskip("pyarrow")
-pc = pytest.importorskip("pyarrow.compute")
-pds = pytest.importorskip("pyarrow.dataset")
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
 pytest.importorskip("astropy")
 
 from _datasets import arrow_table, catalog_arrays, make_catalog_dir, write_fits  # noqa: E402

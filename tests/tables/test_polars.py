@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 pl = pytest.importorskip("polars")
-pytest.importorskip("pyarrow")
 pytest.importorskip("astropy")
 
 from _datasets import make_catalog_dir  # noqa: E402

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
+import pyarrow as pa
 import pytest
 
 duckdb = pytest.importorskip("duckdb")
-pa = pytest.importorskip("pyarrow")
 pytest.importorskip("astropy")
 
 from _datasets import make_catalog_dir  # noqa: E402
