@@ -52,3 +52,11 @@ def test_ruff(paths):
 def test_cython_lint(name):
     _linter("cython_lint")
     _run(["-c", CYTHON_LINT, f"cython_src/{name}"])
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run runs the README's test command verbatim, and that prints why tests skipped."""
+    readme = (ROOT / "README.md").read_text().splitlines()
+    command = next(line for line in readme if 'pip install -e ".[test]"' in line)
+    assert command.endswith("python -m pytest -q -rs")
+    assert command in (ROOT / ".ci" / "run").read_text().splitlines()
