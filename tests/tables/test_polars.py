@@ -7,16 +7,10 @@ import pytest
 pl = pytest.importorskip("polars")
 pytest.importorskip("astropy")
 
-from _datasets import make_catalog_dir  # noqa: E402
 
 from torchfits.tables import scan as _scan  # noqa: E402
 from torchfits.tables.polars_source import scan_polars  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def catalog(tmp_path_factory):
-    return make_catalog_dir(str(tmp_path_factory.mktemp("plcat")))
 
 
 QUERIES = [

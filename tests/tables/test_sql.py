@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 import pytest
 
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("astropy")
 
-from _datasets import make_catalog_dir  # noqa: E402
 
 from torchfits.tables import scan as _scan  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
 from torchfits.tables.sql import sql  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def catalog(tmp_path_factory):
-    return make_catalog_dir(str(tmp_path_factory.mktemp("sqlcat")))
 
 
 QUERIES = [
