@@ -2,7 +2,7 @@
 the 1.x parser as ``P``, pyarrow), literal nodes and pyarrow row filters."""
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,12 +19,12 @@ def L(value: Any) -> E.Literal:
     return E.Literal(value)
 
 
-def _pa_rows(table: "pa.Table", expression: Any) -> List[int]:
+def _pa_rows(table: pa.Table, expression: Any) -> list[int]:
     indexed = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
     return indexed.filter(expression)["__row"].to_pylist()
 
 
-def _from_table() -> "pa.Table":
+def _from_table() -> pa.Table:
     return pa.table(
         {
             "a": pa.array([1, None, 3, -2, 7, 0], pa.int16()),
