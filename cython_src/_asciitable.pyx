@@ -201,7 +201,8 @@ cdef bint parse_real(const uint8_t* s, Py_ssize_t n, Py_ssize_t decimals, char* 
     return end == buf + k
 
 
-cdef inline bint matches(const uint8_t* s, Py_ssize_t n, const uint8_t* t, Py_ssize_t tn) noexcept nogil:
+cdef inline bint matches(const uint8_t* s, Py_ssize_t n,
+                         const uint8_t* t, Py_ssize_t tn) noexcept nogil:
     cdef Py_ssize_t i
     if n != tn:
         return False
@@ -217,7 +218,8 @@ cdef void run_number(Col* c, const uint8_t* field, Py_ssize_t idx, char* buf) no
     cdef double dv = 0.0
     cdef bint ok, undefined
     cdef bint nonblank = trim(field, c.width, &a, &b)
-    undefined = not nonblank or (c.tnull != NULL and matches(field + a, b - a, c.tnull, c.tnull_len))
+    undefined = not nonblank or (
+        c.tnull != NULL and matches(field + a, b - a, c.tnull, c.tnull_len))
     if undefined and c.valid != NULL:
         c.nulls += 1
         ok = False
@@ -328,7 +330,8 @@ def decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_
                                                c.offsets, out_start + b + k, &c.high)
                     elif c.op == FOP_COPY:
                         for k in range(m):
-                            memcpy(c.out + (out_start + b + k) * c.width, rp[k] + c.src_off, c.width)
+                            memcpy(c.out + (out_start + b + k) * c.width, rp[k] + c.src_off,
+                                   c.width)
                     else:
                         for k in range(m):
                             field = rp[k] + c.src_off

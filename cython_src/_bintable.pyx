@@ -4,7 +4,7 @@
 The caller (torchfits._table_decode) plans a small "column program", allocates every output at
 its final size and checks every bound; these kernels run without the GIL and only write.
 """
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memcpy, memmove
 from libc.stdlib cimport malloc, free
 
@@ -15,7 +15,7 @@ from _conjunction cimport Test, select_block, load_tests
 # Operations of a column program (one row of the int64 program array per projected column).
 cdef enum:
     FOP_COPY = 0           # raw bytes: B as uint8, A as fixed-width binary or a uint8 matrix
-    FOP_SWAP = 1           # byte swap (element size 1/2/4/8), then XOR the sign bit for unsigned conventions
+    FOP_SWAP = 1           # byte swap (element size 1/2/4/8), then XOR the unsigned sign bit
     FOP_SCALE = 2          # TZERO + TSCAL * stored, as float32 or float64
     FOP_LOGICAL = 3        # L → Arrow bit-packed bool (+ validity for zero bytes)
     FOP_LOGICAL_BYTES = 4  # L → one byte per value (NumPy bool)
@@ -38,7 +38,7 @@ cdef enum:
     FP_OP = 0
     FP_SRC_OFF = 1       # byte offset of the field in a row
     FP_COUNT = 2         # elements per row (bits for X, strings for A)
-    FP_ESIZE = 3         # element bytes (FOP_SWAP), string width (FOP_STRING), bytes per row (FOP_COPY)
+    FP_ESIZE = 3         # element bytes (SWAP), string width (STRING), bytes per row (COPY)
     FP_SRC_TYPE = 4      # SRC_* for FOP_SCALE
     FP_DST_SIZE = 5      # 4 (float32) or 8 (float64) for FOP_SCALE
     FP_FLIP = 6          # XOR mask applied after the swap (sign bit for unsigned conventions)
@@ -94,7 +94,7 @@ S_NFIELDS = FS_NFIELDS
 
 cdef enum:
     BLOCK_MAX = 1024    # most rows per block (the size of the row-pointer table)
-    BLOCK_BYTES = 16384  # a block of rows this big stays in L1 (32+ KiB) while every column reads it
+    BLOCK_BYTES = 16384  # a block this big stays in L1 (32+ KiB) while every column reads it
 
 
 ctypedef struct Blk:
@@ -310,7 +310,8 @@ cdef void run_swap(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept n
             swap_elements(row_at(bl, k) + off, n, c.esize, c.flip, d + k * n * c.esize)
     if c.has_tnull:
         for k in range(m):
-            c.nulls += tnull_elements(row_at(bl, k) + off, n, c.esize, c.tnull, c.valid, (o + k) * n)
+            c.nulls += tnull_elements(row_at(bl, k) + off, n, c.esize, c.tnull, c.valid,
+                                      (o + k) * n)
 
 
 cdef void run_scale(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept nogil:
@@ -319,11 +320,12 @@ cdef void run_scale(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept 
     cdef Py_ssize_t row_out = n * c.dst_size
     cdef uint8_t* d = c.out + o * row_out
     for k in range(m):
-        scale_elements(row_at(bl, k) + c.src_off, n, c.esize, c.src_type, c.scal, c.zero, c.dst_size,
-                       d + k * row_out)
+        scale_elements(row_at(bl, k) + c.src_off, n, c.esize, c.src_type, c.scal, c.zero,
+                       c.dst_size, d + k * row_out)
     if c.has_tnull:
         for k in range(m):
-            c.nulls += tnull_elements(row_at(bl, k) + c.src_off, n, c.esize, c.tnull, c.valid, (o + k) * n)
+            c.nulls += tnull_elements(row_at(bl, k) + c.src_off, n, c.esize, c.tnull, c.valid,
+                                      (o + k) * n)
 
 
 cdef extern from *:
@@ -461,9 +463,8 @@ cdef void run_logical1(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexce
 
 
 cdef void run_column(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept nogil:
-    cdef Py_ssize_t k, j, w
+    cdef Py_ssize_t k, w
     cdef Py_ssize_t n = c.count
-    cdef const uint8_t* s
     if c.op == FOP_SWAP:
         run_swap(c, bl, m, o)
     elif c.op == FOP_SCALE:
@@ -551,7 +552,7 @@ def decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_
     null count and the non-ASCII flag of each column for this call.
     """
     cdef Py_ssize_t ncols = prog.shape[0]
-    cdef Py_ssize_t b, k, m, i
+    cdef Py_ssize_t b, k, m
     cdef const uint8_t* base
     cdef const uint8_t* rp[BLOCK_MAX]
     cdef bint use_rows = rows is not None
@@ -609,7 +610,7 @@ def select_decode_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t
     inside ``data``.
     """
     cdef Py_ssize_t ncols = prog.shape[0], ntests = tests.shape[0]
-    cdef Py_ssize_t done = 0, n, k, i, m, found = 0
+    cdef Py_ssize_t done = 0, n, k, m, found = 0
     cdef Py_ssize_t idx[BLOCK_MAX]
     cdef const uint8_t* rp[BLOCK_MAX]
     cdef const uint8_t* block
@@ -671,7 +672,7 @@ def compact_strings(uint8_t[::1] data, int32_t[::1] offsets, const int64_t[::1] 
                 offsets[j] -= <int32_t>shift
 
 
-# ----------------------------------------------------------------------------- variable-length arrays
+# ------------------------------------------------------------------------ variable-length arrays
 
 
 def vla_descriptors(const uint8_t[::1] data, Py_ssize_t row_bytes, Py_ssize_t first_row,

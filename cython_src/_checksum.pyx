@@ -24,9 +24,9 @@ cdef inline uint32_t _fold(uint64_t hi, uint64_t lo) noexcept nogil:
 cdef uint32_t _sum_words(const uint8_t* p, Py_ssize_t nwords, uint32_t initial) noexcept nogil:
     cdef uint64_t hi = initial >> 16
     cdef uint64_t lo = initial & 0xFFFF
-    cdef Py_ssize_t i
+    cdef Py_ssize_t _word
     # 16-bit halves summed in 64-bit accumulators cannot overflow below 2**48 words.
-    for i in range(nwords):
+    for _word in range(nwords):
         hi += (<uint64_t>p[0] << 8) | p[1]
         lo += (<uint64_t>p[2] << 8) | p[3]
         p += 4

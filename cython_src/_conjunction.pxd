@@ -103,7 +103,8 @@ cdef inline bint passes(const Test* t, const uint8_t* p) noexcept nogil:
     return 0
 
 
-cdef inline Py_ssize_t keep_indexed(const Test* t, const uint8_t** ptr, Py_ssize_t* idx, Py_ssize_t m) noexcept nogil:
+cdef inline Py_ssize_t keep_indexed(const Test* t, const uint8_t** ptr, Py_ssize_t* idx,
+                                    Py_ssize_t m) noexcept nogil:
     """Keep the entries ``idx[:m]`` whose rows pass ``t``; return how many are left."""
     cdef Py_ssize_t j = 0, i, k
     cdef int64_t off = t.off, lo = t.lo, hi = t.hi, iv
@@ -146,8 +147,8 @@ cdef inline Py_ssize_t keep_indexed(const Test* t, const uint8_t** ptr, Py_ssize
     return j
 
 
-cdef inline Py_ssize_t first_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride, Py_ssize_t* idx,
-                               Py_ssize_t n) noexcept nogil:
+cdef inline Py_ssize_t first_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride,
+                                     Py_ssize_t* idx, Py_ssize_t n) noexcept nogil:
     """The first test of a contiguous block of ``n`` rows: row ``k``'s field is at
     ``p0 + k * stride``; the numbers of the rows that pass go to ``idx``. Addresses do not
     depend on a load, so the loads of many rows are in flight at once."""
@@ -187,10 +188,10 @@ cdef inline Py_ssize_t first_strided(const Test* t, const uint8_t* p0, Py_ssize_
     return j
 
 
-cdef inline Py_ssize_t keep_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride, Py_ssize_t* idx,
-                              Py_ssize_t m) noexcept nogil:
-    """`keep_indexed` for a contiguous block of rows: row ``k``'s field is at ``p0 + k * stride``, so no
-    table of row pointers is built or read."""
+cdef inline Py_ssize_t keep_strided(const Test* t, const uint8_t* p0, Py_ssize_t stride,
+                                    Py_ssize_t* idx, Py_ssize_t m) noexcept nogil:
+    """`keep_indexed` for a contiguous block of rows: row ``k``'s field is at
+    ``p0 + k * stride``, so no table of row pointers is built or read."""
     cdef Py_ssize_t j = 0, i, k
     cdef int64_t lo = t.lo, hi = t.hi, iv
     cdef double flo = t.flo, fhi = t.fhi, v
@@ -233,7 +234,8 @@ cdef inline Py_ssize_t keep_strided(const Test* t, const uint8_t* p0, Py_ssize_t
 
 
 cdef inline Py_ssize_t select_block(const Test* ts, Py_ssize_t ntests, const uint8_t* p0,
-                                    Py_ssize_t stride, Py_ssize_t* idx, Py_ssize_t n) noexcept nogil:
+                                    Py_ssize_t stride, Py_ssize_t* idx,
+                                    Py_ssize_t n) noexcept nogil:
     """The rows of a contiguous block of ``n`` rows (row ``k`` at ``p0 + k * stride``) that pass
     every test, as block-relative numbers in ``idx``; returns their count. The first test lists
     the rows that pass it, each later one keeps those of the list that pass it too."""

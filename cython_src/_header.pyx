@@ -5,7 +5,7 @@ Callers validate offsets; these functions only read inside ``[start, stop)`` of 
 """
 from libc.stdint cimport uint8_t, int64_t, uint64_t
 from libc.stdlib cimport strtod
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp
 
 cdef enum:
     CARD = 80
@@ -279,7 +279,7 @@ def scan_structural(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stop):
     return found
 
 
-# -- the HDU walk -----------------------------------------------------------------------------------
+# -- the HDU walk ----------------------------------------------------------------------------------
 # One C pass over the headers of a mapped file: each HDU's header and data offsets and its
 # structural values go into a compact table (no Python object per keyword, none per HDU but an
 # EXTNAME string). Only well-formed, ordinary HDUs are described here; the walk stops at any HDU
@@ -287,7 +287,7 @@ def scan_structural(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stop):
 # random-groups HDU) and hands its offset back, so the caller's careful path decides it (and words
 # its error) the way it always has.
 
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport realloc, free
 
 WALK_DONE = 0  # no further HDU: end of file, trailing bytes, or a last HDU cut short
 WALK_SLOW = 1  # the HDU at the returned offset needs the caller's careful path
@@ -645,7 +645,7 @@ cdef class HduRows:
         number to ``items``. Returns ``(pos, status)``: ``WALK_DONE`` when no HDU follows,
         ``WALK_SLOW`` when the HDU at ``pos`` needs the careful path."""
         cdef const uint8_t* base = &buf[0]
-        cdef Py_ssize_t end, check_end, i, data_end
+        cdef Py_ssize_t check_end, i
         cdef int64_t* row
         if size > buf.shape[0]:
             return pos, WALK_SLOW  # fewer bytes than the file claims: the careful path

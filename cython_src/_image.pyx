@@ -4,7 +4,7 @@
 The caller plans the region and validates every bound against the buffer; the kernel runs
 without the GIL and writes into an output buffer the caller allocated.
 """
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcpy
 from cpython.ref cimport Py_INCREF
 from libc.math cimport NAN
@@ -20,7 +20,8 @@ cnp.import_array()
 
 MODE_RAW = 0     # byte swap only: the storage type in native order
 MODE_FLIP = 1    # byte swap and flip the sign bit: unsigned (BZERO=2^(n-1)) and signed-byte
-MODE_SCALE = 2   # physical = BZERO + BSCALE * stored, BLANK → NaN; float32 for 8/16/-32, else float64
+# MODE_SCALE: physical = BZERO + BSCALE * stored, BLANK → NaN; float32 for 8/16/-32, else float64
+MODE_SCALE = 2
 
 cdef enum:
     MAX_NDIM = 999
@@ -181,7 +182,7 @@ cdef int _decode_nd(const uint8_t* src, Py_ssize_t src_len, uint8_t* out, Py_ssi
     cdef int64_t stride_bytes[MAX_NDIM]
     cdef int64_t idx[MAX_NDIM]
     cdef int k, m = 0
-    cdef int64_t nruns = 1, run, total = 1, hi = 0, first, last, rowstride, nbytes, off
+    cdef int64_t nruns = 1, run, _run_i, total = 1, hi = 0, first, last, rowstride, nbytes, off
     cdef const uint8_t* p
     cdef Py_ssize_t inner_n, inner_stride
     cdef uint8_t* d = out
@@ -245,13 +246,13 @@ cdef int _decode_nd(const uint8_t* src, Py_ssize_t src_len, uint8_t* out, Py_ssi
                 d += nbytes
                 p += rowstride
         else:
-            for run in range(nruns):
+            for _run_i in range(nruns):
                 memcpy(d, src + _run_offset(ndim, start, step, idx, stride_bytes), inner_n * size)
                 d += inner_n * size
                 _advance(ndim, idx, count)
         _swap_inplace(out, total, size, (<uint64_t>1) << (8 * size - 1) if mode == 1 else 0)
         return 0
-    for run in range(nruns):
+    for _run_i in range(nruns):
         _run(src + _run_offset(ndim, start, step, idx, stride_bytes), inner_n, inner_stride, d,
              bitpix, mode, size, bscale, bzero, has_blank, blank)
         d += inner_n * out_size
@@ -302,7 +303,7 @@ def decode_region(const uint8_t[::1] src, Py_ssize_t data_offset, cnp.ndarray ou
         raise ValueError("region outside the image or the buffers")
 
 
-# -- cutout memory ----------------------------------------------------------------------------------
+# -- cutout memory ---------------------------------------------------------------------------------
 # Fresh memory costs a page fault per 4 KiB page on first touch, as much as the decode of a small
 # cutout. Cutouts come from blocks that return to a bounded free list when their array dies, so
 # a loop that keeps a batch of cutouts, drops it and reads the next one reuses memory already

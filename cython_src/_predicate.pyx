@@ -7,13 +7,12 @@ The program is planned in Python (`torchfits.query.pushdown`); this module only 
 runs the common case, an AND of simple tests, with every test of a block evaluated while the
 block is in cache.
 """
-from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
-from libc.string cimport memset, memcpy
-from libc.math cimport isnan
+from libc.stdint cimport uint8_t, int64_t, uint64_t
+from libc.string cimport memset
 
-from _bswap cimport load_u16, load_u32, load_u64, load_i16, load_i32, load_i64, load_f32, load_f64
+from _bswap cimport load_i16, load_i32, load_i64, load_f32, load_f64
 from _conjunction cimport (Test, load_bits, load_float, keep_indexed, select_block, load_tests,
-                          TEST_INTS, TEST_FLOATS)
+                           TEST_INTS, TEST_FLOATS)
 
 # opcodes
 OP_CONST = 0
@@ -60,9 +59,6 @@ cdef enum:
     UNKNOWN = 2
     CHUNK = 1024
     MAX_DEPTH = 64
-
-
-
 
 
 cdef inline uint8_t _cmp_i(int64_t a, int op, int64_t b) noexcept nogil:
@@ -133,7 +129,8 @@ cdef void _leaf(const int64_t* ins, double scal, double zero, double flit,
         for k in range(n):
             b = _row(data, row_bytes, rows, first, k)[0]
             iv = 1 if b == 84 else 0
-            st[k] = UNKNOWN if (b == 0 and has_null) else lut[(iv < lit) + 2 * (iv == lit) + 4 * (iv > lit)]
+            st[k] = (UNKNOWN if (b == 0 and has_null)
+                     else lut[(iv < lit) + 2 * (iv == lit) + 4 * (iv > lit)])
         return
     if op == 4:  # IS NULL (lit holds 1 for IS NOT NULL)
         for k in range(n):
@@ -226,7 +223,7 @@ def select_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, 
     cdef Py_ssize_t nins = program.shape[0]
     cdef Py_ssize_t total = rows.shape[0] if rows.shape[0] > 0 else nrows
     cdef Py_ssize_t done = 0, n, k, i, found = 0
-    cdef int depth, maxdepth = 0, op
+    cdef int depth, op
     cdef uint8_t stack[MAX_DEPTH][CHUNK]
     cdef const int64_t* rp = NULL
     cdef const uint8_t* base = &data[0] if data.shape[0] > 0 else NULL
@@ -299,7 +296,7 @@ T_INT_RANGE = 1   # lo <= stored integer <= hi
 T_INT_NE = 2      # stored integer != lit
 T_FLOAT_RANGE = 3  # flo <= value <= fhi (NaN fails)
 T_FLOAT_NE = 4    # value != flit and value is not NaN
-T_BOOL = 5        # logical byte: ('T' == 1) == lit (cmp EQ) or != lit (cmp NE); undefined fails if nullable
+T_BOOL = 5        # logical: ('T' == 1) == lit (EQ) or != lit (NE); undefined fails if nullable
 T_ISNULL = 6      # (is null) != lit
 
 # integer fields of a test row

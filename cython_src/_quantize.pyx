@@ -4,7 +4,8 @@ that sets its step, and the GZIP_2 byte shuffle.
 
 Quantised tiles store integers ``i``; values are ``(i - r + 0.5) * ZSCALE + ZZERO`` with the
 subtractive dither ``r`` drawn from the convention's 10,000-value random sequence (``r = 0.5``
-without dithering), ``C_NULL_VALUE`` for NaN and ``C_ZERO_VALUE`` for exact zeros (SUBTRACTIVE_DITHER_2).
+without dithering), ``C_NULL_VALUE`` for NaN and ``C_ZERO_VALUE`` for exact zeros
+(SUBTRACTIVE_DITHER_2).
 """
 from libc.math cimport NAN, fabs, floor, isnan
 from libc.stdint cimport int32_t, int64_t, uint8_t
@@ -96,7 +97,8 @@ cdef inline void _dequant_run(const int32_t* src, Py_ssize_t n, float* o32, doub
 
 
 cdef void _dequant(const int32_t* src, Py_ssize_t n, void* out, int is64, double scale,
-                   double zero, int method, int iseed, int has_null, int32_t null_value) noexcept nogil:
+                   double zero, int method, int iseed, int has_null,
+                   int32_t null_value) noexcept nogil:
     cdef Py_ssize_t done = 0, run
     cdef int nextrand
     cdef float* o32 = NULL if is64 else <float*>out
@@ -228,7 +230,8 @@ def dequantize_many(const int32_t[::1] ints, cnp.ndarray out, const int64_t[::1]
         raise ValueError("out must be the size of ints when src is not given")
     if npix.shape[0] != n or zscale.shape[0] != n or zzero.shape[0] != n \
             or tile_index.shape[0] != n or (src is not None and src.shape[0] != n):
-        raise ValueError("dest, npix, zscale, zzero, tile_index (and src) must have the same length")
+        raise ValueError(
+            "dest, npix, zscale, zzero, tile_index (and src) must have the same length")
     if src is not None and n:
         sp = &src[0]
     for i in range(n):
@@ -295,7 +298,7 @@ def noise_medians(const double[:, ::1] rows) -> tuple:
     """
     cdef Py_ssize_t ny = rows.shape[0], nx = rows.shape[1]
     cdef Py_ssize_t r, i, n, n2, n3, k2 = 0, k3 = 0
-    cdef double x, v1, v2, v3, v4, v5, v6, v7, v8, v9, out2 = 0.0, out3 = 0.0, out5 = 0.0
+    cdef double x, v1, v3, v4, v5, v6, v7, v9, out2 = 0.0, out3 = 0.0, out5 = 0.0
     cdef double* buf
     cdef double *v, *d2, *d3, *d5, *m2, *m3, *m5
     if nx < 9 or ny == 0:
@@ -319,8 +322,8 @@ def noise_medians(const double[:, ::1] rows) -> tuple:
                 n2 = 0
                 n3 = 0
                 for i in range(n - 8):
-                    v1, v2, v3, v4, v5 = v[i], v[i + 1], v[i + 2], v[i + 3], v[i + 4]
-                    v6, v7, v8, v9 = v[i + 5], v[i + 6], v[i + 7], v[i + 8]
+                    v1, v3, v4, v5 = v[i], v[i + 2], v[i + 3], v[i + 4]
+                    v6, v7, v9 = v[i + 5], v[i + 6], v[i + 8]
                     if not (v5 == v6 and v6 == v7):
                         d2[n2] = fabs(v5 - v7)
                         n2 += 1

@@ -15,7 +15,8 @@ cdef extern from *:
     uint64_t TF_PACK_BSWAP64(uint64_t) nogil
 
 
-cdef inline void _copy_swapped(const uint8_t* s, uint8_t* d, Py_ssize_t nbytes, int64_t size) noexcept nogil:
+cdef inline void _copy_swapped(const uint8_t* s, uint8_t* d, Py_ssize_t nbytes,
+                               int64_t size) noexcept nogil:
     cdef Py_ssize_t k
     cdef uint16_t v16
     cdef uint32_t v32

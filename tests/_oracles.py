@@ -240,7 +240,7 @@ def make_stored(bitpix: int, shape, seed: int = 0) -> np.ndarray:
     """Stored values of ``bitpix`` with the type's extremes (and, for floats, NaN with payloads,
     ±Inf, -0.0, subnormals) first, random values after."""
     rng = np.random.default_rng(seed + 1000 * abs(bitpix) + len(shape))
-    dt = native(BITPIX_STORAGE[bitpix])
+    dt = native_dtype(BITPIX_STORAGE[bitpix])
     n = math.prod(shape)
     if dt.kind in "iu":
         ii = np.iinfo(dt)
@@ -310,8 +310,15 @@ def scaling_of(path, hdu=0) -> dict[str, Any]:
     }
 
 
-def native(dt) -> np.dtype:
+def native_dtype(dt) -> np.dtype:
+    """``dt`` in native byte order."""
     return np.dtype(dt).newbyteorder("=")
+
+
+def native_array(a) -> np.ndarray:
+    """``a`` in native byte order (a copy only when it is not)."""
+    a = np.asarray(a)
+    return a.astype(native_dtype(a.dtype)) if a.dtype.byteorder not in ("=", "|") else a
 
 
 def result_rule(bitpix, bscale=1.0, bzero=0, blank=None, *, api="native", raw_scale=False):
@@ -320,7 +327,7 @@ def result_rule(bitpix, bscale=1.0, bzero=0, blank=None, *, api="native", raw_sc
     kind: "raw" (stored values), "offset" (integer offset convention), "uint64-float"
     (compat: uint64 convention as float64), "scaled" (physical float, BLANK → NaN).
     """
-    storage = native(BITPIX_STORAGE[bitpix])
+    storage = native_dtype(BITPIX_STORAGE[bitpix])
     if raw_scale:
         return storage, "raw"
     bscale = float(bscale)
@@ -342,18 +349,26 @@ def result_rule(bitpix, bscale=1.0, bzero=0, blank=None, *, api="native", raw_sc
 # --------------------------------------------------------------------------------------------
 
 def _uint_view(a: np.ndarray) -> np.ndarray:
+    """The bits of ``a`` as unsigned integers (a complex value as two)."""
     a = np.ascontiguousarray(a)
-    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+    width = a.dtype.itemsize // 2 if a.dtype.kind == "c" else a.dtype.itemsize
+    return a.view(f"u{width}")
 
 
 def assert_bits_equal(actual, expected, *, nan_aware=False, what=""):
-    """Same dtype, shape and bits.  ``nan_aware``: any NaN matches any NaN."""
+    """Same dtype (``actual`` in native byte order), shape and bits: floats and complex values
+    compare as unsigned integers, so NaN payloads and -0.0 count. ``nan_aware``: any NaN matches
+    any NaN."""
     actual = np.asarray(actual)
     expected = np.asarray(expected)
-    assert actual.dtype == native(expected.dtype), f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.dtype == native_dtype(expected.dtype), \
+        f"{what}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    expected = expected.astype(native(expected.dtype))
-    if nan_aware and actual.dtype.kind == "f":
+    expected = native_array(expected)
+    if actual.dtype.kind not in "fciub":
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+        return
+    if nan_aware and actual.dtype.kind in "fc":
         en = np.isnan(expected)
         an = np.isnan(actual)
         bad = np.flatnonzero((en != an).ravel())
@@ -362,7 +377,9 @@ def assert_bits_equal(actual, expected, *, nan_aware=False, what=""):
         e = np.where(en, 0, expected).astype(actual.dtype)
     else:
         a, e = actual, expected
-    diff = np.flatnonzero((_uint_view(a) != _uint_view(e)).ravel())
+    per_value = 2 if a.dtype.kind == "c" else 1  # a complex value is two words
+    differs = (_uint_view(a) != _uint_view(e)).reshape(a.size, per_value)
+    diff = np.flatnonzero(differs.any(axis=1))
     assert diff.size == 0, (
         f"{what}: {diff.size} values differ; first at flat {diff[0]}: "
         f"{a.ravel()[diff[0]]!r} != {e.ravel()[diff[0]]!r}")
@@ -411,21 +428,21 @@ def _expected_image(path, hdu=0, *, api="native", raw_scale=False, use_oracles=T
     bitpix, bscale, bzero, blank = sc["bitpix"], sc["bscale"], sc["bzero"], sc["blank"]
     dtype, kind = result_rule(bitpix, bscale, bzero, blank, api=api, raw_scale=raw_scale)
     raw = raw_stored(path, hdu)
-    raw_n = raw.astype(native(raw.dtype))
+    raw_n = raw.astype(native_dtype(raw.dtype))
     checks = []
 
     if kind == "raw":
         expected = raw_n.astype(dtype)
         if use_oracles:
             araw = astropy_data(path, hdu, raw=True)
-            assert_bits_equal(araw.astype(native(araw.dtype)), expected, what="oracle self-check")
+            assert_bits_equal(araw.astype(native_dtype(araw.dtype)), expected, what="oracle self-check")
             if raw_scale:
                 checks.append(("astropy raw", araw, "bits"))
             else:
                 checks.append(("astropy", astropy_data(path, hdu), "bits"))
                 fio = fitsio_data(path, hdu)
                 assert fio is not None
-                assert_bits_equal(fio.astype(native(fio.dtype)), expected, what="fitsio vs bytes")
+                assert_bits_equal(fio.astype(native_dtype(fio.dtype)), expected, what="fitsio vs bytes")
         mode = "bits"
     elif kind in ("offset", "uint64-float"):
         if bitpix == 64:
@@ -475,7 +492,7 @@ def _expected_image(path, hdu=0, *, api="native", raw_scale=False, use_oracles=T
         for name, o, how in checks:
             what = f"{Path(path).name}[{hdu}] vs {name}"
             if how == "bits":
-                o = o.astype(native(o.dtype))
+                o = o.astype(native_dtype(o.dtype))
                 if o.dtype != actual.dtype:
                     o = o.astype(actual.dtype)
                 assert_bits_equal(actual, o, nan_aware=(mode == "bits-nan"), what=what)

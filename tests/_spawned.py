@@ -1,4 +1,4 @@
-"""Functions run in spawned child processes by tests/test_data.py (importable by name there)."""
+"""Functions run in spawned child processes by tests/data/test_data.py (importable by name there)."""
 from __future__ import annotations
 
 import pickle

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 import pytest
 
+from _oracles import assert_bits_equal, native_array  # noqa: F401 - shared with the table tests
 from torchfits.fits.columns import parse_columns
 from torchfits.tables.decode import decode_table, decode_table_numpy
 from torchfits.tables.decode_options import DecodeOptions
@@ -143,30 +144,10 @@ def fitsio_column(path: os.PathLike | str, name: str, hdu: int = 1) -> Any:
 # Comparison
 # --------------------------------------------------------------------------------------------
 
-def native(a: np.ndarray) -> np.ndarray:
-    """``a`` in native byte order."""
-    a = np.asarray(a)
-    return a.astype(a.dtype.newbyteorder("=")) if a.dtype.byteorder not in ("=", "|") else a
-
-
-def assert_bits_equal(actual: Any, expected: Any) -> None:
-    """Same dtype, shape and bits (floats compared as integers: NaN payloads and -0.0 count)."""
-    actual = native(np.asarray(actual))
-    expected = native(np.asarray(expected))
-    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    if actual.dtype.kind in "fc":
-        width = actual.dtype.itemsize if actual.dtype.kind == "f" else actual.dtype.itemsize // 2
-        ints = np.dtype(f"u{width}")
-        np.testing.assert_array_equal(actual.view(ints), expected.view(ints))
-    else:
-        np.testing.assert_array_equal(actual, expected)
-
-
 def assert_values_equal(actual: Any, expected: Any) -> None:
     """Same values after casting ``expected`` to ``actual``'s dtype; NaN equals NaN."""
-    actual = native(np.asarray(actual))
-    expected = native(np.asarray(expected)).astype(actual.dtype)
+    actual = native_array(np.asarray(actual))
+    expected = native_array(np.asarray(expected)).astype(actual.dtype)
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     np.testing.assert_array_equal(actual, expected)
 

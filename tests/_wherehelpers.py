@@ -1,27 +1,30 @@
-"""Helpers shared by the where-expression tests: literal nodes and pyarrow row filters."""
+"""Helpers shared by the where-expression tests: the names they all use (the expression module,
+the 1.x parser as ``P``, pyarrow), literal nodes and pyarrow row filters."""
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 import torchfits.query.expr as E
+from torchfits import where
 
-try:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-except ImportError:  # pragma: no cover - pyarrow is a test dependency
-    pa = pc = None
+__all__ = ["E", "L", "P", "_from_table", "_null_bool", "_pa_rows", "pa", "pc", "where"]
+
+P = where.parse_where_expression
 
 
 def L(value: Any) -> E.Literal:
     return E.Literal(value)
 
 
-def _pa_rows(table: "pa.Table", expression: Any) -> List[int]:
+def _pa_rows(table: pa.Table, expression: Any) -> list[int]:
     indexed = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
     return indexed.filter(expression)["__row"].to_pylist()
 
 
-def _from_table() -> "pa.Table":
+def _from_table() -> pa.Table:
     return pa.table(
         {
             "a": pa.array([1, None, 3, -2, 7, 0], pa.int16()),

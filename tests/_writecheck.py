@@ -47,7 +47,6 @@ def check_table_columns(path: Path, expected: dict, hdu: int = 1) -> None:
     """Each expected numeric/string column equals what astropy, fitsio and torchfits read."""
     import torchfits
 
-    pytest.importorskip("pyarrow")
     fitsio = pytest.importorskip("fitsio")
     data, _ = astropy_table(path, hdu)
     fdata = fitsio.read(str(path), ext=hdu)

@@ -3,8 +3,50 @@ isolation the remote-read tests share."""
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pytest
+
+# Under CI a skip because a package of the test extra (or torch, which the README's test command
+# installs first) is missing is a failure: the run would otherwise pass without testing it.
+_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+_TEST_EXTRA = re.search(r"^test = \[(.*?)^\]", _PYPROJECT.read_text(), re.S | re.M)
+TEST_EXTRA_MODULES = {"torch"} | {
+    re.split(r"[\[<>=!~ ]", name, maxsplit=1)[0].lower().replace("-", "_")
+    for name in re.findall(r'^\s*"([^"]+)"', _TEST_EXTRA.group(1) if _TEST_EXTRA else "", re.M)}
+_MISSING = re.compile(r"could not import '([\w.]+)'|^([\w.]+) is not installed")
+
+
+def _missing_test_extra(report) -> str | None:
+    """The skip reason when ``report`` skipped for want of a test-extra package, under CI."""
+    if not (report.skipped and os.environ.get("CI")) or not isinstance(report.longrepr, tuple):
+        return None
+    reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    match = _MISSING.search(reason)
+    module = match and (match.group(1) or match.group(2))
+    return reason if module and module.split(".")[0] in TEST_EXTRA_MODULES else None
+
+
+def _fail_instead(report, reason: str) -> None:
+    report.outcome = "failed"
+    report.longrepr = f"CI: {reason} (the test extra must be installed)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    reason = _missing_test_extra(report)
+    if reason:
+        _fail_instead(report, reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    report = (yield).get_result()
+    reason = _missing_test_extra(report)
+    if reason:
+        _fail_instead(report, reason)
 
 
 @pytest.fixture(autouse=True)

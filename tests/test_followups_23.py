@@ -29,7 +29,7 @@ def _columns():
 
 @pytest.mark.parametrize("kind", ["dict", "arrow"])
 def test_header_tnull_of_an_integer_column_is_applied(tmp_path, kind):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     data = _columns() if kind == "dict" else pa.table(_columns())
     out = tmp_path / "t.fits"
     torchfits.write(out, data, header={"TNULL4": -999, "OBSERVER": "me"})
@@ -42,7 +42,7 @@ def test_header_tnull_of_an_integer_column_is_applied(tmp_path, kind):
 
 
 def test_header_tnull_also_stores_the_data_nulls(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     out = tmp_path / "t.fits"
     torchfits.write(out, pa.table({"n": pa.array([5, None, 7], pa.int16())}), header={"TNULL1": 99})
     assert torchfits.read_header(out, 1)["TNULL1"] == 99
@@ -146,7 +146,6 @@ def cased(tmp_path):
 
 
 def test_projection_exact_spelling_first_then_unique_case_insensitive(cased):
-    pytest.importorskip("pyarrow")
     assert torchfits.scan(str(cased), columns=["FLUX"]).to_arrow().column(0).to_pylist() == [10.0, 20.0]
     assert torchfits.scan(str(cased), columns=["flux"]).to_arrow().column(0).to_pylist() == [1.0, 2.0]
     got = torchfits.scan(str(cased), columns=["mag"]).to_arrow()
@@ -157,7 +156,6 @@ def test_projection_exact_spelling_first_then_unique_case_insensitive(cased):
 def test_projection_matching_several_columns_by_case_only_is_refused(cased, route):
     from torchfits.errors import ColumnNotFoundError
 
-    pytest.importorskip("pyarrow")
     with pytest.raises(ColumnNotFoundError) as err:
         if route == "scan":
             torchfits.scan(str(cased), columns=["Flux"]).to_arrow()
@@ -170,7 +168,7 @@ def test_projection_matching_several_columns_by_case_only_is_refused(cased, rout
 # -- 5. FitsSpectrumDataset: the native torch null rule on table columns -----------------------------
 @pytest.fixture
 def spectrum_table(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     path = tmp_path / "spec.fits"
     torchfits.write(path, pa.table({
         "flux": pa.array([1.0, None, 3.0]), "ivar": pa.array([1, None, 3], pa.int32()),

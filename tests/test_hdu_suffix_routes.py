@@ -66,7 +66,6 @@ def _rows(table) -> list:
 
 
 def test_dataset_path_suffix(two_versions):
-    pytest.importorskip("pyarrow")
     assert _rows(torchfits.dataset(two_versions + "[CAT,2]").to_table()) == \
         _astropy(two_versions, ("CAT", 2))["a"].tolist() == [10, 20]
     assert _rows(torchfits.dataset(two_versions + "[3]").to_table()) == [1, 2, 3]
@@ -87,7 +86,6 @@ def test_dataset_path_suffix(two_versions):
 
 
 def test_dataset_brackets_literal_glob_and_suffix(tmp_path):
-    pytest.importorskip("pyarrow")
     for name, ver, values in (("cat1.fits", 1, [1]), ("cat2.fits", 2, [2]),
                               ("odd.fits[2]", 1, [7])):
         fits.HDUList([fits.PrimaryHDU(), _table(values, ver)]).writeto(tmp_path / name)

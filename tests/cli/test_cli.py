@@ -232,7 +232,7 @@ def test_cutout(samples, capsys, tmp_path):
 
 
 def test_convert(samples, capsys, tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     _, _, catalog = samples
     out = tmp_path / "bright.parquet"
     assert run(capsys, "convert", catalog, out, "-w", "mag_r < 15", "-c", "id,mag_r")[0] == 0
@@ -284,7 +284,7 @@ def test_convert_to_stdout(samples, capsys, tmp_path):
     code, out, _ = run(capsys, "convert", catalog, "-o", "-", "--to", "jsonl", "-c", "id,mag_r",
                        "-w", "mag_r < 13")
     assert [json.loads(line)["id"] for line in out.splitlines()] == want
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     result = subprocess.run([sys.executable, "-m", "torchfits.cli", "convert", catalog, "-", "--to",
                              "arrow", "-c", "id", "-w", "mag_r < 13"], capture_output=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -414,7 +414,7 @@ def test_sql_prints_an_aligned_table(cats, capsys, monkeypatch):
 
 
 def test_sql_writes_outputs(cats, capsys, monkeypatch):
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     monkeypatch.chdir(cats.parent)
     query = "SELECT id, mag_r FROM 'cats/*.fits' WHERE mag_r < 14 ORDER BY id"
     want = torchfits.scan(str(cats / "c0.fits"), columns=["id"], where="mag_r < 14").to_arrow()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 torch = pytest.importorskip("torch")
-pa = pytest.importorskip("pyarrow")
 
 from torchfits.compat import interop as interop  # noqa: E402
 

@@ -15,7 +15,7 @@ import types
 import numpy as np
 import pytest
 
-pa = pytest.importorskip("pyarrow")
+import pyarrow as pa
 
 import torchfits.table as table  # noqa: E402
 from _tablehelpers import write_raw_bintable  # noqa: E402
@@ -836,7 +836,7 @@ def test_duckdb_missing_gives_import_error(cat, monkeypatch):
 
 
 def test_write_parquet_csv_ipc(cat, tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     expected = table.read(cat, columns=["ID", "MAG", "NAME", "NUL"])
     for stream in (False, True):
         dest = tmp_path / f"out{stream}.parquet"

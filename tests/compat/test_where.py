@@ -4,38 +4,17 @@
 
 from __future__ import annotations
 
-import math
-import operator
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
 
-import torchfits.query.expr as E
-from torchfits import where
+from _wherehelpers import P, where
 from torchfits.errors import WhereSyntaxError
-
-try:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-except ImportError:  # pragma: no cover - pyarrow is an optional dependency
-    pa = pc = None
-
-try:
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-except ImportError:  # pragma: no cover - hypothesis is a test extra
-    st = None
-
-needs_arrow = pytest.mark.skipif(pa is None, reason="pyarrow not installed")
-needs_hypothesis = pytest.mark.skipif(st is None or pa is None, reason="hypothesis/pyarrow missing")
-
-P = where.parse_where_expression
-
 
 # =============================================================================================
 # torchfits.where — module surface

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 fits = pytest.importorskip("astropy.io.fits")
-pytest.importorskip("pyarrow")
 
 import torchfits  # noqa: E402
 from torchfits.errors import FitsError  # noqa: E402

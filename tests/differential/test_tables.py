@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("hypothesis")
-pytest.importorskip("pyarrow")
 from hypothesis import given  # noqa: E402
 
 from ._profile import diff_settings  # noqa: E402

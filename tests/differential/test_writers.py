@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("hypothesis")
-pytest.importorskip("pyarrow")
 fits = pytest.importorskip("astropy.io.fits")
 from hypothesis import given, strategies as st  # noqa: E402
 

@@ -620,7 +620,7 @@ except ImportError:  # pragma: no cover - hypothesis is in the test extra
 
 if st is None:  # pragma: no cover
     def test_header_roundtrip_property():
-        pytest.skip("hypothesis not installed")
+        pytest.skip("hypothesis is not installed")
 else:
     RESERVED = {"SIMPLE", "BITPIX", "NAXIS", "EXTEND", "END", "COMMENT", "HISTORY", "CONTINUE",
                 "XTENSION", "PCOUNT", "GCOUNT", "BSCALE", "BZERO", "BLANK", "LONGSTRN", "GROUPS",

@@ -23,13 +23,12 @@ from _oracles import (
     expected_image,
     fitsio_data,
     make_stored,
-    native,
+    native_dtype,
     result_rule,
     torch_dtype_of,
     write_image,
 )
 from torchfits.errors import (
-    FitsError,
     FitsFileNotFoundError,
     HDUNotFoundError,
     HDUTypeError,
@@ -85,7 +84,7 @@ def test_read_numpy_raw_scale(tmp_path, bitpix, conv, kw, writer):
     stored = make_stored(bitpix, (7, 13))
     path = write_image(tmp_path / "img.fits", stored, bitpix=bitpix, writer=writer, **kw)
     arr = check_matches_oracles(path, 0, raw_scale=True)
-    assert arr.dtype == native(BITPIX_STORAGE[bitpix])
+    assert arr.dtype == native_dtype(BITPIX_STORAGE[bitpix])
     assert_bits_equal(arr, stored, what="raw_scale vs the values written")
 
 
@@ -174,7 +173,7 @@ def test_empty_primary(tmp_path, writer):
 
 
 def test_zero_length_axis(tmp_path):
-    from _oracles import image_header_cards, header_bytes, write_raw
+    from _oracles import header_bytes, image_header_cards, write_raw
 
     path = write_raw(tmp_path / "z.fits", header_bytes(image_header_cards(16, (0, 5))))
     arr = torchfits.read_numpy(path)
@@ -383,7 +382,7 @@ def test_read_numpy_out_non_contiguous(tmp_path):
 def test_big_image(tmp_path, bitpix, kw):
     shape = (2048, 2048) if abs(bitpix) <= 32 else (1024, 1536)
     rng = np.random.default_rng(7)
-    dt = native(BITPIX_STORAGE[bitpix])
+    dt = native_dtype(BITPIX_STORAGE[bitpix])
     if dt.kind == "f":
         stored = rng.standard_normal(shape).astype(dt)
         stored[::97, ::89] = np.nan

@@ -9,22 +9,13 @@ import numpy as np
 import pytest
 
 import torchfits
+from _oracles import assert_bits_equal, native_array
 from torchfits.errors import HDUTypeError
 
 fits = pytest.importorskip("astropy.io.fits")
 
 _DATA = os.path.join(os.path.dirname(fits.__file__), "tests", "data")
 ASTROPY_FILES = ["random_groups.fits", "group.fits"]
-
-
-def _native(a: np.ndarray) -> np.ndarray:
-    return a.astype(a.dtype.newbyteorder("="))
-
-
-def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
-    want = _native(np.asarray(want))
-    assert got.dtype == want.dtype and got.shape == want.shape
-    assert got.tobytes() == want.tobytes()
 
 
 @pytest.fixture(params=ASTROPY_FILES)
@@ -41,8 +32,8 @@ def test_read_numpy_gives_the_group_data(astropy_groups):
         gcount = hdul[0].header["GCOUNT"]
     got = torchfits.read_numpy(astropy_groups)
     assert got.size and got.shape[0] == gcount
-    _same_bits(got, want)
-    _same_bits(torchfits.read_numpy(astropy_groups, 0), want)
+    assert_bits_equal(got, want)
+    assert_bits_equal(torchfits.read_numpy(astropy_groups, 0), want)
 
 
 def test_read_groups_parameters_equal_astropy(astropy_groups):
@@ -52,10 +43,10 @@ def test_read_groups_parameters_equal_astropy(astropy_groups):
         assert list(groups.names) == [str(n) for n in gd.parnames]
         assert groups.gcount == len(gd) and groups.pcount == len(gd.parnames)
         for i, name in enumerate(gd.parnames):
-            _same_bits(groups.par(i), gd.par(i))
-            _same_bits(groups.par(name), gd.par(name))      # repeated names add up, as in astropy
-            _same_bits(groups.par(name.lower()), gd.par(name))
-        _same_bits(groups.data, gd["DATA"])
+            assert_bits_equal(groups.par(i), gd.par(i))
+            assert_bits_equal(groups.par(name), gd.par(name))      # repeated names add up, as in astropy
+            assert_bits_equal(groups.par(name.lower()), gd.par(name))
+        assert_bits_equal(groups.data, gd["DATA"])
     assert groups.header["GROUPS"] is True
 
 
@@ -120,8 +111,8 @@ def test_generated_groups_every_bitpix(tmp_path, dtype):
     with fits.open(path) as hdul:
         gd = hdul[0].data
         for i in range(3):
-            np.testing.assert_array_equal(groups.par(i), _native(gd.par(i)))
-        np.testing.assert_array_equal(groups.par("U"), _native(gd.par("U")))
+            np.testing.assert_array_equal(groups.par(i), native_array(gd.par(i)))
+        np.testing.assert_array_equal(groups.par("U"), native_array(gd.par("U")))
     # The stored arrays from the bytes themselves, scaled as the standard says (BSCALE and
     # BZERO): astropy 7 applies BSCALE only to group data (it looks BZERO up as "BZEROS").
     stored = np.fromfile(path, np.dtype(dtype).newbyteorder(">"), count=6 * 27, offset=2880)
@@ -134,7 +125,7 @@ def test_generated_groups_every_bitpix(tmp_path, dtype):
 
 
 def test_to_arrow_one_column_per_parameter_and_data(astropy_groups):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     groups = torchfits.read_groups(astropy_groups)
     table = groups.to_arrow()
     table.validate(full=True)
@@ -142,9 +133,9 @@ def test_to_arrow_one_column_per_parameter_and_data(astropy_groups):
         gd = hdul[0].data
         assert table.column_names == list(gd.dtype.names)   # repeated names: astropy's spelling
         for i, name in enumerate(gd.dtype.names[:-1]):
-            np.testing.assert_array_equal(table.column(name).to_numpy(), _native(gd.field(i)))
+            np.testing.assert_array_equal(table.column(name).to_numpy(), native_array(gd.field(i)))
         data = _flatten(table.column("DATA"))
-        np.testing.assert_array_equal(data.reshape(gd["DATA"].shape), _native(gd["DATA"]))
+        np.testing.assert_array_equal(data.reshape(gd["DATA"].shape), native_array(gd["DATA"]))
     assert pa.types.is_fixed_size_list(table.schema.field("DATA").type)
 
 

@@ -4,40 +4,12 @@
 
 from __future__ import annotations
 
-import math
-import operator
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 import pytest
 
-import torchfits.query.expr as E
-from torchfits import where
-from torchfits.errors import WhereSyntaxError
-
-try:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-except ImportError:  # pragma: no cover - pyarrow is an optional dependency
-    pa = pc = None
-
-try:
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-except ImportError:  # pragma: no cover - hypothesis is a test extra
-    st = None
-
-needs_arrow = pytest.mark.skipif(pa is None, reason="pyarrow not installed")
-needs_hypothesis = pytest.mark.skipif(st is None or pa is None, reason="hypothesis/pyarrow missing")
-
-P = where.parse_where_expression
-
-from _wherehelpers import L, _from_table, _null_bool, _pa_rows  # noqa: E402
-
+from _wherehelpers import E, L, P, _from_table, _null_bool, _pa_rows, pa, pc, where
 
 # =============================================================================================
 # validate / to_pyarrow on real tables
@@ -71,7 +43,6 @@ def _arrow_rows(text: str, table: "Optional[pa.Table]" = None) -> List[int]:
     return indexed.filter(expression)["__row"].to_pylist()
 
 
-@needs_arrow
 @pytest.mark.parametrize(
     "text, rows",
     [
@@ -178,9 +149,8 @@ def test_to_pyarrow_rows(text, rows):
     assert _arrow_rows(text) == rows
 
 
-@needs_arrow
 def test_to_pyarrow_compat_dialect_and_dataset():
-    ds = pytest.importorskip("pyarrow.dataset")
+    import pyarrow.dataset as ds
     table = _table()
     tree = E.from_compat_ast(P("NOT NUL > 3 AND NAME != 'zzz'"))
     expression = E.to_pyarrow(tree, table.schema)
@@ -189,13 +159,11 @@ def test_to_pyarrow_compat_dialect_and_dataset():
     assert ds.dataset(table).count_rows(filter=expression) == 1
 
 
-@needs_arrow
 def test_to_pyarrow_accepts_a_mapping_of_types():
     expression = E.to_pyarrow(E.parse("A > 1"), {"A": pa.int8()})
     assert pa.table({"A": pa.array([1, 2], pa.int8())}).filter(expression).num_rows == 1
 
 
-@needs_arrow
 @pytest.mark.parametrize("typ", ["float32", "float64"])
 def test_to_pyarrow_in_list_treats_negative_zero_as_zero(typ):
     """IN compares values, not bit patterns: -0.0 IN (0) and 0.0 IN (-0.0) hold, like `==`."""
@@ -209,7 +177,6 @@ def test_to_pyarrow_in_list_treats_negative_zero_as_zero(typ):
     assert rows("f NOT IN (0)") == [1.5]
 
 
-@needs_arrow
 def test_to_pyarrow_integer_overflow_raises():
     table = _table()
     expression = E.to_pyarrow(E.parse("I + 1 > 0"), table.schema)
@@ -217,7 +184,6 @@ def test_to_pyarrow_integer_overflow_raises():
         table.filter(expression)
 
 
-@needs_arrow
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -245,7 +211,6 @@ def test_validate_errors(text, message):
         E.validate(tree, table.schema)
 
 
-@needs_arrow
 def test_validate_messages_are_exact():
     with pytest.raises(ValueError) as info:
         E.validate(E.parse("X > 1"), {"A": pa.int32()})
@@ -258,7 +223,6 @@ def test_validate_messages_are_exact():
     E.validate(E.parse("ID > '5'"), {"ID": pa.int32()})  # numeric strings are numbers
 
 
-@needs_arrow
 def test_validate_rejects_values_as_conditions():
     with pytest.raises(ValueError, match="where expects"):
         E.validate(E.Column("A"), {"A": pa.bool_()})
@@ -266,7 +230,6 @@ def test_validate_rejects_values_as_conditions():
         E.validate(E.Arith("+", E.Column("A"), L(1)), {"A": pa.int8()})
 
 
-@needs_arrow
 def test_to_pyarrow_agrees_with_evaluate_where_without_nan():
     data = {
         "I": np.array([3, -1, 0, 7, 40000, 2], dtype=np.int32),
@@ -330,7 +293,6 @@ FIELD_EXPRESSIONS = [
 ]
 
 
-@needs_arrow
 @pytest.mark.parametrize("build", FIELD_EXPRESSIONS)
 @pytest.mark.parametrize("with_schema", [True, False])
 def test_from_pyarrow_keeps_pyarrow_rows(build, with_schema):
@@ -341,7 +303,6 @@ def test_from_pyarrow_keeps_pyarrow_rows(build, with_schema):
     assert _pa_rows(table, E.to_pyarrow(tree, table.schema)) == _pa_rows(table, expression)
 
 
-@needs_arrow
 def test_from_pyarrow_trees():
     f = pc.field
     assert E.from_pyarrow(f("a") > 2) == E.Compare(">", E.Column("a"), L(2))
@@ -360,7 +321,6 @@ def test_from_pyarrow_trees():
         E.from_pyarrow("a > 1")
 
 
-@needs_arrow
 @pytest.mark.parametrize(
     "build",
     [
@@ -380,7 +340,6 @@ def test_from_pyarrow_unsupported(build):
     assert E.from_pyarrow(build(pc.field)) is None
 
 
-@needs_arrow
 def test_from_pyarrow_checks_against_the_schema():
     schema = pa.schema([("a", pa.int16()), ("v", pa.list_(pa.int16()))])
     assert E.from_pyarrow(pc.field("v") == 1, schema) is None
@@ -388,10 +347,9 @@ def test_from_pyarrow_checks_against_the_schema():
     assert E.from_pyarrow(pc.field("zzz") == 1) is not None
 
 
-@needs_arrow
 def test_from_pyarrow_duckdb_filters():
     duckdb = pytest.importorskip("duckdb")
-    ds = pytest.importorskip("pyarrow.dataset")
+    import pyarrow.dataset as ds
     table = _from_table()
     seen: List[Any] = []
 

@@ -24,9 +24,9 @@ from typing import Any, List, Optional
 import numpy as np
 import pytest
 
-pa = pytest.importorskip("pyarrow")
-pc = pytest.importorskip("pyarrow.compute")
-pds = pytest.importorskip("pyarrow.dataset")
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
 duckdb = pytest.importorskip("duckdb")
 pl = pytest.importorskip("polars")
 hypothesis = pytest.importorskip("hypothesis")

@@ -5,47 +5,18 @@
 from __future__ import annotations
 
 import math
-import operator
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-from typing import Any, Dict, List, Optional
 
 import numpy as np
 import pytest
 
-import torchfits.query.expr as E
-from torchfits import where
+from _wherehelpers import E, L, P, where
 from torchfits.errors import WhereSyntaxError
-
-try:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-except ImportError:  # pragma: no cover - pyarrow is an optional dependency
-    pa = pc = None
-
-try:
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-except ImportError:  # pragma: no cover - hypothesis is a test extra
-    st = None
-
-needs_arrow = pytest.mark.skipif(pa is None, reason="pyarrow not installed")
-needs_hypothesis = pytest.mark.skipif(st is None or pa is None, reason="hypothesis/pyarrow missing")
-
-P = where.parse_where_expression
-
 
 # =============================================================================================
 # Native parser
 # =============================================================================================
 
 A, B, C, F = E.Column("A"), E.Column("B"), E.Column("C"), E.Column("FLAGS")
-
-
-def L(value: Any) -> E.Literal:
-    return E.Literal(value)
 
 
 @pytest.mark.parametrize(
@@ -342,7 +313,8 @@ def test_minus_a_negative_number_still_parses():
 
 
 def test_column_names_match_exactly_first_then_ignoring_case(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
+
     import torchfits
     from torchfits.errors import ColumnNotFoundError
 

@@ -6,38 +6,16 @@ from __future__ import annotations
 
 import math
 import operator
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 import pytest
 
-import torchfits.query.expr as E
-from torchfits import where
-from torchfits.errors import WhereSyntaxError
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
-try:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-except ImportError:  # pragma: no cover - pyarrow is an optional dependency
-    pa = pc = None
-
-try:
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-except ImportError:  # pragma: no cover - hypothesis is a test extra
-    st = None
-
-needs_arrow = pytest.mark.skipif(pa is None, reason="pyarrow not installed")
-needs_hypothesis = pytest.mark.skipif(st is None or pa is None, reason="hypothesis/pyarrow missing")
-
-P = where.parse_where_expression
-
-from _wherehelpers import _from_table, _null_bool, _pa_rows  # noqa: E402
-
+from _wherehelpers import E, _from_table, _null_bool, _pa_rows, pa, pc  # noqa: E402
 
 # =============================================================================================
 # Property tests
@@ -198,144 +176,139 @@ def _make_table(data: Dict[str, List[Any]]) -> "pa.Table":
     return pa.table({name: pa.array(data[name], COLUMN_POOLS[name][0]) for name in COLUMN_POOLS})
 
 
-if st is not None and pa is not None:
+@st.composite
+def tables(draw):
+    n = draw(st.integers(0, 7))
+    return {
+        name: draw(st.lists(st.sampled_from(pool + [None]), min_size=n, max_size=n))
+        for name, (_, pool) in COLUMN_POOLS.items()
+    }
 
-    @st.composite
-    def tables(draw):
-        n = draw(st.integers(0, 7))
-        return {
-            name: draw(st.lists(st.sampled_from(pool + [None]), min_size=n, max_size=n))
-            for name, (_, pool) in COLUMN_POOLS.items()
-        }
+ops = st.sampled_from(list(PY_OPS))
+numeric_literal = st.sampled_from(NUMERIC_LITERALS).map(E.Literal)
+small_literal = st.sampled_from([0, 1, -1, 2, 3, 0.5, -2.5]).map(E.Literal)
+arith = st.recursive(
+    st.one_of(st.sampled_from(SMALL_COLUMNS).map(E.Column), small_literal),
+    lambda inner: st.one_of(
+        st.builds(E.Arith, st.sampled_from(["+", "-", "*", "/"]), inner, inner),
+        st.builds(E.Neg, inner),
+        st.builds(E.Abs, inner),
+    ),
+    max_leaves=3,
+).filter(lambda e: bool(E.columns(e)))
+bitand = st.builds(
+    E.BitAnd,
+    st.sampled_from(INT_COLUMNS).map(E.Column),
+    st.sampled_from([0, 1, 4, 6, 0x8000, 2**40]),
+)
+numeric_value = st.one_of(st.sampled_from(NUMERIC_COLUMNS).map(E.Column), arith, bitand)
+str_literal = st.sampled_from(["", "a", "ab ", "b", "O'N", "z"])
+bool_literal = st.sampled_from([True, False, 0, 1])
 
-    ops = st.sampled_from(list(PY_OPS))
-    numeric_literal = st.sampled_from(NUMERIC_LITERALS).map(E.Literal)
-    small_literal = st.sampled_from([0, 1, -1, 2, 3, 0.5, -2.5]).map(E.Literal)
-    arith = st.recursive(
-        st.one_of(st.sampled_from(SMALL_COLUMNS).map(E.Column), small_literal),
-        lambda inner: st.one_of(
-            st.builds(E.Arith, st.sampled_from(["+", "-", "*", "/"]), inner, inner),
-            st.builds(E.Neg, inner),
-            st.builds(E.Abs, inner),
+leaf_predicates = st.one_of(
+    st.builds(E.Compare, ops, numeric_value, st.one_of(numeric_literal, numeric_value)),
+    st.builds(E.Compare, ops, numeric_literal, numeric_value),
+    st.builds(E.Compare, ops, st.just(E.Column("s")), str_literal.map(E.Literal)),
+    st.builds(E.Compare, st.sampled_from(["==", "!="]), st.just(E.Column("b")),
+              bool_literal.map(E.Literal)),
+    st.builds(E.InList, numeric_value,
+              st.lists(st.sampled_from(NUMERIC_LITERALS + [None]), max_size=4).map(tuple),
+              st.booleans()),
+    st.builds(E.InList, st.just(E.Column("s")),
+              st.lists(st.one_of(str_literal, st.none()), max_size=3).map(tuple),
+              st.booleans()),
+    st.builds(E.Between, numeric_value, st.one_of(numeric_literal, numeric_value),
+              st.one_of(numeric_literal, numeric_value), st.booleans()),
+    st.builds(E.IsNull, st.one_of(numeric_value, st.sampled_from(["s", "b"]).map(E.Column)),
+              st.booleans()),
+    st.builds(E.IsNan, st.sampled_from(list(COLUMN_POOLS)).map(E.Column)),
+)
+predicates = st.recursive(
+    leaf_predicates,
+    lambda inner: st.one_of(
+        st.builds(E.And, inner, inner), st.builds(E.Or, inner, inner), st.builds(E.Not, inner)
+    ),
+    max_leaves=5,
+)
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=tables(), tree=predicates)
+def test_to_pyarrow_matches_reference(data, tree):
+    table = _make_table(data)
+    expected = [
+        i
+        for i in range(table.num_rows)
+        if ref_predicate(tree, {name: data[name][i] for name in data}) is True
+    ]
+    assert _pa_rows(table, E.to_pyarrow(tree, table.schema)) == expected
+
+@settings(max_examples=300, deadline=None)
+@given(tree=predicates)
+def test_to_string_round_trip_property(tree):
+    if any(isinstance(n, E.Literal) and _is_nan(n.value) for n in E.walk(tree)):
+        return  # NaN has no spelling
+    if any(isinstance(n, E.InList) and any(_is_nan(v) for v in n.values) for n in E.walk(tree)):
+        return
+    assert E.parse(E.to_string(tree)) == tree
+
+def _pc_compare(op):
+    return {
+        "==": operator.eq, "!=": operator.ne, "<": operator.lt,
+        "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    }[op]
+
+pa_numeric_fields = st.sampled_from(["a", "x", "f"])
+pa_literals = st.sampled_from([0, 1, -1, 2, 0.5, -1.5, 2.5, 7])
+pa_leaves = st.one_of(
+    st.builds(lambda c, op, v: _pc_compare(op)(pc.field(c), v), pa_numeric_fields, ops,
+              pa_literals),
+    st.builds(lambda c, op, d: _pc_compare(op)(pc.field(c), pc.field(d)), pa_numeric_fields,
+              ops, pa_numeric_fields),
+    st.builds(lambda op, v: _pc_compare(op)(pc.field("s"), v), ops,
+              st.sampled_from(["a", "b", ""])),
+    st.builds(lambda vals: pc.field("a").isin(vals),
+              st.lists(st.sampled_from([1, 3, 0, 7, None]), min_size=1, max_size=3)
+              .filter(lambda vals: any(v is not None for v in vals))),
+    st.builds(lambda vals: pc.field("x").isin(pa.array(vals, pa.float64())),
+              st.lists(st.sampled_from([1.0, 2.5, -1.0, None]), max_size=3)),
+    st.builds(
+        lambda vals, skip: pc.is_in(
+            pc.field("a"), value_set=pa.array(vals, pa.int16()), skip_nulls=skip
         ),
-        max_leaves=3,
-    ).filter(lambda e: bool(E.columns(e)))
-    bitand = st.builds(
-        E.BitAnd,
-        st.sampled_from(INT_COLUMNS).map(E.Column),
-        st.sampled_from([0, 1, 4, 6, 0x8000, 2**40]),
-    )
-    numeric_value = st.one_of(st.sampled_from(NUMERIC_COLUMNS).map(E.Column), arith, bitand)
-    str_literal = st.sampled_from(["", "a", "ab ", "b", "O'N", "z"])
-    bool_literal = st.sampled_from([True, False, 0, 1])
-
-    leaf_predicates = st.one_of(
-        st.builds(E.Compare, ops, numeric_value, st.one_of(numeric_literal, numeric_value)),
-        st.builds(E.Compare, ops, numeric_literal, numeric_value),
-        st.builds(E.Compare, ops, st.just(E.Column("s")), str_literal.map(E.Literal)),
-        st.builds(E.Compare, st.sampled_from(["==", "!="]), st.just(E.Column("b")),
-                  bool_literal.map(E.Literal)),
-        st.builds(E.InList, numeric_value,
-                  st.lists(st.sampled_from(NUMERIC_LITERALS + [None]), max_size=4).map(tuple),
-                  st.booleans()),
-        st.builds(E.InList, st.just(E.Column("s")),
-                  st.lists(st.one_of(str_literal, st.none()), max_size=3).map(tuple),
-                  st.booleans()),
-        st.builds(E.Between, numeric_value, st.one_of(numeric_literal, numeric_value),
-                  st.one_of(numeric_literal, numeric_value), st.booleans()),
-        st.builds(E.IsNull, st.one_of(numeric_value, st.sampled_from(["s", "b"]).map(E.Column)),
-                  st.booleans()),
-        st.builds(E.IsNan, st.sampled_from(list(COLUMN_POOLS)).map(E.Column)),
-    )
-    predicates = st.recursive(
-        leaf_predicates,
-        lambda inner: st.one_of(
-            st.builds(E.And, inner, inner), st.builds(E.Or, inner, inner), st.builds(E.Not, inner)
+        st.lists(st.sampled_from([1, 3, 0, None]), max_size=3), st.booleans(),
+    ),
+    st.builds(
+        lambda vals: pc.if_else(
+            pc.field("a").is_valid(),
+            pc.is_in(pc.field("a"), value_set=pa.array(vals, pa.int16())),
+            _null_bool(),
         ),
-        max_leaves=5,
-    )
+        st.lists(st.sampled_from([1, 3, 0]), max_size=3),
+    ),
+    st.builds(lambda c, nan: pc.field(c).is_null(nan_is_null=nan),
+              st.sampled_from(["a", "x", "f", "s"]), st.booleans()),
+    st.builds(lambda c: pc.field(c).is_valid(), st.sampled_from(["a", "x", "s", "b"])),
+    st.builds(lambda c: pc.field(c).is_nan(), st.sampled_from(["x", "f"])),
+    st.just(pc.field("b")),
+)
+pa_expressions = st.recursive(
+    pa_leaves,
+    lambda inner: st.one_of(
+        st.builds(operator.and_, inner, inner),
+        st.builds(operator.or_, inner, inner),
+        st.builds(operator.invert, inner),
+    ),
+    max_leaves=5,
+)
 
-    @needs_hypothesis
-    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(data=tables(), tree=predicates)
-    def test_to_pyarrow_matches_reference(data, tree):
-        table = _make_table(data)
-        expected = [
-            i
-            for i in range(table.num_rows)
-            if ref_predicate(tree, {name: data[name][i] for name in data}) is True
-        ]
-        assert _pa_rows(table, E.to_pyarrow(tree, table.schema)) == expected
-
-    @needs_hypothesis
-    @settings(max_examples=300, deadline=None)
-    @given(tree=predicates)
-    def test_to_string_round_trip_property(tree):
-        if any(isinstance(n, E.Literal) and _is_nan(n.value) for n in E.walk(tree)):
-            return  # NaN has no spelling
-        if any(isinstance(n, E.InList) and any(_is_nan(v) for v in n.values) for n in E.walk(tree)):
-            return
-        assert E.parse(E.to_string(tree)) == tree
-
-    def _pc_compare(op):
-        return {
-            "==": operator.eq, "!=": operator.ne, "<": operator.lt,
-            "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-        }[op]
-
-    pa_numeric_fields = st.sampled_from(["a", "x", "f"])
-    pa_literals = st.sampled_from([0, 1, -1, 2, 0.5, -1.5, 2.5, 7])
-    pa_leaves = st.one_of(
-        st.builds(lambda c, op, v: _pc_compare(op)(pc.field(c), v), pa_numeric_fields, ops,
-                  pa_literals),
-        st.builds(lambda c, op, d: _pc_compare(op)(pc.field(c), pc.field(d)), pa_numeric_fields,
-                  ops, pa_numeric_fields),
-        st.builds(lambda op, v: _pc_compare(op)(pc.field("s"), v), ops,
-                  st.sampled_from(["a", "b", ""])),
-        st.builds(lambda vals: pc.field("a").isin(vals),
-                  st.lists(st.sampled_from([1, 3, 0, 7, None]), min_size=1, max_size=3)
-                  .filter(lambda vals: any(v is not None for v in vals))),
-        st.builds(lambda vals: pc.field("x").isin(pa.array(vals, pa.float64())),
-                  st.lists(st.sampled_from([1.0, 2.5, -1.0, None]), max_size=3)),
-        st.builds(
-            lambda vals, skip: pc.is_in(
-                pc.field("a"), value_set=pa.array(vals, pa.int16()), skip_nulls=skip
-            ),
-            st.lists(st.sampled_from([1, 3, 0, None]), max_size=3), st.booleans(),
-        ),
-        st.builds(
-            lambda vals: pc.if_else(
-                pc.field("a").is_valid(),
-                pc.is_in(pc.field("a"), value_set=pa.array(vals, pa.int16())),
-                _null_bool(),
-            ),
-            st.lists(st.sampled_from([1, 3, 0]), max_size=3),
-        ),
-        st.builds(lambda c, nan: pc.field(c).is_null(nan_is_null=nan),
-                  st.sampled_from(["a", "x", "f", "s"]), st.booleans()),
-        st.builds(lambda c: pc.field(c).is_valid(), st.sampled_from(["a", "x", "s", "b"])),
-        st.builds(lambda c: pc.field(c).is_nan(), st.sampled_from(["x", "f"])),
-        st.just(pc.field("b")),
-    )
-    pa_expressions = st.recursive(
-        pa_leaves,
-        lambda inner: st.one_of(
-            st.builds(operator.and_, inner, inner),
-            st.builds(operator.or_, inner, inner),
-            st.builds(operator.invert, inner),
-        ),
-        max_leaves=5,
-    )
-
-    @needs_hypothesis
-    @settings(max_examples=300, deadline=None)
-    @given(expression=pa_expressions, with_schema=st.booleans())
-    def test_from_pyarrow_property(expression, with_schema):
-        table = _from_table()
-        tree = E.from_pyarrow(expression, table.schema if with_schema else None)
-        if tree is None and not with_schema and "is_in" in str(expression):
-            # without types any column may be float, where pyarrow's is_in tells 0.0 from -0.0
-            assert E.from_pyarrow(expression, table.schema) is not None, expression
-            return
-        assert tree is not None, expression
-        assert _pa_rows(table, E.to_pyarrow(tree, table.schema)) == _pa_rows(table, expression)
+@settings(max_examples=300, deadline=None)
+@given(expression=pa_expressions, with_schema=st.booleans())
+def test_from_pyarrow_property(expression, with_schema):
+    table = _from_table()
+    tree = E.from_pyarrow(expression, table.schema if with_schema else None)
+    if tree is None and not with_schema and "is_in" in str(expression):
+        # without types any column may be float, where pyarrow's is_in tells 0.0 from -0.0
+        assert E.from_pyarrow(expression, table.schema) is not None, expression
+        return
+    assert tree is not None, expression
+    assert _pa_rows(table, E.to_pyarrow(tree, table.schema)) == _pa_rows(table, expression)

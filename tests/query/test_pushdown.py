@@ -6,7 +6,6 @@ are drawn at random. ``pushdown=False`` evaluates the same tree with pyarrow onl
 import numpy as np
 import pytest
 
-pytest.importorskip("pyarrow")
 fits = pytest.importorskip("astropy.io.fits")
 fitsio = pytest.importorskip("fitsio")
 from hypothesis import HealthCheck, given, settings, strategies as st

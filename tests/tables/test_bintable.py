@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pa = pytest.importorskip("pyarrow")
+import pyarrow as pa
 
 from torchfits.tables import column_plan as _column_plan  # noqa: E402
 from torchfits.fits.columns import ColumnSpec, arrow_type, conversion, field_metadata, parse_columns  # noqa: E402

@@ -10,25 +10,18 @@ import pytest
 
 from torchfits.errors import ColumnNotFoundError
 
-pa = pytest.importorskip("pyarrow")
-pc = pytest.importorskip("pyarrow.compute")
-pds = pytest.importorskip("pyarrow.dataset")
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
 pytest.importorskip("astropy")
 
-from _datasets import arrow_table, catalog_arrays, make_catalog_dir, write_fits  # noqa: E402
+from _datasets import arrow_table, catalog_arrays, write_fits  # noqa: E402
 
 from torchfits.tables import source as _source  # noqa: E402
 from torchfits.query.pushdown import FusedPredicate  # noqa: E402
 from torchfits.tables.stats_index import build_index, load_index, may_match  # noqa: E402
 from torchfits.query import expr as _expr  # noqa: E402
 from torchfits.tables.dataset import FitsDataset, FitsFragment, dataset  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def catalog(tmp_path_factory):
-    root = tmp_path_factory.mktemp("catalog")
-    fdir, pdir = make_catalog_dir(str(root))
-    return fdir, pdir
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+import pyarrow as pa
+import pyarrow.parquet as pq
 fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402

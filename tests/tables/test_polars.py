@@ -5,19 +5,12 @@ from __future__ import annotations
 import pytest
 
 pl = pytest.importorskip("polars")
-pytest.importorskip("pyarrow")
 pytest.importorskip("astropy")
 
-from _datasets import make_catalog_dir  # noqa: E402
 
 from torchfits.tables import source as _source  # noqa: E402
 from torchfits.tables.polars_source import scan_polars  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def catalog(tmp_path_factory):
-    return make_catalog_dir(str(tmp_path_factory.mktemp("plcat")))
 
 
 QUERIES = [
@@ -125,12 +118,11 @@ _SQL = ["{c} > 21", "{c} >= 21", "{c} < 21", "{c} <= 21", "{c} = 21", "{c} <> 21
         "{c} > 21 OR j > 0", "{c} > 1 AND j < 30", "NOT ({c} < 1 OR j IS NULL)"]
 
 
-@pytest.mark.parametrize("col", ["e", "d", "j"])
-@pytest.mark.parametrize("cond", _SQL)
+# integers hold no NaN: j is not asked about NaN
+@pytest.mark.parametrize("cond, col", [(cond, col) for cond in _SQL for col in ("e", "d", "j")
+                                       if not (col == "j" and "nan" in cond)])
 def test_duckdb_over_dataset_gives_duckdb_answer_on_nan_null_inf(specials, cond, col):
     duckdb = pytest.importorskip("duckdb")
-    if col == "j" and "nan" in cond:
-        pytest.skip("integers hold no NaN")
     where = cond.format(c=col)
     mem = _specials_in_memory(specials)  # noqa: F841 - DuckDB finds it by name
     ds = dataset(specials)  # noqa: F841

@@ -1,9 +1,9 @@
 """The native scanner: projection, row selection, predicates, streaming and every output form."""
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
-pa = pytest.importorskip("pyarrow")
-pc = pytest.importorskip("pyarrow.compute")
 fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits
@@ -187,7 +187,7 @@ def test_counts_and_head(catalog, full):
 
 
 def test_schema_carries_fits_metadata(catalog, tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     s = torchfits.scan(catalog, columns=["RA", "CNT"])
     meta = s.schema.metadata
     assert meta[b"fits_extname"] == b"CAT" and meta[b"fits_hdu"] == b"1"

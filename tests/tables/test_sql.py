@@ -7,19 +7,12 @@ import os
 import pytest
 
 duckdb = pytest.importorskip("duckdb")
-pa = pytest.importorskip("pyarrow")
 pytest.importorskip("astropy")
 
-from _datasets import make_catalog_dir  # noqa: E402
 
 from torchfits.tables import source as _source  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
 from torchfits.tables.sql import sql  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def catalog(tmp_path_factory):
-    return make_catalog_dir(str(tmp_path_factory.mktemp("sqlcat")))
 
 
 QUERIES = [

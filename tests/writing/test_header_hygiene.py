@@ -104,7 +104,7 @@ def test_table_writes_refuse(tmp_path, make):
         if make == "dict":
             write(path, columns, header=header, overwrite=True)
         elif make == "arrow":
-            pa = pytest.importorskip("pyarrow")
+            import pyarrow as pa
             write(path, pa.table(columns), header=header, overwrite=True)
         else:
             torchfits.table.write(path, columns, header=header, overwrite=True)
@@ -185,10 +185,10 @@ def test_insert_hdu_writes_commentary_lists_as_cards(tmp_path):
 
 
 # -- update_header and setkey --------------------------------------------------------------------
-@pytest.mark.parametrize("key,value,comment,named", BAD)
+# update_header strips the keyword it is given (setkey -k ' PADDED' sets PADDED)
+@pytest.mark.parametrize("key,value,comment,named",
+                         [b for b in BAD if b.values[0] == b.values[0].strip()])
 def test_update_header_refuses_in_place(tmp_path, key, value, comment, named):
-    if key != key.strip():
-        pytest.skip("update_header strips the keyword it is given (setkey -k ' PADDED' sets PADDED)")
     path, before = _original(tmp_path)
     with pytest.raises(HeaderCardError) as excinfo:
         update_header(str(path), 0, set=_header(key, value, comment))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pa = pytest.importorskip("pyarrow")
+import pyarrow as pa
 fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402

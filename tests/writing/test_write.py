@@ -150,7 +150,7 @@ def test_dict_table_roundtrip(tmp_path):
 
 
 def test_arrow_table_nulls_lists_and_metadata(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     fits = pytest.importorskip("astropy.io.fits")
     import torchfits
 
@@ -188,7 +188,6 @@ def test_arrow_table_nulls_lists_and_metadata(tmp_path):
 
 
 def test_arrow_roundtrip_keeps_reader_metadata(tmp_path):
-    pytest.importorskip("pyarrow")
     import torchfits
 
     src = tmp_path / "src.fits"
@@ -204,7 +203,7 @@ def test_arrow_roundtrip_keeps_reader_metadata(tmp_path):
 
 
 def test_streaming_reader_is_written_batch_by_batch(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     import torchfits
 
     schema = pa.schema([("x", pa.int64()), ("y", pa.float64()), ("s", pa.string()),
@@ -333,7 +332,7 @@ def test_full_disk_leaves_original_intact(tmp_path, monkeypatch, limit):
 
 
 def test_exception_inside_stream_leaves_original_intact(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     path = tmp_path / "keep.fits"
     write(path, {"a": np.arange(3)})
     before = path.read_bytes()
@@ -377,7 +376,6 @@ def test_roundtrip_property(tmp_path_factory):
 
 
 def test_compressed_image_write(tmp_path):
-    pytest.importorskip("torchfits.writing.compress_write")
     import torchfits
 
     arr = _image("i2", (20, 30))
@@ -391,7 +389,7 @@ def test_compressed_image_write(tmp_path):
 
 
 def test_stream_string_wider_than_first_batch_is_refused(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     schema = pa.schema([("s", pa.string())])
     batches = [pa.record_batch([pa.array(["ab"])], schema=schema),
                pa.record_batch([pa.array(["much longer"])], schema=schema)]
@@ -433,7 +431,7 @@ def test_uint64_dict_column_error_is_unwrapped(tmp_path):
 
 def test_arrow_nullable_roundtrip_property(tmp_path_factory):
     pytest.importorskip("hypothesis")
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     from hypothesis import given, settings
     from hypothesis import strategies as st
     import torchfits
@@ -461,7 +459,6 @@ def test_arrow_nullable_roundtrip_property(tmp_path_factory):
 
 def test_scaled_column_written_back_as_scaled(tmp_path):
     fits = pytest.importorskip("astropy.io.fits")
-    pytest.importorskip("pyarrow")
     import torchfits
 
     from torchfits import table as tftable

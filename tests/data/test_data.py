@@ -653,7 +653,7 @@ def test_compatibility_page_lists_data_and_transforms_once_as_complete():
     import torchfits.data
     import torchfits.transforms
 
-    page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "compatibility.md"
+    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
     rows = [line for line in page.read_text().splitlines() if line.startswith("| `torchfits.")]
     for module in ("torchfits.data", "torchfits.transforms"):
         mine = [r for r in rows if r.startswith(f"| `{module}` |")]
