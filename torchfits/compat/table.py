@@ -20,7 +20,7 @@ import numpy as np
 from ..query import expr as _expr
 from ..query.names import resolve_columns
 from ..fits.paths import with_storage_options
-from ..fits.hdu_index import get_index
+from ..fits.hdu_index import check_hdu_arg, get_index
 from ..fits.paths import fspath
 from ..tables.scan import Scanner, TableSource, validate_row_slice
 from ..tables.decode import decode_table_numpy, select_columns
@@ -118,6 +118,7 @@ def _check_table_hdu(hdu: Any, func: str) -> None:
         raise ValueError(
             f"{func} needs an explicit table HDU (an index or an EXTNAME), not {hdu!r}"
         )
+    check_hdu_arg(hdu)
 
 
 def _columns_arg(columns: Any) -> Optional[list]:

@@ -67,7 +67,7 @@ def _check_hdu(hdu: Any) -> None:
     if isinstance(hdu, bool) or not isinstance(hdu, (int, str)):
         raise ValueError(f"hdu must be an integer index or an EXTNAME, not {hdu!r}")
     if isinstance(hdu, int) and hdu < 0:
-        raise ValueError(f"hdu must be a non-negative integer, got {hdu}")
+        raise ValueError(f"HDU index must be a non-negative integer, got {hdu}")
 
 
 def _companions(spec: Any, n_flux: int, what: str) -> Optional[list[Any]]:
