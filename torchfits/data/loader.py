@@ -63,8 +63,8 @@ def _stack_values(values: list, name: str) -> Any:
         return {k: _stack_values([v[k] for v in values], f"{name}.{k}") for k in first}
     if not all(torch.is_tensor(v) for v in values):
         bad = next(type(v).__name__ for v in values if not torch.is_tensor(v))
-        raise ValueError(f"column {name!r} holds {bad} values, which fits_collate_fn cannot stack; "
-                         "pass a custom collate_fn to the DataLoader")
+        raise ValueError(f"non-tensor column {name!r} (holds {bad} values) cannot be stacked by "
+                         "fits_collate_fn; pass a custom collate_fn to the DataLoader")
     return torch.stack(values)
 
 
@@ -76,9 +76,9 @@ def fits_collate_fn(batch: list) -> Any:
     Raises
     ------
     ValueError
-        A dict value that is not a tensor (the message names the column).
+        A dict value that is not a tensor ("non-tensor column", naming it).
     TypeError
-        Items of another kind.
+        Items of another kind ("Unsupported sample type").
     RuntimeError
         Tensors of different shapes (from ``torch.stack``).
     """
@@ -94,8 +94,8 @@ def fits_collate_fn(batch: list) -> Any:
     if isinstance(first, tuple) and len(first) == 2 and torch.is_tensor(first[1]):
         payloads = fits_collate_fn([item[0] for item in batch])
         return payloads, torch.stack([item[1] for item in batch])
-    raise TypeError(f"fits_collate_fn cannot collate {type(first).__name__} items; pass a custom "
-                    "collate_fn")
+    raise TypeError(f"Unsupported sample type {type(first).__name__} for fits_collate_fn; pass a "
+                    "custom collate_fn")
 
 
 def _to_device(obj: Any, device: str) -> Any:
