@@ -1100,7 +1100,8 @@ def update_rows(path: Any, rows: Mapping[str, Any], row_slice: Any, hdu: Any = 1
     """Overwrite rows ``[start, stop)`` (0-based) with ``rows`` (physical values).
 
     ``row_slice`` is a slice or ``(start, stop)`` inside the table (never extends it). ``mmap``
-    True forces the in-place mapped writer; ``"auto"`` falls back to a buffered rewrite.
+    True forces the in-place mapped writer (a variable-length-array column raises ValueError,
+    as in 1.x); ``"auto"`` falls back to a buffered rewrite.
     """
     return _edit().update_rows(path, rows, row_slice, hdu=hdu, mmap=mmap)
 
