@@ -13,7 +13,7 @@ from ..fits.paths import fspath
 from ..tables.scan import Scanner, scan, tensor_null_columns
 from .images import _check_hdu, _companions, _hdu_list, _labels_from, resolve_paths
 from .loader import finish_batch
-from .readers import batch_images, to_tensor_batch, validity_mask
+from .readers import batch_images, image_reader, to_tensor_batch, validity_mask
 from .sources import index_of, storage_options_arg, suffix_targets, table_source
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
@@ -134,10 +134,29 @@ class _SpectrumPayloads:
         return out
 
     def _pixels(self, path: str, hdu: Any) -> torch.Tensor:
+        if self.row is not None:
+            return self._image_row(path, hdu)
         # The batch decoder on one file (a plain primary image is one pread, no `Image`).
         arr = batch_images([path], hdu, self.storage_options)
         assert arr is not None  # one file cannot disagree with itself
         return to_tensor_batch(arr, None, self.device)[0]
+
+    def _image_row(self, path: str, hdu: Any) -> torch.Tensor:
+        """Row ``self.row`` of a 2-D image HDU (one spectrum per row, the DESI layout: only that
+        row is read); a 1-D image (a shared wavelength grid) whole."""
+        img = image_reader(path, hdu, self.storage_options)
+        shape = tuple(img.shape)
+        if len(shape) == 1:
+            arr = img[:]
+        elif len(shape) == 2:
+            if self.row >= shape[0]:
+                raise IndexError(f"{path}: HDU {hdu!r} has {shape[0]} spectra (rows), row={self.row} "
+                                 "is past the end")
+            arr = img[self.row]
+        else:
+            raise ValueError(f"{path}: HDU {hdu!r} has shape {shape}; row= picks one row of a 2-D "
+                             "image (one spectrum per row) or of a table column")
+        return torch.from_numpy(np.array(arr, order="C")).to(self.device)
 
     def _arm_name(self, path: str, k: int) -> str:
         entry = index_of(path, self.storage_options).resolve(self.hdus[k])
@@ -167,7 +186,7 @@ class _SpectrumPayloads:
         the files take the per-item path: table HDUs, several arms, parts whose shapes differ
         between files or from the flux."""
         parts = self._image_parts()
-        if parts is None or not paths or any(p in self._targets for p in paths):
+        if parts is None or self.row is not None or not paths or any(p in self._targets for p in paths):
             return None  # suffixed paths (each its own HDU) go item by item
         out: dict[str, torch.Tensor] = {}
         for key, hdu in parts.items():
@@ -217,7 +236,9 @@ class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
     Several arms (``hdu=[...]``): ``layout="dict"`` gives ``{arm_name: {...}}``, ``"stack"``
     stacks the arms (``flux`` of shape ``(C, nwave)``; equal lengths required), ``"concat"``
     concatenates them. Table HDUs take ``column``/``ivar_column``/``mask_column``/
-    ``wavelength_column``; ``row`` (0-based) picks one row of a vector column. fsspec URLs in
+    ``wavelength_column``; ``row`` (0-based) picks one row of a vector column, and of 2-D image
+    HDUs (one spectrum per row, with IVAR/MASK companions of the same shape: the DESI layout;
+    a 1-D wavelength HDU is taken whole). fsspec URLs in
     ``paths`` read through the remote byte sources with ``storage_options`` (the dataset
     pickles as its URLs and options; each DataLoader worker opens its own connections).
     """
