@@ -18,7 +18,7 @@ from ..fits.paths import fspath, hdu_suffix
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
 from .loader import finish_batch
 from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
-from .sources import index_of, storage_options_arg, suffix_targets
+from .sources import index_of, storage_options_arg, with_cache_dir, suffix_targets
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
@@ -112,6 +112,7 @@ class _ImagePayloads:
         if cache_dir is not None:
             cache_dir = fspath(cache_dir)
         self.cache_dir = cache_dir
+        self.storage_options = with_cache_dir(self.storage_options, self.cache_dir)
         self.mask_is_dq = bool(mask_is_dq)
         self.bad_bits = bad_bits
         torch_dtype(dtype)  # a bad dtype fails here, not in a worker

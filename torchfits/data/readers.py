@@ -26,6 +26,7 @@ from ..fits.hdu_index import HduIndex, get_index
 from ..fits.paths import is_url
 from ..fits.source import ByteSource, faults_seen, stat_key
 from ..image.plain import Image, plan_image
+from .remote import local_copy
 
 __all__ = ["image_reader", "cutout_reader", "batch_cutouts", "batch_images", "to_tensor_batch",
            "read_pixels",
@@ -81,6 +82,9 @@ def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) ->
     shared HDU index cache and its file map. URLs (with ``storage_options``) go through the
     remote byte sources: ranged reads, the index revalidated like ``torchfits.read`` does."""
     if is_remote(path):
+        copy = local_copy(path, storage_options)  # a whole-file copy made by a prefetch
+        if copy is not None:
+            return image_reader(copy, hdu)
         key: tuple = (os.getpid(), path, hdu, _options_key(storage_options))
         index = get_index(path, storage_options)
         with _lock:

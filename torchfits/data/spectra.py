@@ -14,7 +14,7 @@ from ..tables.scan import Scanner, scan, tensor_null_columns
 from .images import _check_hdu, _companions, _hdu_list, _labels_from, resolve_paths
 from .loader import finish_batch
 from .readers import batch_images, image_reader, to_tensor_batch, validity_mask
-from .sources import index_of, storage_options_arg, suffix_targets, table_source
+from .sources import index_of, storage_options_arg, with_cache_dir, suffix_targets, table_source
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["FitsSpectrumDataset", "FitsSpectrumIterableDataset"]
@@ -52,6 +52,7 @@ class _SpectrumPayloads:
         self.device = validate_device(device)
         self.mmap = mmap
         self.cache_dir = None if cache_dir is None else fspath(cache_dir)
+        self.storage_options = with_cache_dir(self.storage_options, self.cache_dir)
         self.mask_is_dq, self.bad_bits = bool(mask_is_dq), bad_bits
         # The null rule of the native torch routes (docs/training.md, "Nulls"), on table parts.
         self.null_value, self.masks = null_value, bool(masks)
