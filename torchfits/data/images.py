@@ -239,7 +239,8 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
     add_channel_dim : bool
         Prepend ``C=1`` to 2-D flux and companions.
     cache_dir : str, optional
-        Accepted for compatibility (remote prefetch; local files are read in place).
+        Where the dataset's URLs are cached: whole-file copies (`make_loader` prefetches them)
+        and block mirrors; default the remote cache root. Local files are read in place.
     mask_is_dq : bool
         Decode masks as data-quality bitfields (0 = good).
     bad_bits : int or sequence of int, optional
