@@ -105,6 +105,8 @@ def _submit(url: str, target: str, storage_options: Optional[dict], *, wait: boo
     """The download of ``url`` to ``target``: the one in flight, else a new one (run here when
     the caller waits, so a full pool never delays it; else on the prefetch pool)."""
     with _lock:
+        if _pool_pid and _pool_pid != os.getpid():
+            _in_flight.clear()  # a forked child: the parent's downloads never finish here
         running = _in_flight.get(target)
         if running is not None:
             return running
