@@ -145,15 +145,17 @@ class _SpectrumPayloads:
     def _image_row(self, path: str, hdu: Any) -> torch.Tensor:
         """Row ``self.row`` of a 2-D image HDU (one spectrum per row, the DESI layout: only that
         row is read); a 1-D image (a shared wavelength grid) whole."""
+        row = self.row
+        assert row is not None  # only called with row=
         img = image_reader(path, hdu, self.storage_options)
         shape = tuple(img.shape)
         if len(shape) == 1:
             arr = img[:]
         elif len(shape) == 2:
-            if self.row >= shape[0]:
-                raise IndexError(f"{path}: HDU {hdu!r} has {shape[0]} spectra (rows), row={self.row} "
+            if row >= shape[0]:
+                raise IndexError(f"{path}: HDU {hdu!r} has {shape[0]} spectra (rows), row={row} "
                                  "is past the end")
-            arr = img[self.row]
+            arr = img[row]
         else:
             raise ValueError(f"{path}: HDU {hdu!r} has shape {shape}; row= picks one row of a 2-D "
                              "image (one spectrum per row) or of a table column")
