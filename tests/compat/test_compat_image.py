@@ -308,7 +308,7 @@ def test_read_tensor_hdu_validation(img, tmp_path):
     for bad in (None, 1.0):
         with pytest.raises(ValueError, match="hdu must be an integer or string"):
             torchfits.read_tensor(img, bad)
-    with pytest.raises(ValueError, match="hdu must be a non-negative integer"):
+    with pytest.raises(ValueError, match="HDU index must be a non-negative integer"):
         torchfits.read_tensor(img, -1)
     with pytest.raises(RuntimeError, match="Could not read image parameters"):
         torchfits.read_tensor(img, 3)

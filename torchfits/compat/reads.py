@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from .._kernels import _image
-from ..fits.hdu_index import get_index
+from ..fits.hdu_index import check_hdu_arg, get_index
 from ..fits.paths import FitsPath, display_name, fspath, parse_path, with_storage_options
 from ..fits.section_header import section_header
 from ..fits.sources.base import faults_seen
@@ -149,13 +149,18 @@ def _read_into(out: Any, fill: Callable[[np.ndarray], Any]) -> Any:
     return out
 
 
+def _check_path_list(paths: Any) -> None:
+    """Every item of a path list is a path (str or PathLike), checked before any file is opened."""
+    if not all(isinstance(p, (str, os.PathLike)) for p in paths):
+        raise ValueError("Path must be a string or list of strings")
+
+
 def _validate_hdu_arg(hdu: Any) -> None:
     if isinstance(hdu, str) and hdu.lower() == "auto":
         raise ValueError("hdu must be a non-negative integer or an EXTNAME; use read() for hdu='auto'")
     if hdu is None or isinstance(hdu, float):
         raise ValueError("hdu must be an integer or string")
-    if isinstance(hdu, int) and hdu < 0:
-        raise ValueError("hdu must be a non-negative integer")
+    check_hdu_arg(hdu)
 
 
 def _name_error(exc: HDUNotFoundError, hdu: Any) -> HDUNotFoundError:
@@ -221,9 +226,11 @@ def read(path: Union[InputArg, Sequence[InputArg]], hdu: Union[HduArg, None, Seq
         raise ValueError("table options (columns, start_row, num_rows) cannot be used with mode='image'")
     device = validate_device(device)
     check_mmap(mmap)
+    check_hdu_arg(hdu)
     if isinstance(path, (list, tuple)):
         if isinstance(hdu, (list, tuple)):
             raise ValueError("Batch read requires a single integer HDU")
+        _check_path_list(path)
         return [read(p, hdu, device, mmap, mode, None, return_header, dtype=dtype, **kwargs)
                 for p in path]
     if isinstance(path, str) and not path:
@@ -264,6 +271,7 @@ def read_hdus(path: Any, hdus: Any, *, device: Any = "cpu", mmap: Any = True,
     """Read several image HDUs of one file: ``list[Tensor]`` (and ``list[Header]``)."""
     if not isinstance(hdus, (list, tuple)) or not hdus:
         raise ValueError("hdus must be a non-empty list/tuple of HDU indices or EXTNAMEs")
+    check_hdu_arg(hdus)
     tensors, headers = [], []
     for h in hdus:
         t, hdr = read_tensor(path, h, device=device, mmap=mmap, return_header=True)
@@ -276,6 +284,8 @@ def read_batch(file_paths: Any, hdu: Any = 0, device: Any = "cpu", *, strict: bo
     """One tensor per path, in order; a failing path raises (never a shorter list)."""
     validate_device(device)
     paths = list(file_paths)
+    _check_path_list(paths)
+    check_hdu_arg(hdu)
     out = []
     for i, p in enumerate(paths):
         try:
@@ -321,6 +331,7 @@ class SubsetReader(_image.CutoutReader):
     def __init__(self, path: Any, hdu: Any = 0, device: Any = "cpu", *,
                  storage_options: Optional[dict] = None) -> None:
         self._device = validate_device(device)
+        check_hdu_arg(hdu)
         fp = parse_path(with_storage_options(path, storage_options))
         index = get_index(fp.path)
         try:

@@ -25,7 +25,7 @@ import numpy as np
 from ..query import expr as _expr
 from ..query.names import resolve_columns
 from ..fits.paths import with_storage_options
-from ..fits.hdu_index import get_index
+from ..fits.hdu_index import check_hdu_arg, get_index
 from ..tables.scan import Scanner
 from ..tables.source import TableSource
 from ..tables.decode import decode_table_numpy
@@ -116,6 +116,7 @@ def check_table_hdu(hdu: Any, func: str) -> None:
         raise ValueError(
             f"{func} needs an explicit table HDU (an index or an EXTNAME), not {hdu!r}"
         )
+    check_hdu_arg(hdu)
 
 
 def columns_arg(columns: Any) -> Optional[list]:
@@ -728,7 +729,8 @@ def update_rows(path: Any, rows: Mapping[str, Any], row_slice: Any, hdu: Any = 1
     """Overwrite rows ``[start, stop)`` (0-based) with ``rows`` (physical values).
 
     ``row_slice`` is a slice or ``(start, stop)`` inside the table (never extends it). ``mmap``
-    True forces the in-place mapped writer; ``"auto"`` falls back to a buffered rewrite.
+    True forces the in-place mapped writer (a variable-length-array column raises ValueError,
+    as in 1.x); ``"auto"`` falls back to a buffered rewrite.
     """
     return _edit().update_rows(path, rows, row_slice, hdu=hdu, mmap=mmap)
 

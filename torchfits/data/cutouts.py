@@ -170,6 +170,8 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         The fill of ``edge="pad"``: NaN for floating results and 0 for integer ones by default.
     """
 
+    _whole_file_prefetch = False  # make_loader leaves its URLs to ranged reads
+
     def __init__(self, cutouts: Any, transform: Optional[Callable] = None, device: Any = "cpu",
                  add_channel_dim: bool = True, *, dtype: Any = None,
                  scale_on_device: bool = False, storage_options: Optional[dict] = None,
@@ -293,6 +295,8 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
     default, or ``edge="pad"``: flux filled with ``pad_value`` (NaN/0), ivar with 0 and the
     validity mask False outside the image.
     """
+
+    _whole_file_prefetch = False  # make_loader leaves its URLs to ranged reads
 
     def __init__(self, paths: Any, cutouts_per_file: int = 100, cutout_size: Any = 128,
                  hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None, *,

@@ -18,7 +18,7 @@ from ..fits.paths import fspath, hdu_suffix
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
 from .loader import finish_batch
 from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
-from .sources import index_of, storage_options_arg, suffix_targets
+from .sources import index_of, storage_options_arg, with_cache_dir, suffix_targets
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
@@ -67,7 +67,7 @@ def _check_hdu(hdu: Any) -> None:
     if isinstance(hdu, bool) or not isinstance(hdu, (int, str)):
         raise ValueError(f"hdu must be an integer index or an EXTNAME, not {hdu!r}")
     if isinstance(hdu, int) and hdu < 0:
-        raise ValueError(f"hdu must be a non-negative integer, got {hdu}")
+        raise ValueError(f"HDU index must be a non-negative integer, got {hdu}")
 
 
 def _companions(spec: Any, n_flux: int, what: str) -> Optional[list[Any]]:
@@ -112,6 +112,7 @@ class _ImagePayloads:
         if cache_dir is not None:
             cache_dir = fspath(cache_dir)
         self.cache_dir = cache_dir
+        self.storage_options = with_cache_dir(self.storage_options, self.cache_dir)
         self.mask_is_dq = bool(mask_is_dq)
         self.bad_bits = bad_bits
         torch_dtype(dtype)  # a bad dtype fails here, not in a worker
@@ -238,7 +239,8 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
     add_channel_dim : bool
         Prepend ``C=1`` to 2-D flux and companions.
     cache_dir : str, optional
-        Accepted for compatibility (remote prefetch; local files are read in place).
+        Where the dataset's URLs are cached: whole-file copies (`make_loader` prefetches them)
+        and block mirrors; default the remote cache root. Local files are read in place.
     mask_is_dq : bool
         Decode masks as data-quality bitfields (0 = good).
     bad_bits : int or sequence of int, optional

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import torch
 
 from .._torch_adapter import validate_device
+from .remote import is_http_url, prefetch_urls
 
 __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch"]
 
@@ -63,8 +64,8 @@ def _stack_values(values: list, name: str) -> Any:
         return {k: _stack_values([v[k] for v in values], f"{name}.{k}") for k in first}
     if not all(torch.is_tensor(v) for v in values):
         bad = next(type(v).__name__ for v in values if not torch.is_tensor(v))
-        raise ValueError(f"column {name!r} holds {bad} values, which fits_collate_fn cannot stack; "
-                         "pass a custom collate_fn to the DataLoader")
+        raise ValueError(f"non-tensor column {name!r} (holds {bad} values) cannot be stacked by "
+                         "fits_collate_fn; pass a custom collate_fn to the DataLoader")
     return torch.stack(values)
 
 
@@ -76,9 +77,9 @@ def fits_collate_fn(batch: list) -> Any:
     Raises
     ------
     ValueError
-        A dict value that is not a tensor (the message names the column).
+        A dict value that is not a tensor ("non-tensor column", naming it).
     TypeError
-        Items of another kind.
+        Items of another kind ("Unsupported sample type").
     RuntimeError
         Tensors of different shapes (from ``torch.stack``).
     """
@@ -94,8 +95,8 @@ def fits_collate_fn(batch: list) -> Any:
     if isinstance(first, tuple) and len(first) == 2 and torch.is_tensor(first[1]):
         payloads = fits_collate_fn([item[0] for item in batch])
         return payloads, torch.stack([item[1] for item in batch])
-    raise TypeError(f"fits_collate_fn cannot collate {type(first).__name__} items; pass a custom "
-                    "collate_fn")
+    raise TypeError(f"Unsupported sample type {type(first).__name__} for fits_collate_fn; pass a "
+                    "custom collate_fn")
 
 
 def _to_device(obj: Any, device: str) -> Any:
@@ -127,6 +128,18 @@ class FitsDataLoader(torch.utils.data.DataLoader):
         return (_to_device(batch, self.target_device) for batch in it)
 
 
+def _prefetch(dataset: Any) -> None:
+    """Start whole-file downloads of a dataset's http(s) URLs (not for cutout datasets)."""
+    files = getattr(dataset, "files", None)
+    if not files or not getattr(dataset, "_whole_file_prefetch", True):
+        return
+    urls = [f for f in files if is_http_url(f)]
+    if urls:
+        options = getattr(dataset, "storage_options", None)
+        prefetch_urls(urls, (options or {}).get("cache_dir") or getattr(dataset, "cache_dir", None),
+                      storage_options=options)
+
+
 def make_loader(dataset: Any, batch_size: Optional[int] = 32, shuffle: Optional[bool] = None,
                 num_workers: int = 0, pin_memory: bool = False, prefetch_factor: Optional[int] = 2,
                 drop_last: bool = False, *, optimize_cache: bool = True,
@@ -144,8 +157,12 @@ def make_loader(dataset: Any, batch_size: Optional[int] = 32, shuffle: Optional[
     num_workers, pin_memory, prefetch_factor, drop_last
         As in ``DataLoader``; ``prefetch_factor`` is dropped when ``num_workers == 0``.
     optimize_cache, avg_file_size_mb
-        Accepted for compatibility: local files need no prefetch (the HDU index cache
-        already holds every opened file's layout).
+        ``optimize_cache`` (default True) starts background whole-file downloads of the
+        dataset's ``http(s)`` URLs into its cache (`torchfits.data.remote.prefetch_urls`; the
+        dataset's ``cache_dir``, else the remote cache root), as 1.x did; items read from a
+        copy once it is complete and by ranged reads until then. Cutout datasets keep ranged
+        reads (a cutout needs a few rows of a large file). Local files need nothing;
+        ``avg_file_size_mb`` is accepted and unused.
     device : str, optional
         Move every batch there. For CUDA (when available) host batches are pinned and copied
         with ``non_blocking=True``; pair it with ``scale_on_device=True`` datasets to decode on
@@ -161,6 +178,8 @@ def make_loader(dataset: Any, batch_size: Optional[int] = 32, shuffle: Optional[
         kwargs.setdefault("collate_fn", fits_collate_fn)
     if num_workers > 0 and prefetch_factor is not None:
         kwargs["prefetch_factor"] = prefetch_factor
+    if optimize_cache:
+        _prefetch(dataset)
     target = None
     if device is not None:
         target = validate_device(device)

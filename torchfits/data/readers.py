@@ -30,6 +30,7 @@ from ..fits.sources.base import faults_seen
 from ..fits.sources.local import stat_key
 from ..fits.sources.resolve import per_process
 from ..image.plain import Image
+from .remote import local_copy
 
 __all__ = ["image_reader", "cutout_reader", "batch_cutouts", "batch_images", "to_tensor_batch",
            "read_pixels",
@@ -61,6 +62,9 @@ def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) ->
     shared HDU index cache and its file map. URLs (with ``storage_options``) go through the
     remote byte sources: ranged reads, the index revalidated like ``torchfits.read`` does."""
     if is_remote(path):
+        copy = local_copy(path, storage_options)  # a whole-file copy made by a prefetch
+        if copy is not None:
+            return image_reader(copy, hdu)
         key: tuple = (path, hdu, _options_key(storage_options))
         index = get_index(path, storage_options)
         with _lock:

@@ -7,8 +7,9 @@ from typing import Any, Optional
 from ..fits.hdu_index import HduIndex, get_index, suffix_hdu
 from ..fits.paths import hdu_suffix, with_storage_options
 from .readers import is_remote
+from .remote import local_copy
 
-__all__ = ["storage_options_arg", "table_source", "index_of", "suffix_file", "suffix_targets"]
+__all__ = ["storage_options_arg", "with_cache_dir", "table_source", "index_of", "suffix_file", "suffix_targets"]
 
 
 def storage_options_arg(storage_options: Any) -> Optional[dict]:
@@ -18,9 +19,20 @@ def storage_options_arg(storage_options: Any) -> Optional[dict]:
     return dict(storage_options) if storage_options else None
 
 
+def with_cache_dir(storage_options: Optional[dict], cache_dir: Optional[str]) -> Optional[dict]:
+    """A dataset's storage options with its ``cache_dir`` (1.x's remote prefetch directory) as
+    the remote cache of its URLs: whole-file copies and block mirrors go there."""
+    if cache_dir is None or (storage_options and "cache_dir" in storage_options):
+        return storage_options
+    return {**(storage_options or {}), "cache_dir": cache_dir}
+
+
 def table_source(path: str, storage_options: Optional[dict]) -> Any:
     """What `scan` and ``TableSource.open`` take for ``path``: a URL bound to its storage
     options, a local path as it is."""
+    copy = local_copy(path, storage_options)  # a whole-file copy made by a prefetch
+    if copy is not None:
+        return copy
     if storage_options and is_remote(path):
         return with_storage_options(path, storage_options)
     return path
@@ -29,6 +41,9 @@ def table_source(path: str, storage_options: Optional[dict]) -> Any:
 def index_of(path: str, storage_options: Optional[dict]) -> HduIndex:
     """The HDU index of a file or URL in this process (URLs through the remote byte sources
     with ``storage_options``)."""
+    copy = local_copy(path, storage_options)
+    if copy is not None:
+        return get_index(copy)
     return get_index(path, storage_options) if is_remote(path) else get_index(path)
 
 

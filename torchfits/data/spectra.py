@@ -13,8 +13,8 @@ from ..fits.paths import fspath
 from ..tables.scan import Scanner, scan, tensor_null_columns
 from .images import _check_hdu, _companions, _hdu_list, _labels_from, resolve_paths
 from .loader import finish_batch
-from .readers import batch_images, to_tensor_batch, validity_mask
-from .sources import index_of, storage_options_arg, suffix_targets, table_source
+from .readers import batch_images, image_reader, to_tensor_batch, validity_mask
+from .sources import index_of, storage_options_arg, with_cache_dir, suffix_targets, table_source
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
 
 __all__ = ["FitsSpectrumDataset", "FitsSpectrumIterableDataset"]
@@ -52,6 +52,7 @@ class _SpectrumPayloads:
         self.device = validate_device(device)
         self.mmap = mmap
         self.cache_dir = None if cache_dir is None else fspath(cache_dir)
+        self.storage_options = with_cache_dir(self.storage_options, self.cache_dir)
         self.mask_is_dq, self.bad_bits = bool(mask_is_dq), bad_bits
         # The null rule of the native torch routes (docs/training.md, "Nulls"), on table parts.
         self.null_value, self.masks = null_value, bool(masks)
@@ -134,10 +135,31 @@ class _SpectrumPayloads:
         return out
 
     def _pixels(self, path: str, hdu: Any) -> torch.Tensor:
+        if self.row is not None:
+            return self._image_row(path, hdu)
         # The batch decoder on one file (a plain primary image is one pread, no `Image`).
         arr = batch_images([path], hdu, self.storage_options)
         assert arr is not None  # one file cannot disagree with itself
         return to_tensor_batch(arr, None, self.device)[0]
+
+    def _image_row(self, path: str, hdu: Any) -> torch.Tensor:
+        """Row ``self.row`` of a 2-D image HDU (one spectrum per row, the DESI layout: only that
+        row is read); a 1-D image (a shared wavelength grid) whole."""
+        row = self.row
+        assert row is not None  # only called with row=
+        img = image_reader(path, hdu, self.storage_options)
+        shape = tuple(img.shape)
+        if len(shape) == 1:
+            arr = img[:]
+        elif len(shape) == 2:
+            if row >= shape[0]:
+                raise IndexError(f"{path}: HDU {hdu!r} has {shape[0]} spectra (rows), row={row} "
+                                 "is past the end")
+            arr = img[row]
+        else:
+            raise ValueError(f"{path}: HDU {hdu!r} has shape {shape}; row= picks one row of a 2-D "
+                             "image (one spectrum per row) or of a table column")
+        return torch.from_numpy(np.array(arr, order="C")).to(self.device)
 
     def _arm_name(self, path: str, k: int) -> str:
         entry = index_of(path, self.storage_options).resolve(self.hdus[k])
@@ -167,7 +189,7 @@ class _SpectrumPayloads:
         the files take the per-item path: table HDUs, several arms, parts whose shapes differ
         between files or from the flux."""
         parts = self._image_parts()
-        if parts is None or not paths or any(p in self._targets for p in paths):
+        if parts is None or self.row is not None or not paths or any(p in self._targets for p in paths):
             return None  # suffixed paths (each its own HDU) go item by item
         out: dict[str, torch.Tensor] = {}
         for key, hdu in parts.items():
@@ -217,7 +239,9 @@ class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
     Several arms (``hdu=[...]``): ``layout="dict"`` gives ``{arm_name: {...}}``, ``"stack"``
     stacks the arms (``flux`` of shape ``(C, nwave)``; equal lengths required), ``"concat"``
     concatenates them. Table HDUs take ``column``/``ivar_column``/``mask_column``/
-    ``wavelength_column``; ``row`` (0-based) picks one row of a vector column. fsspec URLs in
+    ``wavelength_column``; ``row`` (0-based) picks one row of a vector column, and of 2-D image
+    HDUs (one spectrum per row, with IVAR/MASK companions of the same shape: the DESI layout;
+    a 1-D wavelength HDU is taken whole). fsspec URLs in
     ``paths`` read through the remote byte sources with ``storage_options`` (the dataset
     pickles as its URLs and options; each DataLoader worker opens its own connections).
     """

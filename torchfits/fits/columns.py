@@ -425,8 +425,8 @@ def conversion(spec: ColumnSpec, mapping: MappingName = "native") -> Conversion:
             if mapping == "native":
                 # Up to 9 digits always fit int32; wider fields may not.
                 return Conversion("ascii_int", np.dtype("i4" if spec.width <= 9 else "i8"))
-            if mapping == "torch":
-                return Conversion("ascii_int", np.dtype("i8" if spec.width > 9 else "i4"))
+            # The 1.x mappings (Arrow and tensor) read every Iw as int32, as CFITSIO's TLONG
+            # does; a value that does not fit is refused (CFITSIO: NUM_OVERFLOW), never wrapped.
             return Conversion("ascii_int", np.dtype("i4"))
         if code == "E" and mapping == "compat":
             return Conversion("ascii_float", np.dtype("f4"))

@@ -35,7 +35,10 @@ from .sources import ByteSource, open_source
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .columns import ColumnSpec
 
-__all__ = ["HduEntry", "HduIndex", "get_index", "suffix_hdu", "cache_stats", "clear_index_cache"]
+__all__ = ["HduEntry", "HduIndex", "get_index", "suffix_hdu", "cache_stats", "clear_index_cache",
+           "check_hdu_arg", "NEGATIVE_HDU"]
+
+NEGATIVE_HDU = "HDU index must be a non-negative integer"  # the 1.x wording
 
 _MAX_BYTES = 1 << 62  # beyond this a NAXIS product cannot describe a real file
 KIND_PRIMARY = "primary"
@@ -432,7 +435,7 @@ class HduIndex:
             raise TypeError(f"hdu must be an integer, a string or an (EXTNAME, EXTVER) pair, "
                             f"not {type(hdu).__name__}") from None
         if index < 0:
-            raise ValueError(f"hdu must be a non-negative integer, got {index}")
+            raise ValueError(f"{NEGATIVE_HDU}, got {index}")
         if index >= len(self.entries):
             if self.tail_error:
                 raise self.tail_exception(self.tail_error)
@@ -578,6 +581,14 @@ _cache: "OrderedDict[str, HduIndex]" = OrderedDict()  # by the source's cache_ke
 _stats = {"hits": 0, "misses": 0}
 # Sources whose index `invalidate` or `clear_index_cache` dropped: the next call opens them anew.
 _dropped: "weakref.WeakSet[ByteSource]" = weakref.WeakSet()
+
+
+def check_hdu_arg(hdu: Any) -> None:
+    """Refuse a negative HDU index (each one of a list too) before any file is opened, with the
+    1.x wording; other selectors are left to `HduIndex.resolve`."""
+    for h in hdu if isinstance(hdu, (list, tuple)) else (hdu,):
+        if not isinstance(h, (bool, str)) and hasattr(h, "__index__") and h.__index__() < 0:
+            raise ValueError(f"{NEGATIVE_HDU}, got {h.__index__()}")
 
 
 def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:

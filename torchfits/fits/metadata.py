@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, get_index
+from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, check_hdu_arg, get_index
 from .aliases import HduArg, PathArg
 from .paths import parse_path, with_storage_options
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError, HDUTypeError, KeywordNotFoundError
@@ -34,6 +34,7 @@ KIND_GROUPS = "groups"  # HduInfo.kind of a random-groups primary
 
 def _locate(path: Any, hdu: Any, *, allow_auto: bool = False,
             storage_options: Optional[dict[str, Any]] = None) -> tuple[Any, HduEntry]:
+    check_hdu_arg(hdu)
     fp = parse_path(with_storage_options(path, storage_options))
     index = get_index(fp.path)
     if fp.hdu is not None and hdu in (0, None, "auto"):

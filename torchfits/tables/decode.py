@@ -231,7 +231,7 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
     Repeat-1 columns are ``(N,)``, vectors ``(N, r)`` (TDIM not applied), character columns
     ``uint8 (N, w)`` byte matrices with their padding, complex columns complex64/complex128,
     variable-length columns a list of 1-D arrays; TNULL is not applied. Arguments as in
-    `decode_table`; ASCII-table specs are accepted too (numbers as int32/int64/float64, an
+    `decode_table`; ASCII-table specs are accepted too (numbers as int32 or float64, an
     undefined field as 0 or NaN).
 
     Returns

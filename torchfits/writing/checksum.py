@@ -13,7 +13,7 @@ import numpy as np
 
 from .._kernels import _checksum
 from .atomic import atomic_output, require_file
-from ..fits.hdu_index import HduEntry, get_index
+from ..fits.hdu_index import NEGATIVE_HDU, HduEntry, get_index
 from ..errors import FitsError, FitsFileNotFoundError
 from ..fits.header import format_card
 from ..fits.layout import CARD, finish_raw_header, padded as padded_size
@@ -142,7 +142,7 @@ def _check_hdu_arg(hdu: Any) -> int:
     if isinstance(hdu, bool) or not isinstance(hdu, (int, np.integer)):
         raise TypeError(f"hdu must be an integer, not {type(hdu).__name__}")
     if hdu < 0:
-        raise ValueError(f"hdu must be a non-negative integer, got {hdu}")
+        raise ValueError(f"{NEGATIVE_HDU}, got {hdu}")
     return int(hdu)
 
 

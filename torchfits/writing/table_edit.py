@@ -503,6 +503,10 @@ def update_rows(path: Any, rows: Mapping[str, Any], row_slice: Any, hdu: Any = 1
     forced = mmap is True or mmap == "mmap"
     targets = {t.find(str(k)): v for k, v in rows.items()}
     if forced:
+        vla = [t.columns[i].spec.name for i in targets if t.columns[i].spec.is_vla]
+        if vla:  # the 1.x wording; mmap="auto" rewrites the file instead
+            raise ValueError(f"mmap table updates do not support variable-length-array columns: {vla}; "
+                             "pass mmap='auto' to rewrite the file")
         scaled = [t.columns[i].spec.name for i in targets
                   if (t.columns[i].spec.tscal, t.columns[i].spec.tzero) != (1.0, 0.0)
                   and t.columns[i].spec.tzero != _UNSIGNED_TZERO.get(t.columns[i].spec.code)]

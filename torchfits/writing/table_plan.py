@@ -355,6 +355,16 @@ def _broadcast_mask(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
     return mask.reshape(mask.shape + (1,) * (values.ndim - mask.ndim)) & np.ones(values.shape, bool)
 
 
+def _pad_with_spaces(cells: np.ndarray) -> None:
+    """Fill each fixed-width string cell after its end (the first NUL) with spaces, in place, as
+    CFITSIO writes short strings (readers strip trailing spaces; the standard calls them
+    insignificant)."""
+    if not cells.size or not cells.dtype.itemsize:
+        return
+    raw = cells.view(np.uint8).reshape(cells.size, cells.dtype.itemsize)
+    raw[np.logical_or.accumulate(raw == 0, axis=1)] = 0x20
+
+
 def _strings(plan: ColumnPlan, values: np.ndarray) -> np.ndarray:
     width = plan.repeat
     if values.dtype.itemsize > (plan.string_width or width):
@@ -364,7 +374,9 @@ def _strings(plan: ColumnPlan, values: np.ndarray) -> np.ndarray:
                              f"{plan.string_width or width}-byte field")
     # the strings per cell spelled out: reshape(n, -1) cannot infer it when there are no rows
     per_cell = math.prod(values.shape[1:])
-    flat = values.reshape(len(values), per_cell).astype(f"S{plan.string_width or width}", copy=False)
+    flat = values.reshape(len(values), per_cell).astype(f"S{plan.string_width or width}")
+    if per_cell == 1:  # strings of a TDIM array keep NUL ends: astropy strips only those there
+        _pad_with_spaces(flat)
     return flat.view(f"S{width}").reshape(len(values)) if flat.shape[1] > 1 else flat.reshape(len(values))
 
 

@@ -26,7 +26,7 @@ from .memory import BytesSource
 from .mirror import MirroredSource
 from .base import ByteSource
 
-__all__ = ["RemoteSource", "open_remote", "check_url", "normalize_url",
+__all__ = ["RemoteSource", "open_remote", "check_url", "normalize_url", "redacted_url",
            "split_storage_options", "validator_of", "list_remote", "read_small", "write_small",
            "remote_identity", "check_writable", "guarded_filesystem", "fetch_vos", "still_valid",
            "forget_filesystems"]
@@ -85,7 +85,7 @@ def check_url(url: str, allow_private_hosts: bool = False) -> None:
         return
     host = urlsplit(url).hostname or ""
     if not host:
-        raise FitsError(f"URL has no host: {_redact(url)}")
+        raise FitsError(f"URL has no host: {redacted_url(url)}")
     try:
         addrs = [str(ipaddress.ip_address(host))]
     except ValueError:
@@ -98,7 +98,7 @@ def check_url(url: str, allow_private_hosts: bool = False) -> None:
                 "{'allow_private_hosts': True} to read from a local server)")
 
 
-def _redact(url: str) -> str:
+def redacted_url(url: str) -> str:
     """A URL without user:password and query string, for messages."""
     parts = urlsplit(url)
     netloc = parts.hostname or ""
@@ -177,7 +177,7 @@ def _filesystem(url: str, options: dict, allow: bool) -> tuple[Any, str]:
     try:
         import fsspec
     except ImportError:
-        raise ImportError(f"reading {_redact(url)} needs fsspec: pip install 'torchfits[remote]'") from None
+        raise ImportError(f"reading {redacted_url(url)} needs fsspec: pip install 'torchfits[remote]'") from None
     protocol = url.split("://", 1)[0].lower()
     if protocol in _HTTP:
         try:
@@ -232,7 +232,7 @@ class RemoteSource(MirroredSource):
         self.url = url
         self.validator = validator
         self.checked_at = time.monotonic()
-        super().__init__(_redact(url), size, cache_file=cache_file, validator=validator)
+        super().__init__(redacted_url(url), size, cache_file=cache_file, validator=validator)
 
     def _fetch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         fs, p = self._fs, self._fspath
@@ -280,17 +280,17 @@ def open_remote(url: str, storage_options: Optional[dict] = None) -> ByteSource:
     except FileNotFoundError as exc:
         _raise_blocked(exc)
         raise FitsFileNotFoundError(
-            f"Could not open FITS file: {_redact(url)} (FITS file not found)") from None
+            f"Could not open FITS file: {redacted_url(url)} (FITS file not found)") from None
     except OSError as exc:
         _raise_blocked(exc)
-        raise FitsFileNotFoundError(f"Could not open FITS file: {_redact(url)} "
+        raise FitsFileNotFoundError(f"Could not open FITS file: {redacted_url(url)} "
                                     f"({type(exc).__name__})") from None
     size = info.get("size")
     if info.get("type") == "directory":
-        raise FitsFileNotFoundError(f"Could not open FITS file: {_redact(url)} (a directory)")
+        raise FitsFileNotFoundError(f"Could not open FITS file: {redacted_url(url)} (a directory)")
     if size is None:
         # No size from the server: the object can only be read whole.
-        return BytesSource(fs.cat_file(path), _redact(url))
+        return BytesSource(fs.cat_file(path), redacted_url(url))
     validator = validator_of(info)
     cache = ours.get("cache", os.environ.get("TORCHFITS_REMOTE_CACHE_MODE", "blocks"))
     protocol = url.split("://", 1)[0].lower()
@@ -329,7 +329,7 @@ def list_remote(url: str, storage_options: Optional[dict] = None, *, glob: bool 
         hint = (" (an http(s) directory is listed from the HTML index page the server returns "
                 "for it, and this one returned none: pass the files as a list of URLs)"
                 if url.split("://", 1)[0].lower() in _HTTP else "")
-        raise FitsFileNotFoundError(f"no FITS files match {_redact(url)}{hint}")
+        raise FitsFileNotFoundError(f"no FITS files match {redacted_url(url)}{hint}")
     return [fs.unstrip_protocol(p) if "://" not in p else p for p in sorted(found)]
 
 
@@ -360,7 +360,7 @@ def check_writable(url: str) -> None:
     """Refuse a URL no upload can go to (an http(s) server takes none), before any work."""
     scheme = url.split("://", 1)[0].lower()
     if scheme in ("http", "https", "ftp", "ftps"):
-        raise ValueError(f"cannot write to {scheme}:// URLs ({_redact(url)}); write to a file system "
+        raise ValueError(f"cannot write to {scheme}:// URLs ({redacted_url(url)}); write to a file system "
                          "or an object store (s3://, gs://, abfs://, ...)")
 
 
