@@ -20,8 +20,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import generate  # noqa: E402
-from _harness import (BENCH_DIR, Case, DigestStream, array_digest, compare_digest, fmt_ms,  # noqa: E402
-                      log, machine_info, markdown_table, measure_group, run_worker)
+from _harness import (  # noqa: E402
+    BENCH_DIR,
+    Case,
+    DigestStream,
+    array_digest,
+    compare_digest,
+    fmt_ms,
+    log,
+    machine_info,
+    markdown_table,
+    measure_group,
+    run_worker,
+)
 
 SIZE = 4096
 INCUMBENT_PYTHON = BENCH_DIR / ".venv-tf123" / "bin" / "python"

@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import generate  # noqa: E402
-from _harness import Case, REPO_ROOT, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
+from _harness import REPO_ROOT, Case, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
 
 WHERE = "mag_r < 21"
 
@@ -63,9 +63,9 @@ def _astropy_part(path: str) -> object:
 
 
 def _queries(fits_dir: Path, parquet_dir: Path, threads: int | None = None) -> dict:
-    import dask
     import dask.dataframe as dd
 
+    import dask
     import torchfits.dask as tfd
 
     paths = sorted(str(p) for p in fits_dir.glob("*.fits"))
@@ -108,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
                              "pass the core count to see the oversubscribed behaviour)")
     args = parser.parse_args(argv)
 
-    import dask
     import distributed
+
+    import dask
 
     fits_dir, parquet_dir = _make_data(generate.DATA_DIR / f"dask_{args.files}x{args.rows}", args.files, args.rows)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")] if p)

@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import generate  # noqa: E402
-from _harness import Case, REPO_ROOT, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
+from _harness import REPO_ROOT, Case, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
 
 QUERY = "SELECT count(*), avg(mag_g) FROM {t} WHERE mag_r < 16 AND ra BETWEEN 10 AND 100"
 MANY_FILES = 200

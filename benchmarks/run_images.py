@@ -732,8 +732,9 @@ def bench_first_call(path: Path, tf_available: bool, inc: Incumbent, runs: int) 
     """The first ``read_header`` of the last HDU of the many-HDU file in a fresh process, timed
     inside the process: interpreter start-up and ``import torchfits`` stay outside the clock,
     whatever the first call imports or builds is inside."""
-    from astropy.io import fits
     import subprocess
+
+    from astropy.io import fits
 
     with fits.open(path) as hdul:
         last = len(hdul) - 1
@@ -857,7 +858,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   inc, runs)
 
     command = "python benchmarks/run_images.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"## torchfits image/header benchmarks\n")
+    print("## torchfits image/header benchmarks\n")
     print(f"- date: {info['date']}")
     print(f"- machine: {info['cpu']}, {info['cores']} cores, {info['memory']} RAM, {info['os']}")
     print(f"- {info['python']}; " + ", ".join(f"{k} {v}" for k, v in versions.items()))

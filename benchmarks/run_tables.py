@@ -37,7 +37,6 @@ from run_images import (  # noqa: E402
     INC,
     NEW,
     Incumbent,
-    Row,
     Section,
     accepts,
     add_incumbent_rows,

@@ -14,7 +14,7 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def stamps(batch: int, size: int) -> np.ndarray:
     return a
 
 
-def cases(a: np.ndarray, device: str) -> Dict[str, Dict[str, Callable[[], Any]]]:
+def cases(a: np.ndarray, device: str) -> dict[str, dict[str, Callable[[], Any]]]:
     import torch
     from astropy import visualization as viz
     from astropy.stats import mad_std, sigma_clip

@@ -14,11 +14,10 @@ import os
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
 
 
 class FileServer:
-    def __init__(self, root: str, *, honour_range: bool = True, redirect_to: Optional[str] = None,
+    def __init__(self, root: str, *, honour_range: bool = True, redirect_to: str | None = None,
                  listing: bool = False) -> None:
         self.root = root
         self.listing = listing
@@ -35,7 +34,7 @@ class FileServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def _target(self) -> Optional[str]:
+            def _target(self) -> str | None:
                 name = self.path.split("?", 1)[0].lstrip("/")
                 full = os.path.join(server.root, name)
                 return full if os.path.isfile(full) else None
@@ -124,7 +123,7 @@ class FileServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FileServer":
+    def __enter__(self) -> FileServer:
         self._thread.start()
         return self
 

@@ -3,7 +3,8 @@ scaling), then named image extensions (other bands, companions)."""
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -5,7 +5,8 @@ compare with what astropy and fitsio read, bit for bit.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,7 +33,7 @@ def _fitsio():
 # --------------------------------------------------------------------------------------------
 
 def write_astropy(path: os.PathLike | str, columns: Sequence[Any], *, ascii: bool = False,
-                  extra: Optional[dict] = None) -> str:
+                  extra: dict | None = None) -> str:
     """Write ``columns`` (astropy ``Column`` objects) as HDU 1; ``extra`` keywords are then set
     in the header alone, so the stored bytes stay what the columns held (how TSCAL/TNULL reach
     a file whose data were written raw)."""

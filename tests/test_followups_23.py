@@ -3,7 +3,6 @@
 Each test failed on the code before its fix."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np

@@ -9,7 +9,7 @@ import pytest
 from astropy.io import fits
 
 import torchfits
-from torchfits.errors import FitsError, UInt64WriteError
+from torchfits.errors import UInt64WriteError
 
 
 # H8-F: uint64 images stay refused (the 1.x contract, and fitsio cannot read back values of

@@ -9,16 +9,16 @@ import pytest
 fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402
-from torchfits.errors import FitsError, HDUNotFoundError  # noqa: E402
+from torchfits.errors import HDUNotFoundError  # noqa: E402
 
 
-def _image(value: float, ver: int) -> "fits.ImageHDU":
+def _image(value: float, ver: int) -> fits.ImageHDU:
     hdu = fits.ImageHDU(np.arange(20, dtype=np.float32).reshape(4, 5) + value, name="SCI")
     hdu.header["EXTVER"] = ver
     return hdu
 
 
-def _table(values: list, ver: int) -> "fits.BinTableHDU":
+def _table(values: list, ver: int) -> fits.BinTableHDU:
     cols = [fits.Column(name="a", format="J", array=np.array(values, dtype=np.int32)),
             fits.Column(name="flux", format="E", array=np.array(values, dtype=np.float32) / 2)]
     hdu = fits.BinTableHDU.from_columns(cols, name="CAT")
@@ -123,8 +123,13 @@ def test_scan_polars_path_suffix(two_versions):
 
 def test_image_datasets_path_suffix(two_versions):
     torch = pytest.importorskip("torch")
-    from torchfits.data import (FitsCubeDataset, FitsImageDataset, FitsImageIterableDataset,
-                                FitsTensorDataset, make_loader)
+    from torchfits.data import (
+        FitsCubeDataset,
+        FitsImageDataset,
+        FitsImageIterableDataset,
+        FitsTensorDataset,
+        make_loader,
+    )
 
     sci2 = _astropy(two_versions, ("SCI", 2))
     sci1 = _astropy(two_versions, ("SCI", 1))

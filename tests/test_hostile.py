@@ -18,12 +18,11 @@ import pytest
 from _oracles import (
     BLOCK,
     card,
-    header_bytes,
     hdu_offsets,
+    header_bytes,
     image_header_cards,
     pad_block,
     value_card,
-    write_raw,
 )
 
 CHILD = textwrap.dedent(r'''

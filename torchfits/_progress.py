@@ -7,12 +7,12 @@ it never mixes with data written to stdout.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["progress_bar", "wants_progress"]
 
 
-def wants_progress(progress: Optional[bool]) -> bool:
+def wants_progress(progress: bool | None) -> bool:
     """Whether to draw a bar for a ``progress=`` argument."""
     if progress is None:
         return bool(getattr(sys.stderr, "isatty", lambda: False)())
@@ -33,14 +33,14 @@ class _NoBar:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "_NoBar":
+    def __enter__(self) -> _NoBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         pass
 
 
-def progress_bar(*, total: Optional[int], desc: str, enabled: Optional[bool], unit: str = "it") -> Any:
+def progress_bar(*, total: int | None, desc: str, enabled: bool | None, unit: str = "it") -> Any:
     """A tqdm bar (a context manager with ``update(n)``), or a silent stand-in when progress
     is off, not a terminal (``enabled=None``) or tqdm is not installed."""
     if not wants_progress(enabled):

@@ -4,7 +4,8 @@ Conversion goes through ``torch.from_numpy`` (DLPack-equivalent, no copy) on the
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
     return t.detach().numpy()
 
 
-def to_tensor(arr: np.ndarray, device: Any = "cpu", *, half: Optional[str] = None,
+def to_tensor(arr: np.ndarray, device: Any = "cpu", *, half: str | None = None,
               non_blocking: bool = False) -> Any:
     """Wrap ``arr`` as a tensor without copying (copying only read-only or non-native arrays),
     optionally cast to float16/bfloat16, then move it to ``device``."""

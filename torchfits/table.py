@@ -6,10 +6,21 @@ conversions in :mod:`torchfits.compat.interop` (``to_pandas`` is its ``table_to_
 from typing import Any
 
 from .compat import table as _impl
-from .compat.interop import (FITSPolarsFrame, TABLE_EXPORTS, duckdb_query, read_astropy,  # noqa: F401
-                             read_polars, scan_polars, table_to_astropy as to_astropy,
-                             table_to_pandas as to_pandas, table_to_polars as to_polars, to_duckdb,
-                             write_csv, write_ipc, write_parquet)
+from .compat.interop import (  # noqa: F401
+    TABLE_EXPORTS,
+    FITSPolarsFrame,
+    duckdb_query,
+    read_astropy,
+    read_polars,
+    scan_polars,
+    to_duckdb,
+    write_csv,
+    write_ipc,
+    write_parquet,
+)
+from .compat.interop import table_to_astropy as to_astropy
+from .compat.interop import table_to_pandas as to_pandas
+from .compat.interop import table_to_polars as to_polars
 from .compat.table import *  # noqa: F401,F403
 
 __all__ = sorted(_impl.__all__ + TABLE_EXPORTS)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-import warnings
 
 import numpy as np
 import pytest
@@ -12,13 +11,10 @@ import pytest
 import torchfits
 from _oracles import (
     OFFSET_BZERO,
-    assert_matches,
     astropy_data,
     check_matches_oracles,
-    expected_image,
     make_stored,
     result_rule,
-    to_numpy,
     torch_dtype_of,
     write_image,
 )

@@ -13,11 +13,10 @@ pa = pytest.importorskip("pyarrow")
 torch = pytest.importorskip("torch")
 
 import torchfits  # noqa: E402
+from _tablehelpers import write_raw_bintable  # noqa: E402
 from torchfits import table, where  # noqa: E402
 from torchfits.compat.table_hdu import TableHDU  # noqa: E402
 from torchfits.compat.tensor_columns import decode_byte_rows, is_vla, vla_lengths  # noqa: E402
-
-from _tablehelpers import write_raw_bintable  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

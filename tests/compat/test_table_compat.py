@@ -13,9 +13,8 @@ import sys
 import types
 
 import numpy as np
-import pytest
-
 import pyarrow as pa
+import pytest
 
 import torchfits.table as table  # noqa: E402
 from _tablehelpers import write_raw_bintable  # noqa: E402

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 import numpy as np
 import pytest
@@ -323,7 +323,7 @@ def test_where_columns_from_ast_invalid(ast):
 # =============================================================================================
 
 
-def _rows(text: str, data: Dict[str, Any]) -> List[int]:
+def _rows(text: str, data: dict[str, Any]) -> list[int]:
     return np.flatnonzero(where.evaluate_where(P(text), data)).tolist()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,8 +21,8 @@ HERE = Path(__file__).resolve().parent
 
 
 class _Cluster:
-    client: Optional[Any] = None
-    cluster: Optional[Any] = None
+    client: Any | None = None
+    cluster: Any | None = None
 
     @classmethod
     def start(cls) -> Any:

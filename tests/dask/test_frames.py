@@ -22,7 +22,6 @@ import torchfits.dask as tfd  # noqa: E402
 from _daskhelpers import NFILES, NROWS, collect_decode_counter, install_decode_counter  # noqa: E402
 from torchfits.errors import ColumnNotFoundError  # noqa: E402
 
-
 # -- building the graph ---------------------------------------------------------------------------
 
 def test_meta_comes_from_the_schema_without_decoding(catalogs, monkeypatch):

@@ -15,8 +15,15 @@ fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402
 import torchfits.dask as tfd  # noqa: E402
-from _daskhelpers import (NFILES, NROWS, collect_decode_counter, install_decode_counter,  # noqa: E402
-                          remote_options, served, write_images)
+from _daskhelpers import (  # noqa: E402
+    NFILES,
+    NROWS,
+    collect_decode_counter,
+    install_decode_counter,
+    remote_options,
+    served,
+    write_images,
+)
 from torchfits.tables.stats_index import INDEX_NAME  # noqa: E402
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +13,8 @@ torch = pytest.importorskip("torch")
 fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402
+from _oracles import write_image  # noqa: E402
+from _stamps import write_stamp  # noqa: E402
 from torchfits.data import (  # noqa: E402
     BandInfo,
     FitsCubeDataset,
@@ -26,13 +27,10 @@ from torchfits.data import (  # noqa: E402
     FitsTableDataset,
     FitsTableIterableDataset,
     FitsTensorDataset,
-    FitsTensorIterableDataset,
     discover_bands,
     fits_collate_fn,
     make_loader,
 )
-from _oracles import write_image  # noqa: E402
-from _stamps import write_stamp  # noqa: E402
 
 # 4 workers on a 2-core machine is what the tests ask for; torch warns about it.
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")

@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 fits = pytest.importorskip("astropy.io.fits")
 
+from _stamps import write_stamp  # noqa: E402
 from torchfits._kernels import _image  # noqa: E402
 from torchfits.data import (  # noqa: E402
     FitsCubeDataset,
@@ -23,8 +24,6 @@ from torchfits.data import (  # noqa: E402
 from torchfits.data.loader import FitsBatch  # noqa: E402
 from torchfits.data.readers import clear_readers  # noqa: E402
 from torchfits.transforms import ArcsinhStretch, Compose, SqrtStretch, ZScaleNormalize  # noqa: E402
-
-from _stamps import write_stamp  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 HAS_FORK = "fork" in mp.get_all_start_methods()

@@ -15,6 +15,8 @@ pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 fits = pytest.importorskip("astropy.io.fits")
 
+from _http_server import FileServer  # noqa: E402
+from _stamps import write_stamp  # noqa: E402
 from torchfits.data import (  # noqa: E402
     FitsCutoutDataset,
     FitsImageDataset,
@@ -29,9 +31,6 @@ from torchfits.data import (  # noqa: E402
 )
 from torchfits.data.loader import FitsBatch  # noqa: E402
 from torchfits.errors import HttpBlockedError  # noqa: E402
-
-from _http_server import FileServer  # noqa: E402
-from _stamps import write_stamp  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
               pytest.mark.usefixtures("isolated_remote")]

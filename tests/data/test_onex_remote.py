@@ -16,11 +16,14 @@ pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 fits = pytest.importorskip("astropy.io.fits")
 
-from torchfits.data import FitsCutoutDataset, FitsImageDataset, make_loader  # noqa: E402
-from torchfits.data import remote  # noqa: E402
-from torchfits.errors import HttpBlockedError  # noqa: E402
-
 from _http_server import FileServer  # noqa: E402
+from torchfits.data import (  # noqa: E402
+    FitsCutoutDataset,
+    FitsImageDataset,
+    make_loader,
+    remote,  # noqa: E402
+)
+from torchfits.errors import HttpBlockedError  # noqa: E402
 
 pytestmark = [pytest.mark.usefixtures("isolated_remote")]
 LOCAL = {"allow_private_hosts": True}

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -59,6 +60,7 @@ def arrow_rows(path: Path, columns: Sequence[str]) -> Values:
 
 def arrow_batches(path: Path, columns: Sequence[str]) -> Values:
     import pyarrow as pa
+
     import torchfits
 
     sc = torchfits.scan(path, 1, columns=list(columns), batch_size=2)
@@ -116,6 +118,7 @@ def dask_table(path: Path, columns: Sequence[str]) -> Values:
 
 def cli_parquet(path: Path, columns: Sequence[str]) -> Values:
     import pyarrow.parquet as pq
+
     from torchfits.cli.main import main
 
     out = Path(path).with_suffix(".parquet")
@@ -127,6 +130,7 @@ def cli_parquet(path: Path, columns: Sequence[str]) -> Values:
 
 def cli_arrow(path: Path, columns: Sequence[str]) -> Values:
     import pyarrow as pa
+
     from torchfits.cli.main import main
 
     out = Path(path).with_suffix(".arrow")

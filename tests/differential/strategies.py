@@ -6,7 +6,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -28,8 +28,8 @@ class ImageSpec:
     bitpix: int
     shape: tuple[int, ...]
     convention: str
-    bscale: Optional[float]
-    bzero: Optional[float]
+    bscale: float | None
+    bzero: float | None
     seed: int
     writer: str
     extension: bool
@@ -123,11 +123,11 @@ class ColumnSpec:
     tform: str
     values: list[Any]
     kind: str                      # bool bits int uint scaled float complex str vla
-    dim: Optional[tuple[int, ...]] = None   # C-order cell shape of a TDIM column
-    tnull: Optional[int] = None
-    tscal: Optional[float] = None
-    tzero: Optional[float] = None
-    unit: Optional[str] = None
+    dim: tuple[int, ...] | None = None   # C-order cell shape of a TDIM column
+    tnull: int | None = None
+    tscal: float | None = None
+    tzero: float | None = None
+    unit: str | None = None
     array: Any = None              # what astropy's Column gets
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -186,7 +186,7 @@ def _floats(draw: Any, dtype: Any, n: int) -> np.ndarray:
                      for _ in range(n)], dtype=dtype)
 
 
-def _nest(flat: list[Any], dim: Optional[tuple[int, ...]]) -> Any:
+def _nest(flat: list[Any], dim: tuple[int, ...] | None) -> Any:
     if dim is None:
         return tuple(flat)
     arr = np.empty(len(flat), dtype=object)

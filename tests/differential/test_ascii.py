@@ -12,7 +12,8 @@ import pytest
 
 pytest.importorskip("hypothesis")
 fits = pytest.importorskip("astropy.io.fits")
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st
 
 import torchfits  # noqa: E402
 

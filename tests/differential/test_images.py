@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("hypothesis")
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st
 
 import torchfits  # noqa: E402
 from _oracles import assert_matches, expected_image, result_rule, to_numpy  # noqa: E402

@@ -16,11 +16,12 @@ import pytest
 
 pytest.importorskip("hypothesis")
 fits = pytest.importorskip("astropy.io.fits")
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st
 
 import torchfits  # noqa: E402
-from torchfits.errors import FitsError  # noqa: E402
 from _writecheck import fitsverify_ok  # noqa: E402
+from torchfits.errors import FitsError  # noqa: E402
 
 from ._profile import diff_settings  # noqa: E402
 from .routes import astropy_oracle, fitsio_oracle  # noqa: E402
@@ -247,7 +248,6 @@ def _input_qtable_unit() -> tuple[Any, Callable[[Path], None]]:
 def _input_masked_quantity() -> tuple[Any, Callable[[Path], None]]:
     import astropy.units as u
     from astropy.table import QTable
-
     from astropy.utils.masked import Masked
 
     # Masked(...) makes a MaskedQuantity; a MaskedArray times a unit drops its mask in astropy

@@ -13,7 +13,6 @@ import torchfits
 from _oracles import assert_bits_equal, astropy_data, astropy_header, hdu_offsets
 from torchfits.errors import HDUNotFoundError
 
-
 SHAPES = [(12,), (3, 4), (2, 3, 2), (1, 12), (4, 3)]
 DTYPES = [np.int16, np.float32, np.int32, np.float64, np.uint8, np.int64]
 
@@ -355,6 +354,7 @@ def test_column_specs_parsed_once_per_file_version(tmp_path):
     """A table's column specs come from the index, parsed once per file version: reopening
     the table reuses them; a rewritten file (a new version) is parsed again."""
     from astropy.io import fits
+
     from torchfits.fits.hdu_index import get_index
     from torchfits.tables.source import TableSource
 
@@ -374,6 +374,7 @@ def test_column_specs_parsed_once_per_file_version(tmp_path):
 def test_bad_column_description_raises_on_every_open(tmp_path):
     """A corrupt TFORM is not cached as a result: every open says what is wrong."""
     from astropy.io import fits
+
     from torchfits.errors import CorruptHeaderError
     from torchfits.tables.source import TableSource
 

@@ -13,7 +13,8 @@ from torchfits.fits import hdu_index
 from torchfits.fits.hdu_index import HduIndex, get_index
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 from fuzz.harness import build_corpus  # noqa: E402
 from fuzz.mutators import mutate  # noqa: E402
@@ -58,9 +59,10 @@ def _set_card(raw: bytearray, hdu: int, key: str, card: str, nth: int = 0) -> No
 
 
 def _offsets(raw: bytes) -> list[dict]:
-    from _oracles import hdu_offsets
     import os
     import tempfile
+
+    from _oracles import hdu_offsets
 
     fd, path = tempfile.mkstemp(suffix=".fits")
     try:

@@ -1,7 +1,6 @@
 """Headers (read_header, Header, Card, read_keys) and the §5 metadata helpers, against astropy."""
 from __future__ import annotations
 
-import os
 import re
 import string
 import tempfile

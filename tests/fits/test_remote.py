@@ -14,12 +14,11 @@ pytest.importorskip("aiohttp")
 astropy_fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402
+from _http_server import FileServer  # noqa: E402
 from torchfits import dataset, read_header, scan  # noqa: E402
 from torchfits.errors import FitsFileNotFoundError, HttpBlockedError  # noqa: E402
 from torchfits.fits.sources import remote as remote_source  # noqa: E402
 from torchfits.image.plain import open_image, read_numpy  # noqa: E402
-
-from _http_server import FileServer  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("isolated_remote")
 LOCAL = {"allow_private_hosts": True}

@@ -112,7 +112,7 @@ def test_non_seekable_stream_and_bytesio(mef):
 
 def test_text_mode_file_object_is_refused(mef):
     path, _, _ = mef
-    with open(path, "r", encoding="latin-1") as fh, pytest.raises(TypeError, match="binary mode"):
+    with open(path, encoding="latin-1") as fh, pytest.raises(TypeError, match="binary mode"):
         read_numpy(fh)
 
 
@@ -170,8 +170,8 @@ def test_gzip_seek_index_is_saved_and_reused(mef, tmp_path):
     saved = list((tmp_path / "cache" / "gzindex").glob("*.idx"))
     assert len(saved) == 1
     torchfits.clear_file_cache()
-    from torchfits.fits.sources.whole_file_compression import GzipIndexedSource
     from torchfits.fits.hdu_index import get_index
+    from torchfits.fits.sources.whole_file_compression import GzipIndexedSource
 
     idx = get_index(target)
     assert isinstance(idx.source, GzipIndexedSource)

@@ -19,9 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
 
 import numpy as np
 
@@ -174,7 +174,7 @@ class Supervisor:
         self.workdir = workdir
         self.read_timeout = read_timeout
         self.memory_headroom = memory_headroom
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen | None = None
         self.progress_path = os.path.join(workdir, "progress.jsonl")
         self.offset = 0
 
@@ -278,7 +278,7 @@ class Supervisor:
             time.sleep(0.002)
 
 
-def campaign(seeds: list[str], *, budget_s: float, seed: int = 0, workdir: Optional[str] = None,
+def campaign(seeds: list[str], *, budget_s: float, seed: int = 0, workdir: str | None = None,
              read_timeout: float = 10.0, max_rounds: int = 3, sweep: bool = False) -> Stats:
     """Mutate the seeds at random for ``budget_s`` seconds; returns the counts and findings.
 
@@ -318,7 +318,7 @@ def atheris_available() -> bool:
 
 
 def atheris_campaign(seeds: list[str], *, budget_s: float, seed: int = 0,
-                     read_timeout: float = 10.0, workdir: Optional[str] = None) -> Stats:
+                     read_timeout: float = 10.0, workdir: str | None = None) -> Stats:
     """Coverage-guided fuzzing with atheris (libFuzzer) for ``budget_s`` seconds.
 
     ``tests/fuzz/atheris_target.py`` runs in a child process over a copy of the seeds (the

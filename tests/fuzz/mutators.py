@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Callable, Iterator
+from collections.abc import Iterator
+from typing import Callable
 
 BLOCK = 2880
 CARD = 80

@@ -2,7 +2,8 @@
 target: each yields ``(name, thunk)``; a thunk returns data or raises (a FitsError is fine)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Iterator
+from typing import Any, Callable
 
 
 def ops(path: str) -> Iterator[tuple[str, Callable[[], Any]]]:

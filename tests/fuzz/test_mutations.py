@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 from .harness import Stats, Supervisor, build_corpus  # noqa: E402
 from .mutators import mutate  # noqa: E402

@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 
 from torchfits._kernels import _gziptiles, _hcompress, _plio, _quantize, _rice
-from torchfits.image.codec_registry import REGISTRY, CodecError, Gzip1, Gzip2, Hcompress1, NoCompress, Plio1, Rice1, get_codec
+from torchfits.image.codec_registry import (
+    REGISTRY,
+    CodecError,
+    Gzip1,
+    Gzip2,
+    Hcompress1,
+    NoCompress,
+    Plio1,
+    Rice1,
+    get_codec,
+)
 
 
 def test_registry_contract():

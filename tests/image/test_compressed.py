@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import torchfits
+from torchfits.errors import FitsError
 from torchfits.fits.tile_layout import image_header
 from torchfits.image.compressed import CompressedImage, CompressedTileError
-from torchfits.errors import FitsError
 from torchfits.image.plain import Image, open_image, read_numpy
 
 DTYPES = [np.uint8, np.int16, np.int32, np.float32, np.float64]

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from _wherehelpers import E, L, P, _from_table, _null_bool, _pa_rows, pa, pc, wh
 # =============================================================================================
 
 
-def _table() -> "pa.Table":
+def _table() -> pa.Table:
     return pa.table(
         {
             "NUL": pa.array([None, 1, 2, None, 4], pa.int32()),
@@ -35,7 +35,7 @@ def _table() -> "pa.Table":
     )
 
 
-def _arrow_rows(text: str, table: "Optional[pa.Table]" = None) -> List[int]:
+def _arrow_rows(text: str, table: pa.Table | None = None) -> list[int]:
     table = _table() if table is None else table
     tree = E.parse(text, columns=table.column_names)
     expression = E.to_pyarrow(tree, table.schema)
@@ -351,7 +351,7 @@ def test_from_pyarrow_duckdb_filters():
     duckdb = pytest.importorskip("duckdb")
     import pyarrow.dataset as ds
     table = _from_table()
-    seen: List[Any] = []
+    seen: list[Any] = []
 
     class Recording(ds.Dataset):
         # only what DuckDB calls; enough to capture the filters it pushes down

@@ -19,14 +19,14 @@ import math
 import operator
 import os
 import tempfile
-from typing import Any, List, Optional
+from typing import Any
 
 import numpy as np
-import pytest
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
+import pytest
+
 duckdb = pytest.importorskip("duckdb")
 pl = pytest.importorskip("polars")
 hypothesis = pytest.importorskip("hypothesis")
@@ -39,7 +39,7 @@ from torchfits.tables.polars_source import scan_polars  # noqa: E402
 NAN = float("nan")
 INF = float("inf")
 _FLOATS = [NAN, INF, -INF, -0.0, 0.0, 1.0, -1.0, 2.0, 2.5, 0.1, 1 / 3]
-_INTS: List[Optional[int]] = [None, 0, 1, -1, 2, 3]
+_INTS: list[int | None] = [None, 0, 1, -1, 2, 3]
 _LITERALS = [0.0, -0.0, 1.0, 2.0, -1.0, INF, -INF, 0.1, 1 / 3]  # 0.1, 1/3: not float32
 _OPS = [">", "<", ">=", "<=", "==", "!="]
 
@@ -47,7 +47,7 @@ SETTINGS = settings(max_examples=int(os.environ.get("TORCHFITS_NAN_EXAMPLES", "3
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def _write(rows: List[tuple], directory: str, split: Optional[int] = None) -> tuple[str, str, Any]:
+def _write(rows: list[tuple], directory: str, split: int | None = None) -> tuple[str, str, Any]:
     """Write the rows (d: float64, e: float32, j: int32, nulls as TNULL) into one file, or
     with ``split`` into two files with a statistics sidecar of 2-row chunks; return the source
     for `scan`/`dataset`, the quoted path for `torchfits.sql`, and the table torchfits reads
@@ -118,7 +118,7 @@ def _combine(inner: Any) -> Any:
                      st.tuples(st.sampled_from(["and", "or"]), inner, inner))
 
 
-def _lit_for(col: str, value: Optional[float]) -> Any:
+def _lit_for(col: str, value: float | None) -> Any:
     """Integer columns take integer literals (the infinities become big integers)."""
     if col != "j" or value is None:
         return value
@@ -127,7 +127,7 @@ def _lit_for(col: str, value: Optional[float]) -> Any:
     return int(value)
 
 
-def _sql_lit(col: str, value: Optional[float], double: bool = True) -> str:
+def _sql_lit(col: str, value: float | None, double: bool = True) -> str:
     """A DuckDB literal: ``::DOUBLE`` widens a FLOAT column, a decimal rounds to the column."""
     value = _lit_for(col, value)
     if value is None:
@@ -139,7 +139,7 @@ def _sql_lit(col: str, value: Optional[float], double: bool = True) -> str:
     return repr(value) + ("::DOUBLE" if double else "")
 
 
-def _where_lit(col: str, value: Optional[float]) -> str:
+def _where_lit(col: str, value: float | None) -> str:
     value = _lit_for(col, value)
     if value is None:
         return "NULL"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 import pytest
@@ -65,7 +65,7 @@ def _cls(name: str) -> str:
     return {"float32": "f32", "float64": "f64", "string": "str", "bool": "bool"}[kind]
 
 
-def ref_value(expr: E.Value, row: Dict[str, Any]):
+def ref_value(expr: E.Value, row: dict[str, Any]):
     """(value, class) with class in int/f32/f64/str/bool/lit; value None means null."""
     if isinstance(expr, E.Column):
         return row[expr.name], _cls(expr.name)
@@ -103,7 +103,7 @@ def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def ref_compare(op: str, left, right) -> Optional[bool]:
+def ref_compare(op: str, left, right) -> bool | None:
     (lv, lc), (rv, rc) = left, right
     if lc == "lit":
         (lv, lc), (rv, rc), op = (rv, rc), (lv, lc), FLIP[op]
@@ -122,7 +122,7 @@ def ref_compare(op: str, left, right) -> Optional[bool]:
     return PY_OPS[op](float(lv), float(rv))
 
 
-def ref_predicate(expr: E.Predicate, row: Dict[str, Any]) -> Optional[bool]:
+def ref_predicate(expr: E.Predicate, row: dict[str, Any]) -> bool | None:
     if isinstance(expr, E.And):
         a, b = ref_predicate(expr.left, row), ref_predicate(expr.right, row)
         if a is False or b is False:
@@ -147,7 +147,7 @@ def ref_predicate(expr: E.Predicate, row: Dict[str, Any]) -> Optional[bool]:
         return inside
     if isinstance(expr, E.InList):
         operand = ref_value(expr.operand, row)
-        result: Optional[bool] = False
+        result: bool | None = False
         for item in expr.values:
             if item is None:
                 result = None
@@ -172,7 +172,7 @@ def ref_predicate(expr: E.Predicate, row: Dict[str, Any]) -> Optional[bool]:
     raise AssertionError(expr)
 
 
-def _make_table(data: Dict[str, List[Any]]) -> "pa.Table":
+def _make_table(data: dict[str, list[Any]]) -> pa.Table:
     return pa.table({name: pa.array(data[name], COLUMN_POOLS[name][0]) for name in COLUMN_POOLS})
 
 

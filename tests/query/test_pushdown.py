@@ -8,7 +8,8 @@ import pytest
 
 fits = pytest.importorskip("astropy.io.fits")
 fitsio = pytest.importorskip("fitsio")
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import torchfits
 from torchfits.tables.decode_options import DecodeOptions
@@ -190,11 +191,12 @@ def test_fused_parallel_matches_pyarrow(big_table_path, monkeypatch, where, mapp
 
 
 def test_fused_conjunction_merges_ranges_and_orders_terms():
-    from torchfits.query.pushdown import fuse, plan_pushdown
-    from torchfits.fits.columns import parse_columns
-    from torchfits.query import expr as _expr
     import pyarrow as pa
     from astropy.io.fits import Header
+
+    from torchfits.fits.columns import parse_columns
+    from torchfits.query import expr as _expr
+    from torchfits.query.pushdown import fuse, plan_pushdown
 
     h = Header()
     for k, v in [("XTENSION", "BINTABLE"), ("BITPIX", 8), ("NAXIS", 2), ("NAXIS1", 12),

@@ -10,25 +10,42 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-import pyarrow as pa
-
-from torchfits.tables import column_plan as _column_plan  # noqa: E402
+from _tablehelpers import (  # noqa: E402
+    arrow_to_numpy,
+    arrow_valid,
+    assert_batches_equal,
+    assert_bits_equal,
+    assert_values_equal,
+    astropy_column,
+    complex_from_pairs,
+    decode,
+    decode_numpy,
+    fitsio_column,
+    kind_of,
+    raw_field_bytes,
+    table_bytes,
+    write_astropy,
+    write_fitsio,
+    write_raw_bintable,
+)
+from torchfits.errors import (  # noqa: E402
+    ColumnNotFoundError,
+    CorruptHeaderError,
+    FitsError,
+    TruncatedFileError,
+    UnsupportedColumnError,
+)
 from torchfits.fits.columns import ColumnSpec, arrow_type, conversion, field_metadata, parse_columns  # noqa: E402
+from torchfits.tables import column_plan as _column_plan  # noqa: E402
 from torchfits.tables.arrow_assembly import arrow_schema  # noqa: E402
 from torchfits.tables.ascii_decode import decode_ascii_table  # noqa: E402
-from torchfits.tables.decode import decode_table, decode_table_numpy  # noqa: E402
+from torchfits.tables.decode import decode_table  # noqa: E402
 from torchfits.tables.decode_options import DecodeOptions  # noqa: E402
 from torchfits.tables.selection import select_columns  # noqa: E402
 from torchfits.tables.source import TableSource  # noqa: E402
-from torchfits.errors import (ColumnNotFoundError, CorruptHeaderError, FitsError,  # noqa: E402
-                              TruncatedFileError, UnsupportedColumnError)
-
-from _tablehelpers import (arrow_to_numpy, arrow_valid, assert_batches_equal, assert_bits_equal,  # noqa: E402
-                           assert_values_equal, astropy_column, complex_from_pairs, decode,
-                           decode_numpy, fitsio_column, kind_of, raw_field_bytes, table_bytes,
-                           write_astropy, write_fitsio, write_raw_bintable)
 
 fits = pytest.importorskip("astropy.io.fits")
 fitsio = pytest.importorskip("fitsio")
@@ -764,7 +781,6 @@ def test_chunked_decode_equals_single_thread(tmp_path, tiny_chunks):
 
 def _header(*forms, naxis1=None, extra=None):
     h = {"TFIELDS": len(forms)}
-    width = 0
     for i, f in enumerate(forms, 1):
         h[f"TFORM{i}"] = f
         h[f"TTYPE{i}"] = f"c{i}"

@@ -6,22 +6,21 @@ import os
 import pickle
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
 import pytest
 
 from torchfits.errors import ColumnNotFoundError
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as pds
 pytest.importorskip("astropy")
 
 from _datasets import arrow_table, catalog_arrays, write_fits  # noqa: E402
-
-from torchfits.tables import source as _source  # noqa: E402
-from torchfits.query.pushdown import FusedPredicate  # noqa: E402
-from torchfits.tables.stats_index import build_index, load_index, may_match  # noqa: E402
 from torchfits.query import expr as _expr  # noqa: E402
+from torchfits.query.pushdown import FusedPredicate  # noqa: E402
+from torchfits.tables import source as _source  # noqa: E402
 from torchfits.tables.dataset import FitsDataset, FitsFragment, dataset  # noqa: E402
+from torchfits.tables.stats_index import build_index, load_index, may_match  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -466,6 +465,7 @@ def test_truncated_file_scans_rows_before_the_cut(tmp_path):
     """A file cut short: a filtered head still returns the rows before the cut (planning the
     kernel samples only rows the file holds), and a scan reaching the cut says so."""
     from astropy.io import fits
+
     from torchfits.errors import TruncatedFileError
 
     n = 20_000
@@ -485,6 +485,7 @@ def test_where_over_files_laid_out_differently(tmp_path):
     kernel is planned once per layout. Files that store a tested column differently (another
     TFORM) are filtered by pyarrow instead, and right too."""
     from astropy.io import fits
+
     from torchfits.tables.scan import Scanner
     from torchfits.tables.source import TableSource
 

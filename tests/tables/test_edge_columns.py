@@ -13,14 +13,13 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pytest
-
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+
 fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402
-
 from _tablehelpers import decode_numpy, write_raw_bintable  # noqa: E402
 
 
@@ -63,7 +62,7 @@ def _id(case: tuple[str, int]) -> str:
     return f"{Path(case[0]).name}[{case[1]}]"
 
 
-def _check_arrow(table: "pa.Table", what: str) -> None:
+def _check_arrow(table: pa.Table, what: str) -> None:
     for name, column in zip(table.column_names, table.columns):
         for chunk in column.chunks:
             try:

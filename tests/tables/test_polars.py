@@ -9,9 +9,8 @@ pytest.importorskip("astropy")
 
 
 from torchfits.tables import source as _source  # noqa: E402
-from torchfits.tables.polars_source import scan_polars  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
-
+from torchfits.tables.polars_source import scan_polars  # noqa: E402
 
 QUERIES = [
     lambda lf: lf.filter(pl.col("mag") < 16).select("id", "mag"),
@@ -70,10 +69,9 @@ _SPECIAL = [1.0, float("nan"), 25.0, float("inf"), float("-inf"), 21.0, float("n
 @pytest.fixture(scope="module")
 def specials(tmp_path_factory):
     import numpy as np
+    import pyarrow as pa
 
     import torchfits
-
-    import pyarrow as pa
 
     path = str(tmp_path_factory.mktemp("nan") / "nan.fits")
     n = len(_SPECIAL)

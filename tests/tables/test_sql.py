@@ -14,7 +14,6 @@ from torchfits.tables import source as _source  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
 from torchfits.tables.sql import sql  # noqa: E402
 
-
 QUERIES = [
     "SELECT count(*) FROM {t}",
     "SELECT count(*), avg(mag) FROM {t} WHERE mag < 16 AND ra BETWEEN 10 AND 100",

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 import torchfits
+from _fitsbytes import fits_bytes, set_card
 from torchfits.errors import CorruptHeaderError, FitsError, TruncatedFileError
 from torchfits.fits.hdu_index import get_index
 from torchfits.tables import variable_length as _variable_length
-
-from _fitsbytes import fits_bytes, set_card
 
 fits = pytest.importorskip("astropy.io.fits")
 

@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch")
 fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402
+from _oracles import write_image  # noqa: E402
 from torchfits import transforms as T  # noqa: E402
 from torchfits.errors import FitsFileNotFoundError, TransformError  # noqa: E402
-from _oracles import write_image  # noqa: E402
 
 
 @pytest.mark.parametrize("bitpix,bscale,bzero", [(16, 0.5, 3.0), (32, 2.0, -7.0), (8, 1.5, 0.0),

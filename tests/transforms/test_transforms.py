@@ -20,8 +20,8 @@ viz = pytest.importorskip("astropy.visualization")
 astats = pytest.importorskip("astropy.stats")
 
 import torchfits  # noqa: E402
-from torchfits.errors import FitsError, TransformError, TransformInverseError  # noqa: E402
 from torchfits import transforms as T  # noqa: E402
+from torchfits.errors import FitsError, TransformError, TransformInverseError  # noqa: E402
 
 
 def sky(shape, seed=0, stars=True, dtype=np.float64):

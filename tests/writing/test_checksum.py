@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from torchfits._kernels import _checksum
-from torchfits.writing.checksum import encode_checksum, ones_sum, verify_checksums, write_checksums
 from torchfits.writing.api import write
+from torchfits.writing.checksum import encode_checksum, ones_sum, verify_checksums, write_checksums
 
 
 def _reference_sum(data: bytes) -> int:

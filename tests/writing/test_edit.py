@@ -8,12 +8,10 @@ import numpy as np
 import pytest
 
 import torchfits
-from torchfits import table
-from torchfits.writing.hdu_edit import update_header
-from torchfits.writing.hdu_edit import delete_hdu, insert_hdu, replace_hdu
-from torchfits.writing.api import write
-
 from _writecheck import check_image_roundtrip, check_table_columns, fitsverify_ok, leftovers
+from torchfits import table
+from torchfits.writing.api import write
+from torchfits.writing.hdu_edit import delete_hdu, insert_hdu, replace_hdu, update_header
 
 
 def _names(path):

@@ -12,14 +12,13 @@ import numpy as np
 import pytest
 
 import torchfits
+from _writecheck import fitsverify_ok, leftovers
 from torchfits.errors import FitsError, HeaderCardError
 from torchfits.fits.header import Header
 from torchfits.writing.api import write
 from torchfits.writing.compress_write import write_compressed
-from torchfits.writing.header_edit import update_header
 from torchfits.writing.hdu_edit import insert_hdu, replace_hdu
-
-from _writecheck import fitsverify_ok, leftovers
+from torchfits.writing.header_edit import update_header
 
 # (keyword, value, comment) that FITS cannot hold, and the keyword the error must name.
 BAD = [

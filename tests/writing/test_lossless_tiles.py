@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 import torchfits
+from _writecheck import fitsverify_ok
 from torchfits.writing.api import write
 from torchfits.writing.compress_write import _noise, write_compressed
-
-from _writecheck import fitsverify_ok
 
 
 def _ramp(dtype="f4") -> np.ndarray:

@@ -9,9 +9,9 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-import pyarrow as pa
 fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402

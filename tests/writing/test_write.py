@@ -7,12 +7,11 @@ import os
 import numpy as np
 import pytest
 
-from torchfits.writing.atomic import Sink
+from _writecheck import check_image_roundtrip, check_table_columns, fitsverify_ok, leftovers
 from torchfits.errors import UInt64WriteError
 from torchfits.fits.header import Header
 from torchfits.writing.api import write, write_tensor
-
-from _writecheck import check_image_roundtrip, check_table_columns, fitsverify_ok, leftovers
+from torchfits.writing.atomic import Sink
 
 IMAGE_DTYPES = ["u1", "i1", "i2", "u2", "i4", "u4", "i8", "f4", "f8"]
 
@@ -204,6 +203,7 @@ def test_arrow_roundtrip_keeps_reader_metadata(tmp_path):
 
 def test_streaming_reader_is_written_batch_by_batch(tmp_path):
     import pyarrow as pa
+
     import torchfits
 
     schema = pa.schema([("x", pa.int64()), ("y", pa.float64()), ("s", pa.string()),
@@ -353,6 +353,7 @@ def test_roundtrip_property(tmp_path_factory):
     from hypothesis import given, settings
     from hypothesis import strategies as st
     from hypothesis.extra import numpy as hnp
+
     import torchfits
 
     dtypes = st.sampled_from(["u1", "i1", "i2", "u2", "i4", "u4", "i8", "f4", "f8"])
@@ -434,6 +435,7 @@ def test_arrow_nullable_roundtrip_property(tmp_path_factory):
     import pyarrow as pa
     from hypothesis import given, settings
     from hypothesis import strategies as st
+
     import torchfits
 
     ints = st.lists(st.one_of(st.none(), st.integers(-2**31 + 1, 2**31 - 1)), max_size=6)
@@ -460,7 +462,6 @@ def test_arrow_nullable_roundtrip_property(tmp_path_factory):
 def test_scaled_column_written_back_as_scaled(tmp_path):
     fits = pytest.importorskip("astropy.io.fits")
     import torchfits
-
     from torchfits import table as tftable
 
     src = tmp_path / "scaled.fits"

@@ -1,5 +1,5 @@
 """Type stub for the compiled ASCII-table decode kernel (cython_src/_asciitable.pyx)."""
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def decode_rows(
     data: Any,
     row_bytes: int,
     first_row: int,
-    rows: Optional[np.ndarray],
+    rows: np.ndarray | None,
     out_start: int,
     nrows: int,
     prog: np.ndarray,

@@ -1,5 +1,5 @@
 """Type stub for the compiled binary-table decode kernels (cython_src/_bintable.pyx)."""
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +48,7 @@ def decode_rows(
     data: Any,
     row_bytes: int,
     first_row: int,
-    rows: Optional[np.ndarray],
+    rows: np.ndarray | None,
     out_start: int,
     nrows: int,
     prog: np.ndarray,
@@ -71,7 +71,7 @@ def vla_descriptors(
     data: Any,
     row_bytes: int,
     first_row: int,
-    rows: Optional[np.ndarray],
+    rows: np.ndarray | None,
     nrows: int,
     src_off: int,
     q_desc: bool,

@@ -16,9 +16,10 @@ import json
 import math
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Iterable, Optional, Sequence, TypeVar, Union
+from typing import IO, Any, Callable, TypeVar, Union
 
 from ..errors import FitsError
 
@@ -78,7 +79,7 @@ def _text_value(value: Any) -> str:
     return str(value)
 
 
-def format_table(records: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = None) -> str:
+def format_table(records: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
     """Records as an aligned text table; columns in the order given, else in the order they
     first appear; a missing value is ``-``. Numbers are right-aligned."""
     if columns is None:
@@ -95,8 +96,8 @@ def format_table(records: Sequence[dict[str, Any]], columns: Optional[Sequence[s
     return "\n".join(lines) + "\n"
 
 
-def emit(records: Sequence[dict[str, Any]], fmt: str, out: Optional[IO[str]] = None,
-         columns: Optional[Sequence[str]] = None) -> None:
+def emit(records: Sequence[dict[str, Any]], fmt: str, out: IO[str] | None = None,
+         columns: Sequence[str] | None = None) -> None:
     """Print records as an aligned table (``text``), a JSON array (``json``) or one JSON object
     per line (``jsonl``); JSON values keep their types."""
     out = out or sys.stdout
@@ -110,7 +111,7 @@ def emit(records: Sequence[dict[str, Any]], fmt: str, out: Optional[IO[str]] = N
 
 
 # -- inputs and HDU selection ---------------------------------------------------------------------
-def hdus(arg: Optional[str]) -> Optional[list[HduKey]]:
+def hdus(arg: str | None) -> list[HduKey] | None:
     """``-e 0,2`` → [0, 2]; ``-e SCI,2`` → ['SCI', 2]; None when not given."""
     if arg is None:
         return None
@@ -157,8 +158,8 @@ class Target:
 
     shown: str
     path: str
-    hdu: Optional[HduKey]
-    section: Optional[tuple[Any, ...]]
+    hdu: HduKey | None
+    section: tuple[Any, ...] | None
 
 
 def targets(paths: Iterable[str], *, sections: bool = False) -> list[Target]:
@@ -177,13 +178,13 @@ def targets(paths: Iterable[str], *, sections: bool = False) -> list[Target]:
     return out
 
 
-def select_hdus(index: Any, target: Target, spec: Optional[Sequence[HduKey]],
-                default: Optional[Callable[[Any], list[int]]] = None) -> list[int]:
+def select_hdus(index: Any, target: Target, spec: Sequence[HduKey] | None,
+                default: Callable[[Any], list[int]] | None = None) -> list[int]:
     """The HDU indices of ``index`` that ``-e`` (``spec``) or the path suffix name; every HDU
     (or ``default(index)``) when neither does. A missing HDU is a usage error."""
     if spec is not None and target.hdu is not None:
         raise UsageError(f"{target.shown}: give the HDU either as a path suffix or with -e, not both")
-    wanted: Optional[Sequence[HduKey]] = [target.hdu] if target.hdu is not None else spec
+    wanted: Sequence[HduKey] | None = [target.hdu] if target.hdu is not None else spec
     if wanted is None:
         return default(index) if default is not None else list(range(len(index)))
     out = []
@@ -199,7 +200,7 @@ def select_hdus(index: Any, target: Target, spec: Optional[Sequence[HduKey]],
     return out
 
 
-def selected(n: int, wanted: Optional[Sequence[int]], path: str) -> list[int]:
+def selected(n: int, wanted: Sequence[int] | None, path: str) -> list[int]:
     """The HDU indices to visit among ``n``; an index past the end is a usage error."""
     if wanted is None:
         return list(range(n))
@@ -237,7 +238,7 @@ def _refuse_suffix(path: str) -> None:
                          f"does not apply (write to {fp.path!r})")
 
 
-def open_output(path: str) -> Union[IO[bytes], "_Unclosed"]:
+def open_output(path: str) -> IO[bytes] | _Unclosed:
     """A binary stream for ``path``; ``-`` is stdout (not closed by the caller's ``with``)."""
     if path == "-":
         return _Unclosed(sys.stdout.buffer)
@@ -273,14 +274,14 @@ class _Unclosed:
     def tell(self) -> int:
         raise OSError("stdout is not seekable")
 
-    def __enter__(self) -> "_Unclosed":
+    def __enter__(self) -> _Unclosed:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def jobs(value: Optional[int], n: int) -> int:
+def jobs(value: int | None, n: int) -> int:
     """``-J`` → worker count: None → 1; 0 → CPU count when there are ≥ 2 files."""
     if value is None:
         return 1

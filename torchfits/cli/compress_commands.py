@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Callable, Optional
-
+from typing import Any, Callable
 
 from ..fits.hdu_index import image_with_data
 from ..image.codec_registry import DEFAULT_CODEC, writer_names
 from ..writing.recompress import compress_file, decompress_file
-from .common import (Batch, UsageError, check_outputs, emit, format_options, hdus, jobs,
-                     output_options, progress_enabled, progress_options, select_hdus, targets)
+from .common import (
+    Batch,
+    UsageError,
+    check_outputs,
+    emit,
+    format_options,
+    hdus,
+    jobs,
+    output_options,
+    progress_enabled,
+    progress_options,
+    select_hdus,
+    targets,
+)
 
 __all__ = ["cmd_compress", "cmd_decompress", "add_parsers", "compress_file", "decompress_file"]
 
@@ -42,7 +53,7 @@ def _outputs(args: argparse.Namespace, name: Callable[[str], str]) -> list[tuple
     return pairs
 
 
-def _tile(text: Optional[str]) -> Optional[tuple]:
+def _tile(text: str | None) -> tuple | None:
     if not text:
         return None
     try:
@@ -85,7 +96,7 @@ def cmd_decompress(args: argparse.Namespace) -> int:
                 "decompress")
 
 
-def _which(path: str, spec: Optional[list[Any]], action: str) -> Optional[list[int]]:
+def _which(path: str, spec: list[Any] | None, action: str) -> list[int] | None:
     """``-e`` (indices and EXTNAMEs) resolved against ``path``; None means every HDU. An HDU
     named explicitly must be one ``action`` converts (an image with data to compress, a
     compressed image to decompress), and without ``-e`` the file must have at least one:

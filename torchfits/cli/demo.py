@@ -8,7 +8,6 @@ import importlib.util
 import os
 import shutil
 import tempfile
-from typing import Optional
 
 import numpy as np
 
@@ -48,7 +47,7 @@ def make_sample_files(directory: str) -> tuple[str, str]:
     return image_path, catalog_path
 
 
-def run_demo(directory: Optional[str] = None, *, keep: bool = False) -> None:
+def run_demo(directory: str | None = None, *, keep: bool = False) -> None:
     import torchfits
 
     made_temp = directory is None

@@ -20,8 +20,9 @@ import argparse
 import fnmatch
 import math
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
@@ -42,8 +43,8 @@ class Difference:
     column); ``a`` and ``b`` are the two values (None where one side has none)."""
 
     what: str
-    hdu_a: Optional[int]
-    hdu_b: Optional[int]
+    hdu_a: int | None
+    hdu_b: int | None
     name: str
     where: str
     a: Any = None
@@ -132,7 +133,7 @@ class DiffOptions:
 
 
 # -- the engine ------------------------------------------------------------------------------------
-def diff_files(path_a: str, path_b: str, options: Optional[DiffOptions] = None) -> list[Difference]:
+def diff_files(path_a: str, path_b: str, options: DiffOptions | None = None) -> list[Difference]:
     """Every difference between two FITS files (data differences past ``max_diffs`` per HDU are
     summarised in one ``pixels``/``cells``/``bytes`` record); an empty list means identical.
 
@@ -505,7 +506,7 @@ def _byte_differences(ia: Any, ea: Any, ib: Any, eb: Any,
 
 
 # -- the command -----------------------------------------------------------------------------------
-def _patterns(values: Optional[Iterable[str]]) -> list[str]:
+def _patterns(values: Iterable[str] | None) -> list[str]:
     """Repeatable, comma-separated option values → one flat list."""
     return [p.strip() for v in values or () for p in v.split(",") if p.strip()]
 

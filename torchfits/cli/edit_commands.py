@@ -5,13 +5,26 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 __all__ = ["cmd_verify", "cmd_setkey", "add_parsers"]
 
-from .common import (EXIT_CHECKSUM, Batch, Target, UsageError, check_outputs, common_options, emit,
-                     hdus, input_paths, jobs, progress_enabled, progress_options, select_hdus,
-                     targets)
+from .common import (
+    EXIT_CHECKSUM,
+    Batch,
+    Target,
+    UsageError,
+    check_outputs,
+    common_options,
+    emit,
+    hdus,
+    input_paths,
+    jobs,
+    progress_enabled,
+    progress_options,
+    select_hdus,
+    targets,
+)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -93,10 +106,10 @@ def _typed(text: str) -> Any:
 
 def cmd_setkey(args: argparse.Namespace) -> int:
     """Set, rename or delete keywords in one or more HDUs of each file."""
-    from ..fits.hdu_index import get_index
-    from ..writing.header_edit import update_header
-    from ..writing.atomic import atomic_output
     from ..errors import KeywordNotFoundError
+    from ..fits.hdu_index import get_index
+    from ..writing.atomic import atomic_output
+    from ..writing.header_edit import update_header
 
     if (args.keyword is None) != (args.value is None):
         raise UsageError("-k/--keyword and --value go together")
@@ -122,7 +135,7 @@ def cmd_setkey(args: argparse.Namespace) -> int:
             raise UsageError("FITS output cannot go to stdout (-): give a file name")
         check_outputs(list(outputs.values()), args.overwrite)
     if args.hdu in (None, ""):
-        spec: Optional[list[Any]] = [0]
+        spec: list[Any] | None = [0]
     elif args.hdu.strip().lower() == "all":
         spec = None
     else:

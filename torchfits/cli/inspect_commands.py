@@ -9,14 +9,30 @@ import json
 import os
 import shutil
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 
 from ..fits.hdu_index import image_with_data
-from .common import (Batch, Target, UsageError, check_outputs, common_options,
-                     emit, format_table, hdus, input_paths, jobs, json_value, open_output,
-                     output_options, progress_enabled, progress_options, select_hdus, targets)
+from .common import (
+    Batch,
+    Target,
+    UsageError,
+    check_outputs,
+    common_options,
+    emit,
+    format_table,
+    hdus,
+    input_paths,
+    jobs,
+    json_value,
+    open_output,
+    output_options,
+    progress_enabled,
+    progress_options,
+    select_hdus,
+    targets,
+)
 
 
 def _image_stats(arr: np.ndarray) -> dict[str, Any]:
@@ -297,7 +313,7 @@ _EXPORTS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv
 _FORMATS = ("parquet", "csv", "tsv", "arrow", "json", "jsonl", "fits")
 
 
-def output_format(dst: str, to: Optional[str]) -> str:
+def output_format(dst: str, to: str | None) -> str:
     """``--to`` if given, else the format the output's extension names; stdout needs ``--to``
     unless it defaults to CSV."""
     if to:

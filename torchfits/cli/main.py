@@ -10,13 +10,25 @@ import argparse
 import fnmatch
 import sys
 import traceback
-from typing import Any, Callable, NoReturn, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable, NoReturn
 
 from ..errors import FitsError
-
-from .common import (EXIT_INTERNAL, EXIT_IO, EXIT_OK, EXIT_USAGE, Batch, Target, UsageError,
-                     common_options, emit, hdus, input_paths, select_hdus, targets)
-
+from .common import (
+    EXIT_INTERNAL,
+    EXIT_IO,
+    EXIT_OK,
+    EXIT_USAGE,
+    Batch,
+    Target,
+    UsageError,
+    common_options,
+    emit,
+    hdus,
+    input_paths,
+    select_hdus,
+    targets,
+)
 
 # -- commands -------------------------------------------------------------------------------------
 INFO_COLUMNS = ("file", "hdu", "name", "type", "shape", "dtype", "codec", "groups", "params",
@@ -45,13 +57,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     spec = hdus(args.hdu)
     batch = Batch("info")
 
-    def one(t: Target) -> tuple[list[dict[str, Any]], Optional[FitsError]]:
+    def one(t: Target) -> tuple[list[dict[str, Any]], FitsError | None]:
         summaries = info(t.path)
         index = get_index(t.path)
         wanted = select_hdus(index, t, spec)
         # the HDUs whose headers are there are listed; data the file cuts short is an error
         # (the HDUs after it cannot be found), not a silent success
-        problem: Optional[FitsError] = None
+        problem: FitsError | None = None
         for entry in index.entries:
             try:
                 index.check_data(entry)
@@ -69,7 +81,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     return batch.code
 
 
-def _storage_dtype(bitpix: Optional[int]) -> str:
+def _storage_dtype(bitpix: int | None) -> str:
     return {8: "uint8", 16: "int16", 32: "int32", 64: "int64", -32: "float32",
             -64: "float64"}.get(bitpix or 0, "unknown")
 
@@ -145,7 +157,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error (and a pointer to -h) instead of the usage block."""
 
-    def error(self, message: str) -> "NoReturn":
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} -h)\n")
 
 
@@ -169,8 +181,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the sample files")
     COMMANDS["demo"] = cmd_demo
 
-    from . import (compress_commands, diff_command, edit_commands, index_commands, inspect_commands,
-                   sql_commands)
+    from . import (
+        compress_commands,
+        diff_command,
+        edit_commands,
+        index_commands,
+        inspect_commands,
+        sql_commands,
+    )
 
     inspect_commands.add_parsers(sub, COMMANDS)
     diff_command.add_parsers(sub, COMMANDS)
@@ -181,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -8,14 +8,15 @@ from __future__ import annotations
 import os
 import shutil
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from .._kernels import _image
-from ..fits.sources.block_cache import cache_root, clear_remote, remote_cache_root, usage
 from ..fits.hdu_index import cache_stats, clear_index_cache
+from ..fits.sources.block_cache import cache_root, clear_remote, remote_cache_root, usage
 
 __all__ = [
     "CacheConfig",
@@ -73,15 +74,15 @@ class CacheConfig:
     disk_cache_gb: float = 10
     prefetch_enabled: bool = True
 
-    def copy(self) -> "CacheConfig":
+    def copy(self) -> CacheConfig:
         return replace(self)
 
     @classmethod
-    def for_environment(cls) -> "CacheConfig":
+    def for_environment(cls) -> CacheConfig:
         return _config_for(_environment()).copy()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _config_for(environment: str) -> CacheConfig:
     mem = _total_memory_mb()
     if environment == "hpc":
@@ -100,7 +101,7 @@ def _config_for(environment: str) -> CacheConfig:
 class CacheManager:
     """Holds the cache policy and reports the metadata cache's statistics."""
 
-    def __init__(self, config: Optional[CacheConfig] = None) -> None:
+    def __init__(self, config: CacheConfig | None = None) -> None:
         self.config = config if config is not None else CacheConfig.for_environment()
 
     def get_stats(self) -> dict[str, Any]:
@@ -119,7 +120,7 @@ class CacheManager:
                       stacklevel=2)
 
 
-_manager: Optional[CacheManager] = None
+_manager: CacheManager | None = None
 
 
 def get_cache_manager() -> CacheManager:

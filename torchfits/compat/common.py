@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 __all__ = ["check_mmap", "require_module", "hdu_name", "html_summary"]
 
@@ -27,7 +28,7 @@ def require_module(module: str, package: str, what: str) -> Any:
         raise ImportError(f"{package} is required for {what}: pip install {package}") from exc
 
 
-def hdu_name(header: Mapping[str, Any], index: Optional[int], default: str = "") -> str:
+def hdu_name(header: Mapping[str, Any], index: int | None, default: str = "") -> str:
     """The name an HDU object shows: its EXTNAME, else ``PRIMARY`` for HDU 0, else ``HDU<n>``
     (``default`` for an in-memory HDU that has no position in a file)."""
     name = header.get("EXTNAME")

@@ -7,20 +7,20 @@ from __future__ import annotations
 import io as _io
 import os
 import sys
-from typing import Any, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..fits.hdu_index import HduIndex, get_index
-from ..fits.paths import display_name, is_local_path, with_storage_options
-from ..fits.paths import fspath
 from .._torch_adapter import is_tensor, to_tensor, validate_device
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError
-from ..fits.header import Header
-from ..image.plain import Image
-from .table_hdu import TableDataAccessor, TableHDU, TableHDURef
-from .common import hdu_name, html_summary
 from ..fits.aliases import InputArg
+from ..fits.hdu_index import HduIndex, get_index
+from ..fits.header import Header
+from ..fits.paths import display_name, fspath, is_local_path, with_storage_options
+from ..image.plain import Image
+from .common import hdu_name, html_summary
+from .table_hdu import TableDataAccessor, TableHDU, TableHDURef
 
 __all__ = ["HDUList", "TensorHDU", "TableHDURef", "TableHDU", "DataView", "TableDataAccessor", "open"]
 
@@ -36,7 +36,7 @@ class DataView:
     """Lazy cutouts of a file-backed image: ``view[y0:y1, x0:x1]`` reads only that window of the
     last two axes (all leading planes), keeping both axes."""
 
-    def __init__(self, hdu: "TensorHDU") -> None:
+    def __init__(self, hdu: TensorHDU) -> None:
         self._hdu = hdu
 
     def __repr__(self) -> str:
@@ -119,14 +119,14 @@ class TensorHDU:
     """An image HDU: file-backed (lazy `DataView`) or in memory (a tensor)."""
 
     def __init__(self, data: Any = None, header: Any = None, file_handle: Any = None,
-                 hdu_index: int = 0, source_path: Optional[str] = None) -> None:
+                 hdu_index: int = 0, source_path: str | None = None) -> None:
         self._tensor = data
         self._header = header if isinstance(header, Header) else Header(header)
-        self._index: Optional[HduIndex] = file_handle
+        self._index: HduIndex | None = file_handle
         self._hdu_index = hdu_index
         self._source_path = source_path
         self._closed = False
-        self._image: Optional[Image] = None
+        self._image: Image | None = None
 
     @property
     def header(self) -> Header:
@@ -229,12 +229,12 @@ class TensorHDU:
 class HDUList:
     """An ordered list of HDUs (context manager; indexing by position or exact EXTNAME)."""
 
-    def __init__(self, hdus: Optional[Sequence[Any]] = None) -> None:
+    def __init__(self, hdus: Sequence[Any] | None = None) -> None:
         self._hdus: list[Any] = list(hdus) if hdus else []
-        self._path: Optional[str] = None
+        self._path: str | None = None
 
     @classmethod
-    def fromfile(cls, path: Any, mode: str = "r") -> "HDUList":
+    def fromfile(cls, path: Any, mode: str = "r") -> HDUList:
         if not isinstance(path, (str, os.PathLike)) or not fspath(path):
             raise ValueError("path must be a non-empty string or os.PathLike")
         if mode != "r":
@@ -247,7 +247,7 @@ class HDUList:
     def __iter__(self) -> Iterator[Any]:
         return iter(self._hdus)
 
-    def _find(self, name: str, ver: Optional[int] = None) -> Optional[Any]:
+    def _find(self, name: str, ver: int | None = None) -> Any | None:
         """First HDU whose EXTNAME is ``name`` (and whose EXTVER, 1 when absent, is ``ver`` if
         given); an exact match wins over a case-insensitive one; ``"PRIMARY"`` is HDU 0 unless
         an HDU is called that."""
@@ -273,7 +273,7 @@ class HDUList:
         except ValueError:
             return ver
 
-    def _lookup(self, key: Any) -> tuple[str, Optional[int]]:
+    def _lookup(self, key: Any) -> tuple[str, int | None]:
         """(EXTNAME, EXTVER or None) a name key asks for: ``"SCI"``, ``("SCI", 2)`` (what
         ``hdul["SCI", 2]`` passes) or ``"SCI,2"`` when no HDU is literally called that."""
         if isinstance(key, tuple):
@@ -332,7 +332,7 @@ class HDUList:
             if isinstance(hdu, TensorHDU) and hdu._index is not None:
                 hdu.mark_closed()
 
-    def __enter__(self) -> "HDUList":
+    def __enter__(self) -> HDUList:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -380,7 +380,7 @@ class HDUList:
             rows.append((i, str(name), kind, len(hdu.header.cards), dims, fmt))
         return rows
 
-    def info(self, output: Any = None) -> Optional[str]:
+    def info(self, output: Any = None) -> str | None:
         """Print a summary (``No. Name Type Cards Dimensions Format``), or write it to ``output``.
 
         Format is the dtype a read gives, with the stored one beside it where they differ
@@ -416,7 +416,7 @@ class HDUList:
         return f"{src}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def open(path: InputArg, mode: str = "r", *, storage_options: Optional[dict] = None) -> HDUList:
+def open(path: InputArg, mode: str = "r", *, storage_options: dict | None = None) -> HDUList:
     """Open a FITS file as an `HDUList` (headers read now, data on demand).
 
     Header values are the raw card strings (``"2"``, ``"T"``), as in torchfits 1.x; use

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any
 
 import numpy as np
 
 from ..fits.paths import fspath
 from .common import require_module
-from .table import (DEFAULT_BATCH, check_where, columns_arg, compat_scan, is_path, read, scan,
-                    where_on_schema)
+from .table import DEFAULT_BATCH, check_where, columns_arg, compat_scan, is_path, read, scan, where_on_schema
 from .tensor_columns import as_numpy, decode_byte_rows, is_vla, vla_parts
 
 __all__ = ["to_arrow", "to_pandas", "to_polars", "to_astropy"]
@@ -224,7 +224,7 @@ def to_astropy(data: Any, decode_bytes: bool = False, encoding: str = "ascii", s
 # ============================================================================ torchfits.table conversions
 
 
-def _select_where(table: Any, columns: Any, where: Optional[str]) -> Any:
+def _select_where(table: Any, columns: Any, where: str | None) -> Any:
     """``columns``/``where`` applied to an in-memory Arrow table (the path case reads them)."""
     if where is not None:
         check_where(where)
@@ -353,7 +353,7 @@ class FITSPolarsFrame:
                 f"table_meta={self.table_meta!r})")
 
 
-def _decode_meta(meta: Optional[Mapping[bytes, bytes]]) -> dict[str, str]:
+def _decode_meta(meta: Mapping[bytes, bytes] | None) -> dict[str, str]:
     if not meta:
         return {}
     return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in meta.items()}
@@ -388,7 +388,7 @@ def scan_polars(path: Any, *, batch_size: int = DEFAULT_BATCH, rechunk: bool = F
     return frames()
 
 
-def _masked_numpy(arr: Any) -> tuple[np.ndarray, Optional[np.ndarray]]:
+def _masked_numpy(arr: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """(values, mask or None) of one Arrow array; fixed-size lists become ``(N, r, ...)``."""
     import pyarrow as pa
 
@@ -539,8 +539,8 @@ def duckdb_query(data: Any, query: str, relation_name: str = "fits_table",
     return relation.arrow()
 
 
-def write_parquet(dest: Any, data: Any, *, stream: bool = False, compression: Optional[str] = "zstd",
-                  row_group_size: Optional[int] = None, **kw: Any) -> None:
+def write_parquet(dest: Any, data: Any, *, stream: bool = False, compression: str | None = "zstd",
+                  row_group_size: int | None = None, **kw: Any) -> None:
     """Write a path's table (``kw`` go to `read`/`scan`) or Arrow data as Parquet.
 
     ``stream=True`` writes batch by batch (memory bounded by the batch size).
@@ -572,7 +572,7 @@ def write_csv(dest: Any, data: Any, *, delimiter: str = ",", stream: bool = Fals
     pacsv.write_csv(_as_table(data, **kw), dest, write_options=options)
 
 
-def write_ipc(dest: Any, data: Any, *, stream: bool = False, compression: Optional[str] = "zstd",
+def write_ipc(dest: Any, data: Any, *, stream: bool = False, compression: str | None = "zstd",
               **kw: Any) -> None:
     """Write as an Arrow IPC file (Feather v2); ``stream=True`` writes batch by batch."""
     import pyarrow as pa

@@ -77,7 +77,7 @@ class TableReaderHandle:
         self._closed = True
         self._source = None
 
-    def __enter__(self) -> "TableReaderHandle":
+    def __enter__(self) -> TableReaderHandle:
         self._open()
         return self
 

@@ -6,21 +6,22 @@ engine's (`torchfits.image`). Table HDUs are handed to `torchfits.table`.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from .._kernels import _image
+from .._torch_adapter import image_tensor, to_tensor, validate_device
+from ..errors import FitsError, HDUNotFoundError, HDUTypeError
+from ..fits.aliases import DeviceArg, HduArg, InputArg, MmapArg, TensorRead
 from ..fits.hdu_index import check_hdu_arg, get_index
 from ..fits.paths import FitsPath, display_name, fspath, parse_path, with_storage_options
 from ..fits.section_header import section_header
 from ..fits.sources.base import faults_seen
-from .._torch_adapter import image_tensor, to_tensor, validate_device
-from ..errors import FitsError, HDUNotFoundError, HDUTypeError
-from ..image.plain import Image, region_from_key
 from ..image.compressed import CompressedImage
+from ..image.plain import Image, region_from_key
 from .common import check_mmap
-from ..fits.aliases import DeviceArg, HduArg, InputArg, MmapArg, TensorRead
 
 if TYPE_CHECKING:  # typing only: torch stays optional
     import torch
@@ -80,12 +81,12 @@ def _cast_columns(result: Any, dtype: Any) -> Any:
     return result
 
 
-def _half(fp16: bool, bf16: bool) -> Optional[str]:
+def _half(fp16: bool, bf16: bool) -> str | None:
     # As torchfits 1.2.3 resolves them: bf16 wins when both are given.
     return "bf16" if bf16 else ("fp16" if fp16 else None)
 
 
-def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half: Optional[str],
+def _image_tensor(fp: FitsPath, hdu: Any, *, device: str, raw_scale: bool, half: str | None,
                   allow_auto: bool = False, out: Any = None, dtype: Any = None) -> tuple[Any, Image]:
     index = get_index(fp.path)
     entry = index.resolve(fp.hdu if fp.hdu is not None and hdu in (0, None, "auto") else hdu,
@@ -172,9 +173,9 @@ def _name_error(exc: HDUNotFoundError, hdu: Any) -> HDUNotFoundError:
 def read_tensor(path: InputArg, hdu: HduArg = 0, device: DeviceArg = "cpu", mmap: MmapArg = True,
                 fp16: bool = False,
                 bf16: bool = False, raw_scale: bool = False, return_header: bool = False,
-                fallback_get_header: Optional[Callable] = None, *, out: Optional["torch.Tensor"] = None,
-                dtype: Any = None, storage_options: Optional[dict] = None
-                ) -> Union["torch.Tensor", tuple["torch.Tensor", "Header"]]:
+                fallback_get_header: Callable | None = None, *, out: torch.Tensor | None = None,
+                dtype: Any = None, storage_options: dict | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, Header]:
     """Read an image HDU into a ``torch.Tensor`` (or ``(tensor, Header)``).
 
     ``out`` is a preallocated tensor of the result shape and dtype to read into (returned).
@@ -195,10 +196,10 @@ def read_tensor(path: InputArg, hdu: HduArg = 0, device: DeviceArg = "cpu", mmap
     return (tensor, _header_of(img, fp)) if return_header else tensor
 
 
-def read(path: Union[InputArg, Sequence[InputArg]], hdu: Union[HduArg, None, Sequence[HduArg]] = 0,
+def read(path: InputArg | Sequence[InputArg], hdu: HduArg | None | Sequence[HduArg] = 0,
          device: DeviceArg = "cpu", mmap: MmapArg = "auto", mode: str = "auto",
-         options: Optional[dict] = None, return_header: bool = False, *,
-         out: Optional["torch.Tensor"] = None, dtype: Any = None, **kwargs: Any) -> TensorRead:
+         options: dict | None = None, return_header: bool = False, *,
+         out: torch.Tensor | None = None, dtype: Any = None, **kwargs: Any) -> TensorRead:
     """Read an image or table HDU (torchfits 1.x ``read``).
 
     Images → ``torch.Tensor`` (dtype rules of docs/images.md); tables → ``dict`` of
@@ -329,7 +330,7 @@ class SubsetReader(_image.CutoutReader):
     tensor wrap; every other call goes through :meth:`read_subset`."""
 
     def __init__(self, path: Any, hdu: Any = 0, device: Any = "cpu", *,
-                 storage_options: Optional[dict] = None) -> None:
+                 storage_options: dict | None = None) -> None:
         self._device = validate_device(device)
         check_hdu_arg(hdu)
         fp = parse_path(with_storage_options(path, storage_options))
@@ -405,7 +406,7 @@ class SubsetReader(_image.CutoutReader):
         self._closed = True
         self.set_result(None)  # calls now reach read_subset, which refuses
 
-    def __enter__(self) -> "SubsetReader":
+    def __enter__(self) -> SubsetReader:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -417,15 +418,15 @@ class SubsetReader(_image.CutoutReader):
 
 
 def open_subset_reader(path: InputArg, hdu: HduArg = 0, device: DeviceArg = "cpu", *,
-                       storage_options: Optional[dict] = None) -> SubsetReader:
+                       storage_options: dict | None = None) -> SubsetReader:
     """Open an image HDU once for many cutouts (see `SubsetReader`); for a URL each cutout
     fetches only the rows it touches."""
     return SubsetReader(path, hdu, device, storage_options=storage_options)
 
 
 def read_subset(path: InputArg, hdu: HduArg, x1: int, y1: int, x2: int, y2: int, *,
-                out: Optional["torch.Tensor"] = None,
-                storage_options: Optional[dict] = None) -> "torch.Tensor":
+                out: torch.Tensor | None = None,
+                storage_options: dict | None = None) -> torch.Tensor:
     """One cutout ``[y1:y2, x1:x2]`` (0-based, half-open, clamped) of the last two axes;
     ``out`` is an optional tensor to decode into."""
     with SubsetReader(path, hdu, storage_options=storage_options) as reader:

@@ -17,26 +17,32 @@ import codecs
 import dataclasses
 import importlib
 import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._torch_adapter import validate_device
+from ..errors import (
+    CorruptHeaderError,
+    HDUNotFoundError,
+    InvalidRowError,
+    TruncatedFileError,
+    UnsupportedColumnError,
+)
+from ..fits.aliases import HduArg, InputArg
+from ..fits.hdu_index import check_hdu_arg, get_index
+from ..fits.paths import with_storage_options
+from ..fits.rows import row_window
 from ..query import expr as _expr
 from ..query.names import resolve_columns
-from ..fits.paths import with_storage_options
-from ..fits.hdu_index import check_hdu_arg, get_index
-from ..tables.scan import Scanner
-from ..tables.source import TableSource
 from ..tables.decode import decode_table_numpy
 from ..tables.decode_options import DecodeOptions
+from ..tables.scan import Scanner
 from ..tables.selection import select_columns
-from .._torch_adapter import validate_device
-from ..errors import (CorruptHeaderError, HDUNotFoundError, InvalidRowError, TruncatedFileError,
-                      UnsupportedColumnError)
+from ..tables.source import TableSource
 from .common import check_mmap
-from ..fits.aliases import HduArg, InputArg
-from ..fits.rows import row_window
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -119,7 +125,7 @@ def check_table_hdu(hdu: Any, func: str) -> None:
     check_hdu_arg(hdu)
 
 
-def columns_arg(columns: Any) -> Optional[list]:
+def columns_arg(columns: Any) -> list | None:
     """None or ``[]`` → every column; a ``str`` is one column (BUG-1.2.3 iterated it)."""
     if columns is None:
         return None
@@ -161,8 +167,8 @@ def open_source(path: Any, hdu: Any) -> TableSource:
         ) from exc
 
 
-def decode_numpy(src: TableSource, *, columns: Any, rows: Optional[np.ndarray] = None,
-                  row_range: Optional[tuple[int, int]] = None) -> dict[str, Any]:
+def decode_numpy(src: TableSource, *, columns: Any, rows: np.ndarray | None = None,
+                  row_range: tuple[int, int] | None = None) -> dict[str, Any]:
     """The tensor mapping of the 1.x API (docs/compatibility.md) (``decode_table_numpy``) for some rows of ``src``."""
     data, heap = src.buffers()
     try:
@@ -264,7 +270,7 @@ def _empty_batch(schema_: Any) -> Any:
     return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema_], schema=schema_)
 
 
-def selected_rows(src: TableSource, tree: Any, *, row_range: Optional[tuple[int, int]] = None,
+def selected_rows(src: TableSource, tree: Any, *, row_range: tuple[int, int] | None = None,
                    batch_size: int = DEFAULT_BATCH) -> np.ndarray:
     """Absolute 0-based rows of ``row_range`` that satisfy ``tree`` (compat semantics: TNULL
     nulls and NaN never satisfy a comparison, strings compare stripped).
@@ -283,13 +289,13 @@ def selected_rows(src: TableSource, tree: Any, *, row_range: Optional[tuple[int,
 # ============================================================================ Arrow reads
 
 
-def read(path: InputArg, hdu: HduArg = 1, columns: Optional[Sequence[str]] = None,
-         row_slice: Union[slice, tuple[int, Optional[int]], None] = None, rows: Any = None,
-         where: Optional[str] = None, batch_size: int = DEFAULT_BATCH, mmap: Any = True,
+def read(path: InputArg, hdu: HduArg = 1, columns: Sequence[str] | None = None,
+         row_slice: slice | tuple[int, int | None] | None = None, rows: Any = None,
+         where: str | None = None, batch_size: int = DEFAULT_BATCH, mmap: Any = True,
          decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
          include_fits_metadata: bool = False, apply_fits_nulls: bool = True,
          backend: str = "auto", *,
-         storage_options: Optional[dict] = None) -> "pa.Table":
+         storage_options: dict | None = None) -> pa.Table:
     """Read a FITS table HDU into a ``pyarrow.Table`` (torchfits 1.x ``table.read``).
 
     Parameters
@@ -356,11 +362,11 @@ read_arrow = read
 
 
 def scan(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
-         where: Optional[str] = None, batch_size: int = DEFAULT_BATCH, mmap: Any = True,
+         where: str | None = None, batch_size: int = DEFAULT_BATCH, mmap: Any = True,
          decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
          include_fits_metadata: bool = False, apply_fits_nulls: bool = True,
          backend: str = "auto", *,
-         storage_options: Optional[dict] = None) -> Iterator["pa.RecordBatch"]:
+         storage_options: dict | None = None) -> Iterator[pa.RecordBatch]:
     """Stream a FITS table as ``pyarrow.RecordBatch`` objects (torchfits 1.x ``table.scan``).
 
     Arguments as in `read` (there is no ``rows``). Every argument is checked now, before the
@@ -383,11 +389,11 @@ def scan(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
 
 
 def reader(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
-           where: Optional[str] = None, batch_size: int = DEFAULT_BATCH, mmap: Any = True,
+           where: str | None = None, batch_size: int = DEFAULT_BATCH, mmap: Any = True,
            decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
            include_fits_metadata: bool = True, apply_fits_nulls: bool = True,
            backend: str = "auto", *,
-           storage_options: Optional[dict] = None) -> "pa.RecordBatchReader":
+           storage_options: dict | None = None) -> pa.RecordBatchReader:
     """`scan` as a ``pyarrow.RecordBatchReader`` (FITS metadata included by default).
 
     Empty results still carry the schema.
@@ -401,11 +407,11 @@ def reader(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
     return pa.RecordBatchReader.from_batches(plan.schema, plan.batches())
 
 
-def schema(path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = None,
+def schema(path: Any, hdu: Any = 1, columns: Any = None, where: str | None = None,
            decode_bytes: bool = True, encoding: str = "ascii", strip: bool = True,
            include_fits_metadata: bool = False, apply_fits_nulls: bool = False,
            backend: str = "auto", *,
-           storage_options: Optional[dict] = None) -> "pa.Schema":
+           storage_options: dict | None = None) -> pa.Schema:
     """The Arrow schema `read` would return, built from the header cards alone.
 
     ``where`` is parsed and its columns checked (``"where references unknown column 'X'"``);
@@ -438,7 +444,7 @@ def dataset(data: Any, **kwargs: Any) -> Any:
     return ds.dataset(data)
 
 
-def _filter_columns(expression: Any) -> Optional[list[str]]:
+def _filter_columns(expression: Any) -> list[str] | None:
     """Columns a pyarrow filter reads, or None when they cannot be told."""
     if expression is None:
         return []
@@ -449,7 +455,7 @@ def _filter_columns(expression: Any) -> Optional[list[str]]:
     return None if tree is None else _expr.columns(tree)
 
 
-def scanner(data: Any, *, columns: Any = None, where: Optional[str] = None, filter: Any = None,
+def scanner(data: Any, *, columns: Any = None, where: str | None = None, filter: Any = None,
             batch_size: int = DEFAULT_BATCH, use_threads: bool = True, **kwargs: Any) -> Any:
     """A ``pyarrow.dataset.Scanner`` over a path or an Arrow object.
 
@@ -544,7 +550,7 @@ def _check_torch_where_types(src: TableSource, tree: Any) -> None:
 
 
 def read_torch_source(src: TableSource, *, columns: Any, start_row: int, num_rows: int,
-                       device: str, where: Optional[str]) -> dict[str, Any]:
+                       device: str, where: str | None) -> dict[str, Any]:
     """The body of `read_torch` once the table HDU is open (shared with `TableReaderHandle`)."""
     chosen = [s.name for s in select_columns(src.specs, columns_arg(columns))]
     tree = None
@@ -574,7 +580,7 @@ def read_torch(path: Any, hdu: Any = 1, columns: Any = None, start_row: int = 1,
                num_rows: int = -1, device: Any = "cpu", mmap: Any = "auto",
                cache_capacity: int = 10, handle_cache_capacity: int = 16,
                fast_header: bool = True, return_header: bool = False,
-               where: Optional[str] = None) -> Any:
+               where: str | None = None) -> Any:
     """Read a table HDU into a dict of tensors (torchfits 1.x ``table.read_torch``).
 
     Parameters
@@ -622,7 +628,7 @@ def read_torch(path: Any, hdu: Any = 1, columns: Any = None, start_row: int = 1,
 
 
 def read_torch_for_read(path: Any, hdu_index: int, *, device: Any = "cpu",
-                         opts: Optional[Mapping[str, Any]] = None,
+                         opts: Mapping[str, Any] | None = None,
                          return_header: bool = False) -> Any:
     """`torchfits.read` on a table HDU: `read_torch` with the table options of ``opts``."""
     opts = opts or {}
@@ -673,8 +679,8 @@ def _edit() -> Any:
     return _table_edit
 
 
-def write(path: Any, data: Any, *, schema: Optional[Mapping[str, Any]] = None, header: Any = None,
-          overwrite: bool = False, extname: Optional[str] = None, table_type: str = "binary",
+def write(path: Any, data: Any, *, schema: Mapping[str, Any] | None = None, header: Any = None,
+          overwrite: bool = False, extname: str | None = None, table_type: str = "binary",
           quantize: Any = None) -> None:
     """Write ``data`` as a FITS file: an empty primary HDU and one table HDU.
 
@@ -741,10 +747,10 @@ def delete_rows(path: Any, row_slice: Any, *, hdu: Any = 1) -> None:
     return _edit().delete_rows(path, row_slice, hdu=hdu)
 
 
-def insert_column(path: Any, name: str, values: Any, *, hdu: Any = 1, index: Optional[int] = None,
-                  format: Optional[str] = None, unit: Optional[str] = None,
-                  dim: Optional[str] = None, tnull: Optional[int] = None,
-                  tscal: Optional[float] = None, tzero: Optional[float] = None) -> None:
+def insert_column(path: Any, name: str, values: Any, *, hdu: Any = 1, index: int | None = None,
+                  format: str | None = None, unit: str | None = None,
+                  dim: str | None = None, tnull: int | None = None,
+                  tscal: float | None = None, tzero: float | None = None) -> None:
     """Insert a column at position ``index`` (None appends); values are written as stored codes.
 
     The TFORM is inferred like `write` unless ``format`` is given; ``unit``, ``dim``, ``tnull``,
@@ -755,9 +761,9 @@ def insert_column(path: Any, name: str, values: Any, *, hdu: Any = 1, index: Opt
 
 
 def replace_column(path: Any, name: str, values: Any, *, hdu: Any = 1,
-                   format: Optional[str] = None, unit: Optional[str] = None,
-                   dim: Optional[str] = None, tnull: Optional[int] = None,
-                   tscal: Optional[float] = None, tzero: Optional[float] = None) -> None:
+                   format: str | None = None, unit: str | None = None,
+                   dim: str | None = None, tnull: int | None = None,
+                   tscal: float | None = None, tzero: float | None = None) -> None:
     """Replace a column's data, keeping its TUNIT/TNULL/TFORM code unless overridden."""
     return _edit().replace_column(path, name, values, hdu=hdu, format=format, unit=unit, dim=dim,
                                   tnull=tnull, tscal=tscal, tzero=tzero)

@@ -7,17 +7,17 @@ so it outlives its `HDUList`). `TableHDU` holds columns in memory.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
-from ..fits.paths import fspath
-from ..fits.rows import row_window
 from .._torch_adapter import is_tensor, validate_device
 from ..fits.header import Header
+from ..fits.paths import fspath
+from ..fits.rows import row_window
 from .common import check_mmap, hdu_name, html_summary
-from .tensor_columns import (as_numpy, column_length, decode_byte_rows, is_byte_matrix, is_vla,
-                             vla_lengths)
+from .tensor_columns import as_numpy, column_length, decode_byte_rows, is_byte_matrix, is_vla, vla_lengths
 
 __all__ = ["TableHDURef", "TableHDU", "TableDataAccessor"]
 
@@ -109,7 +109,7 @@ class TableHDURef:
         self._hdu = 1 if source_hdu is None else source_hdu
         self._columns = None if columns is None else list(dict.fromkeys(_column_list(columns)))
         self._row_slice = row_slice
-        self._cache: Optional[tuple[Any, Any]] = None  # (HduIndex, TableSource) it was built from
+        self._cache: tuple[Any, Any] | None = None  # (HduIndex, TableSource) it was built from
 
     # -- the source ------------------------------------------------------------------------------
     def _source(self) -> Any:
@@ -146,7 +146,7 @@ class TableHDURef:
         return self._header
 
     @property
-    def source_path(self) -> Optional[str]:
+    def source_path(self) -> str | None:
         return self._path
 
     @property
@@ -220,31 +220,31 @@ class TableHDURef:
         """``ref.data[col]`` reads one column; ``ref.data.keys()`` lists them."""
         return TableDataAccessor(self, squeeze=False)
 
-    def _narrowed(self, *, columns: Any = None, row_slice: Any = None) -> "TableHDURef":
+    def _narrowed(self, *, columns: Any = None, row_slice: Any = None) -> TableHDURef:
         return TableHDURef(header=self._header, source_path=self._path, source_hdu=self._hdu,
                            columns=self._columns if columns is None else columns,
                            row_slice=self._row_slice if row_slice is None else row_slice)
 
-    def select(self, cols: Any) -> "TableHDURef":
+    def select(self, cols: Any) -> TableHDURef:
         """A new ref projected onto ``cols`` (a name or a list; unknown → KeyError)."""
         from ..tables.selection import select_columns
 
         names = [s.name for s in select_columns(self._source().specs, _column_list(cols))]
         return self._narrowed(columns=names)
 
-    def head(self, n: int = 5) -> "TableHDURef":
+    def head(self, n: int = 5) -> TableHDURef:
         """A new ref on the first ``n`` rows of the window."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"head() takes a non-negative row count, not {n!r}")
         start, stop = self._window()
         return self._narrowed(row_slice=(start, min(stop, start + int(n))))
 
-    def materialize(self, *, mmap: Any = True, device: Any = "cpu") -> "TableHDU":
+    def materialize(self, *, mmap: Any = True, device: Any = "cpu") -> TableHDU:
         """Read the window into an in-memory `TableHDU`."""
         return TableHDU(self.read(mmap=mmap, device=device), header=self.header,
                         source_path=self._path, source_hdu=self._hdu)
 
-    def filter(self, condition: str) -> "TableHDU":
+    def filter(self, condition: str) -> TableHDU:
         """The rows of the window matching ``condition`` (the where dialect) as a `TableHDU`."""
         t = _table()
         t.check_where(condition)
@@ -320,7 +320,7 @@ class TableHDURef:
         return _table().reader(self._path, self._hdu, **self._arrow_kwargs("reader_arrow", kw))
 
     # -- file mutations --------------------------------------------------------------------------
-    def _refreshed(self, columns: Any = None) -> "TableHDURef":
+    def _refreshed(self, columns: Any = None) -> TableHDURef:
         """A new ref on the rewritten file (fresh header and layout, same selection)."""
         from ..fits.hdu_index import get_index
 
@@ -331,34 +331,34 @@ class TableHDURef:
                            columns=self._columns if columns is None else columns,
                            row_slice=self._row_slice)
 
-    def append_rows_file(self, rows: Mapping[str, Any]) -> "TableHDURef":
+    def append_rows_file(self, rows: Mapping[str, Any]) -> TableHDURef:
         """`torchfits.table.append_rows` on this HDU; returns a refreshed ref."""
         _table().append_rows(self._path, rows, hdu=self._hdu)
         return self._refreshed()
 
-    def insert_rows_file(self, rows: Mapping[str, Any], *, row: int) -> "TableHDURef":
+    def insert_rows_file(self, rows: Mapping[str, Any], *, row: int) -> TableHDURef:
         """`torchfits.table.insert_rows` (before 0-based ``row``); returns a refreshed ref."""
         _table().insert_rows(self._path, rows, row=row, hdu=self._hdu)
         return self._refreshed()
 
     def update_rows_file(self, rows: Mapping[str, Any], row_slice: Any, *,
-                         mmap: Any = "auto") -> "TableHDURef":
+                         mmap: Any = "auto") -> TableHDURef:
         """`torchfits.table.update_rows` (0-based file rows); returns a refreshed ref."""
         _table().update_rows(self._path, rows, row_slice, hdu=self._hdu, mmap=mmap)
         return self._refreshed()
 
-    def delete_rows_file(self, row_slice: Any) -> "TableHDURef":
+    def delete_rows_file(self, row_slice: Any) -> TableHDURef:
         """`torchfits.table.delete_rows` (0-based file rows); returns a refreshed ref."""
         _table().delete_rows(self._path, row_slice, hdu=self._hdu)
         return self._refreshed()
 
-    def rename_columns_file(self, mapping: Mapping[str, str]) -> "TableHDURef":
+    def rename_columns_file(self, mapping: Mapping[str, str]) -> TableHDURef:
         """`torchfits.table.rename_columns`; the projection follows the new names."""
         _table().rename_columns(self._path, mapping, hdu=self._hdu)
         cols = None if self._columns is None else [mapping.get(c, c) for c in self._columns]
         return self._refreshed(cols)
 
-    def drop_columns_file(self, columns: Any) -> "TableHDURef":
+    def drop_columns_file(self, columns: Any) -> TableHDURef:
         """`torchfits.table.drop_columns`; dropped columns leave the projection."""
         dropped = _column_list(columns)
         _table().drop_columns(self._path, columns, hdu=self._hdu)
@@ -367,19 +367,19 @@ class TableHDURef:
         kept = [c for c in self._columns if c not in dropped]
         return self._refreshed(kept) if kept else self._refreshed([])
 
-    def insert_column_file(self, name: str, values: Any, *, index: Optional[int] = None,
-                           format: Optional[str] = None, unit: Optional[str] = None,
-                           dim: Optional[str] = None, tnull: Optional[int] = None,
-                           tscal: Optional[float] = None, tzero: Optional[float] = None) -> "TableHDURef":
+    def insert_column_file(self, name: str, values: Any, *, index: int | None = None,
+                           format: str | None = None, unit: str | None = None,
+                           dim: str | None = None, tnull: int | None = None,
+                           tscal: float | None = None, tzero: float | None = None) -> TableHDURef:
         """`torchfits.table.insert_column`; a projected ref gains the new column."""
         _table().insert_column(self._path, name, values, hdu=self._hdu, index=index, format=format,
                                unit=unit, dim=dim, tnull=tnull, tscal=tscal, tzero=tzero)
         return self._refreshed(None if self._columns is None else self._columns + [name])
 
-    def replace_column_file(self, name: str, values: Any, *, format: Optional[str] = None,
-                            unit: Optional[str] = None, dim: Optional[str] = None,
-                            tnull: Optional[int] = None, tscal: Optional[float] = None,
-                            tzero: Optional[float] = None) -> "TableHDURef":
+    def replace_column_file(self, name: str, values: Any, *, format: str | None = None,
+                            unit: str | None = None, dim: str | None = None,
+                            tnull: int | None = None, tscal: float | None = None,
+                            tzero: float | None = None) -> TableHDURef:
         """`torchfits.table.replace_column`; returns a refreshed ref."""
         _table().replace_column(self._path, name, values, hdu=self._hdu, format=format, unit=unit,
                                 dim=dim, tnull=tnull, tscal=tscal, tzero=tzero)
@@ -435,7 +435,7 @@ class TableHDU:
         Columns of different lengths (the message lists them, e.g. ``"ra=2, dec=1"``).
     """
 
-    def __init__(self, tensor_dict: Any, col_stats: Optional[dict] = None, header: Any = None,
+    def __init__(self, tensor_dict: Any, col_stats: dict | None = None, header: Any = None,
                  source_path: Any = None, source_hdu: Any = None) -> None:
         if not isinstance(tensor_dict, dict):
             raise TypeError("tensor_dict must be a dictionary")
@@ -449,7 +449,7 @@ class TableHDU:
         self.source_path = None if source_path is None else fspath(source_path)
         self.source_hdu = source_hdu
 
-    def _derive(self, data: dict) -> "TableHDU":
+    def _derive(self, data: dict) -> TableHDU:
         return TableHDU(data, col_stats=self.col_stats, header=self._header,
                         source_path=self.source_path, source_hdu=self.source_hdu)
 
@@ -574,13 +574,13 @@ class TableHDU:
             return value[index]
         return [v for v, keep in zip(value, index) if keep]
 
-    def head(self, n: int = 5) -> "TableHDU":
+    def head(self, n: int = 5) -> TableHDU:
         """The first ``n`` rows."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"head() takes a non-negative row count, not {n!r}")
         return self._derive({k: self._take(v, slice(0, int(n))) for k, v in self._data.items()})
 
-    def select(self, cols: Any) -> "TableHDU":
+    def select(self, cols: Any) -> TableHDU:
         """Only ``cols`` (in that order)."""
         names = _column_list(cols)
         missing = [c for c in names if c not in self._data]
@@ -588,7 +588,7 @@ class TableHDU:
             raise KeyError(f"Column '{missing[0]}' not found")
         return self._derive({c: self._data[c] for c in dict.fromkeys(names)})
 
-    def filter(self, cond: str) -> "TableHDU":
+    def filter(self, cond: str) -> TableHDU:
         """Rows matching a where-expression (the full dialect; character columns compare as
         stripped text)."""
         from ..query.where_compat import parse_where_expression, where_columns_from_ast
@@ -603,7 +603,7 @@ class TableHDU:
         mask = np.asarray(evaluate_where(ast, values), dtype=bool)
         return self._derive({k: self._take(v, mask) for k, v in self._data.items()})
 
-    def add_column(self, name: str, values: Any, overwrite: bool = False) -> "TableHDU":
+    def add_column(self, name: str, values: Any, overwrite: bool = False) -> TableHDU:
         """A new table with ``name`` added (or replaced with ``overwrite=True``)."""
         if name in self._data and not overwrite:
             raise KeyError(f"Column '{name}' already exists")
@@ -614,7 +614,7 @@ class TableHDU:
         data[name] = values
         return self._derive(data)
 
-    def rename_column(self, old: str, new: str) -> "TableHDU":
+    def rename_column(self, old: str, new: str) -> TableHDU:
         """A new table with column ``old`` called ``new`` (order kept)."""
         if old not in self._data:
             raise KeyError(f"Column '{old}' not found")
@@ -622,7 +622,7 @@ class TableHDU:
             raise KeyError(f"Column '{new}' already exists")
         return self._derive({(new if k == old else k): v for k, v in self._data.items()})
 
-    def drop_columns(self, cols: Any) -> "TableHDU":
+    def drop_columns(self, cols: Any) -> TableHDU:
         """A new table without ``cols``."""
         names = _column_list(cols)
         missing = [c for c in names if c not in self._data]
@@ -630,7 +630,7 @@ class TableHDU:
             raise KeyError(f"Column '{missing[0]}' not found")
         return self._derive({k: v for k, v in self._data.items() if k not in names})
 
-    def append_rows(self, rows: Mapping[str, Any]) -> "TableHDU":
+    def append_rows(self, rows: Mapping[str, Any]) -> TableHDU:
         """A new table with ``rows`` (a dict with exactly this table's columns) appended."""
         if not isinstance(rows, Mapping) or not rows:
             raise ValueError("rows must be a non-empty dictionary of columns")
@@ -664,7 +664,7 @@ class TableHDU:
         for a in range(0, self.num_rows, int(batch_size)):
             yield {k: self._take(v, slice(a, a + int(batch_size))) for k, v in self._data.items()}
 
-    def materialize(self) -> "TableHDU":
+    def materialize(self) -> TableHDU:
         """A new `TableHDU` over the same columns (already in memory)."""
         return self._derive(dict(self._data))
 
@@ -676,7 +676,7 @@ class TableHDU:
         write(path, dict(self._data), header=self._header, overwrite=overwrite)
 
     @classmethod
-    def from_fits(cls, path: Any, hdu_index: Any = 1) -> "TableHDU":
+    def from_fits(cls, path: Any, hdu_index: Any = 1) -> TableHDU:
         """`torchfits.table.read_torch` of one table HDU, with its typed header."""
         data, header = _table().read_torch(path, hdu_index, return_header=True)
         return cls(data, header=header, source_path=path, source_hdu=hdu_index)

@@ -7,7 +7,8 @@ the engine (:mod:`torchfits.query.expr` trees and the row kernel).
 from __future__ import annotations
 
 import math
-from typing import Any, List, Mapping, NamedTuple, Tuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -138,7 +139,7 @@ _PY_OPS = {
 }
 
 # a three-valued truth array: (true rows, null rows); rows in neither are false
-_Truth = Tuple[np.ndarray, np.ndarray]
+_Truth = tuple[np.ndarray, np.ndarray]
 
 
 def evaluate_where(ast: WhereAst, data: Mapping[str, Any]) -> np.ndarray:
@@ -173,7 +174,7 @@ def evaluate_where(ast: WhereAst, data: Mapping[str, Any]) -> np.ndarray:
     ``IN``, ``BETWEEN`` or a negation.
     """
     cache: dict = {}
-    length: List[int] = []
+    length: list[int] = []
 
     def column(name: str) -> _Column:
         if name not in cache:

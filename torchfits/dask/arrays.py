@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from .partitions import task_threads
 __all__ = ["read_images", "ImageBlocks"]
 
 
-def _open(path: str, hdu: Any, raw_scale: bool, storage_options: Optional[dict]) -> Image:
+def _open(path: str, hdu: Any, raw_scale: bool, storage_options: dict | None) -> Image:
     return open_image(path, hdu, raw_scale=raw_scale, storage_options=storage_options)
 
 
@@ -36,8 +37,8 @@ class ImageBlocks:
     """
 
     def __init__(self, paths: Sequence[str], hdu: Any, image_shape: tuple[int, ...], dtype: Any,
-                 *, stack: bool, raw_scale: bool = False, storage_options: Optional[dict] = None,
-                 threads: Optional[int] = None) -> None:
+                 *, stack: bool, raw_scale: bool = False, storage_options: dict | None = None,
+                 threads: int | None = None) -> None:
         self.paths = [str(p) for p in paths]
         self.hdu = hdu
         self.image_shape = tuple(int(n) for n in image_shape)
@@ -54,7 +55,7 @@ class ImageBlocks:
                                   self.raw_scale, self.storage_options, self.threads))
 
     def __dask_tokenize__(self) -> Any:
-        stamps: list[tuple[str, Optional[int], Optional[int]]] = []
+        stamps: list[tuple[str, int | None, int | None]] = []
         for p in self.paths:
             try:
                 st = os.stat(p)
@@ -95,7 +96,7 @@ class ImageBlocks:
 
 
 def _rebuild_blocks(paths: list, hdu: Any, image_shape: tuple, dtype: str, stack: bool, raw_scale: bool,
-                    storage_options: Optional[dict], threads: Optional[int] = None) -> ImageBlocks:
+                    storage_options: dict | None, threads: int | None = None) -> ImageBlocks:
     return ImageBlocks(paths, hdu, image_shape, dtype, stack=stack, raw_scale=raw_scale,
                        storage_options=storage_options, threads=threads)
 
@@ -112,8 +113,9 @@ def _auto_chunks(image: Image, stack: int, dtype: np.dtype) -> tuple:
     if layout is not None:  # tile-compressed: blocks are whole multiples of the tile shape
         tile = tuple(min(t, n) for t, n in zip(layout.tile, shape))
         return normalize_chunks("auto", full, dtype=dtype, previous_chunks=((1,) if stack else ()) + tile)
-    from dask import config
     from dask.utils import parse_bytes
+
+    from dask import config
 
     limit = parse_bytes(config.get("array.chunk-size"))
     row_bytes = math.prod(shape[1:]) * dtype.itemsize if len(shape) > 1 else dtype.itemsize
@@ -128,7 +130,7 @@ def _auto_chunks(image: Image, stack: int, dtype: np.dtype) -> tuple:
 
 
 def read_images(source: Any, hdu: Any = None, *, chunks: Any = "auto", raw_scale: bool = False,
-                storage_options: Optional[dict] = None, threads: Optional[int] = None) -> Any:
+                storage_options: dict | None = None, threads: int | None = None) -> Any:
     """Image HDUs as a ``dask.array.Array`` whose blocks decode only their own region.
 
     Parameters

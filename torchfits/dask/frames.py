@@ -8,17 +8,18 @@ sidecar over the written files lets later reads skip them.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import FitsFileExistsError
 
 __all__ = ["read_table", "to_fits"]
 
 
-def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = None, where: Any = None, *,
-               index: Optional[str] = None, split_row_groups: Any = "auto", schema: Any = None,
+def read_table(source: Any, hdu: Any = 1, columns: Sequence[str] | None = None, where: Any = None, *,
+               index: str | None = None, split_row_groups: Any = "auto", schema: Any = None,
                add_path_column: bool = False, sidecar: Any = None,
-               storage_options: Optional[dict] = None, threads: Optional[int] = None) -> Any:
+               storage_options: dict | None = None, threads: int | None = None) -> Any:
     """FITS tables as a ``dask.dataframe.DataFrame``, one partition per fragment.
 
     Parameters
@@ -70,7 +71,7 @@ def read_table(source: Any, hdu: Any = 1, columns: Optional[Sequence[str]] = Non
                                 threads=threads)
 
 
-def _url_filesystem(url: str, storage_options: Optional[dict]) -> tuple[Any, str]:
+def _url_filesystem(url: str, storage_options: dict | None) -> tuple[Any, str]:
     """The fsspec file system and path of a URL ``to_fits`` writes to (object stores and the
     like: an http(s) server takes no uploads), through the same guard as every remote read."""
     from ..fits.sources.remote import check_writable, guarded_filesystem
@@ -80,7 +81,7 @@ def _url_filesystem(url: str, storage_options: Optional[dict]) -> tuple[Any, str
 
 
 def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
-                     chunk_rows: int, storage_options: Optional[dict] = None) -> tuple[str, Optional[dict]]:
+                     chunk_rows: int, storage_options: dict | None = None) -> tuple[str, dict | None]:
     """Write one partition as a FITS table and return its sidecar entry.
 
     A local file is written atomically (a temporary file renamed into place); a URL gets the
@@ -110,8 +111,8 @@ def _write_partition(df: Any, path: str, overwrite: bool, write_index: bool,
     return path, entry
 
 
-def _finish(results: Sequence[tuple[str, Optional[dict]]], directory: str, chunk_rows: int,
-            sidecar: bool, storage_options: Optional[dict] = None) -> list[str]:
+def _finish(results: Sequence[tuple[str, dict | None]], directory: str, chunk_rows: int,
+            sidecar: bool, storage_options: dict | None = None) -> list[str]:
     from ..fits.paths import is_url
     from ..tables.stats_index import INDEX_NAME, write_index_document
 
@@ -125,9 +126,9 @@ def _finish(results: Sequence[tuple[str, Optional[dict]]], directory: str, chunk
 
 
 def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bool = False,
-            write_index: Optional[bool] = None, sidecar: Optional[bool] = None,
-            chunk_rows: Optional[int] = None, compute: bool = True,
-            storage_options: Optional[dict] = None) -> Any:
+            write_index: bool | None = None, sidecar: bool | None = None,
+            chunk_rows: int | None = None, compute: bool = True,
+            storage_options: dict | None = None) -> Any:
     """Write a Dask DataFrame as one FITS table file per partition, plus a statistics sidecar.
 
     Every partition is written by the worker that computes it, to a temporary file renamed into
@@ -167,11 +168,11 @@ def to_fits(df: Any, directory: Any, *, name_function: Any = None, overwrite: bo
     -------
     list of str, or dask.delayed.Delayed when ``compute=False``
     """
-    import dask
     import dask.dataframe as dd
 
-    from ..fits.paths import fspath
-    from ..fits.paths import is_url
+    import dask
+
+    from ..fits.paths import fspath, is_url
     from ..tables.stats_index import DEFAULT_CHUNK_ROWS
 
     if not isinstance(df, dd.DataFrame):

@@ -12,7 +12,8 @@ for tables and images alike. Dask is imported only when called.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -69,7 +70,7 @@ def split_ranges(fragment: Any, split_row_groups: Any = "auto") -> list[tuple[in
 
 
 def group_fragments(fragments: Sequence[Any], split_row_groups: Any = "auto",
-                    divisions: Optional[tuple] = None) -> tuple[list[tuple], Optional[tuple]]:
+                    divisions: tuple | None = None) -> tuple[list[tuple], tuple | None]:
     """Consecutive small fragments gathered into partitions of about `TARGET_PARTITION_BYTES`
     decoded (``"auto"``/True only: False and an int keep one partition per fragment).
 
@@ -100,7 +101,7 @@ def group_fragments(fragments: Sequence[Any], split_row_groups: Any = "auto",
     return groups, divisions
 
 
-def _range_stats(fragment: Any, column: str) -> Optional[ColumnStats]:
+def _range_stats(fragment: Any, column: str) -> ColumnStats | None:
     """min/max/nulls of ``column`` over the fragment's rows, from the chunks covering them."""
     stats = fragment.stats
     if stats is None or stats.nrows != fragment.open().nrows:
@@ -116,7 +117,7 @@ def _range_stats(fragment: Any, column: str) -> Optional[ColumnStats]:
         return None
 
 
-def sorted_divisions(fragments: list[Any], column: str) -> tuple[list[Any], Optional[tuple]]:
+def sorted_divisions(fragments: list[Any], column: str) -> tuple[list[Any], tuple | None]:
     """Fragments ordered by ``column`` and their divisions, when statistics prove the ranges are
     disjoint and null-free; otherwise the fragments unchanged and None."""
     ranges = [_range_stats(f, column) for f in fragments]
@@ -200,7 +201,7 @@ def in_dask_worker() -> bool:
     return True
 
 
-def task_threads(threads: Optional[int]) -> Optional[int]:
+def task_threads(threads: int | None) -> int | None:
     """Decode threads for one Dask task: ``threads`` when given; 1 inside a ``distributed``
     worker, whose task slots already are the parallelism (Dask sets ``OMP_NUM_THREADS=1`` in
     its workers for the same reason: a one-thread worker must not use every core, and two
@@ -219,9 +220,9 @@ class FragmentReader:
     graph needs, so only those (and the filter's) are decoded.
     """
 
-    def __init__(self, schema: Any, filter: Any, index: Optional[str], nullable: frozenset,
+    def __init__(self, schema: Any, filter: Any, index: str | None, nullable: frozenset,
                  sort_index: bool, use_threads: bool, arrow_strings: bool = False,
-                 threads: Optional[int] = None) -> None:
+                 threads: int | None = None) -> None:
         self.schema = schema
         self.filter = filter
         self.index = index
@@ -231,7 +232,7 @@ class FragmentReader:
         self.arrow_strings = arrow_strings
         self.threads = threads  # decode threads per task; None: `task_threads` decides
 
-    def __call__(self, fragments: Any, columns: Optional[Sequence[str]] = None) -> Any:
+    def __call__(self, fragments: Any, columns: Sequence[str] | None = None) -> Any:
         """One partition: a fragment, or a tuple of fragments read one after the other."""
         names = [n for n in self.schema.names if n != self.index] if columns is None else list(columns)
         wanted = names + [self.index] if self.index is not None and self.index not in names else names
@@ -262,8 +263,8 @@ class FragmentReader:
         return f"<FragmentReader filter={self.filter!r} index={self.index!r}>"
 
 
-def from_fragments(reader: FragmentReader, fragments: Sequence[Any], projection: Optional[Sequence[str]],
-                   divisions: Optional[tuple]) -> Any:
+def from_fragments(reader: FragmentReader, fragments: Sequence[Any], projection: Sequence[str] | None,
+                   divisions: tuple | None) -> Any:
     """The ``dask.dataframe.from_map`` collection: one partition per element of ``fragments`` (a
     fragment or a tuple of them), ``columns=`` projectable, meta from the schema."""
     try:

@@ -1,8 +1,9 @@
 """Image extensions by name: `BandInfo` and `discover_bands` (photometric keywords included)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from ..fits.hdu_index import KIND_COMPRESSED, get_index
 
@@ -30,13 +31,13 @@ class BandInfo:
     shape: tuple[int, ...]
     dtype: str
     role: str = "flux"  # "flux", "ivar", "mask" or "wavelength"
-    bitpix: Optional[int] = None
-    zeropoint: Optional[float] = None
-    photflam: Optional[float] = None
-    photplam: Optional[float] = None
-    exptime: Optional[float] = None
+    bitpix: int | None = None
+    zeropoint: float | None = None
+    photflam: float | None = None
+    photplam: float | None = None
+    exptime: float | None = None
 
-    def flux_scale(self, *, exptime_normalized: bool = True) -> Optional[float]:
+    def flux_scale(self, *, exptime_normalized: bool = True) -> float | None:
         """The factor ``10**(-0.4 * ZP)`` turning counts into flux (None without a zeropoint).
 
         With ``exptime_normalized=False`` the counts are exposure totals and the factor is
@@ -68,7 +69,7 @@ def band_role(name: str) -> str:
     return "flux"
 
 
-def _float(header: Any, key: str) -> Optional[float]:
+def _float(header: Any, key: str) -> float | None:
     value = header.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None

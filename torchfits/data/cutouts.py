@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -13,13 +14,12 @@ import torch
 from .._torch_adapter import torch_dtype, validate_device
 from ..errors import CutoutEdgeError
 from ..fits.paths import fspath
+from ..fits.sources import open_source
 from .images import _check_hdu, _ImagePayloads
 from .loader import finish_batch
-from ..fits.sources import open_source
-from .readers import (batch_cutouts, image_reader, is_remote, read_pixels, to_tensor_batch,
-                      validity_mask)
-from .sources import storage_options_arg, suffix_file
+from .readers import batch_cutouts, image_reader, is_remote, read_pixels, to_tensor_batch, validity_mask
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
+from .sources import storage_options_arg, suffix_file
 
 __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
 
@@ -113,7 +113,7 @@ def _spec_file(raw: Any, hdu: Any) -> tuple[str, Any]:
     return target
 
 
-def _parse_spec(spec: Any, seen: Optional[dict] = None) -> tuple[str, Any, tuple[int, int, int, int]]:
+def _parse_spec(spec: Any, seen: dict | None = None) -> tuple[str, Any, tuple[int, int, int, int]]:
     """One spec → (path, hdu, (x1, y1, x2, y2)). ``seen`` memoizes the checked (path, hdu)
     pairs: thousands of boxes usually name a handful of files."""
     if not isinstance(spec, (tuple, list)) or len(spec) not in (5, 6):
@@ -172,9 +172,9 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
 
     _whole_file_prefetch = False  # make_loader leaves its URLs to ranged reads
 
-    def __init__(self, cutouts: Any, transform: Optional[Callable] = None, device: Any = "cpu",
+    def __init__(self, cutouts: Any, transform: Callable | None = None, device: Any = "cpu",
                  add_channel_dim: bool = True, *, dtype: Any = None,
-                 scale_on_device: bool = False, storage_options: Optional[dict] = None,
+                 scale_on_device: bool = False, storage_options: dict | None = None,
                  edge: str = "raise", pad_value: Any = None) -> None:
         self.edge, self.pad_value = _edge_args(edge, pad_value)
         self.storage_options = storage_options_arg(storage_options)
@@ -301,12 +301,12 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
     def __init__(self, paths: Any, cutouts_per_file: int = 100, cutout_size: Any = 128,
                  hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None, *,
                  staging_dir: Any = None, cleanup: bool = True,
-                 cutout_generator: Optional[Callable] = None, transform: Optional[Callable] = None,
+                 cutout_generator: Callable | None = None, transform: Callable | None = None,
                  device: Any = "cpu", add_channel_dim: bool = True, shuffle_files: bool = False,
-                 shuffle_buffer_size: Optional[int] = None, seed: int = 0,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 shuffle_buffer_size: int | None = None, seed: int = 0,
+                 rank: int | None = None, world_size: int | None = None,
                  mask_is_dq: bool = False, bad_bits: Any = None, dtype: Any = None,
-                 scale_on_device: bool = False, storage_options: Optional[dict] = None,
+                 scale_on_device: bool = False, storage_options: dict | None = None,
                  edge: str = "raise", pad_value: Any = None) -> None:
         if isinstance(hdu, (list, tuple)):
             raise ValueError("staged cutouts read one flux HDU per file")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-from typing import Any, Callable, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable
 
 import torch
 
@@ -18,8 +19,8 @@ from ..fits.paths import fspath, hdu_suffix
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
 from .loader import finish_batch
 from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
-from .sources import index_of, storage_options_arg, with_cache_dir, suffix_targets
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
+from .sources import index_of, storage_options_arg, suffix_targets, with_cache_dir
 
 __all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
            "FitsImageIterableDataset", "FitsCubeDataset", "FitsCubeIterableDataset"]
@@ -70,7 +71,7 @@ def _check_hdu(hdu: Any) -> None:
         raise ValueError(f"HDU index must be a non-negative integer, got {hdu}")
 
 
-def _companions(spec: Any, n_flux: int, what: str) -> Optional[list[Any]]:
+def _companions(spec: Any, n_flux: int, what: str) -> list[Any] | None:
     if spec is None:
         return None
     hdus = _hdu_list(spec)
@@ -90,7 +91,7 @@ class _ImagePayloads:
     def _setup(self, paths: Any, hdu: Any, ivar_hdu: Any, mask_hdu: Any, transform: Any,
                device: Any, mmap: Any, add_channel_dim: bool, cache_dir: Any, mask_is_dq: bool,
                bad_bits: Any, dtype: Any, scale_on_device: bool,
-               storage_options: Optional[dict] = None) -> None:
+               storage_options: dict | None = None) -> None:
         self.files = resolve_paths(paths)
         self.storage_options = storage_options_arg(storage_options)
         self.hdu = hdu
@@ -186,9 +187,9 @@ class _ImagePayloads:
         return f"{type(self).__name__}(n={len(self.files)}, hdu={self.hdu!r}, device={self.device!r})"
 
 
-def _labels_from(files: list[str], hdu: Any, label_key: Optional[str], labels: Any,
-                 storage_options: Optional[dict] = None,
-                 targets: Optional[dict[str, tuple[str, Any]]] = None) -> Any:
+def _labels_from(files: list[str], hdu: Any, label_key: str | None, labels: Any,
+                 storage_options: dict | None = None,
+                 targets: dict[str, tuple[str, Any]] | None = None) -> Any:
     if labels is not None:
         labels = list(labels)
         if len(labels) != len(files):
@@ -256,11 +257,11 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
     """
 
     def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
-                 label_key: Optional[str] = None, labels: Any = None,
-                 transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
+                 label_key: str | None = None, labels: Any = None,
+                 transform: Callable | None = None, device: Any = "cpu", mmap: Any = True,
                  add_channel_dim: bool = False, cache_dir: Any = None, *, mask_is_dq: bool = False,
                  bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False,
-                 storage_options: Optional[dict] = None) -> None:
+                 storage_options: dict | None = None) -> None:
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, mmap, add_channel_dim,
                     cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         self.label_key = label_key
@@ -315,10 +316,10 @@ class FitsImageDataset(FitsTensorDataset):
         super().__init__(paths, hdu, add_channel_dim=add_channel_dim, **kw)
 
     @classmethod
-    def from_bands(cls, paths: Any, bands: Optional[Sequence[str]] = None, *,
+    def from_bands(cls, paths: Any, bands: Sequence[str] | None = None, *,
                    ivar_suffixes: Sequence[str] = IVAR_SUFFIXES,
-                   mask_suffixes: Sequence[str] = MASK_SUFFIXES, mask_is_dq: Optional[bool] = None,
-                   bad_bits: Any = None, **kw: Any) -> "FitsImageDataset":
+                   mask_suffixes: Sequence[str] = MASK_SUFFIXES, mask_is_dq: bool | None = None,
+                   bad_bits: Any = None, **kw: Any) -> FitsImageDataset:
         """Bands by EXTNAME (``"G"``, ``"R"``...), stacked as channels, with ``<band>_IVAR`` and
         ``<band>_MASK``/``<band>_DQ`` companions attached when every band has one (``_DQ``
         companions decode as bitfields unless ``mask_is_dq=False``). ``bands=None`` takes every
@@ -340,7 +341,7 @@ class FitsImageDataset(FitsTensorDataset):
         if not selected:
             raise ValueError(f"no image bands found in {files[0]!r}")
 
-        def companion(band: str, suffixes: Sequence[str]) -> Optional[tuple[str, str]]:
+        def companion(band: str, suffixes: Sequence[str]) -> tuple[str, str] | None:
             return next(((band + s, s) for s in suffixes if band + s in available), None)
 
         ivar = [companion(b, ivar_suffixes) for b in selected]
@@ -359,7 +360,7 @@ class FitsImageDataset(FitsTensorDataset):
                    mask_is_dq=detected if mask_is_dq is None else mask_is_dq, bad_bits=bad_bits,
                    **kw)
 
-    def band_zeropoints(self) -> dict[str, Optional[float]]:
+    def band_zeropoints(self) -> dict[str, float | None]:
         """``{band: zeropoint}`` of the flux HDUs (from the first file's headers)."""
         names = {h.upper() for h in self.hdus if isinstance(h, str)}
         indices = {h for h in self.hdus if isinstance(h, int)}
@@ -367,7 +368,7 @@ class FitsImageDataset(FitsTensorDataset):
                 if b.name.upper() in names or b.index in indices}
 
 
-def _cube_lead(slice_index: Optional[int], spectral_slice: Any) -> tuple:
+def _cube_lead(slice_index: int | None, spectral_slice: Any) -> tuple:
     if slice_index is not None and spectral_slice is not None:
         raise ValueError("give slice_index or spectral_slice, not both")
     if slice_index is not None:
@@ -387,8 +388,8 @@ class FitsCubeDataset(FitsTensorDataset):
     """Data cubes; ``slice_index`` picks one plane of the leading axis, ``spectral_slice=(a, b)``
     keeps planes ``a..b-1``. Only the selected planes are decoded."""
 
-    def __init__(self, paths: Any, hdu: Any = 0, slice_index: Optional[int] = None,
-                 spectral_slice: Optional[tuple[int, int]] = None, *, add_channel_dim: bool = False,
+    def __init__(self, paths: Any, hdu: Any = 0, slice_index: int | None = None,
+                 spectral_slice: tuple[int, int] | None = None, *, add_channel_dim: bool = False,
                  **kw: Any) -> None:
         self._lead = _cube_lead(slice_index, spectral_slice)
         self.slice_index, self.spectral_slice = slice_index, spectral_slice
@@ -406,12 +407,12 @@ class FitsTensorIterableDataset(_ImagePayloads, EpochMixin, torch.utils.data.Ite
     """
 
     def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
-                 transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
-                 shuffle: bool = False, shuffle_buffer_size: Optional[int] = None, seed: int = 0,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 transform: Callable | None = None, device: Any = "cpu", mmap: Any = True,
+                 shuffle: bool = False, shuffle_buffer_size: int | None = None, seed: int = 0,
+                 rank: int | None = None, world_size: int | None = None,
                  add_channel_dim: bool = False, cache_dir: Any = None, *, mask_is_dq: bool = False,
                  bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False,
-                 storage_options: Optional[dict] = None) -> None:
+                 storage_options: dict | None = None) -> None:
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, mmap, add_channel_dim,
                     cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         self.shuffle = bool(shuffle)
@@ -444,8 +445,8 @@ class FitsCubeIterableDataset(FitsTensorIterableDataset):
     """`FitsTensorIterableDataset` over cubes, with ``slice_index``/``spectral_slice`` as in
     `FitsCubeDataset`."""
 
-    def __init__(self, paths: Any, hdu: Any = 0, slice_index: Optional[int] = None,
-                 spectral_slice: Optional[tuple[int, int]] = None, *, add_channel_dim: bool = False,
+    def __init__(self, paths: Any, hdu: Any = 0, slice_index: int | None = None,
+                 spectral_slice: tuple[int, int] | None = None, *, add_channel_dim: bool = False,
                  **kw: Any) -> None:
         self._lead = _cube_lead(slice_index, spectral_slice)
         self.slice_index, self.spectral_slice = slice_index, spectral_slice

@@ -2,7 +2,7 @@
 given a CUDA device, pins host batches and copies them with ``non_blocking``)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -24,7 +24,7 @@ class FitsBatch(list):
     collated: Any = None
 
     @classmethod
-    def of(cls, collated: Any) -> "FitsBatch":
+    def of(cls, collated: Any) -> FitsBatch:
         """The batch whose collated form is ``collated`` (a tensor with the batch on dim 0, a dict
         of them, or a ``(payloads, labels)`` pair); the items are its per-sample views."""
         batch = cls(_unbind(collated))
@@ -113,7 +113,7 @@ class FitsDataLoader(torch.utils.data.DataLoader):
     """A ``DataLoader`` that sets the dataset's epoch before each pass (so worker copies
     shuffle differently every epoch) and optionally moves batches to ``device``."""
 
-    def __init__(self, dataset: Any, *args: Any, device: Optional[str] = None, **kwargs: Any) -> None:
+    def __init__(self, dataset: Any, *args: Any, device: str | None = None, **kwargs: Any) -> None:
         super().__init__(dataset, *args, **kwargs)
         self.target_device = device
         self._epochs = 0
@@ -140,8 +140,8 @@ def _prefetch(dataset: Any) -> None:
                       storage_options=options)
 
 
-def make_loader(dataset: Any, batch_size: Optional[int] = 32, shuffle: Optional[bool] = None,
-                num_workers: int = 0, pin_memory: bool = False, prefetch_factor: Optional[int] = 2,
+def make_loader(dataset: Any, batch_size: int | None = 32, shuffle: bool | None = None,
+                num_workers: int = 0, pin_memory: bool = False, prefetch_factor: int | None = 2,
                 drop_last: bool = False, *, optimize_cache: bool = True,
                 avg_file_size_mb: float = 10.0, device: Any = None,
                 **loader_kwargs: Any) -> torch.utils.data.DataLoader:

@@ -13,18 +13,17 @@ import os
 import sys
 import threading
 from collections import OrderedDict
+from types import SimpleNamespace
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
-from types import SimpleNamespace
-
 from .._kernels import _header, _image
 from .._torch_adapter import numpy_decode_dtype, torch_dtype
 from ..fits.hdu_index import HduIndex, get_index
-from ..fits.paths import is_url
 from ..fits.image_plan import plan_image
+from ..fits.paths import is_url
 from ..fits.sources import open_source
 from ..fits.sources.base import faults_seen
 from ..fits.sources.local import stat_key
@@ -38,13 +37,13 @@ __all__ = ["image_reader", "cutout_reader", "batch_cutouts", "batch_images", "to
 
 _CAPACITY = 128
 _lock = threading.Lock()
-_readers: "OrderedDict[tuple, tuple[Image, tuple]]" = OrderedDict()
+_readers: OrderedDict[tuple, tuple[Image, tuple]] = OrderedDict()
 
 
 _SMALL_FILE = 1 << 20  # read whole below this: one read() beats setting up and tearing down a map
 
 
-def _options_key(storage_options: Optional[dict]) -> str:
+def _options_key(storage_options: dict | None) -> str:
     return repr(sorted((k, repr(v)) for k, v in (storage_options or {}).items()))
 
 
@@ -54,7 +53,7 @@ def is_remote(path: str) -> bool:
     return bool(is_url(path))
 
 
-def image_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) -> Image:
+def image_reader(path: str, hdu: Any, storage_options: dict | None = None) -> Image:
     """The open `Image` of (path, HDU) in this process (an LRU of recently used ones).
 
     Each call checks the file's identity (one stat), so a replaced file is reopened. Files under
@@ -100,7 +99,7 @@ def _remember(key: tuple, img: Image, version: Any) -> None:
             _readers.popitem(last=False)
 
 
-def cutout_reader(path: str, hdu: Any, storage_options: Optional[dict] = None) -> Any:
+def cutout_reader(path: str, hdu: Any, storage_options: dict | None = None) -> Any:
     """The C cutout reader of an uncompressed image HDU (None where cutouts take the general
     path: compressed or truncated files, uint64 results). Over a remote file it reads what
     was fetched: call ``Image.prefetch_cutout`` first."""
@@ -114,7 +113,7 @@ def _reader_of(img: Image) -> Any:
 
 
 def batch_cutouts(keys: list, key_ids: np.ndarray, boxes: np.ndarray,
-                  storage_options: Optional[dict] = None) -> Optional[np.ndarray]:
+                  storage_options: dict | None = None) -> np.ndarray | None:
     """Many boxes decoded into one ``(N, *lead, h, w)`` array, one kernel call per file with the
     GIL released, or None where the batch must take the per-item path: boxes of different
     sizes or cut by an image edge (the edge clamps them), compressed or truncated images,
@@ -176,7 +175,7 @@ _NATIVE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 3
 _Plan = tuple[int, int, np.dtype, tuple[int, ...], float, float, Optional[int]]
 
 
-def _primary_plain(path: str) -> Optional[tuple[_Plan, bytes, int]]:
+def _primary_plain(path: str) -> tuple[_Plan, bytes, int] | None:
     """(plan, file bytes, data offset) of a plain primary image read with one ``pread`` (two
     for long headers or big files), or None for anything the general reader must judge:
     random groups, extensions' keywords, repeated or non-numeric scaling keywords, headers
@@ -231,7 +230,7 @@ def _primary_plain(path: str) -> Optional[tuple[_Plan, bytes, int]]:
 
 
 def batch_images(paths: list[str], hdu: Any,
-                 storage_options: Optional[dict] = None) -> Optional[np.ndarray]:
+                 storage_options: dict | None = None) -> np.ndarray | None:
     """Whole images of many files decoded into one ``(N, *shape)`` array, or None where the
     batch takes the per-item path (shapes or types differ between files).
 
@@ -240,7 +239,7 @@ def batch_images(paths: list[str], hdu: Any,
     into the batch's slot; every other file goes through its open-once `Image`. Values equal
     `read_pixels` for every file.
     """
-    out: Optional[np.ndarray] = None
+    out: np.ndarray | None = None
     fast = hdu == 0 and not isinstance(hdu, bool)
     start: tuple[int, ...] = ()
     step: tuple[int, ...] = ()
@@ -293,7 +292,7 @@ def _new_process() -> None:
     _readers.clear()
 
 
-def _box_key(img: Image, lead: tuple, box: Optional[tuple[int, int, int, int]]) -> Any:
+def _box_key(img: Image, lead: tuple, box: tuple[int, int, int, int] | None) -> Any:
     """NumPy key for leading-axis selection ``lead`` and a clamped ``(x1, y1, x2, y2)`` box."""
     if box is None:
         return lead if lead else None
@@ -305,9 +304,9 @@ def _box_key(img: Image, lead: tuple, box: Optional[tuple[int, int, int, int]]) 
 
 
 def read_pixels(path: str, hdu: Any, *, dtype: Any = None, device: str = "cpu",
-                lead: tuple = (), box: Optional[tuple[int, int, int, int]] = None,
+                lead: tuple = (), box: tuple[int, int, int, int] | None = None,
                 scale_on_device: bool = False,
-                storage_options: Optional[dict] = None) -> torch.Tensor:
+                storage_options: dict | None = None) -> torch.Tensor:
     """One image HDU (or leading-axis selection ``lead`` and cutout ``box`` of it) as a tensor."""
     img = image_reader(path, hdu, storage_options)
     if box is not None and not lead and not scale_on_device and dtype is None \

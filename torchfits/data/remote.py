@@ -18,20 +18,21 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import FitsFileNotFoundError, HttpBlockedError
-from ..fits.sources.block_cache import remote_cache_root
 from ..fits.paths import fspath
+from ..fits.sources.block_cache import remote_cache_root
 
 __all__ = ["is_http_url", "cache_path_for_url", "resolve_local_path", "prefetch_urls", "local_copy"]
 
 _lock = threading.Lock()
 _in_flight: dict[str, Future] = {}
-_pool: Optional[ThreadPoolExecutor] = None
+_pool: ThreadPoolExecutor | None = None
 _pool_pid = 0
 _PREFETCH_WORKERS = 4
 
@@ -56,7 +57,7 @@ def cache_path_for_url(url: str, cache_dir: Any = None) -> str:
 
 
 def resolve_local_path(url: Any, cache_dir: Any = None, download: bool = True, *,
-                       storage_options: Optional[dict] = None) -> str:
+                       storage_options: dict | None = None) -> str:
     """A local path for ``url``: a local path as it is; for an ``http(s)`` URL its copy in the
     cache, downloaded first when missing (waiting for a download of it already in flight).
     ``download=False`` returns the cache path without any network access (the file may not
@@ -70,7 +71,7 @@ def resolve_local_path(url: Any, cache_dir: Any = None, download: bool = True, *
 
 
 def prefetch_urls(urls: Iterable[Any], cache_dir: Any = None, *,
-                  storage_options: Optional[dict] = None) -> list[Future]:
+                  storage_options: dict | None = None) -> list[Future]:
     """Start background downloads of the ``http(s)`` URLs among ``urls`` that have no copy yet
     (other items are skipped); returns one future per download started or joined, each giving
     the local path (or raising the download's error)."""
@@ -84,7 +85,7 @@ def prefetch_urls(urls: Iterable[Any], cache_dir: Any = None, *,
     return futures
 
 
-def local_copy(path: str, storage_options: Optional[dict] = None) -> Optional[str]:
+def local_copy(path: str, storage_options: dict | None = None) -> str | None:
     """The complete whole-file copy of an ``http(s)`` URL (in ``storage_options["cache_dir"]``
     or the remote cache root), or None: what the datasets read instead of ranged requests."""
     if not is_http_url(path):
@@ -101,7 +102,7 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def _submit(url: str, target: str, storage_options: Optional[dict], *, wait: bool) -> Future:
+def _submit(url: str, target: str, storage_options: dict | None, *, wait: bool) -> Future:
     """The download of ``url`` to ``target``: the one in flight, else a new one (run here when
     the caller waits, so a full pool never delays it; else on the prefetch pool)."""
     with _lock:
@@ -120,7 +121,7 @@ def _submit(url: str, target: str, storage_options: Optional[dict], *, wait: boo
     return fut
 
 
-def _run(fut: Future, url: str, target: str, storage_options: Optional[dict]) -> None:
+def _run(fut: Future, url: str, target: str, storage_options: dict | None) -> None:
     try:
         if not os.path.exists(target):
             _download(url, target, storage_options)
@@ -132,7 +133,7 @@ def _run(fut: Future, url: str, target: str, storage_options: Optional[dict]) ->
             _in_flight.pop(target, None)
 
 
-def _download(url: str, target: str, storage_options: Optional[dict]) -> None:
+def _download(url: str, target: str, storage_options: dict | None) -> None:
     from ..fits.sources.remote import guarded_filesystem, redacted_url
 
     fs, path = guarded_filesystem(url, storage_options)
@@ -146,7 +147,7 @@ def _download(url: str, target: str, storage_options: Optional[dict]) -> None:
         except HttpBlockedError:
             raise
         except (FileNotFoundError, OSError) as exc:
-            cause: Optional[BaseException] = exc
+            cause: BaseException | None = exc
             while cause is not None:  # the guard's refusal, wrapped by fsspec
                 if isinstance(cause, HttpBlockedError):
                     raise cause.with_traceback(None) from None

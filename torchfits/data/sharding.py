@@ -4,7 +4,8 @@ reservoir buffers. Pure Python/NumPy; the DataLoader worker is asked through the
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Iterator, Optional
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +15,7 @@ __all__ = ["resolve_rank", "block", "file_shard", "row_shard", "epoch_rng", "res
            "EpochMixin"]
 
 
-def resolve_rank(rank: Optional[int], world_size: Optional[int]) -> tuple[int, int]:
+def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """(rank, world size): explicit → RANK/WORLD_SIZE → SLURM_PROCID/SLURM_NTASKS →
     an initialised ``torch.distributed`` → (0, 1)."""
     if rank is None or world_size is None:
@@ -71,7 +72,7 @@ def epoch_rng(seed: int, epoch: int, rank: int, *extra: int) -> np.random.Genera
                                   *(int(e) for e in extra)])
 
 
-def reservoir(items: Iterable[Any], size: Optional[int], rng: np.random.Generator) -> Iterator[Any]:
+def reservoir(items: Iterable[Any], size: int | None, rng: np.random.Generator) -> Iterator[Any]:
     """Shuffle a stream through a buffer of ``size`` items (no-op for None or ≤ 1): each new item
     swaps with a random buffered one, which is emitted; the rest drain in random order."""
     if not size or size <= 1:

@@ -2,7 +2,7 @@
 the path, HDU index or scanner source of a file or fsspec URL opened in this process."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ..fits.hdu_index import HduIndex, get_index, suffix_hdu
 from ..fits.paths import hdu_suffix, with_storage_options
@@ -12,14 +12,14 @@ from .remote import local_copy
 __all__ = ["storage_options_arg", "with_cache_dir", "table_source", "index_of", "suffix_file", "suffix_targets"]
 
 
-def storage_options_arg(storage_options: Any) -> Optional[dict]:
+def storage_options_arg(storage_options: Any) -> dict | None:
     """A dataset's ``storage_options`` argument checked and copied (None when empty)."""
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError("storage_options must be a dict")
     return dict(storage_options) if storage_options else None
 
 
-def with_cache_dir(storage_options: Optional[dict], cache_dir: Optional[str]) -> Optional[dict]:
+def with_cache_dir(storage_options: dict | None, cache_dir: str | None) -> dict | None:
     """A dataset's storage options with its ``cache_dir`` (1.x's remote prefetch directory) as
     the remote cache of its URLs: whole-file copies and block mirrors go there."""
     if cache_dir is None or (storage_options and "cache_dir" in storage_options):
@@ -27,7 +27,7 @@ def with_cache_dir(storage_options: Optional[dict], cache_dir: Optional[str]) ->
     return {**(storage_options or {}), "cache_dir": cache_dir}
 
 
-def table_source(path: str, storage_options: Optional[dict]) -> Any:
+def table_source(path: str, storage_options: dict | None) -> Any:
     """What `scan` and ``TableSource.open`` take for ``path``: a URL bound to its storage
     options, a local path as it is."""
     copy = local_copy(path, storage_options)  # a whole-file copy made by a prefetch
@@ -38,7 +38,7 @@ def table_source(path: str, storage_options: Optional[dict]) -> Any:
     return path
 
 
-def index_of(path: str, storage_options: Optional[dict]) -> HduIndex:
+def index_of(path: str, storage_options: dict | None) -> HduIndex:
     """The HDU index of a file or URL in this process (URLs through the remote byte sources
     with ``storage_options``)."""
     copy = local_copy(path, storage_options)
@@ -67,7 +67,7 @@ def suffix_targets(files: list[str], hdus: list[Any], default: Any) -> dict[str,
     return out
 
 
-def suffix_file(text: str, hdu: Any, default: Any, no_section: str) -> Optional[tuple[str, Any]]:
+def suffix_file(text: str, hdu: Any, default: Any, no_section: str) -> tuple[str, Any] | None:
     """(file, HDU) of a dataset path with an HDU suffix (``img.fits[SCI,2]``: a path that does
     not exist whose part before the brackets does), None for any other path. The suffix wins
     over the default ``hdu`` (`suffix_hdu`); an image-section suffix raises ValueError with

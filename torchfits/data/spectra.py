@@ -1,21 +1,21 @@
 """1-D spectra from image HDUs or table columns, one or several arms per file."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from .._torch_adapter import (NullValue, apply_null_rule, check_null_options, mask_name,
-                              validate_device)
+from .._torch_adapter import NullValue, apply_null_rule, check_null_options, mask_name, validate_device
 from ..errors import HDUTypeError
 from ..fits.paths import fspath
 from ..tables.scan import Scanner, scan, tensor_null_columns
 from .images import _check_hdu, _companions, _hdu_list, _labels_from, resolve_paths
 from .loader import finish_batch
 from .readers import batch_images, image_reader, to_tensor_batch, validity_mask
-from .sources import index_of, storage_options_arg, with_cache_dir, suffix_targets, table_source
 from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
+from .sources import index_of, storage_options_arg, suffix_targets, table_source, with_cache_dir
 
 __all__ = ["FitsSpectrumDataset", "FitsSpectrumIterableDataset"]
 
@@ -60,7 +60,7 @@ class _SpectrumPayloads:
         check_null_options(null_value, False, names, {}, type(self).__name__)
 
     def _column(self, path: str, hdu: Any,
-                name: Optional[str]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+                name: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One table column as a tensor, after the null rule, and its validity
         tensor (``masks=True`` and an integer or logical column) or None."""
         if name is None:
@@ -96,14 +96,14 @@ class _SpectrumPayloads:
         out: dict[str, torch.Tensor] = {}
         valid: dict[str, torch.Tensor] = {}
 
-        def table_part(h: Any, column: Optional[str], part: str) -> torch.Tensor:
+        def table_part(h: Any, column: str | None, part: str) -> torch.Tensor:
             t, ok = self._column(path, h, column)
             if ok is not None:
                 valid[mask_name(part)] = ok
             return t
 
-        def companion(hdus: Optional[list], column: Optional[str],
-                      part: str) -> Optional[torch.Tensor]:
+        def companion(hdus: list | None, column: str | None,
+                      part: str) -> torch.Tensor | None:
             if hdus is not None:
                 h = hdus[k] if len(hdus) > 1 else hdus[0]
                 if index.resolve(h).is_table:
@@ -169,7 +169,7 @@ class _SpectrumPayloads:
         payload = self._arms(*self._target(path))
         return self.transform(payload) if self.transform is not None else payload
 
-    def _image_parts(self) -> Optional[dict[str, Any]]:
+    def _image_parts(self) -> dict[str, Any] | None:
         """``{key: HDU}`` of a single-arm spectrum whose flux and companions are all image
         HDUs of every file (what a batch decodes at once), or None."""
         if len(self.hdus) != 1 or len(self.files) == 0:
@@ -183,7 +183,7 @@ class _SpectrumPayloads:
             parts["wavelength"] = self.wavelength_hdu
         return parts
 
-    def _batch(self, paths: list[str]) -> Optional[dict[str, torch.Tensor]]:
+    def _batch(self, paths: list[str]) -> dict[str, torch.Tensor] | None:
         """The payloads of ``paths`` stacked (``{"flux": (N, nwave), ...}``), each part decoded
         into one array (plain primary images read with one ``pread`` per file), or None where
         the files take the per-item path: table HDUs, several arms, parts whose shapes differ
@@ -247,13 +247,13 @@ class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
     """
 
     def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
-                 column: Optional[str] = None, ivar_column: Optional[str] = None,
-                 mask_column: Optional[str] = None, wavelength_column: Optional[str] = None,
-                 wavelength_hdu: Any = None, row: Optional[int] = None, layout: str = "dict",
-                 label_key: Optional[str] = None, labels: Any = None,
-                 transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
+                 column: str | None = None, ivar_column: str | None = None,
+                 mask_column: str | None = None, wavelength_column: str | None = None,
+                 wavelength_hdu: Any = None, row: int | None = None, layout: str = "dict",
+                 label_key: str | None = None, labels: Any = None,
+                 transform: Callable | None = None, device: Any = "cpu", mmap: Any = True,
                  cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
-                 storage_options: Optional[dict] = None, null_value: NullValue = None,
+                 storage_options: dict | None = None, null_value: NullValue = None,
                  masks: bool = False) -> None:
         self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
                             wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
@@ -293,14 +293,14 @@ class FitsSpectrumIterableDataset(_SpectrumPayloads, EpochMixin, torch.utils.dat
     `FitsTensorIterableDataset` (URLs with ``storage_options`` as there)."""
 
     def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
-                 column: Optional[str] = None, ivar_column: Optional[str] = None,
-                 mask_column: Optional[str] = None, wavelength_column: Optional[str] = None,
-                 wavelength_hdu: Any = None, row: Optional[int] = None, layout: str = "dict",
-                 transform: Optional[Callable] = None, device: Any = "cpu", mmap: Any = True,
-                 shuffle: bool = False, shuffle_buffer_size: Optional[int] = None, seed: int = 0,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 column: str | None = None, ivar_column: str | None = None,
+                 mask_column: str | None = None, wavelength_column: str | None = None,
+                 wavelength_hdu: Any = None, row: int | None = None, layout: str = "dict",
+                 transform: Callable | None = None, device: Any = "cpu", mmap: Any = True,
+                 shuffle: bool = False, shuffle_buffer_size: int | None = None, seed: int = 0,
+                 rank: int | None = None, world_size: int | None = None,
                  cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
-                 storage_options: Optional[dict] = None, null_value: NullValue = None,
+                 storage_options: dict | None = None, null_value: NullValue = None,
                  masks: bool = False) -> None:
         self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
                             wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,

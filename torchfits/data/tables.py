@@ -3,13 +3,13 @@ iterable one streaming each (rank, worker) slot's contiguous row range through t
 (where-pushdown runs inside the range, so every matching row is delivered once)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from .._torch_adapter import (NullValue, apply_null_rule, check_null_options, mask_name,
-                              validate_device)
+from .._torch_adapter import NullValue, apply_null_rule, check_null_options, mask_name, validate_device
 from ..fits.paths import fspath
 from ..fits.sources.base import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
@@ -17,8 +17,8 @@ from ..tables.decode import decode_table_numpy
 from ..tables.scan import Scanner, scan, tensor_null_columns
 from ..tables.source import TableSource, resolve_sources
 from .loader import finish_batch
-from .sources import storage_options_arg, suffix_file, table_source
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
+from .sources import storage_options_arg, suffix_file, table_source
 
 __all__ = ["FitsTableDataset", "FitsTableIterableDataset"]
 
@@ -114,7 +114,7 @@ _NO_SECTION = ("an image section cannot select table rows; name the HDU alone "
 
 
 def _files_and_hdus(items: list, hdu: Any,
-                    storage_options: Optional[dict] = None) -> list[tuple[Any, Any]]:
+                    storage_options: dict | None = None) -> list[tuple[Any, Any]]:
     """(file, table HDU) for each file the paths name: ``cat.fits[CAT,2]`` (a path that does
     not exist whose part before the brackets does) is that file and HDU, winning over the
     default ``hdu`` (an ``hdu`` naming another HDU is refused); other paths are files, globs or
@@ -163,9 +163,9 @@ class FitsTableDataset(torch.utils.data.Dataset):
         ``null_value``, or 0/False.
     """
 
-    def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = None,
-                 labels: Any = None, transform: Optional[Callable] = None, device: Any = "cpu",
-                 mmap: Any = "auto", *, storage_options: Optional[dict] = None,
+    def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: str | None = None,
+                 labels: Any = None, transform: Callable | None = None, device: Any = "cpu",
+                 mmap: Any = "auto", *, storage_options: dict | None = None,
                  null_value: NullValue = None, masks: bool = False) -> None:
         self.path = fspath(path)
         self.storage_options = storage_options_arg(storage_options)
@@ -185,7 +185,7 @@ class FitsTableDataset(torch.utils.data.Dataset):
             labels = list(labels)
             if len(labels) != self._n:
                 raise ValueError(f"labels length {len(labels)} != rows length {self._n}")
-            self.labels: Optional[torch.Tensor] = torch.as_tensor([int(v) for v in labels],
+            self.labels: torch.Tensor | None = torch.as_tensor([int(v) for v in labels],
                                                                   dtype=torch.int64)
         else:
             self.labels = None
@@ -252,11 +252,11 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
     ``<column>_mask`` tensors (as in `FitsTableDataset`); float nulls are NaN.
     """
 
-    def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: Optional[str] = None,
-                 batch_size: int = 65536, transform: Optional[Callable] = None, device: Any = "cpu",
-                 mmap: Any = "auto", shuffle_buffer_size: Optional[int] = None, seed: int = 0,
-                 rank: Optional[int] = None, world_size: Optional[int] = None, *,
-                 as_batches: bool = False, storage_options: Optional[dict] = None,
+    def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: str | None = None,
+                 batch_size: int = 65536, transform: Callable | None = None, device: Any = "cpu",
+                 mmap: Any = "auto", shuffle_buffer_size: int | None = None, seed: int = 0,
+                 rank: int | None = None, world_size: int | None = None, *,
+                 as_batches: bool = False, storage_options: dict | None = None,
                  null_value: NullValue = None, masks: bool = False) -> None:
         self.storage_options = storage_options_arg(storage_options)
         items = list(path) if isinstance(path, (list, tuple)) else [path]
@@ -302,7 +302,7 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         return list(self.paths)
 
     def _direct_batches(self, path: str, a: int, b: int,
-                        hdu: Any = None) -> Optional[Iterator[Any]]:
+                        hdu: Any = None) -> Iterator[Any] | None:
         """``batch_size`` batches of rows ``[a, b)`` decoded in big chunks (one kernel call per
         ~32 MiB, no Arrow) and sliced, or None unless every column is a plain number and there
         is no ``where``, nor a mask column to add (another file of the stream may have a TNULL

@@ -3,7 +3,8 @@ users)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, BinaryIO, Sequence, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
 if TYPE_CHECKING:  # typing only: torch stays optional
     import torch

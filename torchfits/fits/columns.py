@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -105,20 +106,20 @@ class ColumnSpec:
     repeat: int
     width: int
     offset: int
-    tdim: Optional[tuple[int, ...]] = None
-    tnull: Optional[int | str] = None
+    tdim: tuple[int, ...] | None = None
+    tnull: int | str | None = None
     tscal: float = 1.0
     tzero: float = 0.0
-    tunit: Optional[str] = None
-    tucd: Optional[str] = None
-    tdisp: Optional[str] = None
+    tunit: str | None = None
+    tucd: str | None = None
+    tdisp: str | None = None
     is_vla: bool = False
-    descriptor: Optional[str] = None
-    max_elements: Optional[int] = None
+    descriptor: str | None = None
+    max_elements: int | None = None
     kind: str = "bintable"
-    tbcol: Optional[int] = None
-    decimals: Optional[int] = None
-    tdim_text: Optional[str] = None
+    tbcol: int | None = None
+    decimals: int | None = None
+    tdim_text: str | None = None
 
     @property
     def number(self) -> int:
@@ -136,7 +137,7 @@ class ColumnSpec:
         return 1 if self.is_ascii else ELEMENT_BYTES[self.code]
 
     @property
-    def shape(self) -> Optional[tuple[int, ...]]:
+    def shape(self) -> tuple[int, ...] | None:
         """C-order shape of one cell from ``TDIMn``, or None when TDIM is absent or inconsistent.
 
         For character columns the first TDIM axis is the string length, so the shape counts
@@ -169,7 +170,7 @@ class ColumnSpec:
 
 
 def _int_keyword(header: Mapping[str, Any], key: str, *, required: bool, minimum: int = 0,
-                 default: Optional[int] = None) -> Optional[int]:
+                 default: int | None = None) -> int | None:
     value = header.get(key)
     if value is None:
         if required:
@@ -204,14 +205,14 @@ def _float_keyword(header: Mapping[str, Any], key: str, default: float) -> float
         raise CorruptHeaderError(f"{key} = {value!r} is not a number") from None
 
 
-def _str_keyword(header: Mapping[str, Any], key: str) -> Optional[str]:
+def _str_keyword(header: Mapping[str, Any], key: str) -> str | None:
     value = header.get(key)
     if value is None:
         return None
     return str(value).rstrip() if isinstance(value, str) else str(value)
 
 
-def _parse_tdim(text: Optional[str]) -> Optional[tuple[int, ...]]:
+def _parse_tdim(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     m = _TDIM.match(text)
@@ -220,7 +221,7 @@ def _parse_tdim(text: Optional[str]) -> Optional[tuple[int, ...]]:
     return tuple(int(d) for d in m.group(1).split(","))
 
 
-def _tnull_value(header: Mapping[str, Any], n: int, kind: str) -> Optional[int | str]:
+def _tnull_value(header: Mapping[str, Any], n: int, kind: str) -> int | str | None:
     value = header.get(f"TNULL{n}")
     if value is None:
         return None
@@ -315,7 +316,7 @@ def parse_columns(header: Mapping[str, Any], kind: Literal["bintable", "table"])
     return specs
 
 
-def _parse_binary_column(n: int, where: str, tform: str, offset: int, tdim_text: Optional[str],
+def _parse_binary_column(n: int, where: str, tform: str, offset: int, tdim_text: str | None,
                          common: dict[str, Any]) -> ColumnSpec:
     m = _BIN_TFORM.match(tform.upper())
     if m is None or m.group(2) not in "LXBIJKAEDCMPQ":
@@ -397,7 +398,7 @@ class Conversion(NamedTuple):
     """
 
     kind: str
-    dtype: Optional[np.dtype]
+    dtype: np.dtype | None
 
 
 def _is_unsigned(spec: ColumnSpec, mapping: str) -> bool:
@@ -453,7 +454,7 @@ def conversion(spec: ColumnSpec, mapping: MappingName = "native") -> Conversion:
 
 
 def _element_arrow_type(spec: ColumnSpec, conv: Conversion, decode_bytes: bool,
-                        binary_strings: bool, mapping: str) -> "pa.DataType":
+                        binary_strings: bool, mapping: str) -> pa.DataType:
     import pyarrow as pa
 
     if conv.kind == "string":
@@ -475,7 +476,7 @@ def _element_arrow_type(spec: ColumnSpec, conv: Conversion, decode_bytes: bool,
 
 
 def arrow_type(spec: ColumnSpec, mapping: Literal["native", "compat"] = "native",
-               decode_bytes: bool = True, *, binary_strings: bool = False) -> "pa.DataType":
+               decode_bytes: bool = True, *, binary_strings: bool = False) -> pa.DataType:
     """The Arrow type a decode of ``spec`` produces.
 
     Parameters
@@ -522,7 +523,7 @@ def arrow_type(spec: ColumnSpec, mapping: Literal["native", "compat"] = "native"
     return value if spec.repeat == 1 else _fixed_lists(pa, value, (spec.repeat,))
 
 
-def _fixed_lists(pa: Any, value: "pa.DataType", shape: tuple[int, ...]) -> "pa.DataType":
+def _fixed_lists(pa: Any, value: pa.DataType, shape: tuple[int, ...]) -> pa.DataType:
     """Nested ``fixed_size_list`` types for a cell of C-order ``shape``.
 
     A cell with no elements (repeat 0, or a 0 axis in TDIM) is a variable ``list`` whose rows

@@ -15,7 +15,8 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from .._kernels import _header
 from .._kernels._safemap import fault_count as faults_seen
@@ -71,9 +72,9 @@ class HduEntry(Record):
 
     def __init__(self, index: int, kind: str, header_offset: int, data_offset: int,
                  data_size: int, bitpix: int, naxes: tuple[int, ...], pcount: int, gcount: int,
-                 heap_offset: int, heap_size: int, extname: Optional[str], extver: Optional[int],
-                 ncards: int, tfields: int, zcmptype: Optional[str],
-                 structural: Optional[dict] = None) -> None:
+                 heap_offset: int, heap_size: int, extname: str | None, extver: int | None,
+                 ncards: int, tfields: int, zcmptype: str | None,
+                 structural: dict | None = None) -> None:
         self.index = index
         self.kind = kind
         self.header_offset = header_offset
@@ -274,7 +275,7 @@ class _Entries:
     def append(self, entry: HduEntry) -> None:
         self._items.append(entry)
 
-    def extname(self, i: int) -> Optional[str]:
+    def extname(self, i: int) -> str | None:
         """EXTNAME of HDU ``i`` without building its entry."""
         e = self._items[i]
         return self._rows.extname(e) if type(e) is int else e.extname
@@ -294,13 +295,13 @@ class HduIndex:
     #: (``HduRows.walk``) is tested against.
     kernel_walk: bool = True
 
-    def __init__(self, path: str, key: Optional[tuple], source: ByteSource) -> None:
+    def __init__(self, path: str, key: tuple | None, source: ByteSource) -> None:
         self.path = path
         self.key = key
         self.source = source
         self.size = source.size
         self.entries = _Entries(_header.HduRows())
-        self.tail_error: Optional[str] = None
+        self.tail_error: str | None = None
         self.tail_exception: type = TruncatedFileError
         self._headers: dict[tuple[int, bool], Header] = {}
         self._specs: dict[int, tuple[ColumnSpec, ...]] = {}
@@ -354,7 +355,7 @@ class HduIndex:
                 break
             pos = nxt
 
-    def _describe_one(self, buf: memoryview, pos: int, lazy: bool) -> Optional[int]:
+    def _describe_one(self, buf: memoryview, pos: int, lazy: bool) -> int | None:
         """Describe the HDU at ``pos`` in Python (fetching its header first from a lazy source);
         the offset of the next HDU, or None when indexing stops here."""
         src = self.source
@@ -446,7 +447,7 @@ class HduIndex:
         return self.entries[index]
 
     @staticmethod
-    def _name_version(hdu: tuple) -> tuple[str, Optional[int]]:
+    def _name_version(hdu: tuple) -> tuple[str, int | None]:
         if len(hdu) not in (1, 2) or not isinstance(hdu[0], str):
             raise TypeError(f"an HDU named by version is (EXTNAME, EXTVER), not {hdu!r}")
         ver = hdu[1] if len(hdu) == 2 else None
@@ -454,7 +455,7 @@ class HduIndex:
             raise TypeError(f"EXTVER must be an integer, not {type(ver).__name__} ({hdu!r})")
         return hdu[0], None if ver is None else int(ver.__index__())
 
-    def _find(self, wanted: str, ver: Optional[int]) -> Optional[int]:
+    def _find(self, wanted: str, ver: int | None) -> int | None:
         entries = self.entries
         for k in range(len(entries)):
             name = entries.extname(k)
@@ -465,7 +466,7 @@ class HduIndex:
             return 0
         return None
 
-    def _by_name(self, hdu: Any, name: str, ver: Optional[int]) -> HduEntry:
+    def _by_name(self, hdu: Any, name: str, ver: int | None) -> HduEntry:
         k = self._find(name.strip().upper(), ver)
         if k is not None:
             return self.entries[k]
@@ -563,7 +564,7 @@ class HduIndex:
             self._specs[entry.index] = specs
         return specs
 
-    def check_data(self, entry: HduEntry, nbytes: Optional[int] = None) -> None:
+    def check_data(self, entry: HduEntry, nbytes: int | None = None) -> None:
         """Raise TruncatedFileError unless the first ``nbytes`` of the data (all by default) exist."""
         need = entry.data_size if nbytes is None else nbytes
         if entry.data_offset + need > self.size:
@@ -577,10 +578,10 @@ class HduIndex:
 # -- the per-process cache ------------------------------------------------------------------------
 _CAPACITY = 256
 _lock = threading.Lock()
-_cache: "OrderedDict[str, HduIndex]" = OrderedDict()  # by the source's cache_key
+_cache: OrderedDict[str, HduIndex] = OrderedDict()  # by the source's cache_key
 _stats = {"hits": 0, "misses": 0}
 # Sources whose index `invalidate` or `clear_index_cache` dropped: the next call opens them anew.
-_dropped: "weakref.WeakSet[ByteSource]" = weakref.WeakSet()
+_dropped: weakref.WeakSet[ByteSource] = weakref.WeakSet()
 
 
 def check_hdu_arg(hdu: Any) -> None:
@@ -591,7 +592,7 @@ def check_hdu_arg(hdu: Any) -> None:
             raise ValueError(f"{NEGATIVE_HDU}, got {h.__index__()}")
 
 
-def get_index(path: Any, storage_options: Optional[dict] = None) -> HduIndex:
+def get_index(path: Any, storage_options: dict | None = None) -> HduIndex:
     """The HduIndex of the current version of ``path`` (cached; validated by stat each call).
 
     ``path`` may also be an fsspec URL (with ``storage_options``), a ``SourcePath``, bytes-like

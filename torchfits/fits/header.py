@@ -6,7 +6,8 @@ commentary cards, repeated keywords and comments survive a read → edit → wri
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Iterator, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
 
 from .layout import CARD
 from .layout import padding as block_padding
@@ -40,7 +41,7 @@ class CommentaryLines(list[str]):
         return "\n".join(str(v) for v in self)
 
 
-def _add_line(h: "Header", key: str, value: Any) -> None:
+def _add_line(h: Header, key: str, value: Any) -> None:
     lines = dict.get(h, key)
     if isinstance(lines, CommentaryLines):
         lines.append(value)
@@ -60,7 +61,7 @@ class _Comments:
     """``header.comments["KEY"]`` → first comment (astropy style); ``header.comments("KEY")`` →
     the comments of every card with that keyword (torchfits 1.x style)."""
 
-    def __init__(self, header: "Header") -> None:
+    def __init__(self, header: Header) -> None:
         self._header = header
 
     def __getitem__(self, key: str) -> str:
@@ -221,7 +222,7 @@ class Header(dict[str, Any]):
         self._cards.clear()
         self._folded.clear()
 
-    def copy(self) -> "Header":
+    def copy(self) -> Header:
         return Header(self)
 
     def __eq__(self, other: object) -> bool:
@@ -323,7 +324,7 @@ class Header(dict[str, Any]):
         return fits.Header.fromstring(self.tostring())
 
     @classmethod
-    def from_astropy(cls, header: Any) -> "Header":
+    def from_astropy(cls, header: Any) -> Header:
         """Build from an ``astropy.io.fits.Header`` through its card text."""
         from .._kernels import _header
 
@@ -332,7 +333,7 @@ class Header(dict[str, Any]):
         return header_from_parsed(cards)
 
 
-def _rebuild(cards: list[Card]) -> "Header":
+def _rebuild(cards: list[Card]) -> Header:
     h = Header()
     for c in cards:
         h.append(c)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class ImagePlan:
     mode: int
     bscale: float = 1.0
     bzero: float = 0.0
-    blank: Optional[int] = None
+    blank: int | None = None
 
     @property
     def storage_dtype(self) -> np.dtype:

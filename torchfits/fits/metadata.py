@@ -4,13 +4,13 @@ NumPy-only: nothing here imports torch or pyarrow.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
-from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, check_hdu_arg, get_index
-from .aliases import HduArg, PathArg
-from .paths import parse_path, with_storage_options
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError, HDUTypeError, KeywordNotFoundError
+from .aliases import HduArg, PathArg
+from .hdu_index import KIND_BINTABLE, KIND_COMPRESSED, KIND_TABLE, HduEntry, check_hdu_arg, get_index
 from .header import Header
+from .paths import parse_path, with_storage_options
 from .record import FrozenRecord
 
 __all__ = [
@@ -33,7 +33,7 @@ KIND_GROUPS = "groups"  # HduInfo.kind of a random-groups primary
 
 
 def _locate(path: Any, hdu: Any, *, allow_auto: bool = False,
-            storage_options: Optional[dict[str, Any]] = None) -> tuple[Any, HduEntry]:
+            storage_options: dict[str, Any] | None = None) -> tuple[Any, HduEntry]:
     check_hdu_arg(hdu)
     fp = parse_path(with_storage_options(path, storage_options))
     index = get_index(fp.path)
@@ -43,7 +43,7 @@ def _locate(path: Any, hdu: Any, *, allow_auto: bool = False,
 
 
 def read_header(path: PathArg, hdu: HduArg = 0, *, compressed: bool = True,
-                storage_options: Optional[dict[str, Any]] = None) -> Header:
+                storage_options: dict[str, Any] | None = None) -> Header:
     """The typed header of one HDU (``None``/``"auto"`` picks the HDU as ``read`` does).
 
     Long CONTINUE strings are joined; HIERARCH keywords appear without the prefix. For a
@@ -104,7 +104,7 @@ def read_shape(path: PathArg, hdu: HduArg = 0) -> tuple[int, tuple[int, ...]]:
     return bitpix, tuple(reversed(naxes))
 
 
-def read_extname(path: PathArg, hdu: HduArg = 0) -> Optional[str]:
+def read_extname(path: PathArg, hdu: HduArg = 0) -> str | None:
     """EXTNAME of the HDU, or None (also for a missing file or an index past the end)."""
     try:
         index, entry = _locate(path, hdu)
@@ -167,19 +167,19 @@ class HduInfo(FrozenRecord):
     name: str
     kind: str
     shape: tuple[int, ...]
-    bitpix: Optional[int]
-    dtype: Optional[str]
-    nrows: Optional[int]
-    ncols: Optional[int]
-    codec: Optional[str]
+    bitpix: int | None
+    dtype: str | None
+    nrows: int | None
+    ncols: int | None
+    codec: str | None
     ncards: int
-    gcount: Optional[int]
-    pcount: Optional[int]
+    gcount: int | None
+    pcount: int | None
 
     def __init__(self, index: int, name: str, kind: str, shape: tuple[int, ...],
-                 bitpix: Optional[int], dtype: Optional[str], nrows: Optional[int],
-                 ncols: Optional[int], codec: Optional[str], ncards: int,
-                 gcount: Optional[int] = None, pcount: Optional[int] = None) -> None:
+                 bitpix: int | None, dtype: str | None, nrows: int | None,
+                 ncols: int | None, codec: str | None, ncards: int,
+                 gcount: int | None = None, pcount: int | None = None) -> None:
         for field, value in zip(self.__slots__, (index, name, kind, shape, bitpix, dtype, nrows,
                                                  ncols, codec, ncards, gcount, pcount)):
             object.__setattr__(self, field, value)
@@ -250,7 +250,7 @@ class FileInfo(list[HduInfo]):  # a list, so loops and indexing work as before
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
-def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
+def _compressed_dtype(index: Any, e: HduEntry) -> str | None:
     """The dtype a read of a tile-compressed image returns: ZBITPIX with the image's
     BSCALE/BZERO/BLANK (ZBLANK) rules, like a plain image."""
     from types import SimpleNamespace
@@ -271,7 +271,7 @@ def _compressed_dtype(index: Any, e: HduEntry) -> Optional[str]:
         return None
 
 
-def info(path: PathArg, *, storage_options: Optional[dict[str, Any]] = None) -> FileInfo:
+def info(path: PathArg, *, storage_options: dict[str, Any] | None = None) -> FileInfo:
     """Summaries of every HDU in the file: a list of :class:`HduInfo` whose repr is a table."""
     from .image_plan import groups_plans, plan_image  # numpy-only
 

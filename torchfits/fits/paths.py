@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import UnsafePathError
 from .record import FrozenRecord
@@ -26,9 +26,9 @@ class FitsPath(FrozenRecord):
     __slots__ = ("path", "hdu", "section")
     path: Any
     hdu: Any
-    section: Optional[tuple]
+    section: tuple | None
 
-    def __init__(self, path: Any, hdu: Any = None, section: Optional[tuple] = None) -> None:
+    def __init__(self, path: Any, hdu: Any = None, section: tuple | None = None) -> None:
         object.__setattr__(self, "path", path)
         object.__setattr__(self, "hdu", hdu)
         object.__setattr__(self, "section", section)
@@ -58,9 +58,9 @@ class SourcePath(FrozenRecord):
 
     __slots__ = ("url", "storage_options")
     url: str
-    storage_options: Optional[dict]
+    storage_options: dict | None
 
-    def __init__(self, url: str, storage_options: Optional[dict] = None) -> None:
+    def __init__(self, url: str, storage_options: dict | None = None) -> None:
         object.__setattr__(self, "url", url)
         object.__setattr__(self, "storage_options", storage_options)
 
@@ -68,7 +68,7 @@ class SourcePath(FrozenRecord):
         return self.url
 
 
-def with_storage_options(path: Any, storage_options: Optional[dict]) -> Any:
+def with_storage_options(path: Any, storage_options: dict | None) -> Any:
     """``path`` bound to ``storage_options`` (unchanged when there are none)."""
     if not storage_options:
         return path
@@ -128,7 +128,7 @@ def refuse_cfitsio_special(p: str) -> None:
                          "overwrite=True to the writer instead")
 
 
-def _section(text: str) -> Optional[tuple]:
+def _section(text: str) -> tuple | None:
     parts = [p.strip() for p in text.split(",")]
     key = []
     for part in parts:
@@ -185,7 +185,7 @@ def parse_path(path: Any) -> FitsPath:
     return FitsPath(rest, hdu, section)
 
 
-def hdu_suffix(path: Any) -> Optional[FitsPath]:
+def hdu_suffix(path: Any) -> FitsPath | None:
     """What a local path names where brackets may also be glob characters (``dataset``,
     ``sql``, the torch datasets): a path that exists is a file (None); else a name ending in
     ``[...]`` whose part before the brackets exists is that file with its CFITSIO suffix (the

@@ -6,12 +6,12 @@ to the table; edits check it against the table themselves.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["validate_row_slice", "row_window"]
 
 
-def validate_row_slice(row_slice: Any) -> Optional[tuple[int, Optional[int]]]:
+def validate_row_slice(row_slice: Any) -> tuple[int, int | None] | None:
     """Check a ``row_slice`` argument.
 
     Parameters

@@ -8,13 +8,14 @@ import functools
 import os
 import threading
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable
 
 __all__ = ["default_threads", "get_pool", "run_parallel", "run_shared", "iter_parallel",
            "fault_in"]
 
-_pool: Optional[ThreadPoolExecutor] = None
+_pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _in_worker = threading.local()
 

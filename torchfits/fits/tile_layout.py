@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
+from ..errors import CorruptHeaderError, TooManyAxesError
 from .columns import parse_columns
 from .hdu_index import HduEntry, HduIndex
 from .header import Card, Header
-from ..errors import CorruptHeaderError, TooManyAxesError
 
 __all__ = ["CodecRules", "TileLayout", "tile_layout", "image_header"]
 
@@ -58,11 +58,11 @@ class TileLayout:
     tile: tuple[int, ...]
     grid: tuple[int, ...]  # tiles along each axis
     params: dict
-    quantize: Optional[int]  # dither method, None when ZQUANTIZ says NONE / no quantisation
+    quantize: int | None  # dither method, None when ZQUANTIZ says NONE / no quantisation
     zdither0: int
-    zblank: Optional[int]
-    zscale: Optional[float]
-    zzero: Optional[float]
+    zblank: int | None
+    zscale: float | None
+    zzero: float | None
     columns: dict  # name -> _VarColumn for the variable-length columns
     scalars: dict  # name -> (offset, dtype) for ZSCALE / ZZERO / ZBLANK columns
     row_bytes: int
@@ -88,7 +88,7 @@ def _zparams(s: dict) -> dict:
 
 
 def tile_layout(index: HduIndex, entry: HduEntry,
-                codecs: Callable[[str], Optional[CodecRules]]) -> TileLayout:
+                codecs: Callable[[str], CodecRules | None]) -> TileLayout:
     """Read and check the compression keywords and the table layout of a compressed HDU.
 
     ``codecs`` looks a ZCMPTYPE up (the engine's codec registry): None for an unknown one.
@@ -141,7 +141,7 @@ def tile_layout(index: HduIndex, entry: HduEntry,
     if "COMPRESSED_DATA" not in columns:
         raise CorruptHeaderError(f"{where}: no COMPRESSED_DATA column")
     quant = h.get("ZQUANTIZ")
-    quantize: Optional[int]
+    quantize: int | None
     if zbitpix < 0 and ("ZSCALE" in scalars or "ZSCALE" in h):
         quantize = _DITHER.get(str(quant).strip().upper(), 0) if quant is not None else 0
         if isinstance(quant, str) and quant.strip().upper() == "NONE":

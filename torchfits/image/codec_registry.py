@@ -12,15 +12,11 @@ from __future__ import annotations
 import functools
 import math
 import zlib
-from typing import Any, ClassVar, NamedTuple, Optional
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from .._kernels import _gziptiles
-from .._kernels import _hcompress
-from .._kernels import _plio
-from .._kernels import _quantize
-from .._kernels import _rice
+from .._kernels import _gziptiles, _hcompress, _plio, _quantize, _rice
 from ..errors import CodecError
 
 __all__ = ["Codec", "Rice1", "Gzip1", "Gzip2", "Plio1", "Hcompress1", "NoCompress", "REGISTRY",
@@ -50,7 +46,7 @@ def _check(rc: int, codec_id: str) -> None:
         raise CodecError(f"{codec_id}: {_ERRORS.get(rc, f'error {rc}')}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def inflate_backend() -> Any:
     """The module single GZIP tiles are inflated with: ``isal.isal_zlib`` (ISA-L's inflate, about
     1.5–2× zlib's speed) when the optional ``isal`` package is installed
@@ -135,12 +131,12 @@ class Codec:
 
     # -- what readers ask ---------------------------------------------------------------------
     @classmethod
-    def from_zparams(cls, params: dict, zbitpix: int) -> "Codec":
+    def from_zparams(cls, params: dict, zbitpix: int) -> Codec:
         """The codec that decodes an HDU with these ZNAMEn/ZVALn parameters."""
         return cls()
 
     @property
-    def many_itemsize(self) -> Optional[int]:
+    def many_itemsize(self) -> int | None:
         """The output itemsize `decode_many` requires (None: any)."""
         return None
 
@@ -151,14 +147,14 @@ class Codec:
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: Optional[np.ndarray] = None) -> None:
+                    ncols: np.ndarray | None = None) -> None:
         """Decode tile i (``sizes[i]`` bytes at ``offsets[i]`` of ``buf``, ``npix[i]`` pixels, rows
         of ``ncols[i]`` for 2-D codecs) into ``out[dest[i]:]``, GIL-free; ``status[i]`` becomes
         `TILE_OK`, `TILE_MISMATCH` or `TILE_STOPPED` (``stop[0]`` raised by another chunk)."""
         raise NotImplementedError
 
     # -- one tile -----------------------------------------------------------------------------
-    def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> Any:
+    def decode(self, buf: Any, out: np.ndarray | None = None) -> Any:
         raise NotImplementedError
 
     def encode(self, buf: Any) -> bytes:
@@ -198,7 +194,7 @@ class Rice1(Codec):
         self.blocksize = int(blocksize)
         self.bytepix = int(bytepix)
 
-    def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
+    def decode(self, buf: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Decode into ``out`` (native integers of itemsize ``bytepix``; required: it gives the
         pixel count)."""
         if out is None:
@@ -219,13 +215,13 @@ class Rice1(Codec):
         return [("BLOCKSIZE", options.blocksize), ("BYTEPIX", bytepix)]
 
     @classmethod
-    def from_zparams(cls, params: dict, zbitpix: int) -> "Rice1":
+    def from_zparams(cls, params: dict, zbitpix: int) -> Rice1:
         # The convention's default, and CFITSIO's: a stream without BYTEPIX codes 4-byte
         # integers whatever ZBITPIX is (old writers, e.g. m13_rice.fits from 2006).
         return cls(blocksize=int(params.get("BLOCKSIZE", 32)), bytepix=int(params.get("BYTEPIX", 4)))
 
     @property
-    def many_itemsize(self) -> Optional[int]:
+    def many_itemsize(self) -> int | None:
         return self.bytepix
 
     def decode_tile(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -234,7 +230,7 @@ class Rice1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: Optional[np.ndarray] = None) -> None:
+                    ncols: np.ndarray | None = None) -> None:
         _rice.decode_many(buf, offsets, sizes, npix, dest, out, self.bytepix, self.blocksize,
                           status, stop)
 
@@ -259,12 +255,12 @@ class Gzip1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: Optional[np.ndarray] = None) -> None:
+                    ncols: np.ndarray | None = None) -> None:
         _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, out.itemsize, self.shuffled,
                                status, stop)
 
-    def decode(self, buf: Any, out: Optional[np.ndarray] = None, *,
-               max_size: Optional[int] = None) -> Any:
+    def decode(self, buf: Any, out: np.ndarray | None = None, *,
+               max_size: int | None = None) -> Any:
         """Inflate ``buf``; into ``out``'s bytes when given (sizes must agree).
 
         ``max_size`` bounds the inflated size (a hostile tile cannot balloon in memory).
@@ -323,8 +319,8 @@ class Gzip2(Gzip1):
         _quantize.unshuffle(np.frombuffer(inflated, np.uint8), out, itemsize)
         return out  # read as any buffer: no bytes copy of the tile
 
-    def decode(self, buf: Any, out: Optional[np.ndarray] = None, *,
-               max_size: Optional[int] = None) -> Any:
+    def decode(self, buf: Any, out: np.ndarray | None = None, *,
+               max_size: int | None = None) -> Any:
         raw = super().decode(buf, max_size=max_size if out is None else out.nbytes)
         if len(raw) % self.itemsize:
             raise CodecError(f"{self.codec_id}: {len(raw)} bytes is not a multiple of {self.itemsize}")
@@ -372,10 +368,10 @@ class Plio1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: Optional[np.ndarray] = None) -> None:
+                    ncols: np.ndarray | None = None) -> None:
         _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, stop)
 
-    def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
+    def decode(self, buf: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Decode into the int32 ``out`` (required: it gives the pixel count)."""
         if out is None:
             raise ValueError("PLIO_1 decode needs out= (the tile size is not in the stream)")
@@ -414,7 +410,7 @@ class Hcompress1(Codec):
     tile_ndim = 2
     has_many = True
 
-    def __init__(self, tile_shape: Optional[tuple[int, int]] = None, smooth: bool = False,
+    def __init__(self, tile_shape: tuple[int, int] | None = None, smooth: bool = False,
                  scale: float = 0.0, narrow: bool = False) -> None:
         self.tile_shape = (int(tile_shape[0]), int(tile_shape[1])) if tile_shape is not None else None
         self.smooth = bool(smooth)
@@ -438,11 +434,11 @@ class Hcompress1(Codec):
         return [("SCALE", scale), ("SMOOTH", int(bool(options.hcomp_smooth)))]
 
     @classmethod
-    def from_zparams(cls, params: dict, zbitpix: int) -> "Hcompress1":
+    def from_zparams(cls, params: dict, zbitpix: int) -> Hcompress1:
         # CFITSIO decodes 8- and 16-bit images in 32-bit arithmetic, others in 64-bit
         return cls(smooth=bool(params.get("SMOOTH", 0)), narrow=zbitpix in (8, 16))
 
-    def _shaped(self, tile_shape: tuple[int, int]) -> "Hcompress1":
+    def _shaped(self, tile_shape: tuple[int, int]) -> Hcompress1:
         return Hcompress1(tile_shape, smooth=self.smooth, scale=self.scale, narrow=self.narrow)
 
     def decode_tile(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -451,7 +447,7 @@ class Hcompress1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: Optional[np.ndarray] = None) -> None:
+                    ncols: np.ndarray | None = None) -> None:
         if ncols is None:
             raise ValueError(f"{self.codec_id} decode_many needs ncols= (tiles are 2-D)")
         _hcompress.decode_many(buf, offsets, sizes, npix // ncols, ncols, dest, out, self.smooth,
@@ -462,7 +458,7 @@ class Hcompress1(Codec):
             raise ValueError(f"{self.codec_id} needs tile_shape= to decode or encode one tile")
         return self.tile_shape
 
-    def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
+    def decode(self, buf: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Decode to int64 pixels of ``tile_shape`` (into ``out`` when given)."""
         ny, nx = self._shape()
         target = out if out is not None and out.dtype == np.int64 else np.empty(ny * nx, np.int64)
@@ -488,7 +484,7 @@ class NoCompress(Codec):
     codec_id = "NOCOMPRESS"
     cfitsio_reads = False
 
-    def decode(self, buf: Any, out: Optional[np.ndarray] = None) -> Any:
+    def decode(self, buf: Any, out: np.ndarray | None = None) -> Any:
         raw = bytes(buf)
         if out is None:
             return raw
@@ -510,7 +506,7 @@ REGISTRY["RICE_ONE"] = Rice1  # the convention's early spelling
 DEFAULT_CODEC = Rice1.codec_id
 
 
-def lookup(zcmptype: Any) -> Optional[type[Codec]]:
+def lookup(zcmptype: Any) -> type[Codec] | None:
     """The codec class of a ZCMPTYPE as found in a header (any case and padding), or None."""
     return REGISTRY.get(str(zcmptype).strip().upper())
 

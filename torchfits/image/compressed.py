@@ -12,20 +12,19 @@ import math
 import threading
 from collections import OrderedDict
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from .._kernels import _quantize
+from ..errors import CodecError, CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
-from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
-from ..fits.sources.base import faults_seen
-from ..fits.tile_layout import TileLayout, image_header, tile_layout
-from ..errors import CodecError
-from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup
-from ..errors import CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.header import Header
 from ..fits.image_plan import plan_image
+from ..fits.sources.base import faults_seen
+from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
+from ..fits.tile_layout import TileLayout, image_header, tile_layout
+from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup
 from .plain import Image, Region, _check_out, region_from_key
 
 __all__ = ["CompressedImage", "CompressedTileError", "open_compressed"]
@@ -107,7 +106,7 @@ class _TileDecoder:
             sizes = np.multiply.outer(sizes, extent).reshape(-1)
         return sizes.astype(np.int64)
 
-    def kernel_plan(self) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def kernel_plan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """For codecs with a GIL-free many-tile kernel: (usable mask, absolute offsets, sizes)."""
         lay = self.layout
         codec = self.codec
@@ -184,7 +183,7 @@ class _TileDecoder:
 
     def _decode_quantized(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
                           npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
-                          stop: np.ndarray) -> Optional[np.ndarray]:
+                          stop: np.ndarray) -> np.ndarray | None:
         """Quantised tiles: decode a few at a time into a cache-sized int32 scratch and dequantise
         them while they are still in cache. The mask of tiles left for the per-tile path, or
         None when stopped."""
@@ -216,7 +215,7 @@ class _TileDecoder:
         return bad
 
     def _dequantize_many(self, ks: np.ndarray, dest: np.ndarray, npix: np.ndarray, ints: np.ndarray,
-                         values: np.ndarray, src: Optional[np.ndarray] = None) -> None:
+                         values: np.ndarray, src: np.ndarray | None = None) -> None:
         lay = self.layout
         zs = self.scalars.get("ZSCALE")
         zz = self.scalars.get("ZZERO")
@@ -247,7 +246,7 @@ class _TileDecoder:
         pos = np.unravel_index(k, lay.grid)
         return tuple(int(min(t, n - int(i) * t)) for i, t, n in zip(pos, lay.tile, lay.shape))
 
-    def _bytes(self, name: str, k: int) -> Optional[memoryview]:
+    def _bytes(self, name: str, k: int) -> memoryview | None:
         desc = self.descriptors.get(name)
         if desc is None:
             return None
@@ -311,8 +310,8 @@ class _TileDecoder:
             raise CompressedTileError(f"{self.where}: tile {k}: float image tile without ZSCALE")
         return decoded.astype(self.storage, copy=False).reshape(shape)
 
-    def _raw_tile(self, raw: Any, shape: tuple[int, ...], k: int, *, itemsize: Optional[int] = None,
-                  code: Optional[str] = None, quantized: bool = False) -> np.ndarray:
+    def _raw_tile(self, raw: Any, shape: tuple[int, ...], k: int, *, itemsize: int | None = None,
+                  code: str | None = None, quantized: bool = False) -> np.ndarray:
         npix = math.prod(shape)
         if itemsize is None:
             itemsize = len(raw) // npix if npix else self.storage.itemsize
@@ -358,7 +357,7 @@ def _axis_selection(start: int, step: int, count: int, tile: int, grid: int) -> 
         t = int(tiles[a])
         lo = int(idx[a] - t * tile)
         hi = int(idx[b - 1] - t * tile)
-        stop: Optional[int] = hi + (1 if step > 0 else -1)
+        stop: int | None = hi + (1 if step > 0 else -1)
         if stop is not None and stop < 0:
             stop = None
         out[t] = (slice(int(a), int(b)), slice(lo, stop, step))
@@ -375,7 +374,7 @@ class CompressedImage(Image):
     is_compressed = True
 
     def __init__(self, source: Any, hdu: Any = 0, *, raw_scale: bool = False,
-                 uint64_as_float: bool = False, index: Optional[HduIndex] = None,
+                 uint64_as_float: bool = False, index: HduIndex | None = None,
                  cache_bytes: int = _CACHE_BYTES) -> None:
         self._index = index if index is not None else get_index(source)
         self._entry = self._index.resolve(hdu)
@@ -393,9 +392,9 @@ class CompressedImage(Image):
         fake = SimpleNamespace(bitpix=lay.zbitpix, naxes=tuple(reversed(lay.shape)), shape=lay.shape)
         self._plan = plan_image(fake, plan_header, raw_scale=raw_scale,  # type: ignore[arg-type]
                                 uint64_as_float=uint64_as_float)
-        self._decoder: Optional[_TileDecoder] = None
+        self._decoder: _TileDecoder | None = None
         self._decoder_lock = threading.Lock()
-        self._cache: "OrderedDict[int, np.ndarray]" = OrderedDict()
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cache_bytes = int(cache_bytes)
         self._raw_scale, self._uint64_as_float = raw_scale, uint64_as_float
         self._cached = 0
@@ -488,7 +487,7 @@ class CompressedImage(Image):
             self._cache.clear()
             self._cached = 0
 
-    def _decode_into(self, region: Region, out: np.ndarray, threads: Optional[int],
+    def _decode_into(self, region: Region, out: np.ndarray, threads: int | None,
                      use_cache: bool) -> np.ndarray:
         starts, steps, counts = region
         lay = self._layout
@@ -554,7 +553,7 @@ class CompressedImage(Image):
         return out
 
     # -- reads --------------------------------------------------------------------------------------
-    def _read_native(self, out: Any = None, *, threads: Optional[int] = None,
+    def _read_native(self, out: Any = None, *, threads: int | None = None,
                      copy: bool = True) -> np.ndarray:
         # Every tile once, in parallel (the public `read` casts when a dtype was asked for);
         # always owned memory (``copy`` is accepted for the plain-image signature).
@@ -634,7 +633,7 @@ class CompressedImage(Image):
         return out
 
     def _read_region_native(self, region: Region, out_shape: tuple[int, ...], out: Any = None,
-                            *, threads: Optional[int] = None) -> np.ndarray:
+                            *, threads: int | None = None) -> np.ndarray:
         # Touched tiles only.
         if out is None:
             out = np.empty(out_shape, self._plan.dtype)

@@ -6,17 +6,17 @@ and `open_image` give); `read_groups` adds the parameters, scaled by PSCALn/PZER
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Optional, Union
+from typing import Any
 
 import numpy as np
 
 from .._kernels import _image
 from ..errors import HDUTypeError
 from ..fits.aliases import HduArg, PathArg
-from ..fits.header import Header
 from ..fits.hdu_index import HduIndex, get_index
-from ..fits.paths import parse_path, with_storage_options
+from ..fits.header import Header
 from ..fits.image_plan import groups_layout, groups_plans
+from ..fits.paths import parse_path, with_storage_options
 from .plain import Image, Region, _check_out, decode_region, region_from_key
 
 __all__ = ["GroupsImage", "RandomGroups", "read_groups"]
@@ -32,7 +32,7 @@ class GroupsImage(Image):
     """
 
     def __init__(self, source: Any, hdu: Any = 0, *, raw_scale: bool = False,
-                 uint64_as_float: bool = False, index: Optional[HduIndex] = None) -> None:
+                 uint64_as_float: bool = False, index: HduIndex | None = None) -> None:
         self._index = index if index is not None else get_index(source)
         self._entry = self._index.resolve(hdu)
         if not self._entry.is_groups:
@@ -57,7 +57,7 @@ class GroupsImage(Image):
         return decode_region(self._index, self._entry, self._rows, region, None,
                              out_shape=(count, n))
 
-    def _read_native(self, out: Any = None, *, threads: Optional[int] = None,
+    def _read_native(self, out: Any = None, *, threads: int | None = None,
                      copy: bool = True) -> np.ndarray:
         shape = self.shape
         if out is not None:
@@ -135,7 +135,7 @@ class RandomGroups:
         """The number of parameters per group (PCOUNT)."""
         return len(self._parameters)
 
-    def par(self, key: Union[int, str]) -> np.ndarray:
+    def par(self, key: int | str) -> np.ndarray:
         """One parameter of every group, PSCALn/PZEROn applied.
 
         ``key`` is a position (0-based) or a PTYPE name (case-insensitive). A name given to
@@ -187,7 +187,7 @@ class RandomGroups:
 
 
 def read_groups(source: PathArg, hdu: HduArg = 0, *, raw_scale: bool = False,
-                storage_options: Optional[dict[str, Any]] = None) -> RandomGroups:
+                storage_options: dict[str, Any] | None = None) -> RandomGroups:
     """Read a random-groups HDU: every group's parameters and array.
 
     Parameters

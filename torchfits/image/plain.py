@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .._kernels import _image
-from ..fits.hdu_index import HduEntry, HduIndex, get_index
-from ..fits.paths import with_storage_options
-from ..fits.threads import default_threads, run_parallel
-from ..fits.sources.base import faults_seen
 from ..errors import HDUTypeError, TooManyAxesError
+from ..fits.aliases import HduArg, PathArg
+from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.header import Header
 from ..fits.image_plan import ImagePlan, plan_image
-from ..fits.aliases import HduArg, PathArg
-from ..fits.paths import FitsPath, parse_path
+from ..fits.paths import FitsPath, parse_path, with_storage_options
+from ..fits.sources.base import faults_seen
+from ..fits.threads import default_threads, run_parallel
 
 _MAX_AXES = 64  # NumPy's limit on array dimensions
 
@@ -118,8 +118,8 @@ def region_ranges(region: Region, shape: Sequence[int], itemsize: int) -> list[t
 
 
 def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Region,
-                  out: Optional[np.ndarray], threads: Optional[int] = None,
-                  out_shape: Optional[tuple[int, ...]] = None) -> np.ndarray:
+                  out: np.ndarray | None, threads: int | None = None,
+                  out_shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Decode ``region`` of the image into the C-contiguous ``out`` (size already checked), or
     into a new array of ``out_shape`` allocated only once the file is known to hold the bytes."""
     starts, steps, counts = region
@@ -170,7 +170,7 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     return out
 
 
-def result_dtype(dtype: Any) -> Optional[np.dtype]:
+def result_dtype(dtype: Any) -> np.dtype | None:
     """A requested result dtype as a NumPy dtype (None stays None).
 
     Accepts NumPy dtypes and their names, Python types and ``torch.<dtype>`` objects (read by
@@ -226,12 +226,12 @@ class Image:
     _engines: dict[str, type] = {}
 
     # Result dtype asked for with `astype` / ``dtype=`` (None: the FITS rules of `plan_image`).
-    _out_dtype: Optional[np.dtype] = None
+    _out_dtype: np.dtype | None = None
     _raw_scale: bool = False
     _uint64_as_float: bool = False
 
-    def __new__(cls, source: Any = None, hdu: Any = 0, *, index: Optional[HduIndex] = None,
-                **kwargs: Any) -> "Image":
+    def __new__(cls, source: Any = None, hdu: Any = 0, *, index: HduIndex | None = None,
+                **kwargs: Any) -> Image:
         if cls is Image:
             idx = index if index is not None else get_index(source)
             entry = idx.resolve(hdu)
@@ -241,7 +241,7 @@ class Image:
         return super().__new__(cls)
 
     def __init__(self, source: Any, hdu: Any = 0, *, raw_scale: bool = False,
-                 uint64_as_float: bool = False, index: Optional[HduIndex] = None) -> None:
+                 uint64_as_float: bool = False, index: HduIndex | None = None) -> None:
         self._index = index if index is not None else get_index(source)
         self._entry = self._index.resolve(hdu)
         if not self._entry.is_image:
@@ -266,7 +266,7 @@ class Image:
     def __reduce__(self) -> Any:
         return (_reopen_image, (self.path, self.hdu, self._reopen_args(), self._out_dtype))
 
-    def astype(self, dtype: Any) -> "Image":
+    def astype(self, dtype: Any) -> Image:
         """The same open image whose reads (``read``, slicing, ``to_torch``) give ``dtype``.
 
         Parameters
@@ -279,7 +279,7 @@ class Image:
         clone._out_dtype = result_dtype(dtype)
         return clone
 
-    def _want(self, dtype: Any = None) -> Optional[np.dtype]:
+    def _want(self, dtype: Any = None) -> np.dtype | None:
         """The dtype to cast decoded pixels to, or None when the decode already gives it."""
         want = result_dtype(dtype) if dtype is not None else self._out_dtype
         return None if want is None or want == self._plan.dtype else want
@@ -329,7 +329,7 @@ class Image:
         return np.frombuffer(self._index.source.buffer(), np.uint8, n,
                              self._entry.data_offset).reshape(self.shape)
 
-    def read(self, out: Any = None, *, threads: Optional[int] = None, dtype: Any = None,
+    def read(self, out: Any = None, *, threads: int | None = None, dtype: Any = None,
              copy: bool = True) -> np.ndarray:
         """Decode the whole image (into ``out`` when given).
 
@@ -359,7 +359,7 @@ class Image:
         np.copyto(out, self._read_region_native(region, out_shape), casting="unsafe")
         return out  # type: ignore[no-any-return]
 
-    def _read_native(self, out: Any = None, *, threads: Optional[int] = None,
+    def _read_native(self, out: Any = None, *, threads: int | None = None,
                      copy: bool = True) -> np.ndarray:
         if out is None and not copy and self._zero_copy_ok():
             view = self._mapped_bytes()
@@ -460,7 +460,7 @@ class Image:
         return f"Image(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, dtype={self.dtype})"
 
 
-def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: Optional[np.dtype]) -> Image:
+def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: np.dtype | None) -> Image:
     """Unpickle an `Image`: reopen (path, HDU) in this process with the same options."""
     img = Image(path, hdu, **options)
     if out_dtype is not None:
@@ -468,8 +468,8 @@ def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: Optio
     return img
 
 
-def open_image(source: PathArg, hdu: Optional[HduArg] = None, *, raw_scale: bool = False,
-               dtype: Any = None, storage_options: Optional[dict[str, Any]] = None) -> Image:
+def open_image(source: PathArg, hdu: HduArg | None = None, *, raw_scale: bool = False,
+               dtype: Any = None, storage_options: dict[str, Any] | None = None) -> Image:
     """Open an image HDU for NumPy-style slicing; only the indexed pixels are decoded.
 
     Parameters
@@ -525,9 +525,9 @@ def _native_hdu(fp: FitsPath, hdu: Any) -> tuple[HduIndex, int]:
     return index, entry.index
 
 
-def read_numpy(source: PathArg, hdu: Optional[HduArg] = None, *, raw_scale: bool = False,
-               out: Any = None, threads: Optional[int] = None, dtype: Any = None, copy: bool = True,
-               storage_options: Optional[dict[str, Any]] = None) -> np.ndarray:
+def read_numpy(source: PathArg, hdu: HduArg | None = None, *, raw_scale: bool = False,
+               out: Any = None, threads: int | None = None, dtype: Any = None, copy: bool = True,
+               storage_options: dict[str, Any] | None = None) -> np.ndarray:
     """Read a whole image HDU into a NumPy array.
 
     Parameters

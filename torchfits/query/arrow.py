@@ -5,7 +5,8 @@ Loaded by :mod:`torchfits.query.expr` only when a tree meets a schema or a pyarr
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +26,8 @@ from .tree import (
     Expr,
     InList,
     IsNan,
-    Like,
     IsNull,
+    Like,
     Literal,
     LiteralValue,
     Neg,
@@ -84,7 +85,7 @@ def _column_kind(name: str, pa_type: Any) -> str:
     raise ValueError(f"where does not support column '{name}' of type {pa_type}")
 
 
-def _as_types(schema: Any) -> Dict[str, Any]:
+def _as_types(schema: Any) -> dict[str, Any]:
     if isinstance(schema, Mapping):
         return dict(schema)
     try:
@@ -119,7 +120,7 @@ class _ArrowCompiler:
     def call(self, name: str, *args: Any) -> Any:
         return getattr(pc, name)(*args)
 
-    def const(self, val: _Val, result: Optional[bool]) -> Any:
+    def const(self, val: _Val, result: bool | None) -> Any:
         """``result`` for the rows where ``val`` is valid, unknown elsewhere."""
         if result is None:
             return self.null_bool
@@ -167,7 +168,7 @@ class _ArrowCompiler:
             return literal
         raise self.cannot_compare(val, literal, " (not a string)")
 
-    def int_range(self, pa_type: Any) -> Tuple[int, int]:
+    def int_range(self, pa_type: Any) -> tuple[int, int]:
         info = np.iinfo(np.dtype(pa_type.to_pandas_dtype()))
         return int(info.min), int(info.max)
 
@@ -395,7 +396,7 @@ class _ArrowCompiler:
         val = self.value(expr.operand)
         if val.kind == "literal":
             raise ValueError(f"where IN needs a column on the left, got {val.label}")
-        members: List[Any] = []
+        members: list[Any] = []
         unknown = False  # a NULL (or NaN) in the list: misses are unknown, not false
         bounds = self.int_range(val.type) if val.kind == "int" else None
         for literal in expr.values:
@@ -487,10 +488,10 @@ _FROM_PC_ARITH = {
     "divide_checked": "/",
 }
 
-RawNode = Tuple[Any, ...]
+RawNode = tuple[Any, ...]
 
 
-def _schema_metadata_items(schema: Any) -> List[Tuple[bytes, bytes]]:
+def _schema_metadata_items(schema: Any) -> list[tuple[bytes, bytes]]:
     """All key/value pairs of a schema's metadata, duplicates and order kept.
 
     ``Schema.metadata`` is a dict, which drops the repeated keys the expression encoding relies
@@ -512,7 +513,7 @@ def _schema_metadata_items(schema: Any) -> List[Tuple[bytes, bytes]]:
     def read_int32(at: int) -> int:
         return ctypes.c_int32.from_address(at).value
 
-    items: List[Tuple[bytes, bytes]] = []
+    items: list[tuple[bytes, bytes]] = []
     offset = metadata + 4
     for _ in range(read_int32(metadata)):
         key_length = read_int32(offset)
@@ -558,7 +559,7 @@ def _decode_arrow_expression(expression: Any) -> RawNode:
         if key != b"call":
             raise _Unsupported(key.decode("utf-8", "replace"))  # nested field refs and the like
         function = value.decode("utf-8")
-        args: List[RawNode] = []
+        args: list[RawNode] = []
         options = None
         while True:
             if position >= len(items):
@@ -589,10 +590,10 @@ class _FromArrow:
     false; guards (``isnan``, ``IS NOT NULL``) are added only where that differs.
     """
 
-    def __init__(self, types: Optional[Mapping[str, Any]]) -> None:
+    def __init__(self, types: Mapping[str, Any] | None) -> None:
         self.types = types
 
-    def column_is_float(self, name: str) -> Optional[bool]:
+    def column_is_float(self, name: str) -> bool | None:
         if self.types is None or name not in self.types:
             return None
         return bool(pa.types.is_floating(self.types[name]))
@@ -665,9 +666,9 @@ class _FromArrow:
         raise _Unsupported(function)
 
     # -- predicates -------------------------------------------------------------------------
-    def nan_rows(self, left: Value, right: Value) -> Optional[Predicate]:
+    def nan_rows(self, left: Value, right: Value) -> Predicate | None:
         """True exactly where pyarrow sees a NaN operand and no null one."""
-        terms: List[Predicate] = []
+        terms: list[Predicate] = []
         for side, other in ((left, right), (right, left)):
             if not self.maybe_float(side) or _non_numeric_literal(other):
                 continue
@@ -861,7 +862,7 @@ def _same_raw(a: RawNode, b: RawNode) -> bool:
     )
 
 
-def tree_from_pyarrow(expression: Any, schema: Any) -> Optional[Predicate]:
+def tree_from_pyarrow(expression: Any, schema: Any) -> Predicate | None:
     """Implementation of :func:`torchfits.query.expr.from_pyarrow`."""
     if expression is None:
         return None

@@ -40,7 +40,7 @@ Semantics (what :func:`to_pyarrow` implements and kernels must match)
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from .parser import parse
 from .tree import (
@@ -111,7 +111,7 @@ def validate(expr: Expr, types: Any) -> None:
     validate_tree(expr, types)
 
 
-def to_pyarrow(expr: Expr, schema: Any) -> "pyarrow.compute.Expression":
+def to_pyarrow(expr: Expr, schema: Any) -> pyarrow.compute.Expression:
     """Translate a tree into a pyarrow filter with the dialect's semantics.
 
     Parameters
@@ -137,7 +137,7 @@ def to_pyarrow(expr: Expr, schema: Any) -> "pyarrow.compute.Expression":
     return tree_to_pyarrow(expr, schema)
 
 
-def from_pyarrow(expression: Any, schema: Any = None) -> Optional[Predicate]:
+def from_pyarrow(expression: Any, schema: Any = None) -> Predicate | None:
     """Translate a pyarrow filter (as DuckDB or Polars hand it to a dataset) into a tree.
 
     Parameters

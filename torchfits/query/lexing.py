@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from ..errors import WhereSyntaxError
 
@@ -17,10 +17,10 @@ _PREFIXED_INT_RE = re.compile(r"^([+-]?)0([xXoObB])([0-9A-Fa-f]+)$")
 _FLOAT_RE = re.compile(r"^[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 
 
-def scan_quoted(text: str, start: int) -> Tuple[str, int]:
+def scan_quoted(text: str, start: int) -> tuple[str, int]:
     """Read the quoted literal opening at ``start``; return its unescaped content and end offset."""
     quote = text[start]
-    out: List[str] = []
+    out: list[str] = []
     i = start + 1
     n = len(text)
     while i < n:
@@ -43,7 +43,7 @@ def scan_quoted(text: str, start: int) -> Tuple[str, int]:
     )
 
 
-def number_or_none(text: str) -> Optional[Any]:
+def number_or_none(text: str) -> Any | None:
     """Return ``text`` as an int or float when it is spelled as one, else None."""
     if _INT_RE.match(text):
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import ColumnNotFoundError, WhereSyntaxError
 from .tree import TOO_DEEP, Column, Expr, columns
@@ -24,7 +24,7 @@ def did_you_mean(name: str, names: Sequence[str]) -> str:
                                 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
 
 
-def match_column(name: str, names: Sequence[str]) -> Optional[str]:
+def match_column(name: str, names: Sequence[str]) -> str | None:
     """The table's spelling of ``name``: an exact match, else the first case-insensitive one."""
     if name in names:
         return name

@@ -5,20 +5,14 @@ The dialect is a superset of the torchfits 1.x one; docs/where.md is its referen
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import (
     Any,
-    FrozenSet,
-    Iterable,
-    List,
     NamedTuple,
-    Optional,
-    Tuple,
 )
 
-
 from ..errors import WhereSyntaxError
-
 from .lexing import RESERVED_WORDS, number_or_none, scan_quoted
 from .tree import (
     TOO_DEEP,
@@ -78,8 +72,8 @@ class _Tok(NamedTuple):
     pos: int
 
 
-def _native_tokens(text: str) -> List[_Tok]:
-    tokens: List[_Tok] = []
+def _native_tokens(text: str) -> list[_Tok]:
+    tokens: list[_Tok] = []
     i = 0
     while i < len(text):
         ch = text[i]
@@ -138,8 +132,8 @@ class _BareWord(Value):
 class _Parser:
     """Recursive descent with SQL precedence: OR < AND < NOT < comparison < + - < * / < unary."""
 
-    def __init__(self, text: str, columns: Optional[FrozenSet[str]],
-                 booleans: Optional[FrozenSet[str]] = None) -> None:
+    def __init__(self, text: str, columns: frozenset[str] | None,
+                 booleans: frozenset[str] | None = None) -> None:
         self.text = text
         self.tokens = _native_tokens(text)
         self.columns = columns
@@ -147,7 +141,7 @@ class _Parser:
         self.i = 0
 
     # -- helpers ----------------------------------------------------------------------------
-    def peek(self, ahead: int = 0) -> Optional[_Tok]:
+    def peek(self, ahead: int = 0) -> _Tok | None:
         j = self.i + ahead
         return self.tokens[j] if j < len(self.tokens) else None
 
@@ -172,7 +166,7 @@ class _Parser:
         tok = self.peek()
         return tok.pos if tok is not None else len(self.text)
 
-    def error(self, message: str, pos: Optional[int] = None) -> WhereSyntaxError:
+    def error(self, message: str, pos: int | None = None) -> WhereSyntaxError:
         return WhereSyntaxError(f"{message} at position {self.here() if pos is None else pos}")
 
     def end_error(self) -> WhereSyntaxError:
@@ -225,7 +219,7 @@ class _Parser:
         return self.condition(node, pos)
 
     def check_parentheses(self) -> None:
-        opened: List[int] = []
+        opened: list[int] = []
         for tok in self.tokens:
             if tok.kind == "lparen":
                 opened.append(tok.pos)
@@ -348,7 +342,7 @@ class _Parser:
                 return IsNull(other, negated=op == "!=")
         return Compare(op, left_value, right_value)
 
-    def parse_in_values(self) -> List[LiteralValue]:
+    def parse_in_values(self) -> list[LiteralValue]:
         if self.peek() is None:
             raise self.end_error()
         tok = self.peek()
@@ -356,7 +350,7 @@ class _Parser:
         if tok.kind != "lparen":
             return [self.parse_in_item()]
         self.advance()
-        values: List[LiteralValue] = []
+        values: list[LiteralValue] = []
         if self.peek() is not None and self.peek().kind == "rparen":  # type: ignore[union-attr]
             self.advance()
             return values
@@ -470,7 +464,7 @@ class _Parser:
                 pos=name_tok.pos,
             )
         self.advance()  # "("
-        args: List[Tuple[Expr, int]] = []
+        args: list[tuple[Expr, int]] = []
         if self.peek() is not None and self.peek().kind != "rparen":  # type: ignore[union-attr]
             while True:
                 apos = self.here()
@@ -512,8 +506,8 @@ class _Parser:
 
 
 def parse(
-    text: str, columns: Optional[Iterable[str]] = None, *, dialect: str = "native",
-    booleans: Optional[Iterable[str]] = None,
+    text: str, columns: Iterable[str] | None = None, *, dialect: str = "native",
+    booleans: Iterable[str] | None = None,
 ) -> Predicate:
     """Parse a where-string into a tree.
 

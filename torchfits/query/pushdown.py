@@ -6,22 +6,23 @@ compares the values exactly as the decoder produces them, with the same literal 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
-from . import expr as _expr
 from .._kernels import _predicate as K
 from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec
+from . import expr as _expr
 
 __all__ = ["KernelPlan", "FusedPredicate", "fuse", "plan_pushdown"]
 
 _CMP = {"==": K.CMP_EQ, "!=": K.CMP_NE, "<": K.CMP_LT, "<=": K.CMP_LE, ">": K.CMP_GT, ">=": K.CMP_GE}
 _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # stored element: (kernel source code, bytes, lowest stored, highest stored)
-_STORED: dict[str, tuple[int, int, Optional[int], Optional[int]]] = {"B": (K.SRC_U8, 1, 0, 255), "I": (K.SRC_I16, 2, -(1 << 15), (1 << 15) - 1),
+_STORED: dict[str, tuple[int, int, int | None, int | None]] = {"B": (K.SRC_U8, 1, 0, 255), "I": (K.SRC_I16, 2, -(1 << 15), (1 << 15) - 1),
            "J": (K.SRC_I32, 4, -(1 << 31), (1 << 31) - 1), "K": (K.SRC_I64, 8, -(1 << 63), (1 << 63) - 1),
            "E": (K.SRC_F32, 4, None, None), "D": (K.SRC_F64, 8, None, None), "L": (K.SRC_L, 1, None, None)}
 _BOOL_WORDS = {True: 1, False: 0, "true": 1, "false": 0}  # 1 and 0 hash as True and False
@@ -40,7 +41,7 @@ class KernelPlan:
     columns: list[str]
 
     def select(self, data: Any, row_bytes: int, *, first: int = 0, count: int = 0,
-               rows: Optional[np.ndarray] = None) -> np.ndarray:
+               rows: np.ndarray | None = None) -> np.ndarray:
         """Row numbers (absolute) that satisfy the predicate; bounds are the caller's."""
         idx = np.empty(0, np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
         out = np.empty(len(idx) if rows is not None else count, np.int64)
@@ -67,7 +68,7 @@ class _Compiler:
         self.ins.append(row)
         self.flt.append(floats)
 
-    def _const(self, value: Optional[bool]) -> None:
+    def _const(self, value: bool | None) -> None:
         self._emit({"OP": K.OP_CONST, "LIT": 2 if value is None else int(value)})
 
     def _column(self, node: Any) -> tuple[ColumnSpec, Any]:
@@ -172,7 +173,7 @@ class _Compiler:
             return
         raise _NotKernel
 
-    def _const_or_unknown(self, value: Optional[bool], spec: ColumnSpec, typ: Any, base: dict) -> None:
+    def _const_or_unknown(self, value: bool | None, spec: ColumnSpec, typ: Any, base: dict) -> None:
         """A comparison whose answer is the same for every value (a literal out of the column's
         range): still unknown on null and NaN rows, so emit a leaf that is true for every known
         value (NOT-ed for a false answer)."""
@@ -212,7 +213,7 @@ def _fold_equalities(term: Any) -> Any:
             leaves.append(node)
     if len(leaves) <= _KERNEL_IN_MAX:
         return term
-    name: Optional[str] = None
+    name: str | None = None
     values: list[Any] = []
     for leaf in leaves:
         if not isinstance(leaf, _expr.Compare) or leaf.op != "==":
@@ -229,7 +230,7 @@ def _fold_equalities(term: Any) -> Any:
 
 
 def plan_pushdown(expr: Any, specs: Sequence[ColumnSpec], types: dict[str, Any], *,
-                  mapping: str, apply_nulls: bool) -> tuple[list[KernelPlan], Optional[Any]]:
+                  mapping: str, apply_nulls: bool) -> tuple[list[KernelPlan], Any | None]:
     """Split ``expr`` into kernel plans, one per top-level AND term the kernel can run (applied
     in turn, each to the rows the previous ones kept, so selective terms shrink the work of the
     rest), and the residual predicate for pyarrow (a `query.tree` expression, or None)."""
@@ -308,7 +309,7 @@ def _test_of(ins: np.ndarray, flt: np.ndarray) -> tuple[list[int], list[float]]:
     return ints, floats
 
 
-def _conjunction(plans: Sequence[KernelPlan]) -> Optional[tuple[np.ndarray, np.ndarray]]:
+def _conjunction(plans: Sequence[KernelPlan]) -> tuple[np.ndarray, np.ndarray] | None:
     """The plans as one list of two-valued tests when together they are a pure conjunction of
     leaves (no OR or NOT), with the range tests of one column merged into one; else None."""
     tests: list[tuple[list[int], list[float]]] = []
@@ -380,7 +381,7 @@ class FusedPredicate:
         return K.select_rows(data, row_bytes, self.program, self.floats, first, count, rows, out)
 
     def select(self, data: Any, row_bytes: int, *, first: int = 0, count: int = 0,
-               rows: Optional[np.ndarray] = None, threads: Optional[int] = None) -> np.ndarray:
+               rows: np.ndarray | None = None, threads: int | None = None) -> np.ndarray:
         """Row numbers (absolute, in order) that satisfy every term; bounds are the caller's.
 
         ``threads`` (default: `torchfits.fits.threads.default_threads`) pieces run on the pool

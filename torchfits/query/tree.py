@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -121,7 +122,7 @@ class InList(Predicate):
     """``operand [NOT] IN (values...)``; a None among the values makes a miss unknown (SQL)."""
 
     operand: Value
-    values: Tuple[LiteralValue, ...]
+    values: tuple[LiteralValue, ...]
     negated: bool = False
 
     def __post_init__(self) -> None:
@@ -187,7 +188,7 @@ class Not(Predicate):
     operand: Predicate
 
 
-def _children(expr: Expr) -> Tuple[Expr, ...]:
+def _children(expr: Expr) -> tuple[Expr, ...]:
     if isinstance(expr, (Column, Literal)):
         return ()
     if isinstance(expr, (Arith, Compare, And, Or)):
@@ -219,9 +220,9 @@ def walk(expr: Expr) -> Iterator[Expr]:
         stack.extend(reversed(_children(node)))
 
 
-def conjuncts(expr: Expr) -> List[Expr]:
+def conjuncts(expr: Expr) -> list[Expr]:
     """The top-level AND terms of a predicate, left to right (iterative: no recursion limit)."""
-    terms: List[Expr] = []
+    terms: list[Expr] = []
     stack = [expr]
     while stack:
         node = stack.pop()
@@ -235,7 +236,7 @@ def conjuncts(expr: Expr) -> List[Expr]:
 _BALANCE_FROM = 64  # chains longer than this become balanced trees
 
 
-def chain(kind: Any, terms: List[Any]) -> Any:
+def chain(kind: Any, terms: list[Any]) -> Any:
     """``t0 op t1 op ... op tn`` for an associative ``And`` or ``Or``.
 
     Short chains nest to the left, as written; long ones (10,000 ORs, an IN list expanded for
@@ -256,13 +257,13 @@ def chain(kind: Any, terms: List[Any]) -> Any:
     return level[0]
 
 
-def and_all(terms: Iterable[Expr]) -> Optional[Expr]:
+def and_all(terms: Iterable[Expr]) -> Expr | None:
     """AND the terms together (left to right; balanced when long); None when there are none."""
     terms = list(terms)
     return chain(And, terms) if terms else None
 
 
-def columns(expr: Expr) -> List[str]:
+def columns(expr: Expr) -> list[str]:
     """List the column names a tree references.
 
     Parameters
@@ -275,7 +276,7 @@ def columns(expr: Expr) -> List[str]:
     list of str
         Unique names in first-seen (left to right) order.
     """
-    seen: Dict[str, None] = {}
+    seen: dict[str, None] = {}
     for node in walk(expr):
         if isinstance(node, Column):
             seen.setdefault(node.name, None)
@@ -287,7 +288,7 @@ def columns(expr: Expr) -> List[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def integer_compare_plan(op: str, value: Any, lo: int, hi: int) -> Tuple[Any, ...]:
+def integer_compare_plan(op: str, value: Any, lo: int, hi: int) -> tuple[Any, ...]:
     """Rewrite ``x op value`` for integers ``x`` in ``[lo, hi]`` so that it needs no cast.
 
     Parameters
@@ -329,13 +330,13 @@ def integer_compare_plan(op: str, value: Any, lo: int, hi: int) -> Tuple[Any, ..
     return ("cmp", op, int(value))
 
 
-def _out_of_range(op: str, above: bool) -> Tuple[Any, ...]:
+def _out_of_range(op: str, above: bool) -> tuple[Any, ...]:
     if op in ("==", "!="):
         return ("const", op == "!=")
     return ("const", (op in ("<", "<=")) == above)
 
 
-def float_compare_plan(op: str, value: Any, bits: int) -> Tuple[Any, ...]:
+def float_compare_plan(op: str, value: Any, bits: int) -> tuple[Any, ...]:
     """Rewrite ``x op value`` for floats ``x`` of ``bits`` width as a same-width comparison.
 
     Parameters

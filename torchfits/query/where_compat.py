@@ -8,7 +8,8 @@ module keeps 1.2.3's names, ASTs and messages. The NumPy evaluator of the 1.x mo
 from __future__ import annotations
 
 import re
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from ..errors import WhereSyntaxError
 from .lexing import RESERVED_WORDS, number_or_none, scan_quoted
@@ -20,10 +21,12 @@ from .tree import (
     Compare,
     InList,
     IsNull,
-    Literal as LiteralNode,
     Not,
     Or,
     Predicate,
+)
+from .tree import (
+    Literal as LiteralNode,
 )
 
 __all__ = [
@@ -58,7 +61,7 @@ NULL_OPS_MESSAGE = "where NULL comparisons only support == and !="
 _MSG_BAD_AST = "Invalid where AST"
 
 Literal = Any
-WhereAst = Tuple[Any, ...]
+WhereAst = tuple[Any, ...]
 
 
 class _Token(NamedTuple):
@@ -79,9 +82,9 @@ def _standalone_tilde(text: str, i: int) -> bool:
     return before not in _IDENT_CHARS and after not in _IDENT_CHARS
 
 
-def _tokenize(text: str) -> List[_Token]:
+def _tokenize(text: str) -> list[_Token]:
     """Split ``text`` into tokens with their positions, reading ``&& || & | ~`` as AND/OR/NOT."""
-    tokens: List[_Token] = []
+    tokens: list[_Token] = []
     i = 0
     n = len(text)
     while i < n:
@@ -148,7 +151,7 @@ def _tokenize(text: str) -> List[_Token]:
     return tokens
 
 
-def tokenize_where_expression(expression: str) -> List[Tuple[str, str]]:
+def tokenize_where_expression(expression: str) -> list[tuple[str, str]]:
     """Split a where-expression into ``(kind, text)`` tokens.
 
     Parameters
@@ -191,7 +194,7 @@ def normalize_where_syntax(expression: str) -> str:
     str
         The rewritten expression.
     """
-    out: List[str] = []
+    out: list[str] = []
     i = 0
     n = len(expression)
     while i < n:
@@ -239,7 +242,7 @@ def normalize_where_syntax(expression: str) -> str:
 
 def _unescape_quoted(inner: str, quote: str) -> str:
     """Undo ``\\'``-style escapes and FITS doubled single quotes inside a quoted literal."""
-    out: List[str] = []
+    out: list[str] = []
     i = 0
     while i < len(inner):
         ch = inner[i]
@@ -308,13 +311,13 @@ def _word_value(text: str) -> Literal:
 class _CompatParser:
     """Recursive descent over the 1.2.3 grammar (docs/where.md)."""
 
-    def __init__(self, text: str, tokens: List[_Token]) -> None:
+    def __init__(self, text: str, tokens: list[_Token]) -> None:
         self.text = text
         self.tokens = tokens
         self.i = 0
 
     # -- token helpers --------------------------------------------------------------------
-    def peek(self) -> Optional[_Token]:
+    def peek(self) -> _Token | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
     def advance(self) -> _Token:
@@ -322,7 +325,7 @@ class _CompatParser:
         self.i += 1
         return tok
 
-    def is_keyword(self, tok: Optional[_Token], *words: str) -> bool:
+    def is_keyword(self, tok: _Token | None, *words: str) -> bool:
         return tok is not None and tok.kind == "WORD" and tok.text.upper() in words
 
     def end_error(self) -> WhereSyntaxError:
@@ -453,14 +456,14 @@ class _CompatParser:
             raise WhereSyntaxError(f"{NULL_OPS_MESSAGE} (NULL BETWEEN bound at position {tok.pos})")
         return value
 
-    def parse_in_values(self) -> List[Literal]:
+    def parse_in_values(self) -> list[Literal]:
         tok = self.peek()
         if tok is None:
             raise self.end_error()
         if tok.kind != "LPAREN":
             return [self.parse_literal()]
         self.advance()
-        values: List[Literal] = []
+        values: list[Literal] = []
         if self.peek() is not None and self.peek().kind == "RPAREN":  # type: ignore[union-attr]
             self.advance()
             return values
@@ -482,7 +485,7 @@ class _CompatParser:
 
 def _check_parentheses(text: str, tokens: Sequence[_Token]) -> None:
     depth = 0
-    opened: List[int] = []
+    opened: list[int] = []
     for tok in tokens:
         if tok.kind == "LPAREN":
             depth += 1
@@ -547,7 +550,7 @@ def check_node(node: Any) -> str:
     return kind
 
 
-def where_columns_from_ast(ast: WhereAst) -> List[str]:
+def where_columns_from_ast(ast: WhereAst) -> list[str]:
     """List the columns a parsed where-expression references.
 
     Parameters
@@ -565,7 +568,7 @@ def where_columns_from_ast(ast: WhereAst) -> List[str]:
     ValueError
         ``"Invalid where AST"`` for a malformed node.
     """
-    names: List[str] = []
+    names: list[str] = []
     stack = [ast]
     while stack:
         node = stack.pop()
@@ -579,7 +582,7 @@ def where_columns_from_ast(ast: WhereAst) -> List[str]:
     return names
 
 
-def from_compat_ast(ast: Tuple[Any, ...]) -> Predicate:
+def from_compat_ast(ast: tuple[Any, ...]) -> Predicate:
     """Convert a :func:`torchfits.where.parse_where_expression` tuple AST into a tree.
 
     Parameters
@@ -604,7 +607,7 @@ def from_compat_ast(ast: Tuple[Any, ...]) -> Predicate:
         raise ValueError(TOO_DEEP) from None
 
 
-def _from_compat(ast: Tuple[Any, ...]) -> Predicate:
+def _from_compat(ast: tuple[Any, ...]) -> Predicate:
     kind = check_node(ast)
     if kind == "and":
         return And(_from_compat(ast[1]), _from_compat(ast[2]))

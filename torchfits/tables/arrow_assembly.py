@@ -4,14 +4,14 @@ produces (`arrow_schema`) without decoding anything.
 from __future__ import annotations
 
 import codecs
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..fits.columns import ColumnSpec
-from ..fits.columns import _element_arrow_type, arrow_type
-from ..fits.columns import field_metadata as _field_metadata
 from ..errors import UnsupportedColumnError
+from ..fits.columns import ColumnSpec, _element_arrow_type, arrow_type
+from ..fits.columns import field_metadata as _field_metadata
 from .column_plan import ColumnOutput
 from .decode_options import ascii_compatible
 from .selection import select_columns
@@ -34,7 +34,7 @@ def _pa() -> Any:
     return pyarrow
 
 
-def _decode_non_ascii(arr: "pa.Array", encoding: str) -> "pa.Array":
+def _decode_non_ascii(arr: pa.Array, encoding: str) -> pa.Array:
     """Decode stripped string bytes that are not plain ASCII; undecodable bytes become U+FFFD."""
     pa = _pa()
     binary = arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary()) \
@@ -49,7 +49,7 @@ def _decode_non_ascii(arr: "pa.Array", encoding: str) -> "pa.Array":
     return pa.array(values, type=target)
 
 
-def leaf_array(out: ColumnOutput, leaf_type: "pa.DataType", encoding: str, decode_text: bool) -> "pa.Array":
+def leaf_array(out: ColumnOutput, leaf_type: pa.DataType, encoding: str, decode_text: bool) -> pa.Array:
     pa = _pa()
     kind = out.conv.kind
     items = out.items
@@ -85,7 +85,7 @@ def leaf_array(out: ColumnOutput, leaf_type: "pa.DataType", encoding: str, decod
 
 
 def column_array(out: ColumnOutput, nrows: int, mapping: str, decode_bytes: bool, binary_strings: bool,
-                 encoding: str) -> "pa.Array":
+                 encoding: str) -> pa.Array:
     pa = _pa()
     spec = out.spec
     target = arrow_type(spec, mapping, decode_bytes, binary_strings=binary_strings)  # type: ignore[arg-type]
@@ -124,14 +124,14 @@ def column_array(out: ColumnOutput, nrows: int, mapping: str, decode_bytes: bool
     return arr
 
 
-def empty_batch(nrows: int) -> "pa.RecordBatch":
+def empty_batch(nrows: int) -> pa.RecordBatch:
     pa = _pa()
     return pa.RecordBatch.from_struct_array(pa.Array.from_buffers(pa.struct([]), nrows, [None], null_count=0))
 
 
 def arrow_schema(specs: Sequence[ColumnSpec], *, columns: Any = None,
                  mapping: Literal["native", "compat"] = "native", decode_bytes: bool = True,
-                 binary_strings: bool = False, metadata: bool = True) -> "pa.Schema":
+                 binary_strings: bool = False, metadata: bool = True) -> pa.Schema:
     """The schema `decode_table` produces for the same arguments, without decoding anything.
 
     Raises

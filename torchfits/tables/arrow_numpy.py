@@ -6,7 +6,7 @@ Fixed-size lists become N-D arrays without copying; torch is imported only in `n
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +62,7 @@ def array_to_numpy(arr: Any) -> np.ndarray:
 _ZERO_WIDTH_TFORM = re.compile(r"^\s*0+\s*[LXBIJKEDCM]\s*$")
 
 
-def _zero_width_shape(field: Any) -> Optional[tuple[int, ...]]:
+def _zero_width_shape(field: Any) -> tuple[int, ...] | None:
     """The C-order cell shape of a zero-width column (TFORM ``0E``, read as a list of empty
     rows), or None for any other field."""
     import pyarrow as pa

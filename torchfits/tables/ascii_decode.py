@@ -3,19 +3,26 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._kernels import _asciitable
-from .._kernels import _bintable
-from ..fits.columns import ColumnSpec, conversion
-from ..fits.columns import arrow_type
-from ..fits.columns import field_metadata as _field_metadata
+from .._kernels import _asciitable, _bintable
 from ..errors import CorruptHeaderError, UnsupportedColumnError
+from ..fits.columns import ColumnSpec, arrow_type, conversion
+from ..fits.columns import field_metadata as _field_metadata
 from .arrow_assembly import empty_batch, leaf_array
-from .column_plan import (ColumnOutput, address, allocate, allocate_bitmap, check_string_bytes, chunk_bounds,
-                          default_threads, run_chunked)
+from .column_plan import (
+    ColumnOutput,
+    address,
+    allocate,
+    allocate_bitmap,
+    check_string_bytes,
+    chunk_bounds,
+    default_threads,
+    run_chunked,
+)
 from .decode_options import DEFAULT_OPTIONS, DecodeOptions, strip_mode
 from .selection import Buffer, RowSelection, bytes_view, check_extent, plan_rows, select_columns
 
@@ -116,8 +123,8 @@ def decode_ascii_columns(chosen: Sequence[ColumnSpec], buf: np.ndarray, row_byte
 
 def decode_ascii_table(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int, nrows: int, *,
                        columns: Any = None, rows: Any = None,
-                       row_range: Optional[tuple[int, int]] = None,
-                       options: DecodeOptions = DEFAULT_OPTIONS) -> "pa.RecordBatch":
+                       row_range: tuple[int, int] | None = None,
+                       options: DecodeOptions = DEFAULT_OPTIONS) -> pa.RecordBatch:
     """Decode rows of a FITS ASCII table (``XTENSION='TABLE'``) into one Arrow record batch.
 
     Arguments as in `decode_table` (there is no heap). ``Iw`` fields become int32 (int64 for

@@ -3,15 +3,16 @@ program rows of the fused kernel, and the fixed-width pass over row chunks on th
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._kernels import _bintable
+from ..errors import UnsupportedColumnError
 from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec, Conversion, MappingName, conversion
-from ..errors import UnsupportedColumnError
 from .selection import RowSelection
 
 __all__ = [
@@ -58,11 +59,11 @@ def _to_int64(x: int) -> int:
     return x - (1 << 64) if x >= 1 << 63 else x
 
 
-def address(arr: Optional[np.ndarray]) -> int:
+def address(arr: np.ndarray | None) -> int:
     return 0 if arr is None else int(arr.__array_interface__["data"][0])
 
 
-def default_threads(threads: Optional[int]) -> int:
+def default_threads(threads: int | None) -> int:
     if threads is None:
         return _threads.default_threads()
     if int(threads) < 1:
@@ -70,7 +71,7 @@ def default_threads(threads: Optional[int]) -> int:
     return int(threads)
 
 
-def chunk_bounds(n_out: int, row_bytes: int, threads: int, most: Optional[int] = None) -> list[int]:
+def chunk_bounds(n_out: int, row_bytes: int, threads: int, most: int | None = None) -> list[int]:
     """Row chunk starts (and the end) for ``n_out`` output rows on ``threads`` threads; with
     ``most``, no chunk longer than ``max(most, 1024)`` rows."""
     if threads <= 1 or n_out * max(row_bytes, 1) < _PARALLEL_MIN_BYTES or n_out < 2 * _CHUNK_ALIGN:
@@ -94,10 +95,10 @@ class ColumnOutput:
     spec: ColumnSpec
     conv: Conversion
     items: int                       # leaf values (strings count as one item)
-    values: Optional[np.ndarray] = None
-    valid: Optional[np.ndarray] = None
-    offsets: Optional[np.ndarray] = None      # int32 string offsets
-    list_offsets: Optional[np.ndarray] = None  # int64 VLA element offsets
+    values: np.ndarray | None = None
+    valid: np.ndarray | None = None
+    offsets: np.ndarray | None = None      # int32 string offsets
+    list_offsets: np.ndarray | None = None  # int64 VLA element offsets
     string_width: int = 0
     nulls: int = 0
     high: bool = False
@@ -129,7 +130,7 @@ def allocate_bitmap(nbits: int, arrow: bool = True) -> np.ndarray:
     return allocate_zeros((nbits + 7) // 8, np.uint8, arrow)
 
 
-def _tnull_pattern(spec: ColumnSpec, conv: Conversion) -> Optional[int]:
+def _tnull_pattern(spec: ColumnSpec, conv: Conversion) -> int | None:
     """The stored bit pattern of TNULL, or None when it cannot occur in this column."""
     if spec.code not in "BIJK" or not isinstance(spec.tnull, int) or conv.kind not in ("raw", "flip", "scale"):
         return None
@@ -146,7 +147,7 @@ def element_size(code: str) -> int:
 
 def binary_program(out: ColumnOutput, count: int, items: int, *, arrow: bool, apply_nulls: bool,
                    decode_strings: bool, strip: int, zero_null: bool = False,
-                   pooled: Optional[bool] = None) -> tuple[list[int], tuple[float, float]]:
+                   pooled: bool | None = None) -> tuple[list[int], tuple[float, float]]:
     """Allocate the outputs of one binary-table column for ``items`` leaf values and return its
     program row. ``count`` is the per-row element count the kernel loops over; ``zero_null``
     makes an undefined (zero) logical byte null (the native mapping); ``pooled`` (default: as
@@ -225,7 +226,7 @@ def binary_program(out: ColumnOutput, count: int, items: int, *, arrow: bool, ap
     return prog, scale
 
 
-def string_batch_rows(specs: Sequence[ColumnSpec], names: Any) -> Optional[int]:
+def string_batch_rows(specs: Sequence[ColumnSpec], names: Any) -> int | None:
     """The most rows one batch of the columns ``names`` may hold: each fixed-width string
     column decodes into one Arrow string array, whose 32-bit offsets address at most 2 GiB.
     None when no such column limits the batch."""
@@ -330,7 +331,7 @@ def decode_fixed(program: ColumnProgram, data: np.ndarray, row_bytes: int, sel: 
 
 def plan_binary(chosen: Sequence[ColumnSpec], n_out: int, mapping: MappingName, *, arrow: bool,
                 apply_nulls: bool, decode_strings: bool, strip: int,
-                pooled: Optional[bool] = None) -> tuple[list[ColumnOutput], ColumnProgram]:
+                pooled: bool | None = None) -> tuple[list[ColumnOutput], ColumnProgram]:
     """Allocate every projected column's outputs; return them all and the program of the
     fixed-width ones, which the fused kernel decodes in one pass."""
     zero_null = arrow and apply_nulls and mapping == "native"

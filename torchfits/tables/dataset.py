@@ -9,29 +9,29 @@ range); a scan runs row chunks of the fragments on the shared thread pool.
 from __future__ import annotations
 
 import operator
+import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
-from ..query import expr as _expr
-from ..query.names import did_you_mean, resolve_columns
-from .scan import Scanner, filter_error
-from .source import TableSource, resolve_sources
-from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
-from .arrow_assembly import arrow_schema
-from .decode_options import DecodeOptions
-from ..fits.threads import default_threads, iter_parallel, run_parallel
 from ..errors import ColumnNotFoundError
-import os
-
 from ..fits.aliases import HduArg, SourceArg
 from ..fits.hdu_index import suffix_hdu
 from ..fits.paths import SourcePath, hdu_suffix, with_storage_options
+from ..fits.threads import default_threads, iter_parallel, run_parallel
+from ..query import expr as _expr
+from ..query.names import did_you_mean, resolve_columns
+from .arrow_assembly import arrow_schema
+from .decode_options import DecodeOptions
+from .scan import Scanner, filter_error
+from .source import TableSource, resolve_sources
+from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 
 __all__ = ["dataset", "FitsDataset", "FitsFragment", "FitsScanner", "TaggedRecordBatch"]
 
@@ -46,7 +46,7 @@ class TaggedRecordBatch(NamedTuple):
     """A batch and the fragment it came from (what ``Scanner.scan_batches`` yields)."""
 
     record_batch: Any
-    fragment: "FitsFragment"
+    fragment: FitsFragment
 
 
 # -- filters ----------------------------------------------------------------------------------------
@@ -134,10 +134,10 @@ class FitsFragment:
     `split`.
     """
 
-    def __init__(self, path: str, hdu: Any = 1, row_range: Optional[tuple[int, int]] = None, *,
+    def __init__(self, path: str, hdu: Any = 1, row_range: tuple[int, int] | None = None, *,
                  schema: Any = None, add_path_column: bool = False,
-                 stats: Optional[FileStats] = None, _source: Optional[TableSource] = None,
-                 storage_options: Optional[dict[str, Any]] = None) -> None:
+                 stats: FileStats | None = None, _source: TableSource | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
         if isinstance(path, SourcePath):
             storage_options = dict(path.storage_options or {}, **(storage_options or {}))
             path = path.url
@@ -221,7 +221,7 @@ class FitsFragment:
         a, b = self.row_range
         return b - a
 
-    def split(self, max_rows: int) -> list["FitsFragment"]:
+    def split(self, max_rows: int) -> list[FitsFragment]:
         """Fragments of at most ``max_rows`` rows covering this one, in order."""
         if isinstance(max_rows, bool) or int(max_rows) <= 0:
             raise ValueError("max_rows must be > 0")
@@ -231,7 +231,7 @@ class FitsFragment:
 
     # -- scanning ---------------------------------------------------------------------------------
     def scanner(self, schema: Any = None, columns: Any = None, filter: Any = None,
-                batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> "FitsScanner":
+                batch_size: int = DEFAULT_BATCH_SIZE, **kwargs: Any) -> FitsScanner:
         """A `FitsScanner` over this fragment (same arguments as `FitsDataset.scanner`)."""
         target = schema if schema is not None else self.schema
         return FitsScanner([self], target, columns=columns, filter=filter, batch_size=batch_size,
@@ -263,9 +263,9 @@ class FitsFragment:
 
 
 def _rebuild_fragment(path: str, hdu: Any, row_range: tuple[int, int], schema: Any,
-                      add_path_column: bool, stats: Optional[FileStats],
-                      storage_options: Optional[dict[str, Any]] = None,
-                      hdu_index: Optional[int] = None) -> FitsFragment:
+                      add_path_column: bool, stats: FileStats | None,
+                      storage_options: dict[str, Any] | None = None,
+                      hdu_index: int | None = None) -> FitsFragment:
     if hdu_index is None:  # pickled by an older version: validate against the file now
         return FitsFragment(path, hdu, row_range, schema=schema, add_path_column=add_path_column, stats=stats,
                             storage_options=storage_options)
@@ -309,7 +309,7 @@ class _FragmentScan:
     """A fragment under a plan: which conjuncts run in the decoder (predicate kernel, or pyarrow on
     just-decoded filter columns), which after unification, and which row ranges stats exclude."""
 
-    def __init__(self, fragment: FitsFragment, plan: _Plan, threads: Optional[int] = None) -> None:
+    def __init__(self, fragment: FitsFragment, plan: _Plan, threads: int | None = None) -> None:
         self.fragment = fragment
         self.plan = plan
         self.threads = threads  # decode threads of the kernels (None: the shared default)
@@ -342,7 +342,7 @@ class _FragmentScan:
         self.decode = [n for n in wanted if n in file_names]
         self._pushed = pushed_tree
         self._file_names = file_names
-        self._scanner: Optional[Scanner] = None
+        self._scanner: Scanner | None = None
 
     @property
     def scanner(self) -> Scanner:
@@ -396,7 +396,7 @@ class _FragmentScan:
             for s in range(lo, hi, batch_size):
                 yield s, min(s + batch_size, hi)
 
-    def run(self, rng: tuple[int, int]) -> Optional[Any]:
+    def run(self, rng: tuple[int, int]) -> Any | None:
         """Decode one row range → a batch in the plan's output schema, or None when empty."""
         batches = list(self.scanner.with_row_slice(rng).to_batches())
         if not batches:
@@ -477,7 +477,7 @@ class FitsScanner:
     def __init__(self, fragments: Sequence[FitsFragment], schema: Any, *, columns: Any = None,
                  filter: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  path_columns: tuple[str, ...] = (), use_threads: bool = True,
-                 threads: Optional[int] = None, batch_readahead: Any = None, fragment_readahead: Any = None,
+                 threads: int | None = None, batch_readahead: Any = None, fragment_readahead: Any = None,
                  fragment_scan_options: Any = None, cache_metadata: Any = None,
                  memory_pool: Any = None) -> None:
         try:
@@ -495,7 +495,7 @@ class FitsScanner:
         if threads is not None and (isinstance(threads, bool) or operator.index(threads) <= 0):
             raise ValueError("threads must be a positive integer")
         self._decode_threads = None if threads is None else operator.index(threads)
-        self._scans: Optional[list[_FragmentScan]] = None
+        self._scans: list[_FragmentScan] | None = None
 
     @property
     def dataset_schema(self) -> Any:
@@ -711,7 +711,7 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
     """
 
     def __init__(self, fragments: Sequence[FitsFragment], schema: Any, *, add_path_column: bool = False,
-                 filter: Any = None, index_path: Optional[str] = None) -> None:
+                 filter: Any = None, index_path: str | None = None) -> None:
         # The native base is deliberately left uninitialised; every public method is overridden.
         self._fragments = list(fragments)
         self._schema = schema
@@ -725,7 +725,7 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
 
     @classmethod
     def _restore(cls, fragments: list[FitsFragment], schema: Any, add_path_column: bool, filter: Any,
-                 index_path: Optional[str]) -> "FitsDataset":
+                 index_path: str | None) -> FitsDataset:
         return cls(fragments, schema, add_path_column=add_path_column, filter=filter, index_path=index_path)
 
     def __repr__(self) -> str:
@@ -750,7 +750,7 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         return list(dict.fromkeys(f.path for f in self._fragments))
 
     @property
-    def index_path(self) -> Optional[str]:
+    def index_path(self) -> str | None:
         """The statistics sidecar in use, if any."""
         return self._index_path
 
@@ -823,13 +823,13 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
                 yield frag
 
     # -- derived datasets -------------------------------------------------------------------------
-    def filter(self, expression: Any) -> "FitsDataset":
+    def filter(self, expression: Any) -> FitsDataset:
         """A dataset whose scans apply ``expression`` (ANDed with any filter given later)."""
         _make_plan(self._schema, [], expression, PATH_COLUMNS if self._add_path_column else ())
         return FitsDataset(self._fragments, self._schema, add_path_column=self._add_path_column,
                            filter=_combine(self._filter, expression), index_path=self._index_path)
 
-    def replace_schema(self, schema: Any) -> "FitsDataset":
+    def replace_schema(self, schema: Any) -> FitsDataset:
         """The same files read into ``schema`` (missing columns null, others cast)."""
         frags = [FitsFragment(f.path, f.hdu, f.row_range, schema=schema, add_path_column=f.add_path_column,
                               storage_options=f.storage_options,
@@ -837,15 +837,15 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         return FitsDataset(frags, schema, add_path_column=self._add_path_column, filter=self._filter,
                            index_path=self._index_path)
 
-    def split(self, max_rows: int) -> "FitsDataset":
+    def split(self, max_rows: int) -> FitsDataset:
         """The same dataset with fragments of at most ``max_rows`` rows (finer parallel units)."""
         frags = [g for f in self._fragments for g in f.split(max_rows)]
         return FitsDataset(frags, self._schema, add_path_column=self._add_path_column, filter=self._filter,
                            index_path=self._index_path)
 
-    def to_dask_dataframe(self, columns: Optional[Sequence[str]] = None, where: Any = None, *,
-                          index: Optional[str] = None, split_row_groups: Any = "auto",
-                          use_threads: bool = False, threads: Optional[int] = None) -> Any:
+    def to_dask_dataframe(self, columns: Sequence[str] | None = None, where: Any = None, *,
+                          index: str | None = None, split_row_groups: Any = "auto",
+                          use_threads: bool = False, threads: int | None = None) -> Any:
         """A ``dask.dataframe.DataFrame`` over this dataset (needs the ``dask`` extra).
 
         Parameters
@@ -875,8 +875,14 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         """
         # The engine's one import from an adapter above it (docs/architecture.md, "Dask"): the
         # partition helpers know fragments by their public attributes and import no dataset code.
-        from ..dask.partitions import (FragmentReader, from_fragments, group_fragments, nullable_columns,
-                                       sorted_divisions, split_ranges)
+        from ..dask.partitions import (
+            FragmentReader,
+            from_fragments,
+            group_fragments,
+            nullable_columns,
+            sorted_divisions,
+            split_ranges,
+        )
 
         filter = _combine(self._filter, where)
         path_columns = PATH_COLUMNS if self._add_path_column else ()
@@ -932,7 +938,7 @@ for _name in dir(pds.Dataset):
 del _name
 
 
-_SCHEMAS: "OrderedDict[tuple[str, Any, int], pa.Schema]" = OrderedDict()
+_SCHEMAS: OrderedDict[tuple[str, Any, int], pa.Schema] = OrderedDict()
 _SCHEMAS_LOCK = threading.Lock()
 
 
@@ -954,7 +960,7 @@ def _file_schema(src: TableSource) -> pa.Schema:
     return schema
 
 
-def _paths_and_hdus(source: Any, hdu: Any, storage_options: Optional[dict[str, Any]]
+def _paths_and_hdus(source: Any, hdu: Any, storage_options: dict[str, Any] | None
                     ) -> tuple[list[Any], list[Any]]:
     """The files of a ``dataset`` source and the table HDU of each. A local path that exists is
     a file; else one ending in ``[...]`` whose part before exists is that file with an HDU
@@ -979,7 +985,7 @@ def _paths_and_hdus(source: Any, hdu: Any, storage_options: Optional[dict[str, A
 
 
 def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_column: bool = False,
-            index: Any = None, storage_options: Optional[dict[str, Any]] = None) -> FitsDataset:
+            index: Any = None, storage_options: dict[str, Any] | None = None) -> FitsDataset:
     """Open FITS tables as one ``pyarrow.dataset.Dataset`` that DuckDB and Polars push into.
 
     Parameters
@@ -1018,7 +1024,7 @@ def dataset(source: SourceArg, hdu: HduArg = 1, *, schema: Any = None, add_path_
     elif not isinstance(schema, pa.Schema):
         raise TypeError("schema must be a pyarrow.Schema")
     schema = _with_path_columns(schema, add_path_column)
-    stats_index: Optional[StatsIndex]
+    stats_index: StatsIndex | None
     if index is False:
         stats_index = None
     elif index is None:

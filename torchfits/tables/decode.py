@@ -8,7 +8,8 @@ big tables; `arrow_assembly` wraps the outputs as Arrow arrays.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ..fits.columns import field_metadata as _field_metadata
 from .arrow_assembly import arrow_schema, column_array, empty_batch, refuse_complex
 from .ascii_decode import decode_ascii_columns, decode_ascii_table
 from .column_plan import ColumnOutput, chunk_bounds, decode_fixed, default_threads, plan_binary
-from .decode_options import DEFAULT_OPTIONS, DecodeOptions, STRIP_NONE, strip_mode
+from .decode_options import DEFAULT_OPTIONS, STRIP_NONE, DecodeOptions, strip_mode
 from .selection import Buffer, bytes_view, check_extent, plan_rows, select_columns
 from .variable_length import decode_vla
 
@@ -39,9 +40,9 @@ _WHERE_PIECE_BYTES = 16 << 20
 
 def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_bytes: int,
                  nrows: int, *, columns: Any = None, rows: Any = None,
-                 row_range: Optional[tuple[int, int]] = None,
+                 row_range: tuple[int, int] | None = None,
                  options: DecodeOptions = DEFAULT_OPTIONS,
-                 legacy_logical: Optional[Callable[[ColumnSpec], bool]] = None) -> "pa.RecordBatch":
+                 legacy_logical: Callable[[ColumnSpec], bool] | None = None) -> pa.RecordBatch:
     """Decode rows of a FITS binary table into one Arrow record batch.
 
     Parameters
@@ -131,7 +132,7 @@ def _out_row_bytes(spec: ColumnSpec) -> int:
 def _shrink(out: ColumnOutput, items: int, copy: bool) -> None:
     """Cut outputs planned for more values down to their first ``items`` (copied to buffers of
     their own with ``copy``, so that a sparse selection does not hold the planned size)."""
-    def cut(a: Optional[np.ndarray], n: int) -> Optional[np.ndarray]:
+    def cut(a: np.ndarray | None, n: int) -> np.ndarray | None:
         if a is None:
             return None
         return a[:n].copy() if copy else a[:n]
@@ -153,8 +154,8 @@ def _shrink(out: ColumnOutput, items: int, copy: bool) -> None:
 
 def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int, nrows: int,
                        tests: tuple[np.ndarray, np.ndarray], *, columns: Any = None,
-                       row_range: Optional[tuple[int, int]] = None,
-                       options: DecodeOptions = DEFAULT_OPTIONS) -> "pa.RecordBatch":
+                       row_range: tuple[int, int] | None = None,
+                       options: DecodeOptions = DEFAULT_OPTIONS) -> pa.RecordBatch:
     """Select rows with a conjunction of kernel tests and decode the projected columns of the
     rows that pass, in one pass over the row bytes (each block of rows is tested and its
     survivors decoded while it is in cache).
@@ -222,10 +223,10 @@ def decode_table_where(data: Buffer, specs: Sequence[ColumnSpec], row_bytes: int
 
 def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_bytes: int,
                        nrows: int, *, columns: Any = None, rows: Any = None,
-                       row_range: Optional[tuple[int, int]] = None,
-                       threads: Optional[int] = None,
-                       legacy_logical: Optional[Callable[[ColumnSpec], bool]] = None
-                       ) -> dict[str, Union[np.ndarray, list[np.ndarray]]]:
+                       row_range: tuple[int, int] | None = None,
+                       threads: int | None = None,
+                       legacy_logical: Callable[[ColumnSpec], bool] | None = None
+                       ) -> dict[str, np.ndarray | list[np.ndarray]]:
     """Decode table rows into NumPy arrays with the tensor mapping of the 1.x API (docs/compatibility.md)
 
     Repeat-1 columns are ``(N,)``, vectors ``(N, r)`` (TDIM not applied), character columns
@@ -245,7 +246,7 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
     check_extent(buf, row_bytes, nrows, sel, chosen)
     nthreads = default_threads(threads)
     n = sel.count
-    result: dict[str, Union[np.ndarray, list[np.ndarray]]] = {}
+    result: dict[str, np.ndarray | list[np.ndarray]] = {}
     if chosen and chosen[0].is_ascii:
         outs = decode_ascii_columns(chosen, buf, row_bytes, sel, nthreads, mapping="torch", arrow=False,
                                     apply_nulls=False, decode_strings=False, strip=STRIP_NONE)

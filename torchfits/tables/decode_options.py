@@ -6,7 +6,7 @@ from __future__ import annotations
 import codecs
 import functools
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 __all__ = [
     "DEFAULT_OPTIONS",
@@ -75,7 +75,7 @@ class DecodeOptions:
     encoding: str = "ascii"
     apply_nulls: bool = True
     binary_strings: bool = False
-    threads: Optional[int] = None
+    threads: int | None = None
     metadata: bool = True
 
     def __post_init__(self) -> None:

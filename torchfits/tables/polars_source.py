@@ -11,7 +11,8 @@ reduced) rows, so terms Polars could not translate still hold and every row gets
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["scan_polars", "pyarrow_filter_of", "polars_superset"]
 
@@ -28,7 +29,7 @@ class _Captured(Exception):
     """Raised by the probe once Polars has handed over its filter."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe_class() -> Any:
     import pyarrow.dataset as pds
 
@@ -56,7 +57,7 @@ def _probe_class() -> Any:
     return _FilterProbe
 
 
-def pyarrow_filter_of(predicate: Any, schema: Any) -> Optional[Any]:
+def pyarrow_filter_of(predicate: Any, schema: Any) -> Any | None:
     """The pyarrow filter Polars' ``scan_pyarrow_dataset`` would push for ``predicate`` (the
     terms it can translate, ANDed), or None when it pushes nothing."""
     pl = _polars()
@@ -68,7 +69,7 @@ def pyarrow_filter_of(predicate: Any, schema: Any) -> Optional[Any]:
     return probe.filter if probe.captured else None
 
 
-def polars_superset(pushed: Any, schema: Any) -> Optional[Any]:
+def polars_superset(pushed: Any, schema: Any) -> Any | None:
     """Widen a pushed filter so it keeps every row Polars' own predicate can keep.
 
     Polars orders NaN above every number and equal to itself (``NaN > 21`` and ``NaN == NaN``
@@ -96,7 +97,7 @@ def polars_superset(pushed: Any, schema: Any) -> Optional[Any]:
 
 
 def scan_polars(source: Any, hdu: Any = 1, *, schema: Any = None, add_path_column: bool = False,
-                index: Any = None, storage_options: Optional[dict] = None) -> Any:
+                index: Any = None, storage_options: dict | None = None) -> Any:
     """Scan FITS tables lazily as a ``polars.LazyFrame``.
 
     Parameters
@@ -123,8 +124,8 @@ def scan_polars(source: Any, hdu: Any = 1, *, schema: Any = None, add_path_colum
     arrow_schema = ds.schema
     polars_schema = pl.from_arrow(arrow_schema.empty_table()).schema
 
-    def io_source(with_columns: Optional[list[str]], predicate: Any, n_rows: Optional[int],
-                  batch_size: Optional[int]) -> Iterator[Any]:
+    def io_source(with_columns: list[str] | None, predicate: Any, n_rows: int | None,
+                  batch_size: int | None) -> Iterator[Any]:
         columns = list(with_columns) if with_columns is not None else list(arrow_schema.names)
         pushed = None
         needed = list(columns)

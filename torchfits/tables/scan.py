@@ -6,35 +6,35 @@ columns are then decoded (late materialisation). Batches stream, so memory is bo
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import copy
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, cast
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ..query import expr as _expr
+from ..errors import ColumnNotFoundError, FitsError, UnsupportedColumnError, WhereEvaluationError
+from ..fits.aliases import HduArg, SourceArg
 from ..fits.paths import fspath, parse_path, with_storage_options
 from ..fits.rows import validate_row_slice
 from ..fits.sources.base import faults_seen
+from ..query import expr as _expr
 from ..query.names import resolve_columns
 from ..query.pushdown import fuse, plan_pushdown
 from .arrow_assembly import arrow_schema
 from .column_plan import string_batch_rows
 from .decode_options import DEFAULT_OPTIONS, DecodeOptions
 from .selection import check_row_indices, select_columns
-from ..errors import (ColumnNotFoundError, FitsError, UnsupportedColumnError, WhereEvaluationError)
-from ..fits.aliases import HduArg, SourceArg
 from .source import TableSource, resolve_sources
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; these are imported lazily or optional
-    from .._torch_adapter import NullValue
     import pandas
     import polars
     import pyarrow as pa
     import torch
+
+    from .._torch_adapter import NullValue
 
 __all__ = ["scan", "Scanner", "TorchBatches", "filter_error", "tensor_null_columns"]
 
@@ -54,7 +54,7 @@ def _storage(src: TableSource, names: Sequence[str]) -> tuple[Any, ...]:
          specs[n].tnull, specs[n].descriptor) for n in names)
 
 
-def _offsets(src: TableSource, names: Sequence[str]) -> tuple[Optional[int], ...]:
+def _offsets(src: TableSource, names: Sequence[str]) -> tuple[int | None, ...]:
     """Where the columns ``names`` sit in a row of ``src``: the key of a kernel plan."""
     specs = {s.name: s for s in src.specs}
     return tuple(specs[n].offset if n in specs else None for n in names)
@@ -219,7 +219,7 @@ class Scanner:
             self._layout[id(src)] = key
         return residual
 
-    def _plan_of(self, src: TableSource) -> Optional[_KernelPlan]:
+    def _plan_of(self, src: TableSource) -> _KernelPlan | None:
         """The kernel plan of ``src``'s layout, or None when the kernel tests nothing there."""
         plan = self._plans.get(self._layout.get(id(src)))
         return plan if plan is not None and plan.tests else None
@@ -235,7 +235,7 @@ class Scanner:
         return any(p.tests for p in self._plans.values()) or self._residual is not None
 
     @property
-    def schema(self) -> "pa.Schema":
+    def schema(self) -> pa.Schema:
         """The Arrow schema of the results (projected columns, FITS metadata attached)."""
         first = self._sources[0]
         schema = arrow_schema(first.specs, columns=self._projection, **self._schema_options())
@@ -290,7 +290,7 @@ class Scanner:
         order = sorted(range(len(plan.tests)), key=kept.__getitem__)
         plan.tests = [plan.tests[i] for i in order]
 
-    def _kernel_data(self, src: TableSource, rows: Optional[np.ndarray],
+    def _kernel_data(self, src: TableSource, rows: np.ndarray | None,
                      rng: Any) -> tuple[Any, _KernelPlan]:
         """Fetch and check the rows the kernel tests, and plan ``src``'s kernel on first use;
         returns the table's row bytes and the plan (``src`` must have one)."""
@@ -327,7 +327,7 @@ class Scanner:
             return
         self._kernel_data(src, None, (0, min(src.nrows, present, _ORDER_SAMPLE_ROWS)))
 
-    def _one_pass(self, src: TableSource, rows: Optional[np.ndarray]) -> bool:
+    def _one_pass(self, src: TableSource, rows: np.ndarray | None) -> bool:
         """Whether a chunk can be selected and decoded in one pass (`decode_table_where`): a
         contiguous range of a binary table, a conjunction of kernel tests and nothing left for
         pyarrow, fixed-width projected columns."""
@@ -351,7 +351,7 @@ class Scanner:
         return src.decode(columns=self._projection, row_range=rng, options=self._options,
                           where=plan.fused.conjunction)
 
-    def _select(self, src: TableSource, rows: Optional[np.ndarray],
+    def _select(self, src: TableSource, rows: np.ndarray | None,
                 rng: Any) -> tuple[Any, Any]:
         """Evaluate the predicate on one chunk → (selected absolute rows, a decoded batch of
         exactly those rows holding the residual's columns, or None)."""
@@ -422,12 +422,12 @@ class Scanner:
             out.append(np.concatenate(parts) if parts else np.empty(0, np.int64))
         return out
 
-    def to_batches(self) -> "Iterator[pa.RecordBatch]":
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Stream ``pyarrow.RecordBatch`` objects (empty batches are skipped)."""
         for k, src in enumerate(self._sources):
             yield from self._batches_of(k, src)
 
-    def to_reader(self) -> "pa.RecordBatchReader":
+    def to_reader(self) -> pa.RecordBatchReader:
         """A ``pyarrow.RecordBatchReader`` over the scan."""
         import pyarrow as pa
 
@@ -436,7 +436,7 @@ class Scanner:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.to_reader().__arrow_c_stream__(requested_schema)
 
-    def to_arrow(self, *, progress: Optional[bool] = False) -> "pa.Table":
+    def to_arrow(self, *, progress: bool | None = False) -> pa.Table:
         """The whole result as a ``pyarrow.Table`` (one chunk per file).
 
         ``progress=True`` shows a bar over the files (needs tqdm; None: only when stderr is a
@@ -457,14 +457,14 @@ class Scanner:
 
     to_table = to_arrow
 
-    def to_pandas(self, **kwargs: Any) -> "pandas.DataFrame":
+    def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
         """The result as a ``pandas.DataFrame`` (needs pandas); an integer column with nulls
         becomes pandas' nullable integer dtype (``Int64`` with ``<NA>``), exact."""
         from .arrow_numpy import arrow_to_pandas
 
         return arrow_to_pandas(self.to_arrow(), **kwargs)
 
-    def to_polars(self) -> "polars.DataFrame":
+    def to_polars(self) -> polars.DataFrame:
         """The result as a ``polars.DataFrame`` (needs polars)."""
         try:
             import polars as pl
@@ -479,8 +479,8 @@ class Scanner:
 
         return table_to_numpy(self.to_arrow())
 
-    def to_torch(self, device: Any = "cpu", dtype: Any = None, *, null_value: "NullValue" = None,
-                 masks: bool = False) -> "dict[str, torch.Tensor]":
+    def to_torch(self, device: Any = "cpu", dtype: Any = None, *, null_value: NullValue = None,
+                 masks: bool = False) -> dict[str, torch.Tensor]:
         """``{column: torch.Tensor}`` for numeric and boolean columns (needs torch).
 
         Parameters
@@ -503,15 +503,15 @@ class Scanner:
         return numpy_to_torch(self._tensor_columns(null_value=null_value, masks=masks), device=device,
                               dtype=dtype, exclusive=True)
 
-    def _null_columns(self, names: Optional[Sequence[str]] = None) -> "dict[str, tuple[np.dtype, str]]":
+    def _null_columns(self, names: Sequence[str] | None = None) -> dict[str, tuple[np.dtype, str]]:
         """The columns of ``names`` (default: the projection) whose values can be null without
         being NaN: integer columns with a TNULL and logical columns, in any of the files, as
         ``{name: (element NumPy dtype, what makes a value null)}``."""
         return tensor_null_columns(self._sources, self.schema,
                                    self._projection if names is None else list(names))
 
-    def _tensor_columns(self, *, null_value: "NullValue" = None, masks: bool = False,
-                       names: Optional[Sequence[str]] = None) -> dict[str, np.ndarray]:
+    def _tensor_columns(self, *, null_value: NullValue = None, masks: bool = False,
+                       names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """``to_numpy`` with the null rule of the torch routes applied (see `to_torch`): plain
         arrays, plus ``<column>_mask`` arrays when ``masks``. ``names`` limits the columns."""
         import pyarrow as pa
@@ -538,12 +538,12 @@ class Scanner:
         return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
 
     @staticmethod
-    def _label(src: "TableSource") -> str:
+    def _label(src: TableSource) -> str:
         return f"{src.path}: HDU {src.entry.index}"
 
-    def to_torch_batches(self, batch_size: Optional[int] = None, columns: Any = None,
+    def to_torch_batches(self, batch_size: int | None = None, columns: Any = None,
                          dtype: Any = None, stack: bool = True, device: Any = "cpu", *,
-                         null_value: "NullValue" = None, masks: bool = False) -> Any:
+                         null_value: NullValue = None, masks: bool = False) -> Any:
         """Stream the rows as tensors, ``batch_size`` rows at a time (bounded memory).
 
         Parameters
@@ -587,7 +587,7 @@ class Scanner:
                                              device=validate_device(device), null_value=null_value,
                                              masks=bool(masks)))
 
-    def __copy__(self) -> "Scanner":
+    def __copy__(self) -> Scanner:
         # A copy in this process shares the open sources (remote ones keep their options);
         # only pickling reopens them.
         clone = object.__new__(type(self))
@@ -603,14 +603,14 @@ class Scanner:
         return (_rebuild_scanner, ([(s.path, s.entry.index) for s in self._sources], state,
                                    self._rows, self._columns_chosen))
 
-    def _with_batch_size(self, batch_size: int) -> "Scanner":
+    def _with_batch_size(self, batch_size: int) -> Scanner:
         if isinstance(batch_size, bool) or int(batch_size) <= 0:
             raise ValueError("batch_size must be > 0")
         clone = copy.copy(self)
         clone._batch_size = int(batch_size)
         return clone
 
-    def with_row_slice(self, row_slice: Any) -> "Scanner":
+    def with_row_slice(self, row_slice: Any) -> Scanner:
         """A copy limited to a 0-based half-open row range of every source, sharing this
         scanner's plan (dataset fragments scan row chunks without planning again)."""
         clone = copy.copy(self)
@@ -629,7 +629,7 @@ class Scanner:
         return sum(len(self._select(src, rows, rng)[0])
                    for k, src in enumerate(self._sources) for rows, rng in self._chunks(k, src))
 
-    def head(self, n: int = 5) -> "pa.Table":
+    def head(self, n: int = 5) -> pa.Table:
         """The first ``n`` result rows as a ``pyarrow.Table``."""
         import pyarrow as pa
 
@@ -658,7 +658,7 @@ class Scanner:
         return f"Scanner({', '.join(parts)})"
 
 
-def _rebuild_scanner(sources: list[Any], state: dict[str, Any], rows: Optional[list[np.ndarray]],
+def _rebuild_scanner(sources: list[Any], state: dict[str, Any], rows: list[np.ndarray] | None,
                      columns_chosen: bool) -> Scanner:
     """Unpickle a `Scanner`: reopen each (path, HDU) here and plan the scan again."""
     scanner = Scanner([TableSource.open(path, hdu) for path, hdu in sources], **state)
@@ -675,7 +675,7 @@ class TorchBatches:
     """
 
     def __init__(self, scanner: Scanner, *, dtype: Any, stack: bool, device: str,
-                 null_value: "NullValue" = None, masks: bool = False) -> None:
+                 null_value: NullValue = None, masks: bool = False) -> None:
         from .._torch_adapter import check_null_options
 
         self.scanner, self.dtype, self.stack, self.device = scanner, dtype, stack, device
@@ -727,8 +727,8 @@ class TorchBatches:
         return f"TorchBatches({self.scanner!r}, {form})"
 
 
-def tensor_null_columns(sources: Sequence["TableSource"], schema: "pa.Schema",
-                        names: Sequence[str]) -> "dict[str, tuple[np.dtype, str]]":
+def tensor_null_columns(sources: Sequence[TableSource], schema: pa.Schema,
+                        names: Sequence[str]) -> dict[str, tuple[np.dtype, str]]:
     """Which of ``names`` can hold a null that a tensor cannot show (an integer column with a
     TNULL, a logical column) in any of ``sources``: ``{name: (element dtype, why)}``. Decided
     from the headers, so every batch of a stream carries the same ``<column>_mask`` keys."""
@@ -755,9 +755,9 @@ def tensor_null_columns(sources: Sequence["TableSource"], schema: "pa.Schema",
     return out
 
 
-def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Optional[Sequence[str]] = None, where: Optional[str] = None,
+def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Sequence[str] | None = None, where: str | None = None,
          filter: Any = None, rows: Any = None, row_slice: Any = None, batch_size: int = 65_536,
-         threads: Optional[int] = None, storage_options: Optional[dict[str, Any]] = None) -> Scanner:
+         threads: int | None = None, storage_options: dict[str, Any] | None = None) -> Scanner:
     """Scan a FITS table (or several with the same columns) into Arrow.
 
     Parameters

@@ -3,14 +3,15 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Union
 
 import numpy as np
 
+from ..errors import ColumnNotFoundError, CorruptHeaderError, TruncatedFileError
 from ..fits.columns import ColumnSpec
 from ..query.names import case_ambiguity, did_you_mean
-from ..errors import ColumnNotFoundError, CorruptHeaderError, TruncatedFileError
 
 __all__ = [
     "Buffer",
@@ -40,7 +41,7 @@ def bytes_view(buf: Buffer, what: str) -> np.ndarray:
 
 
 def select_columns(specs: Sequence[ColumnSpec],
-                   columns: Optional[Union[ColumnSelector, Iterable[ColumnSelector]]]) -> list[ColumnSpec]:
+                   columns: ColumnSelector | Iterable[ColumnSelector] | None) -> list[ColumnSpec]:
     """Resolve a projection to specs, in the requested order with duplicates collapsed.
 
     Parameters
@@ -97,7 +98,7 @@ class RowSelection:
 
     count: int
     first: int = 0
-    index: Optional[np.ndarray] = None
+    index: np.ndarray | None = None
 
     def source(self, k: int) -> int:
         return int(self.index[k]) if self.index is not None else self.first + k
@@ -129,7 +130,7 @@ def check_row_indices(rows: Any, nrows: int) -> np.ndarray:
     return index
 
 
-def plan_rows(nrows: int, rows: Any, row_range: Optional[tuple[int, int]]) -> RowSelection:
+def plan_rows(nrows: int, rows: Any, row_range: tuple[int, int] | None) -> RowSelection:
     if rows is not None and row_range is not None:
         raise ValueError("Only one of rows or row_range may be provided")
     if rows is not None:

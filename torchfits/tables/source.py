@@ -8,7 +8,7 @@ import os
 import weakref
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,7 +26,7 @@ __all__ = ["TableSource", "resolve_sources"]
 
 # Whether a logical variable-length column holds old astropy's 0x00/0x01 bytes, decided once
 # per file version (its HDU index), HDU and column: {index: {(hdu, column): bool}}.
-_LEGACY_LOGICAL: "weakref.WeakKeyDictionary[HduIndex, dict[tuple[int, int], bool]]" = \
+_LEGACY_LOGICAL: weakref.WeakKeyDictionary[HduIndex, dict[tuple[int, int], bool]] = \
     weakref.WeakKeyDictionary()
 # Bytes per heap element of a variable-length column, by TFORM code (X counts bits).
 _HEAP_ITEMSIZE = {"L": 1, "B": 1, "A": 1, "I": 2, "J": 4, "E": 4, "K": 8, "D": 8, "C": 8, "M": 16}
@@ -41,7 +41,7 @@ class TableSource:
     specs: list[ColumnSpec]
 
     @classmethod
-    def open(cls, path: Any, hdu: Any = 1) -> "TableSource":
+    def open(cls, path: Any, hdu: Any = 1) -> TableSource:
         index = get_index(path)
         if hdu is None or (isinstance(hdu, str) and hdu.lower() == "auto"):
             raise ValueError("an explicit table HDU (index or EXTNAME) is required")
@@ -85,7 +85,7 @@ class TableSource:
         metadata: formatted once per source, not once per batch and schema."""
         return cast(bytes, self.header.tostring(padding=False).encode("ascii", "replace"))
 
-    def fetch(self, *, rows: Optional[np.ndarray] = None, row_range: Optional[tuple[int, int]] = None,
+    def fetch(self, *, rows: np.ndarray | None = None, row_range: tuple[int, int] | None = None,
               columns: Any = None, heap: bool = True) -> None:
         """For a lazily fetched source: fetch the rows asked for and the heap ranges their
         variable-length cells point at (nothing to do for a local map)."""
@@ -178,9 +178,9 @@ class TableSource:
         heap = buf[e.heap_offset:heap_end] if e.heap_offset < heap_end else buf[0:0]
         return rows, heap
 
-    def decode(self, *, columns: Any, rows: Optional[np.ndarray] = None,
-               row_range: Optional[tuple[int, int]] = None, options: DecodeOptions,
-               where: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Any:
+    def decode(self, *, columns: Any, rows: np.ndarray | None = None,
+               row_range: tuple[int, int] | None = None, options: DecodeOptions,
+               where: tuple[np.ndarray, np.ndarray] | None = None) -> Any:
         """Decode ``columns`` of the rows asked for; with ``where`` (a planned conjunction of
         kernel tests), only the rows of ``row_range`` that pass, selected in the same pass."""
         self.fetch(rows=rows, row_range=row_range, columns=columns)

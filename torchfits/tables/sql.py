@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from ..fits.aliases import HduArg
 
@@ -49,13 +49,13 @@ def _looks_like_fits(path: str) -> bool:
         any(ch in name for ch in "*?[") and bool(re.search(r"\.fi?t", name, re.I)))
 
 
-def _call_arguments(tokens: list[tuple[str, str, int, int]], i: int) -> tuple[list[tuple[Optional[str], Any]], int]:
+def _call_arguments(tokens: list[tuple[str, str, int, int]], i: int) -> tuple[list[tuple[str | None, Any]], int]:
     """Parse ``( 'path' [, name = value]... )`` starting at the ``(`` token index ``i``; return
     the arguments and the index of the closing ``)``."""
-    args: list[tuple[Optional[str], Any]] = []
+    args: list[tuple[str | None, Any]] = []
     sig = [k for k in range(i + 1, len(tokens)) if tokens[k][0] not in ("space", "comment")]
     pos = 0
-    name: Optional[str] = None
+    name: str | None = None
     while pos < len(sig):
         kind, text, _, _ = tokens[sig[pos]]
         if kind == "op" and text == ")":
@@ -83,8 +83,8 @@ def _call_arguments(tokens: list[tuple[str, str, int, int]], i: int) -> tuple[li
     raise ValueError("fits(...): missing closing parenthesis")
 
 
-def sql(query: str, *, con: "Optional[duckdb.DuckDBPyConnection]" = None,
-        hdu: HduArg = 1, storage_options: Optional[dict[str, Any]] = None) -> "duckdb.DuckDBPyRelation":
+def sql(query: str, *, con: duckdb.DuckDBPyConnection | None = None,
+        hdu: HduArg = 1, storage_options: dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
     """Run a DuckDB query in which FITS files are tables.
 
     Parameters

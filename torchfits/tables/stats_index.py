@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -120,10 +121,10 @@ def _identity(path: Any, src: Any) -> dict[str, Any]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _file_entry(path: Any, hdu: Any, columns: Optional[Sequence[str]], chunk_rows: int) -> dict[str, Any]:
-    from .source import TableSource
+def _file_entry(path: Any, hdu: Any, columns: Sequence[str] | None, chunk_rows: int) -> dict[str, Any]:
     from .arrow_assembly import arrow_schema
     from .decode_options import DecodeOptions
+    from .source import TableSource
 
     src = TableSource.open(path, hdu)
     identity = _identity(path, src)
@@ -143,9 +144,9 @@ def _file_entry(path: Any, hdu: Any, columns: Optional[Sequence[str]], chunk_row
     return dict(identity, hdu=src.entry.index, nrows=src.nrows, chunks=chunks)
 
 
-def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] = None,
+def build_index(source: Any, hdu: Any = 1, *, columns: Sequence[str] | None = None,
                 chunk_rows: int = DEFAULT_CHUNK_ROWS, output: Any = None,
-                progress: Optional[bool] = False, storage_options: Optional[dict] = None) -> str:
+                progress: bool | None = False, storage_options: dict | None = None) -> str:
     """Compute per-chunk statistics of the table HDU of every file and write the sidecar.
 
     Parameters
@@ -173,8 +174,8 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
         The path or URL of the sidecar written.
     """
     from ..fits.paths import fspath, with_storage_options
-    from .source import resolve_sources
     from ..fits.threads import run_parallel
+    from .source import resolve_sources
 
     if isinstance(chunk_rows, bool) or int(chunk_rows) <= 0:
         raise ValueError("chunk_rows must be > 0")
@@ -199,7 +200,7 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Optional[Sequence[str]] =
     return write_index_document(dict(zip(names, entries)), output, int(chunk_rows), storage_options)
 
 
-def file_entry(path: str, hdu: Any = 1, columns: Optional[Sequence[str]] = None,
+def file_entry(path: str, hdu: Any = 1, columns: Sequence[str] | None = None,
                chunk_rows: int = DEFAULT_CHUNK_ROWS) -> dict[str, Any]:
     """One file's sidecar entry (what `write_index_document` takes): computed where the file
     is, e.g. by the Dask worker that just wrote it."""
@@ -207,7 +208,7 @@ def file_entry(path: str, hdu: Any = 1, columns: Optional[Sequence[str]] = None,
 
 
 def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, chunk_rows: int,
-                         storage_options: Optional[dict] = None) -> str:
+                         storage_options: dict | None = None) -> str:
     """Write the sidecar ``output`` from file entries keyed by file path or URL (atomically: a
     local file is renamed into place, a URL is one upload)."""
     from ..fits.paths import fspath
@@ -282,7 +283,7 @@ class StatsIndex:
     def __len__(self) -> int:
         return len(self._files)
 
-    def lookup(self, path: str, hdu_index: int, byte_source: Any = None) -> Optional[FileStats]:
+    def lookup(self, path: str, hdu_index: int, byte_source: Any = None) -> FileStats | None:
         """The statistics of ``path``'s HDU ``hdu_index``, or None if absent or stale.
 
         For a URL, ``byte_source`` is the open remote source, whose size and validator must be
@@ -333,7 +334,7 @@ def _summarise(chunks: Sequence[ChunkStats]) -> dict[str, ColumnStats]:
     return out
 
 
-def load_index(path: Any, storage_options: Optional[dict] = None) -> StatsIndex:
+def load_index(path: Any, storage_options: dict | None = None) -> StatsIndex:
     """Read a sidecar written by :func:`build_index` (a local path or a URL)."""
     from ..fits.paths import SourcePath, fspath
 
@@ -378,7 +379,7 @@ def default_sidecar(source: Any, paths: Sequence[Any]) -> str:
     return candidates[0] if candidates else INDEX_NAME
 
 
-def sidecar_exists(path: str, storage_options: Optional[dict] = None) -> bool:
+def sidecar_exists(path: str, storage_options: dict | None = None) -> bool:
     """Whether a sidecar is already at ``path`` (a local path or a URL)."""
     if _is_remote_path(path):
         from ..fits.sources.remote import read_small
@@ -387,7 +388,7 @@ def sidecar_exists(path: str, storage_options: Optional[dict] = None) -> bool:
     return os.path.exists(path)
 
 
-def find_index(paths: Iterable[str], source: Any, storage_options: Optional[dict] = None) -> Optional[StatsIndex]:
+def find_index(paths: Iterable[str], source: Any, storage_options: dict | None = None) -> StatsIndex | None:
     """The sidecar that applies by default: in the source directory, or in the directory of the
     first file, local or remote (one small request); None when there is none (or it cannot be
     read)."""
@@ -462,7 +463,7 @@ def _possible(node: Any, want: bool, stats: Mapping[str, ColumnStats], nrows: in
     return True
 
 
-def _column_stats(node: Any, stats: Mapping[str, ColumnStats]) -> Optional[ColumnStats]:
+def _column_stats(node: Any, stats: Mapping[str, ColumnStats]) -> ColumnStats | None:
     if isinstance(node, _expr.Column):
         return stats.get(node.name)
     return None

@@ -3,13 +3,13 @@ the logical columns that old astropy wrote as 0x00/0x01 bytes.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 
 from .._kernels import _bintable
-from ..fits.columns import ColumnSpec
 from ..errors import CorruptHeaderError, UnsupportedColumnError
+from ..fits.columns import ColumnSpec
 from .column_plan import ColumnOutput, address, allocate, binary_program, check_string_bytes, element_size
 from .decode_options import STRIP_NONE
 from .selection import RowSelection
@@ -49,7 +49,7 @@ _LEGACY_SCAN_ROWS = 1 << 16
 
 
 def legacy_logical_vla(spec: ColumnSpec, data: np.ndarray, heap: np.ndarray, row_bytes: int, nrows: int,
-                       fetch: Optional[Callable[[int, int], None]] = None) -> bool:
+                       fetch: Callable[[int, int], None] | None = None) -> bool:
     """True when a logical variable-length column holds 0x00/0x01 bytes (astropy <= 7.2.0
     wrote booleans so) rather than the FITS ``'T'``/``'F'``/0x00.
 
@@ -104,7 +104,7 @@ def _legacy_logical_values(out: ColumnOutput, heap: np.ndarray, counts: np.ndarr
 def decode_vla(out: ColumnOutput, data: np.ndarray, heap: np.ndarray, row_bytes: int, sel: RowSelection,
                *, arrow: bool, apply_nulls: bool, decode_strings: bool, strip: int,
                large: bool, zero_null: bool = False, nrows: int = 0,
-               legacy_logical: Optional[Callable[[ColumnSpec], bool]] = None) -> None:
+               legacy_logical: Callable[[ColumnSpec], bool] | None = None) -> None:
     """Decode the variable-length column of ``out`` for the rows ``sel``. ``legacy_logical``
     says whether a logical column holds old astropy's 0x00/0x01 bytes (decided once per
     column by its caller); without it, each call judges the whole column again."""

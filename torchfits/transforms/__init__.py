@@ -14,10 +14,15 @@ require_torch()  # a clear install hint instead of a bare ModuleNotFoundError
 from .base import AsModule, Compose, FITSTransform, as_module  # noqa: E402
 from .clip import AsymmetricSigmaClip, SigmaClip  # noqa: E402
 from .color import lupton_rgb, rgb  # noqa: E402
-from .fits_keywords import (FITSHeaderNormalize, FITSHeaderScale, FITSScaleColumns,  # noqa: E402
-                            TNullToNan)
-from .normalize import (BackgroundSubtract, GlobalScalarNorm, MinMaxNormalize,  # noqa: E402
-                        PercentileClipNormalize, RobustNormalize, ZScaleNormalize)
+from .fits_keywords import FITSHeaderNormalize, FITSHeaderScale, FITSScaleColumns, TNullToNan  # noqa: E402
+from .normalize import (  # noqa: E402
+                            BackgroundSubtract,
+                            GlobalScalarNorm,
+                            MinMaxNormalize,
+                            PercentileClipNormalize,
+                            RobustNormalize,
+                            ZScaleNormalize,
+)
 from .stats import estimate_background, safe_arcsinh, safe_log, zscale_limits  # noqa: E402
 from .stretch import ArcsinhStretch, LogStretch, SqrtStretch  # noqa: E402
 

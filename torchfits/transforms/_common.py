@@ -5,8 +5,9 @@ Private; the public names live in the sibling modules and ``torchfits.transforms
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Union
 
 import torch
 
@@ -47,7 +48,7 @@ def as_work(x: torch.Tensor) -> torch.Tensor:
     return x.to(work_dtype(x.dtype))
 
 
-def reduce_dims(ndim: int, dim: Dims, who: str) -> Tuple[int, ...]:
+def reduce_dims(ndim: int, dim: Dims, who: str) -> tuple[int, ...]:
     """Sorted non-negative reduction dims; ``None`` or ``()`` means every dim."""
     if dim is None:
         return tuple(range(ndim))
@@ -67,7 +68,7 @@ def reduce_dims(ndim: int, dim: Dims, who: str) -> Tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def check_dim_param(dim: Dims, who: str) -> Optional[Tuple[int, ...]]:
+def check_dim_param(dim: Dims, who: str) -> tuple[int, ...] | None:
     """Validate a ``dim=`` constructor argument; return it as a tuple (None stays None)."""
     if dim is None:
         return None
@@ -112,7 +113,7 @@ class View:
 
     original: Any
     flux: torch.Tensor
-    ivar: Optional[torch.Tensor]
+    ivar: torch.Tensor | None
     valid: torch.Tensor
 
     def rebuild(self, flux: torch.Tensor, *, ivar: Any = _KEEP, blank: bool = True) -> Any:
@@ -131,10 +132,10 @@ class View:
         return out
 
 
-def make_view(x: Any, mask: Optional[torch.Tensor], who: str) -> View:
+def make_view(x: Any, mask: torch.Tensor | None, who: str) -> View:
     """Split ``x`` into flux/ivar/validity; check the payload and mask shapes."""
-    ivar: Optional[torch.Tensor] = None
-    own_mask: Optional[torch.Tensor] = None
+    ivar: torch.Tensor | None = None
+    own_mask: torch.Tensor | None = None
     if isinstance(x, torch.Tensor):
         flux = x
     elif isinstance(x, dict):

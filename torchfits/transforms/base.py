@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Dict, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -35,32 +36,32 @@ class FITSTransform:
     #: item (pointwise maps with fixed parameters): the datasets then run it once per batch.
     batchable: bool = False
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "FITSTransform":
+    def __new__(cls, *args: Any, **kwargs: Any) -> FITSTransform:
         obj = super().__new__(cls)
         obj._tls = threading.local()
         return obj
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_tls", None)
         return state
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._tls = threading.local()
 
     # -- protocol ------------------------------------------------------------------------
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         raise NotImplementedError
 
-    def inverse(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def inverse(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         raise TransformInverseError(f"{type(self).__name__} has no inverse")
 
-    def __call__(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def __call__(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         return self.forward(x, mask=mask)
 
     # -- helpers for subclasses ----------------------------------------------------------
-    def _view(self, x: Any, mask: Optional[torch.Tensor]) -> View:
+    def _view(self, x: Any, mask: torch.Tensor | None) -> View:
         return make_view(x, mask, type(self).__name__)
 
     def _remember(self, **values: Any) -> None:
@@ -86,7 +87,7 @@ class FITSTransform:
         args = ", ".join(f"{k}={v!r}" for k, v in self._repr_args().items())
         return f"{type(self).__name__}({args})"
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {}
 
 
@@ -120,12 +121,12 @@ class Compose(FITSTransform):
     def __iter__(self) -> Iterator[Any]:
         return iter(self.transforms)
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         for t in self.transforms:
             x = t(x, mask=mask) if isinstance(t, FITSTransform) else _call(t, x, mask)
         return x
 
-    def inverse(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def inverse(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         for t in reversed(self.transforms):
             if not hasattr(t, "inverse"):
                 raise TransformInverseError(f"Compose: {t!r} has no inverse")
@@ -137,7 +138,7 @@ class Compose(FITSTransform):
         return f"Compose([\n    {inner}\n])" if inner else "Compose([])"
 
 
-def _call(t: Any, x: Any, mask: Optional[torch.Tensor]) -> Any:
+def _call(t: Any, x: Any, mask: torch.Tensor | None) -> Any:
     return t(x) if mask is None else t(x, mask=mask)
 
 
@@ -155,7 +156,7 @@ class AsModule(torch.nn.Module):
             raise TransformError(f"AsModule needs a callable transform, got {transform!r}")
         self.transform = transform
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         return _call(self.transform, x, mask)
 
     def extra_repr(self) -> str:

@@ -5,7 +5,7 @@ an ``inverse``. ``clip_mask`` gives the kept-pixel mask without changing the dat
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import torch
 
@@ -29,13 +29,13 @@ def _masked_median(flat: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 class _Clip(FITSTransform):
     invertible = False
-    dim: Optional[Tuple[int, ...]] = (-2, -1)
+    dim: tuple[int, ...] | None = (-2, -1)
 
-    def _keep(self, flat: torch.Tensor, valid: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _keep(self, flat: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(kept mask, fill value per row) for rows of ``flat``."""
         raise NotImplementedError
 
-    def _run(self, v: View) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _run(self, v: View) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         xw = as_work(v.flux)
         dims = reduce_dims(xw.ndim, self.dim, type(self).__name__)
         with torch.no_grad():
@@ -47,14 +47,14 @@ class _Clip(FITSTransform):
         keep_full = keep.reshape(moved).permute(*inverse_order)
         return xw, keep_full, unflatten(fill, xw.shape, dims)
 
-    def clip_mask(self, x: Any, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def clip_mask(self, x: Any, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Boolean tensor shaped like the flux: True for pixels the clip keeps.
 
         Masked and non-finite pixels are never kept.
         """
         return self._run(self._view(x, mask))[1]
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         v = self._view(x, mask)
         if v.ivar is not None:
             self._warn_ivar()
@@ -95,7 +95,7 @@ class SigmaClip(_Clip):
         self.fill = choice(fill, ("mean", "median", "nan"), "fill", "SigmaClip")
         self.cenfunc = choice(cenfunc, ("mean", "median"), "cenfunc", "SigmaClip")
 
-    def _keep(self, flat: torch.Tensor, valid: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _keep(self, flat: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         keep = valid
         for _ in range(self.max_iter):
             mean = _masked_mean(flat, keep)
@@ -113,7 +113,7 @@ class SigmaClip(_Clip):
             fill = flat.new_full(keep.shape[:-1] + (1,), float("nan"))
         return keep, fill
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"n_sigma": self.n_sigma, "max_iter": self.max_iter, "dim": self.dim,
                 "fill": self.fill, "cenfunc": self.cenfunc}
 
@@ -144,11 +144,11 @@ class AsymmetricSigmaClip(_Clip):
         self.dim = check_dim_param(dim, "AsymmetricSigmaClip")
         self.fill = choice(fill, ("median", "nan"), "fill", "AsymmetricSigmaClip")
 
-    def _keep(self, flat: torch.Tensor, valid: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _keep(self, flat: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         med, sigma = estimate_background(flat, (-1,), valid)
         keep = valid & (flat >= med - self.n_low * sigma) & (flat <= med + self.n_high * sigma)
         fill = med if self.fill == "median" else torch.full_like(med, float("nan"))
         return keep, fill
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"n_low": self.n_low, "n_high": self.n_high, "dim": self.dim, "fill": self.fill}

@@ -6,7 +6,8 @@ Both return display values in [0, 1], shaped ``(..., H, W, 3)``, on the input's 
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -26,7 +27,7 @@ def _work(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-def _check_dtype(dtype: Optional[torch.dtype], who: str) -> None:
+def _check_dtype(dtype: torch.dtype | None, who: str) -> None:
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
         raise TransformError(f"{who}: dtype must be a floating torch dtype, got {dtype!r} "
                              "(scale to 0..255 and cast yourself for integer images)")
@@ -39,7 +40,7 @@ def _soft_q(Q: float) -> float:
 
 
 def _lupton(bands: Sequence[torch.Tensor], Q: float,
-            stretch: Union[float, torch.Tensor]) -> torch.Tensor:
+            stretch: float | torch.Tensor) -> torch.Tensor:
     """Lupton mapping of three minimum-subtracted bands ``(..., H, W)`` -> ``(..., H, W, 3)``.
 
     Works band by band and stacks last, so no reduction runs over a size-3 axis.
@@ -58,8 +59,8 @@ def _lupton(bands: Sequence[torch.Tensor], Q: float,
 
 
 def lupton_rgb(r: Any, g: Any, b: Any, *, Q: float = 8.0, stretch: float = 0.5,
-               minimum: Union[float, Sequence[float]] = 0.0,
-               dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+               minimum: float | Sequence[float] = 0.0,
+               dtype: torch.dtype | None = None) -> torch.Tensor:
     """Lupton et al. (2004) asinh colour composite of three bands (reddest first).
 
     The intensity ``I = mean(r, g, b)`` (after subtracting ``minimum``) is stretched with
@@ -103,7 +104,7 @@ def lupton_rgb(r: Any, g: Any, b: Any, *, Q: float = 8.0, stretch: float = 0.5,
     return out if dtype is None else out.to(dtype)
 
 
-def _band_stack(bands: Tuple[Any, ...]) -> torch.Tensor:
+def _band_stack(bands: tuple[Any, ...]) -> torch.Tensor:
     if not bands:
         raise TransformError("rgb: needs at least one band")
     if len(bands) == 1:
@@ -140,7 +141,7 @@ def _mix_matrix(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tenso
     return w / w.sum(dim=-1, keepdim=True)
 
 
-def _image_stats(img: torch.Tensor, qs: Sequence[float]) -> Tuple[torch.Tensor, ...]:
+def _image_stats(img: torch.Tensor, qs: Sequence[float]) -> tuple[torch.Tensor, ...]:
     """Quantiles over the last two dims of a subsample (every 10th row/column of images with
     both sides >= 32), NaN ignored; also the raw MAD. Shapes ``(..., 1, 1)``."""
     if min(img.shape[-2:]) >= 32:
@@ -168,8 +169,8 @@ def _srgb(linear: torch.Tensor) -> torch.Tensor:
 
 def rgb(*bands: Any, brightness: float = 0.15, saturation: float = 2.0, scene: str = "auto",
         weights: Any = None, calibrated: bool = False,
-        zeropoints: Optional[Sequence[float]] = None,
-        dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+        zeropoints: Sequence[float] | None = None,
+        dtype: torch.dtype | None = None) -> torch.Tensor:
     """An automatic colour preview of 1-7 aligned bands, bluest first.
 
     Steps, per image: convert counts with ``zeropoints`` (to nanomaggies, AB zero point

@@ -8,7 +8,8 @@ dicts, or data from other readers.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -71,21 +72,21 @@ class FITSHeaderScale(FITSTransform):
             raise TransformError(f"FITSHeaderScale: bzero must be finite, got {bzero!r}")
 
     @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> "FITSHeaderScale":
+    def from_header(cls, header: Mapping[str, Any]) -> FITSHeaderScale:
         """From a header mapping (``torchfits.Header``, ``astropy.io.fits.Header``, dict);
         absent keywords take the FITS defaults 1 and 0."""
         return cls(_number(header, "BSCALE", 1.0, cls.__name__),
                    _number(header, "BZERO", 0.0, cls.__name__))
 
     @classmethod
-    def from_path(cls, path: Any, hdu: Any = 0) -> "FITSHeaderScale":
+    def from_path(cls, path: Any, hdu: Any = 0) -> FITSHeaderScale:
         """From the header of HDU ``hdu`` of the file at ``path``."""
         return cls.from_header(_path_header(path, hdu))
 
     def _identity(self) -> bool:
         return self.bscale == 1.0 and self.bzero == 0.0
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         if self._identity():
             self._view(x, mask)  # still reject what is not a tensor or payload
             return x
@@ -95,7 +96,7 @@ class FITSHeaderScale(FITSTransform):
             return v.rebuild(out)
         return v.rebuild(out, ivar=(as_work(v.ivar) / self.bscale ** 2).to(out_dtype(v.ivar.dtype)))
 
-    def inverse(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def inverse(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         if self._identity():
             self._view(x, mask)
             return x
@@ -105,7 +106,7 @@ class FITSHeaderScale(FITSTransform):
             return v.rebuild(out)
         return v.rebuild(out, ivar=(as_work(v.ivar) * self.bscale ** 2).to(out_dtype(v.ivar.dtype)))
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"bscale": self.bscale, "bzero": self.bzero}
 
 
@@ -148,18 +149,18 @@ class FITSHeaderNormalize(FITSTransform):
             raise TransformError("FITSHeaderNormalize: BSCALE must be non-zero")
         self.scale_floats = bool(scale_floats)
         self.dim = check_dim_param(dim, "FITSHeaderNormalize")
-        self._range: Optional[Tuple[float, float]] = None
+        self._range: tuple[float, float] | None = None
         if self.bitpix > 0:
             lo, hi = self._RANGES[self.bitpix]
             self._range = (lo * self.bscale + self.bzero, hi * self.bscale + self.bzero)
 
     @classmethod
     def from_path(cls, path: Any, hdu: Any = 0, *, scale_floats: bool = False,
-                  dim: Dims = None) -> "FITSHeaderNormalize":
+                  dim: Dims = None) -> FITSHeaderNormalize:
         """From the header of HDU ``hdu`` of the file at ``path``."""
         return cls(_path_header(path, hdu), scale_floats, dim=dim)
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         v = self._view(x, mask)
         if self._range is None and not self.scale_floats:
             return x
@@ -179,7 +180,7 @@ class FITSHeaderNormalize(FITSTransform):
             return v.rebuild(out)
         return v.rebuild(out, ivar=(as_work(v.ivar) * span * span).to(out_dtype(v.ivar.dtype)))
 
-    def inverse(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def inverse(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         v = self._view(x, mask)
         if self._range is None and not self.scale_floats:
             return x
@@ -195,26 +196,26 @@ class FITSHeaderNormalize(FITSTransform):
             return v.rebuild(out)
         return v.rebuild(out, ivar=(as_work(v.ivar) / (span * span)).to(out_dtype(v.ivar.dtype)))
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"bitpix": self.bitpix, "bscale": self.bscale, "bzero": self.bzero,
                 "scale_floats": self.scale_floats}
 
 
-def _columns(x: Any, who: str) -> Dict[str, Any]:
+def _columns(x: Any, who: str) -> dict[str, Any]:
     if not isinstance(x, dict):
         raise TransformError(f"{who} takes a dict of column tensors (like table.read_torch "
                              f"returns), got {type(x).__name__}")
     return dict(x)
 
 
-def _column(out: Dict[str, Any], name: str, who: str) -> torch.Tensor:
+def _column(out: dict[str, Any], name: str, who: str) -> torch.Tensor:
     value = out[name]
     if not isinstance(value, torch.Tensor):
         raise TransformError(f"{who}: column {name!r} is a {type(value).__name__}, not a tensor")
     return value
 
 
-def _table_columns(header: Mapping[str, Any], who: str) -> Dict[int, str]:
+def _table_columns(header: Mapping[str, Any], who: str) -> dict[int, str]:
     n = header.get("TFIELDS")
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise TransformError(f"{who}: the header has no valid TFIELDS (got {n!r}); is it a "
@@ -235,11 +236,11 @@ class FITSScaleColumns(FITSTransform):
         Column name to ``(TSCAL, TZERO)``; TSCAL must be non-zero.
     """
 
-    def __init__(self, scales: Mapping[str, Tuple[float, float]]) -> None:
+    def __init__(self, scales: Mapping[str, tuple[float, float]]) -> None:
         if not isinstance(scales, Mapping):
             raise TransformError(f"FITSScaleColumns: scales must be a mapping of column name to "
                                  f"(TSCAL, TZERO), got {type(scales).__name__}")
-        self.scales: Dict[str, Tuple[float, float]] = {}
+        self.scales: dict[str, tuple[float, float]] = {}
         for name, pair in scales.items():
             try:
                 tscal, tzero = (float(p) for p in pair)
@@ -252,21 +253,21 @@ class FITSScaleColumns(FITSTransform):
                 self.scales[str(name)] = (tscal, tzero)
 
     @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> "FITSScaleColumns":
+    def from_header(cls, header: Mapping[str, Any]) -> FITSScaleColumns:
         """From a binary/ASCII table header (TFIELDS, TTYPEn, TSCALn, TZEROn)."""
         who = cls.__name__
         return cls({name: (_number(header, f"TSCAL{i}", 1.0, who),
                            _number(header, f"TZERO{i}", 0.0, who))
                     for i, name in _table_columns(header, who).items()})
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         out = _columns(x, type(self).__name__)
         for name, (tscal, tzero) in self.scales.items():
             if name in out:
                 out[name] = _column(out, name, type(self).__name__).to(torch.float64) * tscal + tzero
         return out
 
-    def inverse(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def inverse(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         out = _columns(x, type(self).__name__)
         for name, (tscal, tzero) in self.scales.items():
             if name in out:
@@ -296,7 +297,7 @@ class TNullToNan(FITSTransform):
         if not isinstance(nulls, Mapping):
             raise TransformError(f"TNullToNan: nulls must be a mapping of column name to TNULL, "
                                  f"got {type(nulls).__name__}")
-        self.nulls: Dict[str, Any] = {}
+        self.nulls: dict[str, Any] = {}
         for name, value in nulls.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TransformError(f"TNullToNan: TNULL of column {name!r} must be a number, "
@@ -304,13 +305,13 @@ class TNullToNan(FITSTransform):
             self.nulls[str(name)] = value
 
     @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> "TNullToNan":
+    def from_header(cls, header: Mapping[str, Any]) -> TNullToNan:
         """From a table header: the columns with a TNULLn keyword."""
         cols = _table_columns(header, cls.__name__)
         return cls({name: header[f"TNULL{i}"] for i, name in cols.items()
                     if header.get(f"TNULL{i}") is not None})
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         out = _columns(x, type(self).__name__)
         for name, tnull in self.nulls.items():
             if name not in out:

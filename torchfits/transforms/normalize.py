@@ -6,7 +6,7 @@ exactly (``ivar * scale**2``) except where clipping makes the map nonlinear.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import torch
 
@@ -22,16 +22,16 @@ __all__ = ["ZScaleNormalize", "RobustNormalize", "BackgroundSubtract",
 class _Affine(FITSTransform):
     """``y = (x - offset) / scale`` with ``offset``/``scale`` from :meth:`_stats`."""
 
-    dim: Optional[Tuple[int, ...]] = (-2, -1)
+    dim: tuple[int, ...] | None = (-2, -1)
     linear = True
 
-    def _stats(self, xw: torch.Tensor, v: View) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _stats(self, xw: torch.Tensor, v: View) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
     def _map(self, xw: torch.Tensor, offset: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         return (xw - offset) / scale
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         v = self._view(x, mask)
         xw = as_work(v.flux)
         with torch.no_grad():
@@ -46,7 +46,7 @@ class _Affine(FITSTransform):
         ivar = (as_work(v.ivar) * scale * scale).to(out_dtype(v.ivar.dtype))
         return v.rebuild(out, ivar=ivar)
 
-    def inverse(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def inverse(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         offset, scale = self._recall("offset", "scale")
         v = self._view(x, mask)
         yw = as_work(v.flux)
@@ -61,7 +61,7 @@ class _Affine(FITSTransform):
             return v.rebuild(out)
         return v.rebuild(out, ivar=(as_work(v.ivar) / (scale * scale)).to(out_dtype(v.ivar.dtype)))
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"dim": self.dim}
 
 
@@ -92,11 +92,11 @@ class ZScaleNormalize(_Affine):
         self.dim = check_dim_param(dim, "ZScaleNormalize")
         self.algorithm = choice(algorithm, ("proxy", "iraf"), "algorithm", "ZScaleNormalize")
 
-    def _stats(self, xw: torch.Tensor, v: View) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _stats(self, xw: torch.Tensor, v: View) -> tuple[torch.Tensor, torch.Tensor]:
         z1, z2 = zscale_limits(xw, self.contrast, self.dim, v.valid, algorithm=self.algorithm)
         return z1, z2 - z1
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"contrast": self.contrast, "dim": self.dim, "algorithm": self.algorithm}
 
 
@@ -110,7 +110,7 @@ class RobustNormalize(_Affine):
     def __init__(self, dim: Dims = (-2, -1)) -> None:
         self.dim = check_dim_param(dim, "RobustNormalize")
 
-    def _stats(self, xw: torch.Tensor, v: View) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _stats(self, xw: torch.Tensor, v: View) -> tuple[torch.Tensor, torch.Tensor]:
         med, sigma = estimate_background(xw, self.dim, v.valid)
         return med, torch.clamp_min(sigma, 1e-9)
 
@@ -121,7 +121,7 @@ class BackgroundSubtract(_Affine):
     def __init__(self, dim: Dims = (-2, -1)) -> None:
         self.dim = check_dim_param(dim, "BackgroundSubtract")
 
-    def _stats(self, xw: torch.Tensor, v: View) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _stats(self, xw: torch.Tensor, v: View) -> tuple[torch.Tensor, torch.Tensor]:
         med, _ = estimate_background(xw, self.dim, v.valid)
         return med, torch.ones_like(med)
 
@@ -155,14 +155,14 @@ class PercentileClipNormalize(_Affine):
         self.lower_pct, self.upper_pct = lo, hi
         self.dim = check_dim_param(dim, "PercentileClipNormalize")
 
-    def _stats(self, xw: torch.Tensor, v: View) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _stats(self, xw: torch.Tensor, v: View) -> tuple[torch.Tensor, torch.Tensor]:
         lo, hi = quantiles(xw, (self.lower_pct / 100, self.upper_pct / 100), self.dim, v.valid)
         return lo, torch.where(hi > lo, hi - lo, torch.ones_like(lo))
 
     def _map(self, xw: torch.Tensor, offset: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         return torch.clamp((xw - offset) / scale, 0, 1)
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"lower_pct": self.lower_pct, "upper_pct": self.upper_pct, "dim": self.dim}
 
 
@@ -176,7 +176,7 @@ class MinMaxNormalize(_Affine):
     def __init__(self, dim: Dims = (-2, -1)) -> None:
         self.dim = check_dim_param(dim, "MinMaxNormalize")
 
-    def _stats(self, xw: torch.Tensor, v: View) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _stats(self, xw: torch.Tensor, v: View) -> tuple[torch.Tensor, torch.Tensor]:
         lo, hi = extremes(xw, self.dim, v.valid)
         return lo, torch.where(hi > lo, hi - lo, _tiny_span(lo))
 
@@ -204,7 +204,7 @@ class GlobalScalarNorm(_Affine):
         self.stat = choice(stat, ("median", "max", "mean", "rms"), "stat", "GlobalScalarNorm")
         self.dim = check_dim_param(dim, "GlobalScalarNorm")
 
-    def _stats(self, xw: torch.Tensor, v: View) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _stats(self, xw: torch.Tensor, v: View) -> tuple[torch.Tensor, torch.Tensor]:
         dims = reduce_dims(xw.ndim, self.dim, "GlobalScalarNorm")
         if self.stat == "median":
             s = quantiles(xw, (0.5,), dims, v.valid)[0]
@@ -227,5 +227,5 @@ class GlobalScalarNorm(_Affine):
     def _map(self, xw: torch.Tensor, offset: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         return xw / scale
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"stat": self.stat, "dim": self.dim}

@@ -8,10 +8,9 @@ never count. Results keep the reduced dims (size 1) so they broadcast against th
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
-
 import torch
 
 from ..errors import TransformError
@@ -23,7 +22,7 @@ __all__ = ["zscale_limits", "estimate_background", "safe_arcsinh", "safe_log"]
 MAD_TO_STD = 1.482602218505602
 
 
-def flatten(x: torch.Tensor, dims: Tuple[int, ...]) -> torch.Tensor:
+def flatten(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     """Move ``dims`` last and merge them: ``(*kept, n)``."""
     keep = [d for d in range(x.ndim) if d not in dims]
     moved = x.permute(*keep, *dims)
@@ -31,12 +30,12 @@ def flatten(x: torch.Tensor, dims: Tuple[int, ...]) -> torch.Tensor:
     return moved.reshape(*moved.shape[: len(keep)], n)
 
 
-def unflatten(reduced: torch.Tensor, shape: Sequence[int], dims: Tuple[int, ...]) -> torch.Tensor:
+def unflatten(reduced: torch.Tensor, shape: Sequence[int], dims: tuple[int, ...]) -> torch.Tensor:
     """``(*kept,)`` results back to ``shape`` with ``dims`` set to 1."""
     return reduced.reshape([1 if d in dims else n for d, n in enumerate(shape)])
 
 
-def valid_of(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def valid_of(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     valid = torch.isfinite(x) if x.is_floating_point() else torch.ones_like(x, dtype=torch.bool)
     if mask is not None:
         try:
@@ -55,7 +54,7 @@ def _lerp(a: torch.Tensor, b: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return torch.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
 
 
-def sorted_rows(flat: torch.Tensor, valid: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+def sorted_rows(flat: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row sorted ascending with invalid entries (as +inf) last; valid counts per row."""
     s, _ = torch.sort(torch.where(valid, flat, flat.new_full((), float("inf"))), dim=-1)
     return s, valid.sum(dim=-1, keepdim=True)
@@ -74,7 +73,7 @@ def quantile_sorted(s: torch.Tensor, count: torch.Tensor, q: float) -> torch.Ten
 
 
 def _row_quantiles_numpy(flat: torch.Tensor, valid: torch.Tensor,
-                         qs: Sequence[float]) -> List[torch.Tensor]:
+                         qs: Sequence[float]) -> list[torch.Tensor]:
     # NumPy's partition is a linear-time selection; torch's CPU sort and kthvalue are several
     # times slower for the same medians. Same positions and interpolation as the sort path.
     n = flat.shape[-1]
@@ -108,7 +107,7 @@ SELECT_WITH_NUMPY = True
 
 
 def row_quantiles(flat: torch.Tensor, valid: torch.Tensor,
-                  qs: Sequence[float]) -> List[torch.Tensor]:
+                  qs: Sequence[float]) -> list[torch.Tensor]:
     """Quantiles of the valid entries of each row of ``flat`` (shape ``(..., n)``), keepdim,
     NumPy's linear rule; NaN for a row with no valid entry."""
     if (SELECT_WITH_NUMPY and flat.device.type == "cpu" and flat.numel()
@@ -119,7 +118,7 @@ def row_quantiles(flat: torch.Tensor, valid: torch.Tensor,
 
 
 def quantiles(x: torch.Tensor, qs: Sequence[float], dim: Dims = (-2, -1),
-              mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, ...]:
+              mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     """Quantiles (fractions in [0, 1]) over ``dim``, keepdim, NumPy's linear rule."""
     xw = as_work(x)
     dims = reduce_dims(xw.ndim, dim, "quantile")
@@ -128,12 +127,12 @@ def quantiles(x: torch.Tensor, qs: Sequence[float], dim: Dims = (-2, -1),
 
 
 def median(x: torch.Tensor, dim: Dims = (-2, -1),
-           mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+           mask: torch.Tensor | None = None) -> torch.Tensor:
     return quantiles(x, (0.5,), dim, mask)[0]
 
 
 def extremes(x: torch.Tensor, dim: Dims = (-2, -1),
-             mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+             mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Min and max of the valid values over ``dim`` (NaN where there are none)."""
     xw = as_work(x)
     dims = reduce_dims(xw.ndim, dim, "min/max")
@@ -151,7 +150,7 @@ def extremes(x: torch.Tensor, dim: Dims = (-2, -1),
 
 
 def estimate_background(x: torch.Tensor, dim: Dims = (-2, -1),
-                        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+                        mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Robust sky level and noise: the median and the MAD scaled to a standard deviation.
 
     Parameters
@@ -182,8 +181,8 @@ def estimate_background(x: torch.Tensor, dim: Dims = (-2, -1),
     return unflatten(med, xw.shape, dims), unflatten(mad * MAD_TO_STD, xw.shape, dims)
 
 
-def _zscale_proxy(xw: torch.Tensor, dims: Tuple[int, ...], mask: Optional[torch.Tensor],
-                  contrast: float) -> Tuple[torch.Tensor, torch.Tensor]:
+def _zscale_proxy(xw: torch.Tensor, dims: tuple[int, ...], mask: torch.Tensor | None,
+                  contrast: float) -> tuple[torch.Tensor, torch.Tensor]:
     med, sigma = estimate_background(xw, dims, mask)
     vmin, vmax = extremes(xw, dims, mask)
     half = sigma / max(contrast, 1e-5)
@@ -201,10 +200,10 @@ def _dilate(bad: torch.Tensor, width: int) -> torch.Tensor:
     return torch.nn.functional.max_pool1d(padded, width, stride=1).squeeze(1) > 0
 
 
-def _zscale_iraf(xw: torch.Tensor, dims: Tuple[int, ...], mask: Optional[torch.Tensor],
+def _zscale_iraf(xw: torch.Tensor, dims: tuple[int, ...], mask: torch.Tensor | None,
                  contrast: float, n_samples: int, max_reject: float = 0.5,
                  min_npixels: int = 5, krej: float = 2.5,
-                 max_iterations: int = 5) -> Tuple[torch.Tensor, torch.Tensor]:
+                 max_iterations: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
     """The IRAF zscale line fit, one group per row, as astropy's ``ZScaleInterval`` does it.
 
     Per group: keep the valid values in their original order, take every ``stride``-th of
@@ -287,8 +286,8 @@ def _zscale_iraf(xw: torch.Tensor, dims: Tuple[int, ...], mask: Optional[torch.T
 
 
 def zscale_limits(x: torch.Tensor, contrast: float = 0.25, dim: Dims = (-2, -1),
-                  mask: Optional[torch.Tensor] = None, *, algorithm: str = "proxy",
-                  n_samples: int = 1000) -> Tuple[torch.Tensor, torch.Tensor]:
+                  mask: torch.Tensor | None = None, *, algorithm: str = "proxy",
+                  n_samples: int = 1000) -> tuple[torch.Tensor, torch.Tensor]:
     """Display limits ``(z1, z2)`` in the manner of IRAF's zscale, per group of ``dim``.
 
     Parameters

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any
 
 import torch
 
@@ -30,7 +30,7 @@ class _Stretch(FITSTransform):
     def _slope(self, xw: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def forward(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         v = self._view(x, mask)
         xw = as_work(v.flux)
         out = self._f(xw).to(out_dtype(v.flux.dtype))
@@ -47,7 +47,7 @@ class _Stretch(FITSTransform):
         ivar = ivar.to(out_dtype(v.ivar.dtype))
         return v.rebuild(out, ivar=ivar)
 
-    def inverse(self, x: Any, mask: Optional[torch.Tensor] = None) -> Any:
+    def inverse(self, x: Any, mask: torch.Tensor | None = None) -> Any:
         v = self._view(x, mask)
         yw = as_work(v.flux)
         out = self._finv(yw).to(out_dtype(v.flux.dtype))
@@ -88,7 +88,7 @@ class ArcsinhStretch(_Stretch):
     def _slope(self, xw: torch.Tensor) -> torch.Tensor:
         return self.a / (torch.sqrt(1 + (self.a * xw) ** 2) * self._norm)
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"a": self.a}
 
 
@@ -128,7 +128,7 @@ class LogStretch(_Stretch):
         slope = self.a / ((1 + self.a * torch.clamp_min(xw, 0)) * math.log(1 + self.a))
         return torch.where(xw > 0, slope, torch.zeros_like(slope))
 
-    def _repr_args(self) -> Dict[str, Any]:
+    def _repr_args(self) -> dict[str, Any]:
         return {"a": self.a, "eps": self.eps}
 
 

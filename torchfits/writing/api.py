@@ -6,17 +6,18 @@ checksums in :mod:`.checksum`, in-file edits in :mod:`.hdu_edit` and :mod:`.tabl
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._torch_adapter import is_tensor
 from ..errors import FitsError, FitsWriteError, HeaderCardError, QuantizeError, UInt64WriteError
+from ..fits.aliases import PathArg
 from .atomic import atomic_output, check_target
 from .cards import as_header, named_errors
 from .image_write import write_image_hdu, write_quantized_image_hdu
 from .items import ImageData, TableData, as_numpy, to_items
-from ..fits.aliases import PathArg
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; torch is optional
     import torch
@@ -120,8 +121,8 @@ def write(path: PathArg, data: Any, header: Any = None, overwrite: bool = False,
 def _write_compressed(target: str, items: list[Any], *, compress: Any, quantize: Any,
                       overwrite: bool, checksum: bool) -> None:
     """Hand images to the tile-compression writer (:mod:`.compress_write`)."""
-    from .compress_write import normalize_compress, write_compressed
     from ..image.codec_registry import writer_codec
+    from .compress_write import normalize_compress, write_compressed
 
     codec = normalize_compress(compress)  # NOCOMPRESS, ints and unknown names are refused here
     if quantize is None and codec is not None and not writer_codec(codec).stores_integers:
@@ -143,9 +144,9 @@ def _write_compressed_with_tables(target: str, items: list[Any], *, compress: An
     import os
     import tempfile
 
+    from ..image.codec_registry import DEFAULT_CODEC
     from .compress_write import normalize_compress
     from .recompress import compress_file
-    from ..image.codec_registry import DEFAULT_CODEC
 
     codec = normalize_compress(compress) or DEFAULT_CODEC
     if not any(isinstance(it, ImageData) for it in items):
@@ -166,7 +167,7 @@ def _write_compressed_with_tables(target: str, items: list[Any], *, compress: An
             write_checksums(target, k)
 
 
-def write_tensor(path: PathArg, tensor: "torch.Tensor", header: Any = None, overwrite: bool = False,
+def write_tensor(path: PathArg, tensor: torch.Tensor, header: Any = None, overwrite: bool = False,
                  compress: Any = False, quantize: Any = None, checksum: bool = False) -> None:
     """`write` for a ``torch.Tensor`` only (``TypeError`` for anything else)."""
     if not is_tensor(tensor):

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from ..fits.header import Card
+from ..fits.layout import finish_header
 from .atomic import Sink
 from .table_inputs import arrow_column, numpy_column, to_arrow_stream
 from .table_plan import ColumnValues
-from ..fits.header import Card
-from ..fits.layout import finish_header
 
 __all__ = ["write_ascii_hdu"]
 

@@ -12,14 +12,15 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from .._kernels import _safemap
-from ..fits.hdu_index import invalidate
-from ..fits.paths import fspath, is_url
 from ..errors import FitsError, FitsFileExistsError, FitsFileNotFoundError, FitsIOError, TruncatedFileError
+from ..fits.hdu_index import invalidate
 from ..fits.layout import padding
+from ..fits.paths import fspath, is_url
 
 __all__ = ["Sink", "atomic_output", "check_target", "in_place_errors", "remove_stale_temporaries"]
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ _STANDARD_KEY = re.compile(r"[A-Z0-9_-]{1,8}")
 _CONTAINERS = (list, tuple, dict, set, frozenset, bytes, bytearray, np.ndarray)
 
 
-def _where_bad(text: str) -> Optional[str]:
+def _where_bad(text: str) -> str | None:
     """How the first character outside printable ASCII in ``text`` is described, or None."""
     m = _NOT_PRINTABLE.search(text)
     if m is None:
@@ -179,7 +180,7 @@ def _column_number(key: str, prefixes: tuple[str, ...]) -> int:
     return 0
 
 
-def is_structural(key: str, table: bool, tfields: Optional[int] = None) -> bool:
+def is_structural(key: str, table: bool, tfields: int | None = None) -> bool:
     """Whether the writer owns ``key`` (or drops it) in an image (``table=False``) or table HDU:
     the structural keywords, those describing table columns, random groups or a
     tile-compressed image, which never belong to the HDU being written as given, keywords of the
@@ -197,13 +198,13 @@ def is_structural(key: str, table: bool, tfields: Optional[int] = None) -> bool:
     return k in _IMAGE_ONLY or _column_number(k, _DESCRIPTION_PREFIXES) > tfields
 
 
-def header_lines(cards: Iterable[Card], user: Optional[Header], *, table: bool,
+def header_lines(cards: Iterable[Card], user: Header | None, *, table: bool,
                  checksum: bool = False) -> tuple[list[str], dict[str, int]]:
     """80-character lines of a header (END and padding excluded) and the line number of each
     writer-owned keyword, so streamed writes can patch NAXIS2/PCOUNT/TFORMn afterwards."""
     lines: list[str] = []
     where: dict[str, int] = {}
-    tfields: Optional[int] = None
+    tfields: int | None = None
     for c in cards:
         where.setdefault(c.key, len(lines))
         lines += card_lines(c.key, c.value, c.comment)
@@ -233,13 +234,13 @@ def header_lines(cards: Iterable[Card], user: Optional[Header], *, table: bool,
     return lines, where
 
 
-def header_block(cards: Iterable[Card], user: Optional[Header], *, table: bool,
+def header_block(cards: Iterable[Card], user: Header | None, *, table: bool,
                   checksum: bool = False) -> bytes:
     lines, _ = header_lines(cards, user, table=table, checksum=checksum)
     return finish_header(lines)
 
 
-def as_header(header: Any) -> Optional[Header]:
+def as_header(header: Any) -> Header | None:
     """The caller's ``header=`` as a `Header`, every card checked (`HeaderCardError` before any
     I/O). A dict's COMMENT/HISTORY/blank-keyword value that is a list or tuple (what
     ``dict(read_header(f))`` holds) becomes one card per item."""
@@ -269,7 +270,7 @@ def as_header(header: Any) -> Optional[Header]:
     return out
 
 
-def checked_header(header: Any, path: Any = None, hdu: Any = None) -> Optional[Header]:
+def checked_header(header: Any, path: Any = None, hdu: Any = None) -> Header | None:
     """`as_header` whose `HeaderCardError` names the file and HDU being written."""
     with named_errors(path, hdu):
         return as_header(header)

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from .._kernels import _checksum
-from .atomic import atomic_output, require_file
-from ..fits.hdu_index import NEGATIVE_HDU, HduEntry, get_index
 from ..errors import FitsError, FitsFileNotFoundError
+from ..fits.hdu_index import NEGATIVE_HDU, HduEntry, get_index
 from ..fits.header import format_card
-from ..fits.layout import CARD, finish_raw_header, padded as padded_size
+from ..fits.layout import CARD, finish_raw_header
+from ..fits.layout import padded as padded_size
+from .atomic import atomic_output, require_file
 
 __all__ = ["write_checksums", "verify_checksums", "encode_checksum", "ones_sum", "patch_checksums"]
 

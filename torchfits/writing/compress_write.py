@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._kernels import _quantize
-from ..fits.threads import default_threads, run_parallel
-from ..image.codec_registry import DEFAULT_CODEC, Codec, Gzip1, REGISTRY, WriteOptions, writer_codec, writer_names
 from ..fits.header import Card, Header
 from ..fits.layout import finish_header, flip_sign_bit
+from ..fits.threads import default_threads, run_parallel
+from ..image.codec_registry import (
+    DEFAULT_CODEC,
+    REGISTRY,
+    Codec,
+    Gzip1,
+    WriteOptions,
+    writer_codec,
+    writer_names,
+)
 
 __all__ = ["encode_compressed_hdu", "write_compressed", "normalize_compress", "COMPRESS_NAMES"]
 
@@ -41,7 +50,7 @@ _OWNED_PREFIX = ("NAXIS", "ZNAXIS", "ZTILE", "ZNAME", "ZVAL", "TTYPE", "TFORM", 
 _MAX_QUANT = 2.0 ** 30  # quantised codes must stay well inside int32
 
 
-def normalize_compress(compress: Any, *, allow_nocompress: bool = False) -> Optional[str]:
+def normalize_compress(compress: Any, *, allow_nocompress: bool = False) -> str | None:
     """``False``/``None`` → None; ``True``/``""`` → RICE_1; a name (case-insensitive) → ZCMPTYPE.
 
     NOCOMPRESS (which CFITSIO cannot read) is accepted only with ``allow_nocompress``.
@@ -61,7 +70,7 @@ def normalize_compress(compress: Any, *, allow_nocompress: bool = False) -> Opti
     return COMPRESS_NAMES[name]
 
 
-def _quantize_spec(quantize: Any) -> tuple[Optional[float], int, Optional[int]]:
+def _quantize_spec(quantize: Any) -> tuple[float | None, int, int | None]:
     """(level or None for lossless, dither method, seed or None)."""
     if quantize is None:
         return 4.0, 1, None
@@ -146,7 +155,7 @@ class _ImagePlan(NamedTuple):
     codec: type[Codec]
     native: np.ndarray  # stored values, native order (offset conventions applied)
     zbitpix: int
-    bzero: Optional[int]  # BZERO of an offset convention
+    bzero: int | None  # BZERO of an offset convention
     shape: tuple[int, ...]
     tile_shape: tuple[int, ...]
 
@@ -154,7 +163,7 @@ class _ImagePlan(NamedTuple):
 class _QuantPlan(NamedTuple):
     """How float tiles are quantised (``level`` None: they are not)."""
 
-    level: Optional[float]
+    level: float | None
     method: int  # dither method
     zdither0: int
 
@@ -183,7 +192,7 @@ class _Table(NamedTuple):
     heap: bytes
 
 
-def _plan_image(array: Any, compress: Any, tile: Optional[Sequence[int]]) -> _ImagePlan:
+def _plan_image(array: Any, compress: Any, tile: Sequence[int] | None) -> _ImagePlan:
     """Check the image against the codec and tile it; offset conventions stored as integers."""
     cls = writer_codec(normalize_compress(compress, allow_nocompress=True) or DEFAULT_CODEC)
     arr = np.asarray(array)
@@ -228,7 +237,7 @@ def _plan_quantize(image: _ImagePlan, quantize: Any) -> _QuantPlan:
 
 
 def _encode_tiles(image: _ImagePlan, quant: _QuantPlan, options: WriteOptions,
-                  threads: Optional[int]) -> list[_Tile]:
+                  threads: int | None) -> list[_Tile]:
     """Every tile encoded, in tile order, on the thread pool."""
     slices = _tiles(image.shape, image.tile_shape)
     codec = image.codec
@@ -348,10 +357,10 @@ def _scaling_cards(image: _ImagePlan, header: Any, keep_scaling: bool) -> list[C
 
 
 def encode_compressed_hdu(array: Any, header: Any = None, *, compress: Any = DEFAULT_CODEC,
-                          tile: Optional[Sequence[int]] = None, quantize: Any = None,
+                          tile: Sequence[int] | None = None, quantize: Any = None,
                           hcomp_scale: float = 0.0, hcomp_smooth: bool = False,
                           blocksize: int = 32, primary: bool = False, keep_scaling: bool = False,
-                          threads: Optional[int] = None) -> tuple[list[Card], bytes, bytes]:
+                          threads: int | None = None) -> tuple[list[Card], bytes, bytes]:
     """Encode one image as a tile-compressed BINTABLE HDU.
 
     Parameters
@@ -426,16 +435,16 @@ def _header_bytes(cards: list[Card]) -> bytes:
 
 
 def write_compressed(path: Any, images: Any, header: Any = None, *, overwrite: bool = False,
-                     compress: Any = DEFAULT_CODEC, tile: Optional[Sequence[int]] = None,
+                     compress: Any = DEFAULT_CODEC, tile: Sequence[int] | None = None,
                      quantize: Any = None, checksum: bool = False, **options: Any) -> None:
     """Write one image (or a list of images) as an empty primary plus compressed image HDUs.
 
     ``header`` (a dict/Header, or a list of them, one per image) adds cards; the remaining
     arguments are those of :func:`encode_compressed_hdu`. The file is written atomically.
     """
+    from ..fits.hdu_index import invalidate
     from .atomic import atomic_output, check_target
     from .cards import named_errors
-    from ..fits.hdu_index import invalidate
 
     items = list(images) if isinstance(images, (list, tuple)) else [images]
     headers = header if isinstance(header, (list, tuple)) else [header] + [None] * (len(items) - 1)

@@ -7,12 +7,12 @@ comments, spacing) when a file is rewritten around them.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
-from .atomic import Sink
-from .cards import card_bytes
 from ..fits.hdu_index import HduEntry, HduIndex
 from ..fits.layout import CARD, finish_raw_header, padded
+from .atomic import Sink
+from .cards import card_bytes
 
 __all__ = ["raw_cards", "card_key", "header_from_raw", "copy_hdu"]
 

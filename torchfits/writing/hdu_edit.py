@@ -4,17 +4,17 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 
+from .._torch_adapter import is_tensor
+from ..fits.hdu_index import HduEntry, HduIndex, get_index
+from ..fits.header import Header
 from .atomic import Sink, atomic_output, require_file
+from .cards import checked_header, named_errors
 from .hdu_bytes import copy_hdu
 from .header_edit import update_header
-from ..fits.hdu_index import HduEntry, HduIndex, get_index
-from .._torch_adapter import is_tensor
-from ..fits.header import Header
-from .cards import checked_header, named_errors
 from .image_write import write_image_hdu
 from .items import ImageData, TableData, as_numpy, is_table_like
 
@@ -26,7 +26,7 @@ _COLUMN_KEY = re.compile(r"^T[A-Z]{3,5}\d+$")
 Piece = Callable[[Sink, bool], tuple]
 
 
-def _check_compress(compress: Any) -> Optional[str]:
+def _check_compress(compress: Any) -> str | None:
     """The codec for ``compress`` (None for no compression); bad names raise before any I/O."""
     from .compress_write import normalize_compress
 
@@ -36,7 +36,7 @@ def _check_compress(compress: Any) -> Optional[str]:
         raise RuntimeError(str(exc)) from None
 
 
-def _item(data: Any, header: Optional[Header]) -> Any:
+def _item(data: Any, header: Header | None) -> Any:
     if is_tensor(data) or isinstance(data, np.ndarray):
         return ImageData(as_numpy(data), header)
     if isinstance(data, dict) and "data" not in data or is_table_like(data):
@@ -61,7 +61,7 @@ def _old_piece(index: HduIndex, entry: HduEntry) -> Piece:
     return write
 
 
-def _assemble(target: str, pieces: list[tuple[Piece, bool]], codec: Optional[str] = None) -> None:
+def _assemble(target: str, pieces: list[tuple[Piece, bool]], codec: str | None = None) -> None:
     """Write ``(piece, is_image)`` in order; a table first gets an empty primary before it.
 
     With a ``codec`` the whole output is then re-encoded with image tile compression (images

@@ -7,15 +7,16 @@ those header blocks are rewritten in place; otherwise the file is rewritten atom
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from ..errors import HeaderCardError, KeywordNotFoundError
+from ..fits.aliases import HduArg, PathArg
+from ..fits.hdu_index import get_index, invalidate
+from ..fits.header import COMMENTARY
 from .atomic import atomic_output, in_place_errors, require_file
 from .cards import card_bytes, named_errors
 from .hdu_bytes import header_from_raw, raw_cards
-from ..fits.hdu_index import get_index, invalidate
-from ..errors import HeaderCardError, KeywordNotFoundError
-from ..fits.header import COMMENTARY
-from ..fits.aliases import HduArg, PathArg
 
 __all__ = ["update_header", "raw_key"]
 
@@ -53,8 +54,8 @@ def _groups(cards: list[bytes]) -> list[list[bytes]]:
     return groups
 
 
-def update_header(path: PathArg, hdu: HduArg = 0, set: Optional[Mapping[str, Any]] = None,
-                  delete: Iterable[str] = (), rename: Optional[Mapping[str, str]] = None) -> None:
+def update_header(path: PathArg, hdu: HduArg = 0, set: Mapping[str, Any] | None = None,
+                  delete: Iterable[str] = (), rename: Mapping[str, str] | None = None) -> None:
     """Set, delete and rename keywords of one HDU.
 
     Parameters
@@ -88,8 +89,8 @@ def update_header(path: PathArg, hdu: HduArg = 0, set: Optional[Mapping[str, Any
     _write_header(target, idx, entry, new_header, checksum)
 
 
-def _edited_header(target: str, hdu: HduArg, set: Optional[Mapping[str, Any]],
-                   delete: Iterable[str], rename: Optional[Mapping[str, str]]) -> tuple:
+def _edited_header(target: str, hdu: HduArg, set: Mapping[str, Any] | None,
+                   delete: Iterable[str], rename: Mapping[str, str] | None) -> tuple:
     """The new header block of the edited HDU (every new card checked), its entry and index,
     and whether checksums must be refreshed."""
     idx = get_index(target)
@@ -124,7 +125,7 @@ def _edited_header(target: str, hdu: HduArg, set: Optional[Mapping[str, Any]],
         groups[where[0]] = card_bytes(n, old_value, old_comment)
     for key, value in (set or {}).items():
         k = _check_key(key)
-        comment: Optional[str] = None
+        comment: str | None = None
         if k.upper() in COMMENTARY:  # every item of a list or tuple is a line
             groups.append(card_bytes(k.upper(), value))
             continue

@@ -2,7 +2,7 @@
 BZERO=-128), big-endian storage written in slices, and quantised images with BSCALE/BZERO."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +26,7 @@ _IMAGE_TYPES = {
 _STORED = {8: ">u1", 16: ">i2", 32: ">i4", 64: ">i8", -32: ">f4", -64: ">f8"}
 
 
-def image_cards(arr: np.ndarray, primary: bool) -> tuple[list[Card], Optional[int], int]:
+def image_cards(arr: np.ndarray, primary: bool) -> tuple[list[Card], int | None, int]:
     """Structural cards of an image HDU, its BZERO (None unless offset-binary) and BITPIX."""
     if arr.dtype == np.uint64:
         raise UInt64WriteError(
@@ -52,7 +52,7 @@ def image_cards(arr: np.ndarray, primary: bool) -> tuple[list[Card], Optional[in
     return cards, bzero, bitpix
 
 
-def _stored_image(native: np.ndarray, bzero: Optional[int], bitpix: int) -> np.ndarray:
+def _stored_image(native: np.ndarray, bzero: int | None, bitpix: int) -> np.ndarray:
     if bzero is not None:
         return flip_sign_bit(native)
     return native.astype(_STORED[bitpix])
@@ -74,7 +74,7 @@ _IMAGE_CHUNK_BYTES = 1 << 22
 HduSpan = tuple  # (header_offset, data_offset, data_size)
 
 
-def write_image_hdu(sink: Sink, array: np.ndarray, header: Optional[Header], *, primary: bool,
+def write_image_hdu(sink: Sink, array: np.ndarray, header: Header | None, *, primary: bool,
                     checksum: bool = False) -> HduSpan:
     """Write one image HDU (an empty one for a 0-size 1-D array) at the sink's position."""
     header_offset = sink.offset

@@ -5,8 +5,9 @@ An object that holds several HDUs (the 1.x ``HDUList``) can be written by giving
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ class ImageData:
     """An image HDU to write: an array and the user's extra header cards."""
 
     array: np.ndarray
-    header: Optional[Header] = None
+    header: Header | None = None
 
 
 @dataclass
@@ -36,8 +37,8 @@ class TableData:
     """
 
     columns: Any
-    header: Optional[Header] = None
-    schema: Optional[Mapping[str, Any]] = None
+    header: Header | None = None
+    schema: Mapping[str, Any] | None = None
     table_type: str = "binary"
     quantize: Any = None
 
@@ -57,7 +58,7 @@ def _is_astropy_table(data: Any) -> bool:
     return type(data).__module__.startswith("astropy.table") and hasattr(data, "colnames")
 
 
-def _merged(cards: list, header: Optional[Header]) -> Optional[Header]:
+def _merged(cards: list, header: Header | None) -> Header | None:
     """Header cards a table brings (astropy ``meta``), then the caller's (which win)."""
     if not cards:
         return header
@@ -67,7 +68,7 @@ def _merged(cards: list, header: Optional[Header]) -> Optional[Header]:
     return merged
 
 
-def _table_item(data: Any, header: Optional[Header]) -> Optional["TableData"]:
+def _table_item(data: Any, header: Header | None) -> TableData | None:
     """A structured array / recarray or an astropy table as a table item, else None."""
     from .table_inputs import astropy_table_parts, structured_columns
 
@@ -80,7 +81,7 @@ def _table_item(data: Any, header: Optional[Header]) -> Optional["TableData"]:
     return None
 
 
-def to_items(data: Any, header: Optional[Header]) -> list[Any]:
+def to_items(data: Any, header: Header | None) -> list[Any]:
     hdus = getattr(data, "__fits_hdus__", None)
     if callable(hdus):  # an object that knows its HDUs (the 1.x HDUList)
         return list(hdus())

@@ -4,7 +4,8 @@ images, TSCAL/TZERO for table columns): percentiles ``lo_q``/``hi_q`` map to cod
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

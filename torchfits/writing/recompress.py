@@ -2,37 +2,37 @@
 as plain ones; every other HDU is copied byte for byte (used by the CLI and by HDU edits)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
-from .compress_write import _header_bytes
 from ..image.codec_registry import DEFAULT_CODEC
+from .compress_write import _header_bytes
 from .hdu_bytes import copy_hdu
 
 __all__ = ["compress_file", "decompress_file"]
 
 
-def _bar(total: int, desc: str, progress: Optional[bool]) -> Any:
+def _bar(total: int, desc: str, progress: bool | None) -> Any:
     from .._progress import progress_bar
 
     return progress_bar(total=total, desc=desc, enabled=progress, unit="HDU")
 
 
-def compress_file(src: str, dst: str, *, algorithm: str = DEFAULT_CODEC, tile: Optional[tuple] = None,
-                  quantize: Any = None, which: Optional[list[int]] = None,
-                  overwrite: bool = False, progress: Optional[bool] = False) -> int:
+def compress_file(src: str, dst: str, *, algorithm: str = DEFAULT_CODEC, tile: tuple | None = None,
+                  quantize: Any = None, which: list[int] | None = None,
+                  overwrite: bool = False, progress: bool | None = False) -> int:
     """Write ``src`` to ``dst`` with its image HDUs (all, or those in ``which``) tile-compressed.
 
     Returns the number of HDUs compressed. An image primary becomes an empty primary followed by
     the compressed image. ``progress=True`` shows a bar over the HDUs (needs tqdm; None: only
     when stderr is a terminal).
     """
-    from .atomic import atomic_output, check_target
-    from .compress_write import encode_compressed_hdu, normalize_compress
     from ..fits.hdu_index import get_index, image_with_data, invalidate
     from ..fits.header import Card
     from ..image.plain import Image
+    from .atomic import atomic_output, check_target
+    from .compress_write import encode_compressed_hdu, normalize_compress
 
     codec = normalize_compress(algorithm, allow_nocompress=True) or DEFAULT_CODEC
     index = get_index(src)
@@ -69,14 +69,14 @@ def compress_file(src: str, dst: str, *, algorithm: str = DEFAULT_CODEC, tile: O
     return done
 
 
-def decompress_file(src: str, dst: str, *, which: Optional[list[int]] = None,
-                    overwrite: bool = False, progress: Optional[bool] = False) -> int:
+def decompress_file(src: str, dst: str, *, which: list[int] | None = None,
+                    overwrite: bool = False, progress: bool | None = False) -> int:
     """Write ``src`` to ``dst`` with its compressed image HDUs stored as plain images
     (``progress`` as in `compress_file`)."""
-    from .atomic import atomic_output, check_target
     from ..fits.hdu_index import KIND_COMPRESSED, get_index, invalidate
-    from ..image.compressed import CompressedImage
     from ..fits.header import Card
+    from ..image.compressed import CompressedImage
+    from .atomic import atomic_output, check_target
 
     index = get_index(src)
     target = check_target(dst, overwrite=overwrite)

@@ -11,22 +11,23 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_output, in_place_errors, require_file
-from ..fits.columns import ColumnSpec, parse_columns
-from .hdu_bytes import card_key, header_from_raw, raw_cards
-from ..fits.hdu_index import HduEntry, HduIndex, get_index, invalidate
-from .table_inputs import numpy_column
-from .table_plan import ColumnPlan, ColumnValues, column_cards, encode_rows, plan_column
 from ..errors import FitsError, QuantizeError, UInt64WriteError
+from ..fits.columns import ColumnSpec, parse_columns
+from ..fits.hdu_index import HduEntry, HduIndex, get_index, invalidate
 from ..fits.header import Header, format_card
-from .cards import card_bytes
 from ..fits.layout import CARD, padded
 from ..fits.rows import validate_row_slice
+from .atomic import atomic_output, in_place_errors, require_file
+from .cards import card_bytes
+from .hdu_bytes import card_key, header_from_raw, raw_cards
+from .table_inputs import numpy_column
+from .table_plan import ColumnPlan, ColumnValues, column_cards, encode_rows, plan_column
 
 __all__ = ["write", "append_rows", "insert_rows", "update_rows", "delete_rows", "insert_column",
            "replace_column", "rename_columns", "drop_columns"]
@@ -40,15 +41,15 @@ _UNSIGNED_DTYPE = {"B": np.int8, "I": np.uint16, "J": np.uint32, "K": np.uint64}
 # ------------------------------------------------------------------------------ table.write
 
 
-def write(path: Any, data: Any, *, schema: Optional[Mapping[str, Any]] = None, header: Any = None,
-          overwrite: bool = False, extname: Optional[str] = None, table_type: str = "binary",
+def write(path: Any, data: Any, *, schema: Mapping[str, Any] | None = None, header: Any = None,
+          overwrite: bool = False, extname: str | None = None, table_type: str = "binary",
           quantize: Any = None) -> None:
     """`torchfits.table.write`: an empty primary HDU and one table HDU (see its docstring)."""
     from ..errors import FitsWriteError, HeaderCardError
     from .api import write_hdus
+    from .atomic import check_target
     from .cards import checked_header
     from .items import TableData
-    from .atomic import check_target
 
     if table_type not in ("binary", "ascii"):
         raise ValueError("table_type must be 'binary' or 'ascii'")
@@ -157,7 +158,7 @@ def _renumber(card: bytes, number: int) -> bytes:
 
 def _refresh_vla_tforms(t: _Table) -> None:
     """Rewrite ``1P<code>(emax)`` TFORMs from the descriptors now in the rows."""
-    for n, col in enumerate(t.columns, start=1):
+    for _n, col in enumerate(t.columns, start=1):
         spec = col.spec
         if not spec.is_vla:
             continue
@@ -594,9 +595,9 @@ def _save_ascii_rows(target: str, t: _Table) -> None:
 # ------------------------------------------------------------------------------ column edits
 
 
-def _plan_new_column(name: str, values: Any, *, format: Optional[str], unit: Optional[str],
-                     dim: Optional[str], tnull: Optional[int], tscal: Optional[float],
-                     tzero: Optional[float]) -> tuple[ColumnPlan, ColumnValues]:
+def _plan_new_column(name: str, values: Any, *, format: str | None, unit: str | None,
+                     dim: str | None, tnull: int | None, tscal: float | None,
+                     tzero: float | None) -> tuple[ColumnPlan, ColumnValues]:
     from .table_write import _apply_schema
 
     cv = numpy_column(name, values)
@@ -619,10 +620,10 @@ def _column_from_plan(t: _Table, plan: ColumnPlan, cv: ColumnValues, number: int
     return _Column(spec, cards, rows.view(np.uint8).reshape(t.nrows, -1))
 
 
-def insert_column(path: Any, name: str, values: Any, *, hdu: Any = 1, index: Optional[int] = None,
-                  format: Optional[str] = None, unit: Optional[str] = None,
-                  dim: Optional[str] = None, tnull: Optional[int] = None,
-                  tscal: Optional[float] = None, tzero: Optional[float] = None) -> None:
+def insert_column(path: Any, name: str, values: Any, *, hdu: Any = 1, index: int | None = None,
+                  format: str | None = None, unit: str | None = None,
+                  dim: str | None = None, tnull: int | None = None,
+                  tscal: float | None = None, tzero: float | None = None) -> None:
     """Insert a column; values are stored codes (see `torchfits.table.insert_column`)."""
     target, t = _load(path, hdu)
     if t.find(name) >= 0:
@@ -638,9 +639,9 @@ def insert_column(path: Any, name: str, values: Any, *, hdu: Any = 1, index: Opt
 
 
 def replace_column(path: Any, name: str, values: Any, *, hdu: Any = 1,
-                   format: Optional[str] = None, unit: Optional[str] = None,
-                   dim: Optional[str] = None, tnull: Optional[int] = None,
-                   tscal: Optional[float] = None, tzero: Optional[float] = None) -> None:
+                   format: str | None = None, unit: str | None = None,
+                   dim: str | None = None, tnull: int | None = None,
+                   tscal: float | None = None, tzero: float | None = None) -> None:
     """Replace a column's data, keeping its TFORM code, TUNIT and TNULL unless overridden."""
     target, t = _load(path, hdu)
     i = t.find(name)
@@ -680,7 +681,7 @@ def replace_column(path: Any, name: str, values: Any, *, hdu: Any = 1,
     _save(target, t)
 
 
-def _override_cards(col: _Column, *, unit: Optional[str], tnull: Optional[int]) -> None:
+def _override_cards(col: _Column, *, unit: str | None, tnull: int | None) -> None:
     n = col.spec.number
     for prefix, value in (("TUNIT", unit), ("TNULL", tnull)):
         if value is None:

@@ -3,12 +3,12 @@ Arrow arrays (from pyarrow Tables, RecordBatches, readers, pandas and Polars fra
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
-from .table_plan import ColumnValues
 from .._torch_adapter import is_tensor, tensor_to_numpy
+from .table_plan import ColumnValues
 
 __all__ = ["numpy_column", "arrow_column", "arrow_field_meta", "to_arrow_stream",
            "structured_columns", "astropy_table_parts", "epoch_to_jd", "is_time_dtype",
@@ -119,7 +119,7 @@ def arrow_field_meta(field: Any) -> dict:
     return out
 
 
-def _null_mask(arr: Any) -> Optional[np.ndarray]:
+def _null_mask(arr: Any) -> np.ndarray | None:
     if arr.null_count == 0:
         return None
     return arr.is_null().to_numpy(zero_copy_only=False)
@@ -287,7 +287,7 @@ TICKS_PER_DAY = {"D": 1, "h": 24, "m": 1440, "s": 86_400, "ms": 86_400 * 10**3,
                  "us": 86_400 * 10**6, "ns": _NS_PER_DAY}
 
 
-def epoch_to_jd(ticks: np.ndarray, per_day: int, mask: Optional[np.ndarray]) -> np.ndarray:
+def epoch_to_jd(ticks: np.ndarray, per_day: int, mask: np.ndarray | None) -> np.ndarray:
     """Ticks since the Unix epoch (UTC without leap seconds, as NumPy, pandas and Arrow count;
     ``per_day`` ticks a day) → ``(n, 2)`` float64 (jd1, jd2): whole days and the fraction of a
     day, so the fraction keeps about 1e-16 day (10 ps) and no nanosecond is lost. Nulls (NaT)

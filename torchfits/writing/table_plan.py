@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ _CODE_DTYPE = {"L": np.bool_, "B": np.uint8, "I": np.int16, "J": np.int32, "K": 
 _TFORM = re.compile(r"^\s*(\d*)\s*([LXBIJKAEDCMPQ])\s*([LXBIJKAEDCM])?\s*(?:\((\d+)\))?\s*$")
 
 
-def parse_tform(tform: str) -> tuple[int, str, Optional[str]]:
+def parse_tform(tform: str) -> tuple[int, str, str | None]:
     """``"3E"`` → (3, "E", None); ``"1PJ(7)"`` → (1, "P", "J")."""
     m = _TFORM.match(tform.upper())
     if not m:
@@ -56,10 +57,10 @@ class ColumnValues:
     """
 
     data: np.ndarray
-    mask: Optional[np.ndarray] = None
-    offsets: Optional[np.ndarray] = None
+    mask: np.ndarray | None = None
+    offsets: np.ndarray | None = None
     #: Variable-length columns: True where an element (not a row) is null, aligned with data.
-    element_mask: Optional[np.ndarray] = None
+    element_mask: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.offsets) - 1 if self.offsets is not None else len(self.data)
@@ -72,13 +73,13 @@ class ColumnPlan:
     name: str
     code: str                      # element code (of the heap elements for P/Q)
     repeat: int = 1                # elements (characters for A, bits for X) per row
-    vla: Optional[str] = None      # "P" or "Q"
+    vla: str | None = None      # "P" or "Q"
     flip: bool = False             # offset-binary: stored = value with its top bit flipped
-    tnull: Optional[int] = None
-    scale: Optional[tuple[float, float]] = None  # (tscal, tzero) applied to physical floats
-    header_tscal: Optional[float] = None
-    header_tzero: Optional[float] = None
-    tdim: Optional[str] = None
+    tnull: int | None = None
+    scale: tuple[float, float] | None = None  # (tscal, tzero) applied to physical floats
+    header_tscal: float | None = None
+    header_tzero: float | None = None
+    tdim: str | None = None
     meta: dict = field(default_factory=dict)  # TUNIT/TUCD/TDISP/... → value
     max_elements: int = 0          # emax of a variable-length column (grows while writing)
     string_width: int = 0          # bytes per string for A columns with several strings
@@ -150,8 +151,8 @@ def _tnull_sentinel(code: str, flip: bool) -> int:
 
 
 def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
-                max_string: Optional[int] = None, max_elements: int = 0,
-                meta: Optional[dict] = None, compat_int8: bool = False) -> ColumnPlan:
+                max_string: int | None = None, max_elements: int = 0,
+                meta: dict | None = None, compat_int8: bool = False) -> ColumnPlan:
     """Choose the FITS layout of a column from (a sample of) its values.
 
     Parameters
@@ -256,7 +257,7 @@ def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
     return plan
 
 
-def _hinted_tnull(text: Any, plan: ColumnPlan) -> Optional[int]:
+def _hinted_tnull(text: Any, plan: ColumnPlan) -> int | None:
     """TNULL carried in field metadata, if it is an integer the field can store, else None."""
     if text in (None, ""):
         return None
@@ -312,7 +313,7 @@ def apply_header_tnulls(plans: list[ColumnPlan], header: Any) -> None:
 # ------------------------------------------------------------------------------ encoding
 
 
-def _stored(plan: ColumnPlan, values: np.ndarray, mask: Optional[np.ndarray]) -> np.ndarray:
+def _stored(plan: ColumnPlan, values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     """Values in storage terms (still native byte order), nulls replaced."""
     code = plan.code
     if code == "L":

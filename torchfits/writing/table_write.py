@@ -10,19 +10,36 @@ import itertools
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any
 
 import numpy as np
 
-from .atomic import Sink
-from .table_inputs import (TIME_CARDS, arrow_column, arrow_field_meta, is_time_dtype, numpy_column,
-                           time_column_keywords, to_arrow_stream)
-from .table_plan import (BATCH_ROWS, ColumnPlan, ColumnValues, apply_header_tnulls, column_cards,
-                         encode_rows, parse_tform, plan_column, slices)
 from ..errors import UInt64WriteError
 from ..fits.header import Card, Header, format_card
 from ..fits.layout import CARD, finish_header
+from .atomic import Sink
+from .table_inputs import (
+    TIME_CARDS,
+    arrow_column,
+    arrow_field_meta,
+    is_time_dtype,
+    numpy_column,
+    time_column_keywords,
+    to_arrow_stream,
+)
+from .table_plan import (
+    BATCH_ROWS,
+    ColumnPlan,
+    ColumnValues,
+    apply_header_tnulls,
+    column_cards,
+    encode_rows,
+    parse_tform,
+    plan_column,
+    slices,
+)
 
 __all__ = ["TablePlan", "plan_table", "write_table_hdu", "table_cards"]
 
@@ -34,13 +51,13 @@ class TablePlan:
 
     plans: list[ColumnPlan]
     batches: Iterator[list[ColumnValues]]
-    extname: Optional[str] = None
-    columns: Optional[list[ColumnValues]] = None  # whole columns, for dict inputs
+    extname: str | None = None
+    columns: list[ColumnValues] | None = None  # whole columns, for dict inputs
     #: Header cards the data bring (astropy ``meta``, the time convention); the caller's win.
     cards: list = field(default_factory=list)
 
 
-def _numpy_plan(columns: Mapping[str, Any], schema: Optional[Mapping[str, Any]]) -> TablePlan:
+def _numpy_plan(columns: Mapping[str, Any], schema: Mapping[str, Any] | None) -> TablePlan:
     if not isinstance(columns, Mapping) or not columns:
         raise ValueError("data must be a non-empty dictionary of columns")
     values = {str(k): numpy_column(str(k), v) for k, v in columns.items()}
@@ -70,7 +87,7 @@ def _time_plan(plan: ColumnPlan) -> None:
     plan.meta.update(spec["keywords"])
 
 
-def _arrow_plan(stream: Any, schema: Optional[Mapping[str, Any]]) -> TablePlan:
+def _arrow_plan(stream: Any, schema: Mapping[str, Any] | None) -> TablePlan:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -173,8 +190,8 @@ def _carried_from_source(arrow_schema: Any, plans: list[ColumnPlan]) -> list:
     return [(key, source[key]) for key in _TIME_KEYWORDS if key in source]
 
 
-def _apply_schema(plans: list[ColumnPlan], schema: Optional[Mapping[str, Any]],
-                  values: Optional[Mapping[str, ColumnValues]]) -> None:
+def _apply_schema(plans: list[ColumnPlan], schema: Mapping[str, Any] | None,
+                  values: Mapping[str, ColumnValues] | None) -> None:
     """Per-column overrides from ``schema={col: {format, unit, tnull, tscal, tzero, dim,
     keywords}}``; ``keywords`` are column keywords without their number (``{"TCTYP": "TT"}``)."""
     if not schema:
@@ -215,7 +232,7 @@ def _apply_schema(plans: list[ColumnPlan], schema: Optional[Mapping[str, Any]],
                 plan.scale = (plan.header_tscal, plan.header_tzero)
 
 
-def plan_table(data: Any, schema: Optional[Mapping[str, Any]] = None) -> TablePlan:
+def plan_table(data: Any, schema: Mapping[str, Any] | None = None) -> TablePlan:
     """Plans and batches for a dict of arrays or any Arrow-like table / stream."""
     if isinstance(data, Mapping):
         return _numpy_plan(data, schema)

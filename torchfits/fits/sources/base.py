@@ -8,7 +8,7 @@ remote, file-object and gzip sources fetch just those ranges).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from ..._kernels._safemap import fault_count as faults_seen  # 0 until any map faulted: the hot-path test
 from ...errors import TruncatedFileError
@@ -29,8 +29,8 @@ class ByteSource(ABC):
     path: str
     size: int
     supports_mmap: bool = False
-    cache_key: Optional[str] = None
-    version: Optional[tuple[int, int, int, int, int]] = None
+    cache_key: str | None = None
+    version: tuple[int, int, int, int, int] | None = None
 
     @abstractmethod
     def read(self, offset: int, size: int) -> bytes:
@@ -79,7 +79,7 @@ _MAGIC = (
 )
 
 
-def compression_of(head: bytes) -> Optional[str]:
+def compression_of(head: bytes) -> str | None:
     """The whole-file compression named by the first bytes, or None for plain bytes."""
     for magic, name in _MAGIC:
         if head.startswith(magic):

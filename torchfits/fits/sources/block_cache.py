@@ -11,7 +11,6 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
-from typing import Optional
 
 __all__ = ["cache_root", "remote_cache_root", "mirror_path", "trim", "usage", "clear_remote",
            "budget_bytes"]
@@ -42,7 +41,7 @@ def budget_bytes() -> int:
     return int(gb * (1 << 30))
 
 
-def mirror_path(url: str, validator: dict, root: Optional[Path] = None) -> str:
+def mirror_path(url: str, validator: dict, root: Path | None = None) -> str:
     """The mirror file of one object version (the URL and validator name it)."""
     ident = repr((url, sorted((k, str(v)) for k, v in validator.items())))
     digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
@@ -53,7 +52,7 @@ def _mirrors(root: Path) -> list[Path]:
     return list(root.glob("*/*.blocks")) if root.is_dir() else []
 
 
-def usage(root: Optional[Path] = None) -> dict:
+def usage(root: Path | None = None) -> dict:
     """Files and bytes the block cache holds on disk (sparse files count what they store)."""
     root = root or remote_cache_root()
     files = _mirrors(root)
@@ -67,7 +66,7 @@ def usage(root: Optional[Path] = None) -> dict:
     return {"path": str(root), "files": len(files), "bytes": stored}
 
 
-def trim(root: Optional[Path] = None, budget: Optional[int] = None, keep: Optional[str] = None) -> int:
+def trim(root: Path | None = None, budget: int | None = None, keep: str | None = None) -> int:
     """Remove least recently used mirrors until the cache fits ``budget``; returns files removed."""
     root = root or remote_cache_root()
     budget = budget_bytes() if budget is None else budget
@@ -97,7 +96,7 @@ def trim(root: Optional[Path] = None, budget: Optional[int] = None, keep: Option
     return removed
 
 
-def clear_remote(root: Optional[Path] = None) -> None:
+def clear_remote(root: Path | None = None) -> None:
     """Delete every cached mirror and gzip seek index."""
     root = root or remote_cache_root()
     shutil.rmtree(root, ignore_errors=True)

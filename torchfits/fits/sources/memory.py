@@ -5,8 +5,8 @@ import io
 import threading
 from typing import Any
 
-from .mirror import MirroredSource
 from .base import ByteSource
+from .mirror import MirroredSource
 
 __all__ = ["BytesSource", "FileObjectSource", "is_file_object", "is_bytes_like", "file_object_source"]
 

@@ -13,7 +13,7 @@ import os
 import tempfile
 import threading
 from abc import abstractmethod
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from ...errors import FitsError, TruncatedFileError
 from .base import ByteSource
@@ -59,8 +59,8 @@ class MirroredSource(ByteSource):
 
     supports_mmap = True
 
-    def __init__(self, path: str, size: int, *, cache_file: Optional[str] = None,
-                 validator: Optional[dict] = None, block_size: int = BLOCK_SIZE) -> None:
+    def __init__(self, path: str, size: int, *, cache_file: str | None = None,
+                 validator: dict | None = None, block_size: int = BLOCK_SIZE) -> None:
         self.path = path
         self.size = int(size)
         self.block_size = int(block_size)
@@ -133,7 +133,7 @@ class MirroredSource(ByteSource):
     def _fetch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` range (all within the source)."""
 
-    def _whole(self) -> Optional[bytes]:
+    def _whole(self) -> bytes | None:
         """Hook for sources that learn the whole content while fetching a range."""
         return None
 

@@ -17,14 +17,14 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 from ...errors import FitsError, FitsFileNotFoundError, HttpBlockedError
+from .base import ByteSource
 from .block_cache import mirror_path, remote_cache_root, trim
 from .memory import BytesSource
 from .mirror import MirroredSource
-from .base import ByteSource
 
 __all__ = ["RemoteSource", "open_remote", "check_url", "normalize_url", "redacted_url",
            "split_storage_options", "validator_of", "list_remote", "read_small", "write_small",
@@ -51,7 +51,7 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-def allow_private(storage_options: Optional[dict]) -> bool:
+def allow_private(storage_options: dict | None) -> bool:
     if storage_options and "allow_private_hosts" in storage_options:
         return _truthy(storage_options["allow_private_hosts"])
     return _truthy(os.environ.get("TORCHFITS_ALLOW_PRIVATE_HOSTS", ""))
@@ -110,7 +110,7 @@ def redacted_url(url: str) -> str:
 def _raise_blocked(exc: BaseException) -> None:
     """Re-raise a guard refusal that fsspec wrapped (it reports failed requests as not found)."""
     seen = 0
-    cur: Optional[BaseException] = exc
+    cur: BaseException | None = exc
     while cur is not None and seen < 20:
         if isinstance(cur, HttpBlockedError):
             raise cur.with_traceback(None) from None
@@ -118,7 +118,7 @@ def _raise_blocked(exc: BaseException) -> None:
         seen += 1
 
 
-def split_storage_options(storage_options: Optional[dict]) -> tuple[dict, dict]:
+def split_storage_options(storage_options: dict | None) -> tuple[dict, dict]:
     """(torchfits's own options, the rest for fsspec)."""
     ours: dict = {}
     rest: dict = {}
@@ -226,7 +226,7 @@ class RemoteSource(MirroredSource):
     """One remote object read by byte ranges through fsspec."""
 
     def __init__(self, url: str, fs: Any, fspath: str, size: int, validator: dict,
-                 cache_file: Optional[str]) -> None:
+                 cache_file: str | None) -> None:
         self._fs = fs
         self._fspath = fspath
         self.url = url
@@ -268,7 +268,7 @@ class RemoteSource(MirroredSource):
         return out
 
 
-def open_remote(url: str, storage_options: Optional[dict] = None) -> ByteSource:
+def open_remote(url: str, storage_options: dict | None = None) -> ByteSource:
     """A byte source for an fsspec URL (after the security guard)."""
     ours, _ = split_storage_options(storage_options)
     url = normalize_url(url)
@@ -308,7 +308,7 @@ def open_remote(url: str, storage_options: Optional[dict] = None) -> ByteSource:
     return src
 
 
-def list_remote(url: str, storage_options: Optional[dict] = None, *, glob: bool = True) -> list[str]:
+def list_remote(url: str, storage_options: dict | None = None, *, glob: bool = True) -> list[str]:
     """The FITS files a remote glob (``glob``) or directory URL names, as full URLs, sorted.
 
     The listing request goes through the same security guard and credentials as reads. An
@@ -333,7 +333,7 @@ def list_remote(url: str, storage_options: Optional[dict] = None, *, glob: bool 
     return [fs.unstrip_protocol(p) if "://" not in p else p for p in sorted(found)]
 
 
-def guarded_filesystem(url: str, storage_options: Optional[dict] = None) -> tuple[Any, str]:
+def guarded_filesystem(url: str, storage_options: dict | None = None) -> tuple[Any, str]:
     """The fsspec file system and path of ``url``, after the security guard, with the caller's
     fsspec options and credentials: what every remote request here goes through."""
     _, options = split_storage_options(storage_options)
@@ -343,7 +343,7 @@ def guarded_filesystem(url: str, storage_options: Optional[dict] = None) -> tupl
     return _filesystem(url, options, allow)
 
 
-def read_small(url: str, storage_options: Optional[dict] = None) -> Optional[bytes]:
+def read_small(url: str, storage_options: dict | None = None) -> bytes | None:
     """The whole of a small remote object (a statistics sidecar), through the guard; None when
     the store has no such object or refuses to say (a missing key can be a 403 on S3)."""
     fs, path = guarded_filesystem(url, storage_options)
@@ -364,14 +364,14 @@ def check_writable(url: str) -> None:
                          "or an object store (s3://, gs://, abfs://, ...)")
 
 
-def write_small(url: str, data: bytes, storage_options: Optional[dict] = None) -> None:
+def write_small(url: str, data: bytes, storage_options: dict | None = None) -> None:
     """Upload ``data`` as the object ``url`` in one request (readers see all of it or none)."""
     check_writable(url)
     fs, path = guarded_filesystem(url, storage_options)
     fs.pipe_file(path, data)
 
 
-def remote_identity(url: str, storage_options: Optional[dict] = None) -> dict:
+def remote_identity(url: str, storage_options: dict | None = None) -> dict:
     """What a statistics entry records of one remote object version: its size and the
     validator `open_remote` compares (ETag, modification time, ... as the store gives them)."""
     fs, path = guarded_filesystem(url, storage_options)
@@ -379,7 +379,7 @@ def remote_identity(url: str, storage_options: Optional[dict] = None) -> dict:
     return {"size": int(info["size"]), "validator": validator_of(info)}
 
 
-def fetch_vos(url: str, storage_options: Optional[dict] = None) -> str:
+def fetch_vos(url: str, storage_options: dict | None = None) -> str:
     """Download a VOSpace file once into the remote cache with the CADC ``vos`` client; its path.
 
     VOSpace offers no byte ranges or validators through the client, so the whole file is cached
@@ -410,7 +410,7 @@ def fetch_vos(url: str, storage_options: Optional[dict] = None) -> str:
     return str(target)
 
 
-def still_valid(src: ByteSource, storage_options: Optional[dict], ttl: float = 5.0) -> bool:
+def still_valid(src: ByteSource, storage_options: dict | None, ttl: float = 5.0) -> bool:
     """Whether a cached remote source still describes the object (re-checked after ``ttl`` s)."""
     if not isinstance(src, RemoteSource):
         return True

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from ...errors import FitsFileNotFoundError
 from ..paths import SourcePath, check_safe_path, is_url, refuse_cfitsio_special
@@ -27,15 +27,15 @@ __all__ = ["open_source", "per_process"]
 
 _lock = threading.Lock()
 # path → weak reference to its source (a plain dict: the hit path is two C lookups).
-_local: "dict[str, weakref.ref[ByteSource]]" = {}
-_remote: "weakref.WeakValueDictionary[str, ByteSource]" = weakref.WeakValueDictionary()
+_local: dict[str, weakref.ref[ByteSource]] = {}
+_remote: weakref.WeakValueDictionary[str, ByteSource] = weakref.WeakValueDictionary()
 # The fetched source behind an inflated remote one (what re-validation asks the server about).
-_raw: "weakref.WeakKeyDictionary[ByteSource, ByteSource]" = weakref.WeakKeyDictionary()
-_objects: "weakref.WeakKeyDictionary[Any, ByteSource]" = weakref.WeakKeyDictionary()
+_raw: weakref.WeakKeyDictionary[ByteSource, ByteSource] = weakref.WeakKeyDictionary()
+_objects: weakref.WeakKeyDictionary[Any, ByteSource] = weakref.WeakKeyDictionary()
 _resets: list[Callable[[], None]] = []
 
 
-def open_source(obj: Any, *, storage_options: Optional[dict] = None, cache: bool = True,
+def open_source(obj: Any, *, storage_options: dict | None = None, cache: bool = True,
                 in_memory: bool = False, fresh: bool = False) -> ByteSource:
     """The byte source of ``obj``, with any whole-file compression (gzip, bzip2, xz, Unix
     compress: told by the first bytes) undone.
@@ -107,7 +107,7 @@ def open_source(obj: Any, *, storage_options: Optional[dict] = None, cache: bool
 
 
 def _open_local(path: str, cache: bool, in_memory: bool,
-                version: Optional[tuple[int, int, int, int, int]] = None,
+                version: tuple[int, int, int, int, int] | None = None,
                 fresh: bool = False) -> ByteSource:
     if version is None:
         try:
@@ -134,7 +134,7 @@ def _open_local(path: str, cache: bool, in_memory: bool,
     return src
 
 
-def _forget_local(path: str, ref: "weakref.ref[ByteSource]") -> None:
+def _forget_local(path: str, ref: weakref.ref[ByteSource]) -> None:
     """A local source died (its index left the cache): drop its entry unless a newer one
     replaced it. No lock: this runs wherever the collector does, maybe inside ``_lock``; losing
     a race costs one reopen."""
@@ -142,7 +142,7 @@ def _forget_local(path: str, ref: "weakref.ref[ByteSource]") -> None:
         _local.pop(path, None)
 
 
-def _open_url(url: str, storage_options: Optional[dict], cache: bool, fresh: bool) -> ByteSource:
+def _open_url(url: str, storage_options: dict | None, cache: bool, fresh: bool) -> ByteSource:
     if url.startswith("file://"):
         from urllib.parse import unquote, urlsplit
 

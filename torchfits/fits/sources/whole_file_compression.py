@@ -17,13 +17,13 @@ import shutil
 import tempfile
 import threading
 import zlib
-from typing import Any, Optional
+from typing import Any
 
 from ...errors import FitsError, NotFitsError
-from .block_cache import cache_root
-from .mirror import MirroredSource
 from .base import ByteSource
+from .block_cache import cache_root
 from .local import LocalSource
+from .mirror import MirroredSource
 
 __all__ = ["decompressed_source", "GzipIndexedSource"]
 
@@ -133,7 +133,7 @@ def _index_file(path: str, st: os.stat_result) -> str:
     return str(cache_root() / "gzindex" / f"{digest}-{st.st_size}-{st.st_mtime_ns}.idx")
 
 
-def _gzip_indexed(path: str, name: str) -> Optional[ByteSource]:
+def _gzip_indexed(path: str, name: str) -> ByteSource | None:
     try:
         import rapidgzip
     except ImportError:
@@ -168,7 +168,7 @@ def _gzip_indexed(path: str, name: str) -> Optional[ByteSource]:
     return GzipIndexedSource(path, name, index, size)
 
 
-def decompressed_source(source: ByteSource, kind: str, *, local_path: Optional[str] = None) -> ByteSource:
+def decompressed_source(source: ByteSource, kind: str, *, local_path: str | None = None) -> ByteSource:
     """A source over the inflated bytes of ``source`` (compressed as ``kind``)."""
     name = source.path
     if kind == "gzip" and local_path is not None:
