@@ -587,6 +587,10 @@ _dropped: weakref.WeakSet[ByteSource] = weakref.WeakSet()
 def check_hdu_arg(hdu: Any) -> None:
     """Refuse a negative HDU index (each one of a list too) before any file is opened, with the
     1.x wording; other selectors are left to `HduIndex.resolve`."""
+    if type(hdu) is int:  # the common case, on every header and image call
+        if hdu < 0:
+            raise ValueError(f"{NEGATIVE_HDU}, got {hdu}")
+        return
     for h in hdu if isinstance(hdu, (list, tuple)) else (hdu,):
         if not isinstance(h, (bool, str)) and hasattr(h, "__index__") and h.__index__() < 0:
             raise ValueError(f"{NEGATIVE_HDU}, got {h.__index__()}")
