@@ -6,7 +6,7 @@ Each tree is measured in its own subprocess with ``PYTHONPATH`` set to it (so ea
 numbers are the Python layers a call passes through (argument checks, file cache, HDU lookup,
 Arrow assembly)::
 
-    python benchmarks/run_overhead.py --base /work/base            # base vs this tree
+    python benchmarks/run_overhead.py --base ../base              # base vs this tree
     python benchmarks/run_overhead.py --base A --current B --rounds 7
 
 The table gives µs per call for each tree, the ratio current/base, and the noise band: the
@@ -105,8 +105,8 @@ def measure(tree: Path, data: Path, repeat: int, target_s: float, clock: str) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", type=Path, default=Path("/work/base"),
-                        help="the reference source tree (default /work/base)")
+    parser.add_argument("--base", type=Path, required=True,
+                        help="the reference source tree (a built checkout of the revision to compare with)")
     parser.add_argument("--current", type=Path, default=REPO_ROOT,
                         help="the tree compared with it (default: this checkout)")
     parser.add_argument("--rounds", type=int, default=5, help="worker runs per tree (default 5)")
