@@ -323,7 +323,8 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                 src.fetch(row_range=(c0, c1), columns=names)
                 data, heap = src.buffers(fetched=True)
                 cols = decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
-                                          columns=names, row_range=(c0, c1))
+                                          columns=names, row_range=(c0, c1),
+                                          legacy_logical=src.legacy_logical)
                 if faults_seen():
                     src.index.source.check()
                 chunk = {n: torch.from_numpy(cols[n]) for n in names}
