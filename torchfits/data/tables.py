@@ -225,7 +225,8 @@ class FitsTableDataset(torch.utils.data.Dataset):
         return row, label
 
     def __repr__(self) -> str:
-        return f"FitsTableDataset(n_rows={self._n}, path={self.path!r}, hdu={self.hdu!r}, device={self.device!r})"
+        return (f"FitsTableDataset(n_rows={self._n}, path={self.path!r}, hdu={self.hdu!r}, "
+                f"device={self.device!r})")
 
 
 class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
