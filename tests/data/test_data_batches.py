@@ -228,7 +228,8 @@ def test_image_batches_dtype_labels_hdus_and_transforms(stamps):
     assert fits_collate_fn(got)[1].tolist() == [3, 1]
     by_name = _batch_equals_items(FitsImageDataset(files, hdu="R"), range(5))  # the general reader
     assert isinstance(by_name, FitsBatch)
-    assert isinstance(_batch_equals_items(FitsImageDataset(files, add_channel_dim=False), range(5)), FitsBatch)
+    flat = _batch_equals_items(FitsImageDataset(files, add_channel_dim=False), range(5))
+    assert isinstance(flat, FitsBatch)
     stretched = _batch_equals_items(FitsImageDataset(files, transform=ArcsinhStretch()), range(5))
     assert isinstance(stretched, FitsBatch)
     per_item = _batch_equals_items(FitsImageDataset(files, transform=ZScaleNormalize()), range(5))
@@ -315,7 +316,8 @@ def test_custom_collate_gets_items(mosaics):
     loader = make_loader(FitsCutoutDataset(specs), batch_size=4, shuffle=False,
                          collate_fn=lambda items: [tuple(t.shape) for t in items])
     assert next(iter(loader)) == [(1, 5, 5)] * 4
-    assert [b.shape[0] for b in torch.utils.data.DataLoader(FitsCutoutDataset(specs), batch_size=10)] == [10, 10, 3]
+    loader = torch.utils.data.DataLoader(FitsCutoutDataset(specs), batch_size=10)
+    assert [b.shape[0] for b in loader] == [10, 10, 3]
 
 
 # -- catalog batches -------------------------------------------------------------------------------
@@ -411,3 +413,42 @@ def test_staged_cutouts_decode_each_file_at_once(mosaics, kind, monkeypatch):
     assert clamped[0].shape == (1, 4, 6) and clamped[1].shape == (1, 8, 12)
     assert clamped[0].dtype == torch.float64
     assert np.array_equal(clamped[1][0].numpy(), fits.getdata(path)[:8, :12], equal_nan=True)
+
+
+def _old_logical_table(path, nrows: int) -> str:
+    """Columns ``flag`` (PL(2), old astropy's 0x00/0x01 bytes: every cell [0, 0] but the last
+    row's [1, 0], so judged over the whole column they are booleans) and ``n`` (J, the row)."""
+    from _tablehelpers import write_raw_bintable
+
+    rows = b"".join(np.array([2, 0 if k < nrows - 1 else 2, k], ">i4").tobytes() for k in range(nrows))
+    return write_raw_bintable(path, [("TTYPE1", "flag"), ("TFORM1", "PL(2)"), ("TTYPE2", "n"),
+                                     ("TFORM2", "J")], rows, nrows, 12, heap=bytes([0, 0, 1, 0]))
+
+
+def test_table_datasets_judge_old_logical_columns_once(tmp_path, monkeypatch):
+    """The table datasets decode old astropy's 0x00/0x01 logical heaps as booleans and judge
+    each such column once per file version, not once per batch or row range."""
+    from torchfits.data import FitsTableDataset, FitsTableIterableDataset
+    from torchfits.tables import source as _source
+    from torchfits.tables import variable_length as _variable_length
+
+    calls = []
+    for module in (_source, _variable_length):  # the cached judgement and the per-call one
+        real = module.legacy_logical_vla
+        monkeypatch.setattr(module, "legacy_logical_vla",
+                            lambda *a, real=real, **k: calls.append(1) or real(*a, **k))
+    path = _old_logical_table(tmp_path / "old.fits", 200)
+    expected = [[False, False]] * 199 + [[True, False]]
+    rows = list(FitsTableIterableDataset(path, batch_size=3))
+    assert [r["flag"].tolist() for r in rows] == expected
+    assert [int(r["n"]) for r in rows] == list(range(200))
+    batches = list(FitsTableIterableDataset(path, columns=["flag", "n"], batch_size=7,
+                                            as_batches=True))
+    assert [c.tolist() for b in batches for c in b["flag"]] == expected
+    for world in (1, 3):  # each slot's row range
+        got = [list(FitsTableIterableDataset(path, columns=["n"], batch_size=5, as_batches=True,
+                                             rank=rank, world_size=world)) for rank in range(world)]
+        assert sum(len(b["n"]) for part in got for b in part) == 200
+    ds = FitsTableDataset(path)
+    assert [ds[i][0]["flag"].tolist() for i in (0, 199)] == [[False, False], [True, False]]
+    assert len(calls) == 1

@@ -15,10 +15,11 @@ from .._torch_adapter import torch_dtype, validate_device
 from ..errors import CutoutEdgeError
 from ..fits.paths import fspath
 from ..fits.sources import open_source
-from .images import _check_hdu, _ImagePayloads
-from .loader import finish_batch
+from .hdus import check_hdu
+from .images import ImagePayloads
+from .loader import finish_batch, item_position
 from .readers import batch_cutouts, image_reader, is_remote, read_pixels, to_tensor_batch, validity_mask
-from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
+from .sharding import EpochMixin, epoch_rng, file_order, reservoir, resolve_rank
 from .sources import storage_options_arg, suffix_file
 
 __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
@@ -108,7 +109,7 @@ def _spec_file(raw: Any, hdu: Any) -> tuple[str, Any]:
                          "(x1, y1, x2, y2), not an image-section suffix; name the HDU alone "
                          "('img.fits[SCI,2]')")
     if target is None:
-        _check_hdu(hdu)
+        check_hdu(hdu)
         return text, hdu
     return target
 
@@ -205,13 +206,7 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         return len(self._specs)
 
     def _position(self, i: Any) -> int:
-        n = len(self._specs)
-        if isinstance(i, bool) or not hasattr(i, "__index__"):
-            raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
-        i = int(i)
-        if not -n <= i < n:
-            raise IndexError(f"index {i} out of range for {n} cutouts")
-        return i % n
+        return item_position(i, len(self._specs), "index {i} out of range for {n} cutouts")
 
     def __getitems__(self, indices: list) -> list:
         """A DataLoader batch: same-size boxes inside their images decode in one kernel call per
@@ -278,7 +273,7 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         return f"FitsCutoutDataset(n={len(self._specs)}, files={len(self.files)}, device={self.device!r})"
 
 
-class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.data.IterableDataset):
+class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.data.IterableDataset):
     """``cutouts_per_file`` random stamps from each mosaic, streamed.
 
     Files are sharded like `FitsTensorIterableDataset` (``shuffle_files`` permutes each worker's
@@ -418,10 +413,8 @@ class FitsStagedCutoutIterableDataset(_ImagePayloads, EpochMixin, torch.utils.da
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self._next_epoch()
-        order = file_shard(len(self.files), self.rank, self.world_size)
-        rng = epoch_rng(self.seed, epoch, self.rank)
-        if self.shuffle_files:
-            order = [order[k] for k in rng.permutation(len(order))]
+        order, rng = file_order(len(self.files), self.rank, self.world_size, self.seed, epoch,
+                                self.shuffle_files)
 
         def stream() -> Iterator[Any]:
             for i in order:

@@ -6,83 +6,24 @@ files themselves.
 """
 from __future__ import annotations
 
-import glob as _glob
-import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable
 
 import torch
 
 from .._torch_adapter import torch_dtype, validate_device
-from ..errors import CorruptHeaderError, FitsFileNotFoundError, KeywordNotFoundError
 from ..fits.paths import fspath, hdu_suffix
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
-from .loader import finish_batch
+from .hdus import FileHdus, resolve_paths
+from .loader import finish_batch, item_position
 from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
-from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
-from .sources import index_of, storage_options_arg, suffix_targets, with_cache_dir
+from .sharding import EpochMixin, file_order, reservoir, resolve_rank
+from .sources import with_cache_dir
 
-__all__ = ["resolve_paths", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
+__all__ = ["ImagePayloads", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
            "FitsImageIterableDataset", "FitsCubeDataset", "FitsCubeIterableDataset"]
 
-
-def resolve_paths(paths: Any) -> list[str]:
-    """A path, glob pattern or list of them → file list. A string pattern is expanded and sorted;
-    a pattern matching nothing raises `FitsFileNotFoundError` here, at construction, as
-    ``torchfits.dataset`` does (a path whose brackets are a CFITSIO suffix of an existing file
-    stays as it is). URLs are kept as they are (read through the remote byte sources with the
-    dataset's ``storage_options``)."""
-    if isinstance(paths, (str, os.PathLike)):
-        items = [paths]
-    else:
-        try:
-            items = list(paths)
-        except TypeError:
-            raise TypeError(f"paths must be a path, a glob pattern or a list of paths, not "
-                            f"{type(paths).__name__}") from None
-    if not items:
-        raise ValueError("paths must be non-empty")
-    out: list[str] = []
-    for item in items:
-        text = fspath(item)
-        if ("*" in text or "?" in text or "[" in text) and "://" not in text \
-                and not os.path.exists(text) and hdu_suffix(text) is None:
-            found = sorted(_glob.glob(text))
-            if not found:
-                raise FitsFileNotFoundError(f"no files match {text!r}")
-            out += found
-        else:
-            out.append(text)
-    return out
-
-
-def _hdu_list(hdu: Any) -> list[Any]:
-    if isinstance(hdu, (list, tuple)):
-        if not hdu:
-            raise ValueError("hdu must be an index, an EXTNAME or a non-empty list of them")
-        return list(hdu)
-    return [hdu]
-
-
-def _check_hdu(hdu: Any) -> None:
-    if isinstance(hdu, bool) or not isinstance(hdu, (int, str)):
-        raise ValueError(f"hdu must be an integer index or an EXTNAME, not {hdu!r}")
-    if isinstance(hdu, int) and hdu < 0:
-        raise ValueError(f"HDU index must be a non-negative integer, got {hdu}")
-
-
-def _companions(spec: Any, n_flux: int, what: str) -> list[Any] | None:
-    if spec is None:
-        return None
-    hdus = _hdu_list(spec)
-    if len(hdus) not in (1, n_flux):
-        raise ValueError(f"{what} must be one HDU or one per flux HDU ({n_flux}), got {len(hdus)}")
-    for h in hdus:
-        _check_hdu(h)
-    return hdus
-
-
-class _ImagePayloads:
+class ImagePayloads(FileHdus):
     """What every image dataset shares: argument checks and building one file's payload."""
 
     _lead: tuple = ()
@@ -92,16 +33,8 @@ class _ImagePayloads:
                device: Any, mmap: Any, add_channel_dim: bool, cache_dir: Any, mask_is_dq: bool,
                bad_bits: Any, dtype: Any, scale_on_device: bool,
                storage_options: dict | None = None) -> None:
-        self.files = resolve_paths(paths)
-        self.storage_options = storage_options_arg(storage_options)
-        self.hdu = hdu
-        self.hdus = _hdu_list(hdu)
-        for h in self.hdus:
-            _check_hdu(h)
-        self.ivar_hdus = _companions(ivar_hdu, len(self.hdus), "ivar_hdu")
-        self.mask_hdus = _companions(mask_hdu, len(self.hdus), "mask_hdu")
+        self._setup_hdus(paths, hdu, ivar_hdu, mask_hdu, storage_options)
         self.ivar_hdu, self.mask_hdu = ivar_hdu, mask_hdu
-        self._targets = suffix_targets(self.files, self.hdus, 0)
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         self.transform = transform
@@ -121,11 +54,6 @@ class _ImagePayloads:
         self.scale_on_device = bool(scale_on_device)
 
     # -- reading -----------------------------------------------------------------------------------
-    def _target(self, path: str) -> tuple[str, list[Any]]:
-        """The file and flux HDUs of one dataset path (a ``[SCI,2]`` suffix names its HDU)."""
-        target = self._targets.get(path)
-        return (path, self.hdus) if target is None else (target[0], [target[1]])
-
     def _read(self, path: str, hdu: Any, dtype: Any) -> torch.Tensor:
         return read_pixels(path, hdu, dtype=dtype, device=self.device, lead=self._lead,
                            scale_on_device=self.scale_on_device,
@@ -183,40 +111,8 @@ class _ImagePayloads:
     def _finish(self, payload: Any) -> Any:
         return self.transform(payload) if self.transform is not None else payload
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(n={len(self.files)}, hdu={self.hdu!r}, device={self.device!r})"
 
-
-def _labels_from(files: list[str], hdu: Any, label_key: str | None, labels: Any,
-                 storage_options: dict | None = None,
-                 targets: dict[str, tuple[str, Any]] | None = None) -> Any:
-    if labels is not None:
-        labels = list(labels)
-        if len(labels) != len(files):
-            raise ValueError(f"labels length {len(labels)} != files length {len(files)}")
-        return torch.as_tensor([int(v) for v in labels], dtype=torch.int64)
-    if label_key is not None:
-        values = []
-        for path in files:
-            path, file_hdu = (targets or {}).get(path, (path, hdu))
-            index = index_of(path, storage_options)
-            header = index.header_view(index.resolve(file_hdu))
-            if label_key not in header:
-                raise KeywordNotFoundError(f"{path}: HDU {file_hdu!r} has no keyword {label_key!r} "
-                                           "(label_key)")
-            value = header[label_key]
-            try:
-                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                    raise ValueError
-                values.append(int(value))
-            except (TypeError, ValueError, OverflowError):
-                raise CorruptHeaderError(f"{path}: HDU {file_hdu!r}: label keyword {label_key} = "
-                                         f"{value!r} is not an integer") from None
-        return torch.as_tensor(values, dtype=torch.int64)
-    return None
-
-
-class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
+class FitsTensorDataset(ImagePayloads, torch.utils.data.Dataset):
     """One item per file: ``(payload, label)``.
 
     The payload is the HDU's tensor (several HDUs stacked on a new dim 0), or
@@ -265,8 +161,7 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, mmap, add_channel_dim,
                     cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         self.label_key = label_key
-        self.labels = _labels_from(self.files, self.hdus[0], label_key, labels,
-                                   self.storage_options, self._targets)
+        self.labels = self._file_labels(label_key, labels)
         self._label_values = self.labels if self.labels is not None else \
             torch.zeros(len(self.files), dtype=torch.int64)
 
@@ -274,13 +169,7 @@ class FitsTensorDataset(_ImagePayloads, torch.utils.data.Dataset):
         return len(self.files)
 
     def _position(self, i: Any) -> int:
-        n = len(self.files)
-        if isinstance(i, bool) or not hasattr(i, "__index__"):
-            raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
-        i = int(i)
-        if not -n <= i < n:
-            raise IndexError(f"index {i} out of range for a dataset of {n} files")
-        return i % n
+        return item_position(i, len(self.files))
 
     def __getitem__(self, i: int) -> tuple[Any, torch.Tensor]:
         i = self._position(i)
@@ -396,7 +285,7 @@ class FitsCubeDataset(FitsTensorDataset):
         super().__init__(paths, hdu, add_channel_dim=add_channel_dim, **kw)
 
 
-class FitsTensorIterableDataset(_ImagePayloads, EpochMixin, torch.utils.data.IterableDataset):
+class FitsTensorIterableDataset(ImagePayloads, EpochMixin, torch.utils.data.IterableDataset):
     """Payloads streamed file by file (no label), sharded by rank then DataLoader worker.
 
     Files go ``files[rank::world_size]``, then contiguous near-equal blocks per worker.
@@ -425,11 +314,8 @@ class FitsTensorIterableDataset(_ImagePayloads, EpochMixin, torch.utils.data.Ite
         self.epoch = 0
 
     def __iter__(self) -> Iterator[Any]:
-        epoch = self._next_epoch()
-        order = file_shard(len(self.files), self.rank, self.world_size)
-        rng = epoch_rng(self.seed, epoch, self.rank)
-        if self.shuffle:
-            order = [order[k] for k in rng.permutation(len(order))]
+        order, rng = file_order(len(self.files), self.rank, self.world_size, self.seed,
+                                self._next_epoch(), self.shuffle)
         stream = (self._finish(self._payload(self.files[i])) for i in order)
         return reservoir(stream, self.shuffle_buffer_size, rng)
 

@@ -1,5 +1,6 @@
 """Batching: `fits_collate_fn` and `make_loader` (a DataLoader that advances dataset epochs and,
-given a CUDA device, pins host batches and copies them with ``non_blocking``)."""
+given a CUDA device, pins host batches and copies them with ``non_blocking``); what the map-style
+datasets' ``__getitem__``/``__getitems__`` share (`item_position`, `finish_batch`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +10,19 @@ import torch
 from .._torch_adapter import validate_device
 from .remote import is_http_url, prefetch_urls
 
-__all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch"]
+__all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position"]
+
+
+def item_position(i: Any, n: int,
+                  out_of_range: str = "index {i} out of range for a dataset of {n} files") -> int:
+    """A map-style dataset's index ``i`` (an integer, negative from the end) as a position among
+    its ``n`` items; an IndexError says ``out_of_range`` (``{i}`` and ``{n}`` filled in)."""
+    if isinstance(i, bool) or not hasattr(i, "__index__"):
+        raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
+    i = int(i)
+    if not -n <= i < n:
+        raise IndexError(out_of_range.format(i=i, n=n))
+    return i % n
 
 
 class FitsBatch(list):

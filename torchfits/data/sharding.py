@@ -11,7 +11,7 @@ import numpy as np
 
 from .._torch_adapter import worker_slot
 
-__all__ = ["resolve_rank", "block", "file_shard", "row_shard", "epoch_rng", "reservoir",
+__all__ = ["resolve_rank", "block", "file_shard", "file_order", "row_shard", "epoch_rng", "reservoir",
            "EpochMixin"]
 
 
@@ -56,6 +56,18 @@ def file_shard(n: int, rank: int, world_size: int) -> list[int]:
     worker, workers = worker_slot()
     a, b = block(len(mine), worker, workers)
     return mine[a:b]
+
+
+def file_order(n: int, rank: int, world_size: int, seed: int, epoch: int,
+               shuffle: bool) -> tuple[list[int], np.random.Generator]:
+    """One pass's file indices for this (rank, worker) slot: its `file_shard`, permuted when
+    ``shuffle`` by the pass's `epoch_rng`; and that generator, which the pass draws on next
+    (its reservoir buffer)."""
+    order = file_shard(n, rank, world_size)
+    rng = epoch_rng(seed, epoch, rank)
+    if shuffle:
+        order = [order[k] for k in rng.permutation(len(order))]
+    return order, rng
 
 
 def row_shard(nrows: int, rank: int, world_size: int) -> tuple[int, int]:

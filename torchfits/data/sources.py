@@ -9,7 +9,8 @@ from ..fits.paths import hdu_suffix, with_storage_options
 from .readers import is_remote
 from .remote import local_copy
 
-__all__ = ["storage_options_arg", "with_cache_dir", "table_source", "index_of", "suffix_file", "suffix_targets"]
+__all__ = ["storage_options_arg", "with_cache_dir", "table_source", "index_of", "suffix_file",
+           "suffix_targets"]
 
 
 def storage_options_arg(storage_options: Any) -> dict | None:
@@ -52,7 +53,8 @@ def suffix_targets(files: list[str], hdus: list[Any], default: Any) -> dict[str,
     (``img.fits[SCI,2]``, ``img.fits[1]``: a path that does not exist whose part before the
     brackets does). The suffix wins over the dataset's default ``hdu``; an ``hdu`` (``hdus``,
     the dataset's list) naming another HDU, or several, is refused here, at construction, as are
-    an HDU the file lacks and an image-section suffix (datasets read whole HDUs: cut boxes with the cutout datasets)."""
+    an HDU the file lacks and an image-section suffix (datasets read whole HDUs: cut boxes with
+    the cutout datasets)."""
     out: dict[str, tuple[str, Any]] = {}
     for text in files:
         if text in out:

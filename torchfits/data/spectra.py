@@ -1,6 +1,7 @@
 """1-D spectra from image HDUs or table columns, one or several arms per file."""
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
@@ -11,35 +12,27 @@ from .._torch_adapter import NullValue, apply_null_rule, check_null_options, mas
 from ..errors import HDUTypeError
 from ..fits.paths import fspath
 from ..tables.scan import Scanner, scan, tensor_null_columns
-from .images import _check_hdu, _companions, _hdu_list, _labels_from, resolve_paths
-from .loader import finish_batch
+from .hdus import FileHdus, check_hdu
+from .loader import finish_batch, item_position
 from .readers import batch_images, image_reader, to_tensor_batch, validity_mask
-from .sharding import EpochMixin, epoch_rng, file_shard, reservoir, resolve_rank
-from .sources import index_of, storage_options_arg, suffix_targets, table_source, with_cache_dir
+from .sharding import EpochMixin, file_order, reservoir, resolve_rank
+from .sources import index_of, table_source, with_cache_dir
 
 __all__ = ["FitsSpectrumDataset", "FitsSpectrumIterableDataset"]
 
 _LAYOUTS = ("dict", "stack", "concat")
 
 
-class _SpectrumPayloads:
+class _SpectrumPayloads(FileHdus):
     def _setup_spectra(self, paths: Any, hdu: Any, ivar_hdu: Any, mask_hdu: Any, column: Any,
                        ivar_column: Any, mask_column: Any, wavelength_column: Any,
                        wavelength_hdu: Any, row: Any, layout: str, transform: Any, device: Any,
                        mmap: Any, cache_dir: Any, mask_is_dq: bool, bad_bits: Any,
                        storage_options: Any, null_value: NullValue = None,
                        masks: bool = False) -> None:
-        self.files = resolve_paths(paths)
-        self.storage_options = storage_options_arg(storage_options)
-        self.hdu = hdu
-        self.hdus = _hdu_list(hdu)
-        for h in self.hdus:
-            _check_hdu(h)
-        self.ivar_hdus = _companions(ivar_hdu, len(self.hdus), "ivar_hdu")
-        self.mask_hdus = _companions(mask_hdu, len(self.hdus), "mask_hdu")
-        self._targets = suffix_targets(self.files, self.hdus, 0)
+        self._setup_hdus(paths, hdu, ivar_hdu, mask_hdu, storage_options)
         if wavelength_hdu is not None:
-            _check_hdu(wavelength_hdu)
+            check_hdu(wavelength_hdu)
         if layout not in _LAYOUTS:
             raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
         if row is not None and (isinstance(row, bool) or not isinstance(row, int) or row < 0):
@@ -206,11 +199,6 @@ class _SpectrumPayloads:
                 if key == "mask" else t
         return out
 
-    def _target(self, path: str) -> tuple[str, list[Any]]:
-        """The file and flux HDUs of one dataset path (a ``[SPEC,2]`` suffix names its HDU)."""
-        target = self._targets.get(path)
-        return (path, self.hdus) if target is None else (target[0], [target[1]])
-
     def _arms(self, path: str, hdus: list[Any]) -> Any:
         arms = [self._arm(path, k, hdus) for k in range(len(hdus))]
         if len(arms) == 1:
@@ -229,8 +217,14 @@ class _SpectrumPayloads:
                 payload = {k: torch.cat([a[k].reshape(-1) for a in arms]) for k in keys}
         return payload
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(n={len(self.files)}, hdu={self.hdu!r}, device={self.device!r})"
+
+_SETUP_NAMES = tuple(inspect.signature(_SpectrumPayloads._setup_spectra).parameters)[1:]
+
+
+def _setup_arguments(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of ``_setup_spectra`` among a constructor's ``locals()``: both spectrum
+    datasets take them under the same names, and pass them on by name."""
+    return {name: given[name] for name in _SETUP_NAMES}
 
 
 class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
@@ -255,23 +249,14 @@ class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
                  cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
                  storage_options: dict | None = None, null_value: NullValue = None,
                  masks: bool = False) -> None:
-        self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
-                            wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
-                            cache_dir, mask_is_dq, bad_bits, storage_options, null_value, masks)
-        self.labels = _labels_from(self.files, self.hdus[0], label_key, labels,
-                                   self.storage_options, self._targets)
+        self._setup_spectra(**_setup_arguments(locals()))
+        self.labels = self._file_labels(label_key, labels)
 
     def __len__(self) -> int:
         return len(self.files)
 
     def _position(self, i: Any) -> int:
-        n = len(self.files)
-        if isinstance(i, bool) or not hasattr(i, "__index__"):
-            raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
-        i = int(i)
-        if not -n <= i < n:
-            raise IndexError(f"index {i} out of range for a dataset of {n} files")
-        return i % n
+        return item_position(i, len(self.files))
 
     def __getitem__(self, i: int) -> Any:
         return self._payload(self.files[self._position(i)])
@@ -302,17 +287,12 @@ class FitsSpectrumIterableDataset(_SpectrumPayloads, EpochMixin, torch.utils.dat
                  cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
                  storage_options: dict | None = None, null_value: NullValue = None,
                  masks: bool = False) -> None:
-        self._setup_spectra(paths, hdu, ivar_hdu, mask_hdu, column, ivar_column, mask_column,
-                            wavelength_column, wavelength_hdu, row, layout, transform, device, mmap,
-                            cache_dir, mask_is_dq, bad_bits, storage_options, null_value, masks)
+        self._setup_spectra(**_setup_arguments(locals()))
         self.shuffle, self.shuffle_buffer_size, self.seed = bool(shuffle), shuffle_buffer_size, int(seed)
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.epoch = 0
 
     def __iter__(self) -> Iterator[Any]:
-        epoch = self._next_epoch()
-        order = file_shard(len(self.files), self.rank, self.world_size)
-        rng = epoch_rng(self.seed, epoch, self.rank)
-        if self.shuffle:
-            order = [order[k] for k in rng.permutation(len(order))]
+        order, rng = file_order(len(self.files), self.rank, self.world_size, self.seed,
+                                self._next_epoch(), self.shuffle)
         return reservoir((self._payload(self.files[i]) for i in order), self.shuffle_buffer_size, rng)

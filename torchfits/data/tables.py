@@ -16,7 +16,7 @@ from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import Scanner, scan, tensor_null_columns
 from ..tables.source import TableSource, resolve_sources
-from .loader import finish_batch
+from .loader import finish_batch, item_position
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
 from .sources import storage_options_arg, suffix_file, table_source
 
@@ -198,12 +198,7 @@ class FitsTableDataset(torch.utils.data.Dataset):
         return self._n
 
     def _position(self, i: Any) -> int:
-        if isinstance(i, bool) or not hasattr(i, "__index__"):
-            raise TypeError(f"dataset indices must be integers, not {type(i).__name__}")
-        i = int(i)
-        if not -self._n <= i < self._n:
-            raise IndexError(f"row {i} out of range for a dataset of {self._n} rows")
-        return i % self._n
+        return item_position(i, self._n, "row {i} out of range for a dataset of {n} rows")
 
     def __getitems__(self, indices: list) -> list:
         """A DataLoader batch as one gather per column (a `FitsBatch` of ``(columns, labels)``
@@ -230,7 +225,8 @@ class FitsTableDataset(torch.utils.data.Dataset):
         return row, label
 
     def __repr__(self) -> str:
-        return f"FitsTableDataset(n_rows={self._n}, path={self.path!r}, hdu={self.hdu!r}, device={self.device!r})"
+        return (f"FitsTableDataset(n_rows={self._n}, path={self.path!r}, hdu={self.hdu!r}, "
+                f"device={self.device!r})")
 
 
 class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
@@ -328,7 +324,8 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                 src.fetch(row_range=(c0, c1), columns=names)
                 data, heap = src.buffers(fetched=True)
                 cols = decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
-                                          columns=names, row_range=(c0, c1))
+                                          columns=names, row_range=(c0, c1),
+                                          legacy_logical=src.legacy_logical)
                 if faults_seen():
                     src.index.source.check()
                 chunk = {n: torch.from_numpy(cols[n]) for n in names}
