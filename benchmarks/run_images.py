@@ -577,7 +577,8 @@ def bench_cutouts(path: Path, tf: Any, inc: Incumbent, repeat: int, n: int) -> S
     else:
         missing(section, INC, inc.why)
 
-    del grid, adata
+    # Rebinding (not del) empties the closures' cells too, so no view of the map is left.
+    grid = adata = None
     mm.close()
     fh.close()
     hdul.close()
@@ -657,7 +658,7 @@ def bench_headers(path: Path, tf: Any, inc: Incumbent, repeat: int) -> list[Sect
 
     for k, sec in enumerate(sections):
         if inc.available:
-            pick = lambda r: None if r is None else r[2 * k:2 * k + 2]  # noqa: E731
+            pick = lambda r, k=k: None if r is None else r[2 * k:2 * k + 2]  # noqa: E731
             add_incumbent_rows(sec, [f"{INC} cold", f"{INC} warm"], pick(before), pick(after),
                                [check_items(wants[k][-1])] * 2)
             cold_row = sec.row(f"{INC} cold")
@@ -790,7 +791,7 @@ def evaluate_targets(sections: dict[str, Section]) -> list[list[str]]:
                      (f"{NEW} read → torch", sec.ratio(f"{NEW} read → torch", sec.floor))]
             unit = "× floor"
         elif key == "cutouts":
-            def speedup(label: str) -> float | None:
+            def speedup(label: str, sec: Section = sec) -> float | None:
                 r = sec.ratio(label, INC)
                 return 1.0 / r if r else None
             pairs = [(f"{NEW} open_subset_reader → torch", speedup(f"{NEW} open_subset_reader → torch")),
@@ -843,11 +844,14 @@ def main(argv: list[str] | None = None) -> int:
 
     sections: dict[str, Section] = {}
     if "f32" in only:
-        log("full read float32"); sections["f32"] = bench_full_read("f32", paths["image_f32"], tf, inc, repeat)
+        log("full read float32")
+        sections["f32"] = bench_full_read("f32", paths["image_f32"], tf, inc, repeat)
     if "u16" in only:
-        log("full read uint16"); sections["u16"] = bench_full_read("u16", paths["image_u16"], tf, inc, repeat)
+        log("full read uint16")
+        sections["u16"] = bench_full_read("u16", paths["image_u16"], tf, inc, repeat)
     if "cutouts" in only:
-        log("cutouts"); sections["cutouts"] = bench_cutouts(paths["image_f32"], tf, inc, repeat, args.cutouts)
+        log("cutouts")
+        sections["cutouts"] = bench_cutouts(paths["image_f32"], tf, inc, repeat, args.cutouts)
     if "headers" in only:
         log("headers")
         sections["hdr_one"], sections["hdr_all"] = bench_headers(paths["many_hdus"], tf, inc, repeat)

@@ -483,10 +483,14 @@ def main(argv: list[str] | None = None) -> int:
     log("reference values (fitsio, cross-checked with astropy)")
     ref = Reference(path)
     sections: dict[str, Section] = {}
-    log("full read"); sections["full"] = bench_full(path, ref, tf, inc, repeat)
-    log("2 columns"); sections["two"] = bench_two(path, ref, tf, inc, repeat)
-    log("where-query"); sections["where"] = bench_where(path, ref, tf, inc, repeat)
-    log("to_torch"); sections["torch"] = bench_torch(path, ref, tf, inc, repeat)
+    log("full read")
+    sections["full"] = bench_full(path, ref, tf, inc, repeat)
+    log("2 columns")
+    sections["two"] = bench_two(path, ref, tf, inc, repeat)
+    log("where-query")
+    sections["where"] = bench_where(path, ref, tf, inc, repeat)
+    log("to_torch")
+    sections["torch"] = bench_torch(path, ref, tf, inc, repeat)
 
     command = "python benchmarks/run_tables.py " + " ".join(argv if argv is not None else sys.argv[1:])
     print("## torchfits table benchmarks\n")

@@ -132,7 +132,7 @@ def test_lazy_attribute_resolution_is_thread_safe():
 
 def test_unknown_root_attribute():
     with pytest.raises(AttributeError):
-        torchfits.no_such_function_anywhere
+        _ = torchfits.no_such_function_anywhere
 
 
 # ------------------------------------------------------------------------------------------

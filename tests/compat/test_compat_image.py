@@ -601,7 +601,7 @@ def test_tensorhdu_close_semantics(img):
     assert np.array_equal(np_of(hdu.to_tensor()), np.arange(30, dtype=np.float32).reshape(5, 6))
     hdul.close()
     with pytest.raises(RuntimeError, match="closed"):
-        hdu.data
+        _ = hdu.data
     with pytest.raises(RuntimeError):
         hdu.to_tensor()
 
@@ -630,7 +630,7 @@ def test_tensorhdu_in_memory():
     t = torch.arange(6.0).reshape(2, 3)
     hdu = torchfits.TensorHDU(data=t)
     with pytest.raises(ValueError, match="No file handle available"):
-        hdu.data
+        _ = hdu.data
     assert torch.equal(hdu.to_tensor(), t)
 
 

@@ -191,7 +191,7 @@ def test_ref_without_header_reads_it(tabfile):
     assert r.header["EXTNAME"] == "CAT" and r.columns == ["ID"] and r.num_rows == 2
     assert r.read()["ID"].tolist() == [2, 3]
     with pytest.raises(ValueError, match="No file handle"):
-        TableHDURef().columns
+        _ = TableHDURef().columns
 
 
 def test_ref_sees_a_rewritten_file(tmp_path, fits):

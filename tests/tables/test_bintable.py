@@ -640,10 +640,8 @@ def test_vla_heap_after_a_theap_gap(tmp_path):
     values = [np.array([1, -2, 3], np.int32), np.array([], np.int32), np.array([7], np.int32)]
     heap = b""
     rows = b""
-    for v in reversed(values):   # store the heap out of row order too
-        pass
     offsets = {}
-    for r in (2, 0, 1):
+    for r in (2, 0, 1):   # store the heap out of row order too
         offsets[r] = len(heap)
         heap += _be(values[r], "i4")
     for r, v in enumerate(values):

@@ -4,10 +4,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-fits = pytest.importorskip("astropy.io.fits")
-
 import torchfits
 from torchfits.errors import ColumnNotFoundError, HDUTypeError, WhereSyntaxError
+
+fits = pytest.importorskip("astropy.io.fits")
 
 N = 5000
 
