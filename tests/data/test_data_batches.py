@@ -228,7 +228,8 @@ def test_image_batches_dtype_labels_hdus_and_transforms(stamps):
     assert fits_collate_fn(got)[1].tolist() == [3, 1]
     by_name = _batch_equals_items(FitsImageDataset(files, hdu="R"), range(5))  # the general reader
     assert isinstance(by_name, FitsBatch)
-    assert isinstance(_batch_equals_items(FitsImageDataset(files, add_channel_dim=False), range(5)), FitsBatch)
+    assert isinstance(_batch_equals_items(FitsImageDataset(files, add_channel_dim=False), range(5)),
+                      FitsBatch)
     stretched = _batch_equals_items(FitsImageDataset(files, transform=ArcsinhStretch()), range(5))
     assert isinstance(stretched, FitsBatch)
     per_item = _batch_equals_items(FitsImageDataset(files, transform=ZScaleNormalize()), range(5))
@@ -315,7 +316,8 @@ def test_custom_collate_gets_items(mosaics):
     loader = make_loader(FitsCutoutDataset(specs), batch_size=4, shuffle=False,
                          collate_fn=lambda items: [tuple(t.shape) for t in items])
     assert next(iter(loader)) == [(1, 5, 5)] * 4
-    assert [b.shape[0] for b in torch.utils.data.DataLoader(FitsCutoutDataset(specs), batch_size=10)] == [10, 10, 3]
+    loader = torch.utils.data.DataLoader(FitsCutoutDataset(specs), batch_size=10)
+    assert [b.shape[0] for b in loader] == [10, 10, 3]
 
 
 # -- catalog batches -------------------------------------------------------------------------------
