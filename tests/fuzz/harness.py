@@ -103,24 +103,14 @@ def read_corpus_dirs(dirs: Iterable[str]) -> list[str]:
 
 # -- the child worker --------------------------------------------------------------------------
 WORKER = r'''
-import json, os, resource, sys, warnings
+import json, os, sys, warnings
 warnings.simplefilter("ignore")
 import numpy as np
 import torchfits
-import pyarrow  # imported before the limit: its allocator reserves address space up front
-try:
-    import torch  # torchfits.read returns tensors; a first import is no read's time
-except ImportError:
-    pass
 from torchfits.errors import FitsError
-from tests.fuzz.reads import ops
+from tests.fuzz.reads import limit_address_space, ops
 
-def vm_bytes():
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-
-limit = vm_bytes() + int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+limit_address_space(int(sys.argv[2]))
 progress = open(sys.argv[1], "a", buffering=1)
 progress.write(json.dumps({"ready": True}) + "\n")
 
