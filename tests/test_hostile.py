@@ -33,8 +33,8 @@ CHILD = textwrap.dedent(r'''
 
     def digest(x):
         if isinstance(x, np.ndarray):
-            digest = hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest()
-            return "nd:%s:%s:%s" % (x.dtype.str, x.shape, digest)
+            sha1 = hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest()
+            return "nd:%s:%s:%s" % (x.dtype.str, x.shape, sha1)
         if hasattr(x, "numpy") and hasattr(x, "dtype"):
             return digest(x.detach().cpu().numpy())
         if isinstance(x, torchfits.Header):
