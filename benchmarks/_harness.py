@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import mmap
 import os
 import platform
 import statistics
@@ -61,7 +62,8 @@ class Timing:
 
     def to_json(self) -> dict[str, Any]:
         """Plain-data form for result files."""
-        return {"median_s": self.median, "best_s": self.best, "n": len(self.samples), "samples_s": self.samples}
+        return {"median_s": self.median, "best_s": self.best, "n": len(self.samples),
+                "samples_s": self.samples}
 
 
 @dataclass
@@ -98,7 +100,8 @@ def _time_once(case: Case) -> float:
     return elapsed
 
 
-def measure(fn: Callable[[], Any], repeat: int, setup: Callable[[], Any] | None = None, warmup: int = 1) -> Timing:
+def measure(fn: Callable[[], Any], repeat: int, setup: Callable[[], Any] | None = None,
+            warmup: int = 1) -> Timing:
     """Time ``fn`` ``repeat`` times after ``warmup`` untimed calls.
 
     Parameters
@@ -152,7 +155,8 @@ def measure_group(cases: dict[str, Case], repeat: int, warmup: int = 1) -> dict[
             case = cases[label]
             timings[label].samples.append(_time_once(case))
             spent = sum(timings[label].samples)
-            if case.budget_s is not None and len(timings[label].samples) >= case.min_repeat and spent > case.budget_s:
+            enough = len(timings[label].samples) >= case.min_repeat
+            if case.budget_s is not None and enough and spent > case.budget_s:
                 active.remove(label)
     return timings
 
@@ -305,6 +309,18 @@ class DigestStream:
                 "shapes": sorted(list(s) for s in self.shapes), "sha256": self._hash.hexdigest()}
 
 
+def mapped_swap_copy(path: Path | str, code: str, count: int, offset: int) -> Any:
+    """The floor of a read: map ``path`` afresh and copy the ``count`` big-endian items of type
+    ``code`` (``"f4"``, ``"u2"``, ...) at byte ``offset`` out in little-endian order (a 1-D array)."""
+    import numpy as np
+
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        view = np.frombuffer(mm, dtype=">" + code, count=count, offset=offset)
+        out = view.astype("<" + code)
+        del view  # the mmap cannot close while a view exports its buffer
+    return out
+
+
 def compare_digest(got: dict[str, Any], want: dict[str, Any]) -> str | None:
     """Explain how two digests differ, or return ``None`` if they match."""
     problems = [f"{key}: got {got.get(key)!r}, want {want[key]!r}"
@@ -382,10 +398,46 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: 
         padded = [c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align)]
         return "| " + " | ".join(padded) + " |"
 
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1)) for w, a in zip(widths, align)) + "|"
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1))
+                          for w, a in zip(widths, align)) + "|"
     return "\n".join([line(header), rule] + [line(r) for r in rows])
 
 
 def log(*args: Any) -> None:
     """Progress to stderr (flushed), so stdout carries only the report."""
     print(*args, file=sys.stderr, flush=True)
+
+
+def print_report(title: str, info: dict[str, str], versions: Mapping[str, str], lines: Sequence[str],
+                 sections: Iterable[Any], targets: Sequence[Sequence[Any]]) -> None:
+    """Print a runner's markdown report: the heading, the machine, the versions, ``lines`` (one
+    bullet each), every section's ``render()`` and the table of targets."""
+    print(f"## {title}\n")
+    print(f"- date: {info['date']}")
+    print(f"- machine: {info['cpu']}, {info['cores']} cores, {info['memory']} RAM, {info['os']}")
+    print(f"- {info['python']}; " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    for text in lines:
+        print(f"- {text}")
+    print()
+    for sec in sections:
+        print(sec.render())
+        print()
+    print("### Targets\n")
+    print(markdown_table(["target", "case", "measured", "verdict"], targets, align="llrl"))
+
+
+def sections_json(sections: Mapping[str, Any]) -> dict[str, Any]:
+    """Plain-data form of report sections (``title``, ``floor`` and ``rows`` of label, status,
+    note and timing), for the ``--json`` result files."""
+    return {k: {"title": s.title, "floor": s.floor, "rows": [
+        {"label": r.label, "status": r.status, "note": r.note,
+         "timing": r.timing.to_json() if r.timing else None} for r in s.rows]}
+        for k, s in sections.items()}
+
+
+def emit(report: str, append: bool) -> None:
+    """Print a report; with ``append``, add it to the end of docs/benchmarks.md too."""
+    print(report)
+    if append:
+        with open(REPO_ROOT / "docs" / "benchmarks.md", "a", encoding="utf-8") as fh:
+            fh.write(report)

@@ -166,7 +166,8 @@ def ensure(name: str, data_dir: Path = DATA_DIR, force: bool = False, verbose: b
     return path
 
 
-def ensure_all(names: Iterable[str] | None = None, data_dir: Path = DATA_DIR, force: bool = False) -> dict[str, Path]:
+def ensure_all(names: Iterable[str] | None = None, data_dir: Path = DATA_DIR,
+               force: bool = False) -> dict[str, Path]:
     """Ensure several data sets (all registered ones by default).
 
     Returns
@@ -194,30 +195,31 @@ def _write_primary_image(path: Path, data: np.ndarray, cards: list[tuple[str, ob
     hdu.writeto(path, output_verify="exception")
 
 
-_FLOAT32_CARDS: list[tuple[str, object, str]] = [
-    ("OBJECT", "benchmark", "synthetic float32 image"),
-    ("BUNIT", "adu", "pixel unit"),
-    ("SEED", 20240601, "numpy.random.default_rng seed"),
-]
+def _image_cards(what: str, seed: int) -> list[tuple[str, object, str]]:
+    """The cards of a synthetic primary image: what it holds, its unit and the seed of its values."""
+    return [
+        ("OBJECT", "benchmark", f"synthetic {what} image"),
+        ("BUNIT", "adu", "pixel unit"),
+        ("SEED", seed, "numpy.random.default_rng seed"),
+    ]
+
+
+_FLOAT32_SEED = 20240601
+_FLOAT32_CARDS = _image_cards("float32", _FLOAT32_SEED)
+_UINT16_SEED = 20240602
+_UINT16_CARDS = _image_cards("uint16", _UINT16_SEED)
 
 
 def _write_image_f32(path: Path) -> None:
-    rng = np.random.default_rng(20240601)
+    rng = np.random.default_rng(_FLOAT32_SEED)
     # Sky level plus unit noise: realistic magnitudes, no NaN, every value exact in float32.
     data = rng.standard_normal((IMAGE_SIDE, IMAGE_SIDE), dtype=np.float32)
     data += np.float32(1000.0)
     _write_primary_image(path, data, _FLOAT32_CARDS)
 
 
-_UINT16_CARDS: list[tuple[str, object, str]] = [
-    ("OBJECT", "benchmark", "synthetic uint16 image"),
-    ("BUNIT", "adu", "pixel unit"),
-    ("SEED", 20240602, "numpy.random.default_rng seed"),
-]
-
-
 def _write_image_u16(path: Path) -> None:
-    rng = np.random.default_rng(20240602)
+    rng = np.random.default_rng(_UINT16_SEED)
     # The full 0..65535 range, so both halves of the BZERO=32768 offset are exercised.
     data = rng.integers(0, 65536, size=(IMAGE_SIDE, IMAGE_SIDE), dtype=np.uint16)
     _write_primary_image(path, data, _UINT16_CARDS)
@@ -349,7 +351,8 @@ def catalog_rows(nrows: int = CATALOG_ROWS, seed: int = CATALOG_SEED) -> np.ndar
     base = rng.normal(20.5, 1.8, nrows).astype(np.float32)
     for name, offset in (("mag_u", 1.6), ("mag_g", 0.6), ("mag_r", 0.0), ("mag_i", -0.3), ("mag_z", -0.5)):
         rows[name] = base + np.float32(offset) + rng.normal(0.0, 0.15, nrows).astype(np.float32)
-    rows["flags"] = rng.integers(0, 1 << 20, nrows, dtype=np.int32) & rng.integers(0, 1 << 20, nrows, dtype=np.int32)
+    rows["flags"] = (rng.integers(0, 1 << 20, nrows, dtype=np.int32)
+                     & rng.integers(0, 1 << 20, nrows, dtype=np.int32))
     rows["count"] = rng.integers(-32768, 32768, nrows, dtype=np.int16)
     rows["good"] = rng.random(nrows) < 0.9
     classes = np.array(CATALOG_CLASSES, dtype="S8")
@@ -357,19 +360,26 @@ def catalog_rows(nrows: int = CATALOG_ROWS, seed: int = CATALOG_SEED) -> np.ndar
     return rows
 
 
-def _write_catalog(path: Path) -> None:
+def _write_catalog_rows(path: Path, rows: np.ndarray, seed: int) -> None:
     import fitsio
 
-    fitsio.write(str(path), catalog_rows(), extname="CATALOG", clobber=True,
-                 header=[{"name": "SEED", "value": CATALOG_SEED, "comment": "numpy.random.default_rng seed"}])
+    fitsio.write(str(path), rows, extname="CATALOG", clobber=True,
+                 header=[{"name": "SEED", "value": seed, "comment": "numpy.random.default_rng seed"}])
+
+
+def _write_catalog(path: Path) -> None:
+    _write_catalog_rows(path, catalog_rows(), CATALOG_SEED)
 
 
 # fitsio's empty primary: SIMPLE BITPIX NAXIS EXTEND + 2 COMMENT cards (6). Extension:
 # XTENSION BITPIX NAXIS NAXIS1 NAXIS2 PCOUNT GCOUNT TFIELDS (8) + TTYPEn/TFORMn (24) + EXTNAME SEED.
+CATALOG_FILE_SIZE = (hdu_size(6, 0)
+                     + hdu_size(8 + 2 * len(CATALOG_COLUMNS) + 2, CATALOG_ROWS * CATALOG_ROW_BYTES))
+
 register(Dataset(
     name="catalog_2m",
     filename="catalog_2m.fits",
-    expected_size=hdu_size(6, 0) + hdu_size(8 + 2 * len(CATALOG_COLUMNS) + 2, CATALOG_ROWS * CATALOG_ROW_BYTES),
+    expected_size=CATALOG_FILE_SIZE,
     write=_write_catalog,
     description=f"{CATALOG_ROWS:,}-row BINTABLE 'CATALOG', 12 columns (K, 2D, 5E, J, I, L, 8A), "
     f"{CATALOG_ROW_BYTES} B/row, {CATALOG_ROWS * CATALOG_ROW_BYTES / 2**20:.0f} MiB",
@@ -388,16 +398,13 @@ def catalog_uniform_rows(nrows: int = CATALOG_ROWS, seed: int = CATALOG_SEED + 1
 
 
 def _write_catalog_uniform(path: Path) -> None:
-    import fitsio
-
-    fitsio.write(str(path), catalog_uniform_rows(), extname="CATALOG", clobber=True,
-                 header=[{"name": "SEED", "value": CATALOG_SEED + 1, "comment": "numpy.random.default_rng seed"}])
+    _write_catalog_rows(path, catalog_uniform_rows(), CATALOG_SEED + 1)
 
 
 register(Dataset(
     name="catalog_uniform",
     filename="catalog_uniform_2m.fits",
-    expected_size=hdu_size(6, 0) + hdu_size(8 + 2 * len(CATALOG_COLUMNS) + 2, CATALOG_ROWS * CATALOG_ROW_BYTES),
+    expected_size=CATALOG_FILE_SIZE,
     write=_write_catalog_uniform,
     description=f"catalog_2m's columns with ra uniform in 0-360 and magnitudes uniform in 14-26, "
     f"{CATALOG_ROWS:,} rows",
@@ -414,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for dataset in DATASETS.values():
-            print(f"{dataset.name:12s} {dataset.filename:24s} {dataset.expected_size:>12d}  {dataset.description}")
+            print(f"{dataset.name:12s} {dataset.filename:24s} {dataset.expected_size:>12d}  "
+                  f"{dataset.description}")
         return 0
     unknown = [n for n in args.names if n not in DATASETS]
     if unknown:

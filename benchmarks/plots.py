@@ -3,8 +3,8 @@
 Usage: ``python benchmarks/plots.py [--page docs/benchmarks.md] [--out docs/img]`` (needs
 matplotlib: ``pip install torchfits[bench]``). Each ``## `` section becomes
 ``<out>/bench_<slug>.png``: one horizontal bar chart per results table in the section (its first
-column against its time column, in ms; log scale when the values span > 30×), so the pictures never disagree with
-the numbers next to them. Rerun it after pasting a runner's new report into the page.
+column against its time column, in ms; log scale when the values span > 30×), so the pictures
+never disagree with the numbers next to them. Rerun it after pasting a runner's new report into the page.
 """
 from __future__ import annotations
 

@@ -128,7 +128,8 @@ def full_reads(files: dict[str, Path], repeat: int, incumbent: bool) -> list[lis
             problem = compare_digest(reply["check"], want)
             if problem:
                 log(f"{label}: torchfits 1.2.3 disagrees with fitsio ({problem}); timing kept, flagged")
-        anchors = {k: v for k, v in medians.items() if not k.startswith("torchfits ") or k == "torchfits 1.2.3"}
+        anchors = {k: v for k, v in medians.items()
+                   if not k.startswith("torchfits ") or k == "torchfits 1.2.3"}
         best_anchor = min(anchors, key=anchors.get)  # type: ignore[arg-type]
         rows.append([label, fmt_ms(medians["fitsio"]), fmt_ms(medians["astropy"]),
                      fmt_ms(medians.get("torchfits 1.2.3")), fmt_ms(medians["torchfits 1 thread"]),

@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _harness  # noqa: E402
 import generate  # noqa: E402
 from _harness import REPO_ROOT, Case, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
 
@@ -112,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import dask
 
-    fits_dir, parquet_dir = _make_data(generate.DATA_DIR / f"dask_{args.files}x{args.rows}", args.files, args.rows)
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")] if p)
+    fits_dir, parquet_dir = _make_data(generate.DATA_DIR / f"dask_{args.files}x{args.rows}",
+                                       args.files, args.rows)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")] if p)
     timings = {}
     load_before = os.getloadavg()[0]
     for workers in (1, 2):
@@ -156,17 +159,16 @@ def main(argv: list[str] | None = None) -> int:
         f"Query: `ddf[ddf.mag_r < 21].groupby('kind').mag_g.agg(['mean', 'count'])` (torchfits gets "
         f"the filter as `where=\"{WHERE}\"`).",
         "",
-        markdown_table(["route", "1 worker ms", "2 workers ms", "1→2 speed-up", "vs Parquet (2 workers)"], rows),
+        markdown_table(["route", "1 worker ms", "2 workers ms", "1→2 speed-up", "vs Parquet (2 workers)"],
+                       rows),
         "",
-        f"Targets: within 1.5× of Parquet — {'met' if tf2 <= 1.5 * pq2 else 'NOT met'} ({fmt_ratio(tf2 / pq2)}); "
+        f"Targets: within 1.5× of Parquet — {'met' if tf2 <= 1.5 * pq2 else 'NOT met'} "
+        f"({fmt_ratio(tf2 / pq2)}); "
         f"≥ 5× faster than astropy — {'met' if ap2 >= 5 * tf2 else 'NOT met'} ({ap2 / tf2:.1f}×); "
         f"1→2 workers {scale:.2f}× (2.0 is linear).",
         "",
     ])
-    print(section)
-    if args.append:
-        with open(REPO_ROOT / "docs" / "benchmarks.md", "a", encoding="utf-8") as fh:
-            fh.write(section)
+    _harness.emit(section, args.append)
     return 0
 
 

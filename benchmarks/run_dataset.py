@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import generate  # noqa: E402
-from _harness import REPO_ROOT, Case, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
+from _harness import Case, emit, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
 
 QUERY = "SELECT count(*), avg(mag_g) FROM {t} WHERE mag_r < 16 AND ra BETWEEN 10 AND 100"
 MANY_FILES = 200
@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     timings = measure_group({k: Case(lambda q=q: con.sql(q).fetchall()) for k, q in queries.items()},
                             repeat=args.repeat, warmup=2)
     parquet_s = timings["Parquet (uncompressed)"].median
-    rows1 = [[k, fmt_ms(t.median), fmt_ms(t.best), fmt_ratio(t.median / parquet_s)] for k, t in timings.items()]
+    rows1 = [[k, fmt_ms(t.median), fmt_ms(t.best), fmt_ratio(t.median / parquet_s)]
+             for k, t in timings.items()]
 
     many = _many_files(generate.DATA_DIR / "dataset_200")
     with_index = dataset(str(many))
@@ -141,10 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Speed-up from statistics: {speedup:.1f}×.",
         "",
     ])
-    print(section)
-    if args.append:
-        with open(REPO_ROOT / "docs" / "benchmarks.md", "a", encoding="utf-8") as fh:
-            fh.write(section)
+    emit(section, args.append)
     return 0
 
 

@@ -39,9 +39,12 @@ from _harness import (  # noqa: E402
     fmt_ratio,
     log,
     machine_info,
+    mapped_swap_copy,
     markdown_table,
     measure_group,
+    print_report,
     run_worker,
+    sections_json,
     time_processes,
 )
 
@@ -108,7 +111,8 @@ class Section:
     def render(self) -> str:
         """Markdown table: median, best, × floor (if any), × 1.2.3 and notes."""
         has_floor = self.floor is not None
-        header = ["case", f"median ms / {self.per}", "best ms"] + (["× floor"] if has_floor else []) + [f"× {INC}", "note"]
+        header = (["case", f"median ms / {self.per}", "best ms"] + (["× floor"] if has_floor else [])
+                  + [f"× {INC}", "note"])
         lines = []
         for r in self.rows:
             note = r.note if r.status == "ok" else f"{r.status.upper()}: {r.note}"
@@ -122,7 +126,8 @@ class Section:
         align = "lrr" + ("r" if has_floor else "") + "rl"
         intro = f"### {self.title}\n\n"
         if has_floor:
-            intro += f"Ratios are medians over the median of `{self.floor}`; × {INC} likewise (< 1 is faster).\n\n"
+            intro += (f"Ratios are medians over the median of `{self.floor}`; × {INC} likewise "
+                      "(< 1 is faster).\n\n")
         else:
             intro += f"× {INC}: median over the median of the {INC} row (< 1 is faster).\n\n"
         return intro + markdown_table(header, lines, align=align)
@@ -196,7 +201,8 @@ def verify_headers(got: list[Any], want: list[list[tuple[str, Any]]]) -> tuple[s
 
 def checked_case(section: Section, label: str, fn: Callable[[], Any],
                  verify: Callable[[Any], tuple[str | None, bool]], cases: dict[str, Case],
-                 setup: Callable[[], Any] | None = None, note: str = "", budget_s: float | None = None) -> None:
+                 setup: Callable[[], Any] | None = None, note: str = "",
+                 budget_s: float | None = None) -> None:
     """Run ``fn`` once, verify it, and queue it for timing only if it is right."""
     row = Row(label, note=note)
     section.rows.append(row)
@@ -241,7 +247,8 @@ class Incumbent:
         self.python = INCUMBENT_PYTHON
         self.available = enabled and self.python.exists()
         self.why = "" if self.available else (
-            "disabled (--no-incumbent)" if not enabled else "no benchmarks/.venv-tf123: run setup_incumbent.sh")
+            "disabled (--no-incumbent)" if not enabled
+            else "no benchmarks/.venv-tf123: run setup_incumbent.sh")
 
     def run(self, jobs: list[dict[str, Any]], repeat: int) -> Any:
         """Run ``jobs`` in the incumbent's venv, each ``repeat`` times; return the replies.
@@ -263,7 +270,8 @@ class Incumbent:
 
 
 def add_incumbent_rows(section: Section, labels: list[str], before: list[dict[str, Any]] | None,
-                       after: list[dict[str, Any]] | None, checks: list[Callable[[dict[str, Any]], str | None]]) -> None:
+                       after: list[dict[str, Any]] | None,
+                       checks: list[Callable[[dict[str, Any]], str | None]]) -> None:
     """Attach pooled 1.2.3 timings to ``section`` after checking each job's digest."""
     for i, label in enumerate(labels):
         replies = [r[i] for r in (before, after) if r is not None]
@@ -387,11 +395,7 @@ def bench_full_read(kind: str, path: Path, tf: Any, inc: Incumbent, repeat: int)
         floor_label = "floor: frombuffer('>f4').astype('<f4')"
 
         def floor() -> np.ndarray:
-            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                view = np.frombuffer(mm, dtype=">f4", count=count, offset=offset)
-                out = view.astype("<f4")
-                del view  # the mmap cannot close while a view exports its buffer
-            return out.reshape(shape)
+            return mapped_swap_copy(path, "f4", count, offset).reshape(shape)
     else:
         floor_label = "floor: frombuffer('>u2').astype('<u2'); ^= 0x8000"
 
@@ -399,10 +403,7 @@ def bench_full_read(kind: str, path: Path, tf: Any, inc: Incumbent, repeat: int)
             # BZERO=32768 on 16-bit integers is a flip of the top bit; a swap copy then an
             # in-place xor beat a single ufunc over the big-endian view (which converts
             # through small buffers) on this machine.
-            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                view = np.frombuffer(mm, dtype=">u2", count=count, offset=offset)
-                out = view.astype("<u2")
-                del view
+            out = mapped_swap_copy(path, "u2", count, offset)
             out ^= np.uint16(0x8000)
             return out.reshape(shape)
 
@@ -484,7 +485,8 @@ def bench_cutouts(path: Path, tf: Any, inc: Incumbent, repeat: int, n: int) -> S
     ref = ref_stream.result()
     del full
 
-    section = Section(f"{n:,} random {CUTOUT_SIDE}×{CUTOUT_SIDE} cutouts of the float32 image, reader opened once",
+    section = Section(f"{n:,} random {CUTOUT_SIDE}×{CUTOUT_SIDE} cutouts of the float32 image, "
+                      "reader opened once",
                       floor="floor: numpy mmap slice", per=f"{n:,} cutouts")
     cases: dict[str, Case] = {}
 
@@ -516,7 +518,8 @@ def bench_cutouts(path: Path, tf: Any, inc: Incumbent, repeat: int, n: int) -> S
                          lambda: [reader(x1, y1, x2, y2) for x1, y1, x2, y2 in boxes], verify, cases,
                          note="r(x1, y1, x2, y2)")
         except Exception as exc:
-            section.rows.append(Row(f"{NEW} open_subset_reader → torch", status="crash", note=f"open: {exc!r}"))
+            section.rows.append(Row(f"{NEW} open_subset_reader → torch", status="crash",
+                                    note=f"open: {exc!r}"))
     else:
         missing(section, f"{NEW} open_subset_reader → torch", api_missing("open_subset_reader"))
     if open_image is not None:
@@ -577,7 +580,8 @@ def bench_cutouts(path: Path, tf: Any, inc: Incumbent, repeat: int, n: int) -> S
     else:
         missing(section, INC, inc.why)
 
-    del grid, adata
+    # Rebinding (not del) empties the closures' cells too, so no view of the map is left.
+    grid = adata = None
     mm.close()
     fh.close()
     hdul.close()
@@ -616,7 +620,8 @@ def bench_headers(path: Path, tf: Any, inc: Incumbent, repeat: int) -> list[Sect
         if read_header is not None:
             fn = per_hdu(read_header, p, hdus)
             if clear is not None:
-                checked_case(sec, f"{NEW} cold", fn, v, cs, setup=clear, note="clear_file_cache() before each call")
+                checked_case(sec, f"{NEW} cold", fn, v, cs, setup=clear,
+                             note="clear_file_cache() before each call")
             else:
                 missing(sec, f"{NEW} cold", api_missing("clear_file_cache"))
             checked_case(sec, f"{NEW} warm", fn, v, cs, note="metadata cache warm")
@@ -628,7 +633,8 @@ def bench_headers(path: Path, tf: Any, inc: Incumbent, repeat: int) -> list[Sect
             def astropy_once() -> list[Any]:
                 with fits.open(p) as h:
                     return [x.header for x in h]
-            checked_case(sec, "astropy open once", astropy_once, v, cs, note="[h.header for h in fits.open(p)]")
+            checked_case(sec, "astropy open once", astropy_once, v, cs,
+                         note="[h.header for h in fits.open(p)]")
         if fitsio is not None:
             checked_case(sec, "fitsio.read_header", per_hdu(fitsio.read_header, p, hdus), v, cs,
                          note="one read_header per HDU")
@@ -636,7 +642,8 @@ def bench_headers(path: Path, tf: Any, inc: Incumbent, repeat: int) -> list[Sect
                 def fitsio_once() -> list[Any]:
                     with fitsio.FITS(p) as f:
                         return [h.read_header() for h in f]
-                checked_case(sec, "fitsio open once", fitsio_once, v, cs, note="[h.read_header() for h in FITS(p)]")
+                checked_case(sec, "fitsio open once", fitsio_once, v, cs,
+                             note="[h.read_header() for h in FITS(p)]")
         else:
             missing(sec, "fitsio.read_header", "fitsio not installed")
 
@@ -657,7 +664,7 @@ def bench_headers(path: Path, tf: Any, inc: Incumbent, repeat: int) -> list[Sect
 
     for k, sec in enumerate(sections):
         if inc.available:
-            pick = lambda r: None if r is None else r[2 * k:2 * k + 2]  # noqa: E731
+            pick = lambda r, k=k: None if r is None else r[2 * k:2 * k + 2]  # noqa: E731
             add_incumbent_rows(sec, [f"{INC} cold", f"{INC} warm"], pick(before), pick(after),
                                [check_items(wants[k][-1])] * 2)
             cold_row = sec.row(f"{INC} cold")
@@ -790,7 +797,7 @@ def evaluate_targets(sections: dict[str, Section]) -> list[list[str]]:
                      (f"{NEW} read → torch", sec.ratio(f"{NEW} read → torch", sec.floor))]
             unit = "× floor"
         elif key == "cutouts":
-            def speedup(label: str) -> float | None:
+            def speedup(label: str, sec: Section = sec) -> float | None:
                 r = sec.ratio(label, INC)
                 return 1.0 / r if r else None
             pairs = [(f"{NEW} open_subset_reader → torch", speedup(f"{NEW} open_subset_reader → torch")),
@@ -816,7 +823,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=31, help="timed repetitions per case (default 31)")
     parser.add_argument("--quick", action="store_true", help="5 repetitions, 10 process runs: a smoke run")
-    parser.add_argument("--process-runs", type=int, default=None, help="runs per process case (default 21; ≥ 10)")
+    parser.add_argument("--process-runs", type=int, default=None,
+                        help="runs per process case (default 21; ≥ 10)")
     parser.add_argument("--cutouts", type=int, default=1000, help="number of cutouts (default 1000)")
     parser.add_argument("--no-incumbent", action="store_true", help="skip torchfits 1.2.3")
     parser.add_argument("--json", type=Path, default=None, help="also write all samples to this file")
@@ -843,11 +851,14 @@ def main(argv: list[str] | None = None) -> int:
 
     sections: dict[str, Section] = {}
     if "f32" in only:
-        log("full read float32"); sections["f32"] = bench_full_read("f32", paths["image_f32"], tf, inc, repeat)
+        log("full read float32")
+        sections["f32"] = bench_full_read("f32", paths["image_f32"], tf, inc, repeat)
     if "u16" in only:
-        log("full read uint16"); sections["u16"] = bench_full_read("u16", paths["image_u16"], tf, inc, repeat)
+        log("full read uint16")
+        sections["u16"] = bench_full_read("u16", paths["image_u16"], tf, inc, repeat)
     if "cutouts" in only:
-        log("cutouts"); sections["cutouts"] = bench_cutouts(paths["image_f32"], tf, inc, repeat, args.cutouts)
+        log("cutouts")
+        sections["cutouts"] = bench_cutouts(paths["image_f32"], tf, inc, repeat, args.cutouts)
     if "headers" in only:
         log("headers")
         sections["hdr_one"], sections["hdr_all"] = bench_headers(paths["many_hdus"], tf, inc, repeat)
@@ -858,27 +869,14 @@ def main(argv: list[str] | None = None) -> int:
                                                   inc, runs)
 
     command = "python benchmarks/run_images.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    print("## torchfits image/header benchmarks\n")
-    print(f"- date: {info['date']}")
-    print(f"- machine: {info['cpu']}, {info['cores']} cores, {info['memory']} RAM, {info['os']}")
-    print(f"- {info['python']}; " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    print(f"- command: `{command.strip()}`; {repeat} repetitions per case (medians), "
-          f"{runs} runs per process; files in the page cache (warm)")
-    print()
-    for sec in sections.values():
-        print(sec.render())
-        print()
-    print("### Targets\n")
-    print(markdown_table(["target", "case", "measured", "verdict"], evaluate_targets(sections), align="llrl"))
+    print_report("torchfits image/header benchmarks", info, versions,
+                 [f"command: `{command.strip()}`; {repeat} repetitions per case (medians), "
+                  f"{runs} runs per process; files in the page cache (warm)"],
+                 sections.values(), evaluate_targets(sections))
 
     if args.json:
-        payload = {
-            "machine": info, "versions": versions, "repeat": repeat, "process_runs": runs,
-            "sections": {k: {"title": s.title, "floor": s.floor, "rows": [
-                {"label": r.label, "status": r.status, "note": r.note,
-                 "timing": r.timing.to_json() if r.timing else None} for r in s.rows]}
-                for k, s in sections.items()},
-        }
+        payload = {"machine": info, "versions": versions, "repeat": repeat, "process_runs": runs,
+                   "sections": sections_json(sections)}
         args.json.write_text(json.dumps(payload, indent=1))
     return 0
 

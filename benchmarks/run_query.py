@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         check_table(got, {n: cols[n] for n in COLUMNS}, "full read")
         cases = {"floor: astype('<u4') of the table bytes": Case(floor),
                  "scan(path).to_arrow(), 12 columns": Case(lambda: torchfits.scan(str(path)).to_arrow()),
-                 "read_table → Arrow (threads=1)": Case(lambda: torchfits.scan(str(path), threads=1).to_arrow())}
+                 "read_table → Arrow (threads=1)":
+                     Case(lambda: torchfits.scan(str(path), threads=1).to_arrow())}
         log("timing the full read ...")
         t = measure_group(cases, repeat=args.repeat, warmup=1)
         samples["full"] = {k: v.to_json() for k, v in t.items()}

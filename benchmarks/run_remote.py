@@ -117,8 +117,9 @@ def main() -> None:
                 np.testing.assert_array_equal(t.column("c3").to_numpy(), col)
 
             measured("torchfits scan 2 cols x 10,000 rows (HTTP ranges)",
-                     lambda: torchfits.scan(cat_url, "CAT", columns=["c1", "c3"], row_slice=(100_000, 110_000),
-                                            storage_options=so).to_table(), col_ok, size_cat)
+                     lambda: torchfits.scan(cat_url, "CAT", columns=["c1", "c3"],
+                                            row_slice=(100_000, 110_000), storage_options=so).to_table(),
+                     col_ok, size_cat)
             measured("download whole table file (fsspec cat)",
                      lambda: _download_scan(cat_url), col_ok, size_cat)
 

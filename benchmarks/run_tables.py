@@ -30,7 +30,9 @@ from _harness import (  # noqa: E402
     Case,
     log,
     machine_info,
-    markdown_table,
+    mapped_swap_copy,
+    print_report,
+    sections_json,
 )
 from incumbent_worker import table_columns, table_digest  # noqa: E402
 from run_images import (  # noqa: E402
@@ -140,7 +142,8 @@ def digest_check(want: dict[str, np.ndarray]) -> Callable[[dict[str, Any]], str 
             g = got["columns"][name]
             for key in ("dtype", "shape", "sha256"):
                 if g[key] != d[key]:
-                    return f"{name}: {key} differs ({g[key] if key != 'sha256' else '…'} vs {d[key] if key != 'sha256' else '…'})"
+                    shown = ("…", "…") if key == "sha256" else (g[key], d[key])
+                    return f"{name}: {key} differs ({shown[0]} vs {shown[1]})"
         return None
     return check
 
@@ -163,11 +166,7 @@ def make_floor(path: Path) -> tuple[str, Callable[[], np.ndarray], Callable[[Any
     label = "floor: frombuffer('>u4').astype('<u4')"
 
     def floor() -> np.ndarray:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            view = np.frombuffer(mm, dtype=">u4", count=count, offset=offset)
-            out = view.astype("<u4")
-            del view  # the mmap cannot close while a view exports its buffer
-        return out
+        return mapped_swap_copy(path, "u4", count, offset)
 
     with open(path, "rb") as fh:
         fh.seek(offset)
@@ -239,7 +238,8 @@ def incumbent_rows(section: Section, inc: Incumbent, jobs: list[dict[str, Any]],
 
 
 def new_scan_case(section: Section, cases: dict[str, Case], tf: Any, label: str, call: Callable[[Any], Any],
-                  want: dict[str, np.ndarray], note: str = "", setup: Callable[[], Any] | None = None) -> None:
+                  want: dict[str, np.ndarray], note: str = "",
+                  setup: Callable[[], Any] | None = None) -> None:
     """Queue a call of the new ``torchfits.scan`` (or record why it cannot run)."""
     scan = new_api(tf, "scan")
     if scan is None:
@@ -283,10 +283,7 @@ def bench_full(path: Path, ref: Reference, tf: Any, inc: Incumbent, repeat: int)
         missing(section, "fitsio.read", "fitsio not installed")
     job = {"kind": "table_read", "path": p, "hdu": HDU, "columns": None, "where": None,
            "budget_s": ANCHOR_BUDGET_S / 2}
-    incumbent_rows(section, inc, [job], [INC], [want], cases, repeat)
-    reused.close()
-    _note(section, INC, "table.read(path) → pyarrow.Table")
-    return section
+    return finish(section, inc, job, want, cases, repeat, reused, "table.read(path) → pyarrow.Table")
 
 
 def bench_two(path: Path, ref: Reference, tf: Any, inc: Incumbent, repeat: int) -> Section:
@@ -323,10 +320,7 @@ def bench_two(path: Path, ref: Reference, tf: Any, inc: Incumbent, repeat: int) 
                  lambda: Table.read(p, hdu=HDU)[TWO], verifier(want), cases,
                  note="Table.read cannot project FITS columns", budget_s=ANCHOR_BUDGET_S)
     job = {"kind": "table_read", "path": p, "hdu": HDU, "columns": TWO, "where": None}
-    incumbent_rows(section, inc, [job], [INC], [want], cases, repeat)
-    reused.close()
-    _note(section, INC, "table.read(path, columns=…)")
-    return section
+    return finish(section, inc, job, want, cases, repeat, reused, "table.read(path, columns=…)")
 
 
 def bench_where(path: Path, ref: Reference, tf: Any, inc: Incumbent, repeat: int) -> Section:
@@ -380,10 +374,7 @@ def bench_where(path: Path, ref: Reference, tf: Any, inc: Incumbent, repeat: int
     checked_case(section, "astropy memmap + NumPy mask", astropy_memmap, verifier(want), cases,
                  note="fits.open(memmap=True); mask on data[c] (extra)", budget_s=ANCHOR_BUDGET_S)
     job = {"kind": "table_read", "path": p, "hdu": HDU, "columns": WHERE_COLUMNS, "where": WHERE}
-    incumbent_rows(section, inc, [job], [INC], [want], cases, repeat)
-    reused.close()
-    _note(section, INC, "table.read(path, columns=…, where=…)")
-    return section
+    return finish(section, inc, job, want, cases, repeat, reused, "table.read(path, columns=…, where=…)")
 
 
 def bench_torch(path: Path, ref: Reference, tf: Any, inc: Incumbent, repeat: int) -> Section:
@@ -403,7 +394,8 @@ def bench_torch(path: Path, ref: Reference, tf: Any, inc: Incumbent, repeat: int
         if fitsio is not None:
             def fitsio_torch() -> dict[str, Any]:
                 data = fitsio.read(p, ext=HDU, columns=TORCH_COLUMNS)
-                return {n: torch.from_numpy(np.ascontiguousarray(data[n], dtype=data[n].dtype.newbyteorder("=")))
+                return {n: torch.from_numpy(np.ascontiguousarray(data[n],
+                                                                 dtype=data[n].dtype.newbyteorder("=")))
                         for n in TORCH_COLUMNS}
 
             checked_case(section, "fitsio.read(columns=…) → torch", fitsio_torch, verifier(want), cases,
@@ -412,9 +404,16 @@ def bench_torch(path: Path, ref: Reference, tf: Any, inc: Incumbent, repeat: int
         else:
             missing(section, "fitsio.read(columns=…) → torch", "fitsio not installed")
     job = {"kind": "table_read_torch", "path": p, "hdu": HDU, "columns": TORCH_COLUMNS}
+    return finish(section, inc, job, want, cases, repeat, reused, "table.read_torch(path, columns=…)")
+
+
+def finish(section: Section, inc: Incumbent, job: dict[str, Any], want: dict[str, np.ndarray],
+           cases: dict[str, Case], repeat: int, reused: ReusedFloor, inc_note: str) -> Section:
+    """Time a section's cases with 1.2.3 running ``job`` around them, release the reused floor's
+    mapping and note the 1.2.3 call on its row."""
     incumbent_rows(section, inc, [job], [INC], [want], cases, repeat)
     reused.close()
-    _note(section, INC, "table.read_torch(path, columns=…)")
+    _note(section, INC, inc_note)
     return section
 
 
@@ -436,11 +435,12 @@ def evaluate_targets(sections: dict[str, Section]) -> list[list[str]]:
         sec = sections.get(key)
         if sec is None:
             continue
-        for base, unit, suffix in ((sec.floor, "floor", ""),
-                                   (ReusedFloor.label, ReusedFloor.label, " (extra: vs floor, mapping reused)")):
+        extra = " (extra: vs floor, mapping reused)"
+        for base, unit, suffix in ((sec.floor, "floor", ""), (ReusedFloor.label, ReusedFloor.label, extra)):
             value = sec.ratio(labels[key], base)
             verdict = "n/a" if value is None else "PASS" if value <= limit else "FAIL"
-            lines.append([text + suffix, labels[key], "—" if value is None else f"{value:.2f}× {unit}", verdict])
+            shown = "—" if value is None else f"{value:.2f}× {unit}"
+            lines.append([text + suffix, labels[key], shown, verdict])
     return lines
 
 
@@ -483,34 +483,26 @@ def main(argv: list[str] | None = None) -> int:
     log("reference values (fitsio, cross-checked with astropy)")
     ref = Reference(path)
     sections: dict[str, Section] = {}
-    log("full read"); sections["full"] = bench_full(path, ref, tf, inc, repeat)
-    log("2 columns"); sections["two"] = bench_two(path, ref, tf, inc, repeat)
-    log("where-query"); sections["where"] = bench_where(path, ref, tf, inc, repeat)
-    log("to_torch"); sections["torch"] = bench_torch(path, ref, tf, inc, repeat)
+    log("full read")
+    sections["full"] = bench_full(path, ref, tf, inc, repeat)
+    log("2 columns")
+    sections["two"] = bench_two(path, ref, tf, inc, repeat)
+    log("where-query")
+    sections["where"] = bench_where(path, ref, tf, inc, repeat)
+    log("to_torch")
+    sections["torch"] = bench_torch(path, ref, tf, inc, repeat)
 
     command = "python benchmarks/run_tables.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    print("## torchfits table benchmarks\n")
-    print(f"- date: {info['date']}")
-    print(f"- machine: {info['cpu']}, {info['cores']} cores, {info['memory']} RAM, {info['os']}")
-    print(f"- {info['python']}; " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    print(f"- data: `{generate.DATASETS[DATASET].filename}`: {generate.DATASETS[DATASET].description}")
-    print(f"- command: `{command.strip()}`; {repeat} repetitions per case (medians; slow anchors stop "
-          f"after {ANCHOR_BUDGET_S:g} s of samples, 3 at least); file in the page cache (warm)")
-    print()
-    for sec in sections.values():
-        print(sec.render())
-        print()
-    print("### Targets\n")
-    print(markdown_table(["target", "case", "measured", "verdict"], evaluate_targets(sections), align="llrl"))
+    data = generate.DATASETS[DATASET]
+    print_report("torchfits table benchmarks", info, versions,
+                 [f"data: `{data.filename}`: {data.description}",
+                  f"command: `{command.strip()}`; {repeat} repetitions per case (medians; slow anchors "
+                  f"stop after {ANCHOR_BUDGET_S:g} s of samples, 3 at least); file in the page cache (warm)"],
+                 sections.values(), evaluate_targets(sections))
 
     if args.json:
-        payload = {
-            "machine": info, "versions": versions, "repeat": repeat,
-            "sections": {k: {"title": s.title, "floor": s.floor, "rows": [
-                {"label": r.label, "status": r.status, "note": r.note,
-                 "timing": r.timing.to_json() if r.timing else None} for r in s.rows]}
-                for k, s in sections.items()},
-        }
+        payload = {"machine": info, "versions": versions, "repeat": repeat,
+                   "sections": sections_json(sections)}
         args.json.write_text(json.dumps(payload, indent=1))
 
     wrong = wrong_new_rows(sections)

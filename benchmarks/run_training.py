@@ -176,7 +176,8 @@ warnings.simplefilter("ignore")
 import torch, torchfits, torchfits.data as td
 torch.set_num_threads(1)
 job = json.loads(sys.stdin.read())
-paths, big, cat, corners, cols, repeat = (job[k] for k in ("paths", "big", "cat", "corners", "cols", "repeat"))
+paths, big, cat, corners, cols, repeat = (
+    job[k] for k in ("paths", "big", "cat", "corners", "cols", "repeat"))
 def images(workers=0):
     total = 0.0
     for x, _ in td.make_loader(td.FitsImageDataset(paths), batch_size=64, num_workers=workers):
@@ -279,7 +280,8 @@ def main() -> int:
             rate = units[scenario] / r["best_s"]
             ratio = "" if name == "torchfits" else f"{r['best_s'] / tf:.1f}x"
             mark = "" if ok else " (sum differs: not comparable)"
-            print(f"| {scenario} | {name} | {r['best_s']:.3f}{mark} | {rate:,.0f} {unit_name[scenario]} | {ratio} |")
+            print(f"| {scenario} | {name} | {r['best_s']:.3f}{mark} | "
+                  f"{rate:,.0f} {unit_name[scenario]} | {ratio} |")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -36,30 +36,40 @@ def _write_bytes(path: Path, *buffers: Any, sync: bool = True) -> None:
             os.fsync(fh.fileno())
 
 
-def image_cases() -> tuple[dict[str, Case], str]:
-    import torchfits.writing.api as tw
-
-    rng = np.random.default_rng(0)
-    image = rng.normal(size=(4096, 4096)).astype(np.float32)
-    header = b" " * 2880
-    path = OUT_DIR / "image.fits"
+def _cases(path: Path, header: bytes, swapped: Callable[[], Any], ours: dict[str, Case], hdu_class: str,
+           data: Any, budget_s: float) -> dict[str, Case]:
+    """The two floors (``swapped()`` bytes after ``header``, with and without fsync), ``ours``, then
+    the astropy (``fits.<hdu_class>(data)``) and fitsio anchors where they are installed."""
     cases = {
-        "floor (swap copy + write)": Case(lambda: _write_bytes(path, header, image.astype(">f4"))),
-        "floor without fsync": Case(lambda: _write_bytes(path, header, image.astype(">f4"), sync=False)),
-        "torchfits": Case(lambda: tw.write(path, image, overwrite=True)),
+        "floor (swap copy + write)": Case(lambda: _write_bytes(path, header, swapped())),
+        "floor without fsync": Case(lambda: _write_bytes(path, header, swapped(), sync=False)),
+        **ours,
     }
     try:
         from astropy.io import fits
 
-        cases["astropy"] = Case(lambda: fits.PrimaryHDU(image).writeto(path, overwrite=True), budget_s=20)
+        hdu = getattr(fits, hdu_class)
+        cases["astropy"] = Case(lambda: hdu(data).writeto(path, overwrite=True), budget_s=budget_s)
     except ImportError:
         pass
     try:
         import fitsio
 
-        cases["fitsio"] = Case(lambda: fitsio.write(str(path), image, clobber=True), budget_s=20)
+        cases["fitsio"] = Case(lambda: fitsio.write(str(path), data, clobber=True), budget_s=budget_s)
     except ImportError:
         pass
+    return cases
+
+
+def image_cases() -> tuple[dict[str, Case], str]:
+    import torchfits.writing.api as tw
+
+    rng = np.random.default_rng(0)
+    image = rng.normal(size=(4096, 4096)).astype(np.float32)
+    path = OUT_DIR / "image.fits"
+    cases = _cases(path, b" " * 2880, lambda: image.astype(">f4"),
+                   {"torchfits": Case(lambda: tw.write(path, image, overwrite=True))},
+                   "PrimaryHDU", image, budget_s=20)
     return cases, "4096×4096 float32 image (64 MiB)"
 
 
@@ -76,25 +86,11 @@ def catalog_cases() -> tuple[dict[str, Case], str]:
         native[k] = v
     big = native.dtype.newbyteorder(">")
     path = OUT_DIR / "catalog.fits"
-    header = b" " * 5760
-    cases = {
-        "floor (swap copy + write)": Case(lambda: _write_bytes(path, header, native.astype(big))),
-        "floor without fsync": Case(lambda: _write_bytes(path, header, native.astype(big), sync=False)),
+    ours = {
         "torchfits (Arrow table)": Case(lambda: tw.write(path, table, overwrite=True)),
         "torchfits (dict of arrays)": Case(lambda: tw.write(path, columns, overwrite=True)),
     }
-    try:
-        from astropy.io import fits
-
-        cases["astropy"] = Case(lambda: fits.BinTableHDU(native).writeto(path, overwrite=True), budget_s=30)
-    except ImportError:
-        pass
-    try:
-        import fitsio
-
-        cases["fitsio"] = Case(lambda: fitsio.write(str(path), native, clobber=True), budget_s=30)
-    except ImportError:
-        pass
+    cases = _cases(path, b" " * 5760, lambda: native.astype(big), ours, "BinTableHDU", native, budget_s=30)
     mib = native.nbytes / 2**20
     return cases, f"2M-row catalog, {len(columns)} columns ({mib:.0f} MiB of rows)"
 

@@ -11,7 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torchfits"
 ROLES = "fits|image|query|tables|writing|compat|dask|data|cli|transforms|_kernels"
-FILE = re.compile(rf"(?<![\w/.])(?:torchfits/)?((?:{ROLES})(?:/\w+)*/\w+\.py|cython_src/\w+\.(?:pyx|pxd|h))\b")
+FILE = re.compile(rf"(?<![\w/.])(?:torchfits/)?((?:{ROLES})(?:/\w+)*/\w+\.py"
+                  r"|cython_src/\w+\.(?:pyx|pxd|h))\b")
 DOTTED = re.compile(r"`(torchfits(?:\.[A-Za-z_]\w*)+)")
 
 

@@ -80,7 +80,8 @@ def test_doc_examples_run(doc, sample_dir, capsys):
 
 
 # -- environment variables ----------------------------------------------------------------------
-ENV_READ = re.compile(r"""(?:environ(?:\.get)?\s*[\[(]|getenv\s*\(|_env\w*\s*\()\s*["'](TORCHFITS_[A-Z0-9_]+)["']""")
+ENV_READ = re.compile(r"(?:environ(?:\.get)?\s*[\[(]|getenv\s*\(|_env\w*\s*\()"
+                      r"""\s*["'](TORCHFITS_[A-Z0-9_]+)["']""")
 
 
 def test_every_environment_variable_is_documented():

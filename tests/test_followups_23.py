@@ -108,22 +108,18 @@ def _cli(capsys, *argv):
     return code, out, err
 
 
-def test_decompress_of_a_file_without_compressed_hdus_is_a_usage_error(tmp_path, capsys):
-    src = tmp_path / "plain.fits"
-    torchfits.write(src, np.arange(12, dtype="i2").reshape(3, 4))
-    code, out, err = _cli(capsys, "decompress", src, tmp_path / "back.fits")
+@pytest.mark.parametrize("command, data, src_name, dst_name, wanted", [
+    ("decompress", np.arange(12, dtype="i2").reshape(3, 4), "plain.fits", "back.fits", "tile-compressed"),
+    ("compress", {"x": np.arange(3)}, "cat.fits", "z.fits", "image"),
+], ids=["decompress-without-compressed-hdus", "compress-without-images"])
+def test_conversion_of_a_file_without_its_kind_of_hdu_is_a_usage_error(tmp_path, capsys, command, data,
+                                                                        src_name, dst_name, wanted):
+    src = tmp_path / src_name
+    torchfits.write(src, data)
+    code, out, err = _cli(capsys, command, src, tmp_path / dst_name)
     assert code == 2, err
-    assert "plain.fits" in err and "tile-compressed" in err and err.count("\n") == 1
-    assert not (tmp_path / "back.fits").exists()
-
-
-def test_compress_of_a_file_without_images_is_a_usage_error(tmp_path, capsys):
-    src = tmp_path / "cat.fits"
-    torchfits.write(src, {"x": np.arange(3)})
-    code, out, err = _cli(capsys, "compress", src, tmp_path / "z.fits")
-    assert code == 2, err
-    assert "cat.fits" in err and "image" in err and err.count("\n") == 1
-    assert not (tmp_path / "z.fits").exists()
+    assert src_name in err and wanted in err and err.count("\n") == 1
+    assert not (tmp_path / dst_name).exists()
 
 
 def test_compress_and_decompress_still_convert_what_there_is(tmp_path, capsys):

@@ -27,19 +27,11 @@ def data(name: str) -> str:
 
 
 CHILD = textwrap.dedent(r'''
-    import json, os, resource, sys, time
+    import json, os, sys, time
     import numpy as np, torchfits
-    import pyarrow
-    try:
-        import torch  # imported before the limit and the clock (torchfits.read returns tensors)
-    except ImportError:
-        pass
     from torchfits.errors import FitsError
-    def vm():
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    limit = vm() + (512 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    from tests.fuzz.reads import limit_address_space
+    limit_address_space(512 << 20)  # its imports come before the clock too
     out = []
     for path, hdu in json.loads(sys.argv[1]):
         for name, op in [("header", lambda: str(torchfits.read_header(path, hdu, compressed=False))),

@@ -33,7 +33,8 @@ CHILD = textwrap.dedent(r'''
 
     def digest(x):
         if isinstance(x, np.ndarray):
-            return "nd:%s:%s:%s" % (x.dtype.str, x.shape, hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest())
+            sha1 = hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest()
+            return "nd:%s:%s:%s" % (x.dtype.str, x.shape, sha1)
         if hasattr(x, "numpy") and hasattr(x, "dtype"):
             return digest(x.detach().cpu().numpy())
         if isinstance(x, torchfits.Header):
@@ -338,7 +339,8 @@ def test_malformed_files(tmp_path):
 def test_malformed_files_compat(tmp_path, torch):
     files = _malformed_files(tmp_path)
     picked = ["garbage", "text", "empty", "no_end", "naxis_int64_overflow", "bitpix_12", "naxis1_negative"]
-    cases = [{"path": str(files[n][0]), "ops": [["read", 0], ["read_tensor", 0], ["open", 0]]} for n in picked]
+    cases = [{"path": str(files[n][0]), "ops": [["read", 0], ["read_tensor", 0], ["open", 0]]}
+             for n in picked]
     results = run_child(cases)
     for r in results:
         assert_fits_failure(r, "RuntimeError")

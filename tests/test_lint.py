@@ -38,9 +38,7 @@ def _run(args: list[str]) -> None:
     pytest.param(["setup.py", "benchmarks/run_overhead.py", "tests/test_lint.py",
                   "tests/test_stubs.py", "tests/conftest.py", "tests/_wherehelpers.py",
                   "tests/tables/conftest.py"], id="clean"),
-    # the import lines of these trees are being edited by the module moves of other branches
-    pytest.param(["tests", "benchmarks"], id="tests-benchmarks", marks=pytest.mark.xfail(
-        strict=False, reason="until the lead's ruff pass")),
+    pytest.param(["tests", "benchmarks"], id="tests-benchmarks"),
     pytest.param(["torchfits"], id="torchfits", marks=pytest.mark.xfail(
         strict=False, reason="until the lead's ruff pass")),
 ])

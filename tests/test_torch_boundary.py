@@ -98,7 +98,8 @@ def test_import_and_read_header_leave_out_numpy_torch_and_pyarrow(files):
     out = run_fresh("""
         import sys
         import torchfits
-        bare = [m for m in ("numpy", "torch", "pyarrow", "torchfits._kernels._image", "torchfits._kernels._header") if m in sys.modules]
+        bare = [m for m in ("numpy", "torch", "pyarrow", "torchfits._kernels._image",
+                            "torchfits._kernels._header") if m in sys.modules]
         h = torchfits.read_header(sys.argv[1], 1)
         assert h["EXTNAME"] == "SCI"
         after = [m for m in ("numpy", "torch", "pyarrow", "dataclasses", "tempfile", "socket",
@@ -132,7 +133,7 @@ def test_lazy_attribute_resolution_is_thread_safe():
 
 def test_unknown_root_attribute():
     with pytest.raises(AttributeError):
-        torchfits.no_such_function_anywhere
+        _ = torchfits.no_such_function_anywhere
 
 
 # ------------------------------------------------------------------------------------------

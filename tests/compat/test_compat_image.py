@@ -60,7 +60,8 @@ def _conventions():
     for bitpix in (8, 16, 32, 64):
         out += [(bitpix, "none", {}), (bitpix, "offset", {"bzero": OFFSET_BZERO[bitpix]}),
                 (bitpix, "scaled", {"bscale": 0.37, "bzero": -12.5}),
-                (bitpix, "blank", {"blank": 3}), (bitpix, "blank+scaled", {"bscale": 2.0, "bzero": 0.5, "blank": 3})]
+                (bitpix, "blank", {"blank": 3}),
+                (bitpix, "blank+scaled", {"bscale": 2.0, "bzero": 0.5, "blank": 3})]
         if bitpix != 64:
             out.append((bitpix, "blank+offset", {"bzero": OFFSET_BZERO[bitpix], "blank": 3}))
     out += [(-32, "none", {}), (-32, "scaled", {"bscale": 0.37, "bzero": -12.5}),
@@ -137,7 +138,8 @@ def test_empty_primary(empty):
 
 def test_read_image_and_pathlike(img):
     assert np.array_equal(np_of(torchfits.read(img)), DATA_20x30)
-    assert np.array_equal(np_of(torchfits.read(str(img), "sci")), np.arange(30, dtype=np.float32).reshape(5, 6))
+    assert np.array_equal(np_of(torchfits.read(str(img), "sci")),
+                          np.arange(30, dtype=np.float32).reshape(5, 6))
 
 
 def test_read_list_of_paths(img, tmp_path, fits):
@@ -270,7 +272,8 @@ def test_extended_syntax_hdu(img):
     assert np.array_equal(np_of(torchfits.read(f"{img}[4]")), sci)
     assert np.array_equal(np_of(torchfits.read(f"{img}[SCI]")), sci)
     assert np.array_equal(np_of(torchfits.read_tensor(f"{img}[SCI]")), sci)
-    assert np.array_equal(np_of(torchfits.read(f"{img}[CUBE]")), np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    assert np.array_equal(np_of(torchfits.read(f"{img}[CUBE]")),
+                          np.arange(24, dtype=np.float32).reshape(2, 3, 4))
 
 
 def test_extended_syntax_section(img):
@@ -378,7 +381,8 @@ def test_read_batch_failures(batch, tmp_path):
     paths = [batch[0], bad, batch[1]]
     with pytest.raises(RuntimeError) as ei:
         torchfits.read_batch(paths, 1)
-    assert str(ei.value).startswith(f"read_batch: failed to read '{bad}' (1 of 3 files read before the failure)")
+    assert str(ei.value).startswith(
+        f"read_batch: failed to read '{bad}' (1 of 3 files read before the failure)")
     with pytest.raises(RuntimeError, match=re.escape(f"Error reading {bad}")):
         torchfits.read_batch(paths, 1, strict=True)
 
@@ -601,7 +605,7 @@ def test_tensorhdu_close_semantics(img):
     assert np.array_equal(np_of(hdu.to_tensor()), np.arange(30, dtype=np.float32).reshape(5, 6))
     hdul.close()
     with pytest.raises(RuntimeError, match="closed"):
-        hdu.data
+        _ = hdu.data
     with pytest.raises(RuntimeError):
         hdu.to_tensor()
 
@@ -630,7 +634,7 @@ def test_tensorhdu_in_memory():
     t = torch.arange(6.0).reshape(2, 3)
     hdu = torchfits.TensorHDU(data=t)
     with pytest.raises(ValueError, match="No file handle available"):
-        hdu.data
+        _ = hdu.data
     assert torch.equal(hdu.to_tensor(), t)
 
 

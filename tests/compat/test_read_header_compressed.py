@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-astropy_fits = pytest.importorskip("astropy.io.fits")
-torch = pytest.importorskip("torch")
-
 import torchfits
 from torchfits.image import open_image
+
+astropy_fits = pytest.importorskip("astropy.io.fits")
+torch = pytest.importorskip("torch")
 
 
 @pytest.fixture

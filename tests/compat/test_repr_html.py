@@ -4,11 +4,11 @@ import os
 import numpy as np
 import pytest
 
-astropy_fits = pytest.importorskip("astropy.io.fits")
-torch = pytest.importorskip("torch")
-
 import torchfits
 from torchfits.hdu import TableHDU, TableHDURef, TensorHDU
+
+astropy_fits = pytest.importorskip("astropy.io.fits")
+torch = pytest.importorskip("torch")
 
 EVIL = "<script>alert(1)</script>"
 

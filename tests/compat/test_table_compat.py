@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pyarrow as pa
@@ -67,7 +66,8 @@ def _write_catalog(path, fits):
         fits.Column(name="I8", format="B", bzero=-128, array=np.array([-1, 0, 5], np.int8)),
         fits.Column(name="U64", format="K", bzero=2**63, array=np.array([0, 1, 2**63], np.uint64)),
         fits.Column(name="SC", format="E", bscale=2.0, bzero=1.0, array=np.array([1, 3, 5], np.float32)),
-        fits.Column(name="IMG", format="6J", dim="(3,2)", array=np.arange(18, dtype=np.int32).reshape(3, 2, 3)),
+        fits.Column(name="IMG", format="6J", dim="(3,2)",
+                    array=np.arange(18, dtype=np.int32).reshape(3, 2, 3)),
         fits.Column(name="VN", format="2I", null=-1, array=np.array([[1, -1], [-1, 2], [3, 4]], np.int16)),
         fits.Column(name="UN", format="I", bzero=32768, null=0,
                     array=np.array([32768, 32769, 7], np.uint16)),
@@ -161,7 +161,8 @@ def test_odd_types(cat):
     assert t.column("U64").to_pylist() == [0.0, 1.0, float(2**63)]
     assert t.column("SC").to_pylist() == [1.0, 3.0, 5.0]
     assert t.column("BIT1").to_pylist() == [True, False, True]
-    expected_bits = np.tile(np.array([1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 1], bool), (3, 1)) ^ np.eye(3, 11, dtype=bool)
+    expected_bits = (np.tile(np.array([1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 1], bool), (3, 1))
+                     ^ np.eye(3, 11, dtype=bool))
     assert t.column("BITS").to_pylist() == expected_bits.tolist()  # padding per row honoured
     assert t.column("IMG").to_pylist()[1] == list(range(6, 12))
 
@@ -600,7 +601,8 @@ def test_read_torch_mapping(cat):
     assert d["FLAG"].dtype == torch.bool
     assert d["NUL"].tolist() == NUL_STORED.tolist()  # TNULL never applied
     assert d["VEC"].shape == (N, 3) and d["VEC"].dtype == torch.float64
-    assert isinstance(d["VLA"], list) and [v.tolist() for v in d["VLA"]] == [list(range(i % 4)) for i in range(N)]
+    assert isinstance(d["VLA"], list)
+    assert [v.tolist() for v in d["VLA"]] == [list(range(i % 4)) for i in range(N)]
     assert d["U16"].dtype == torch.uint16
     assert math.isnan(d["FN"][4].item())
     odd = table.read_torch(cat, hdu="ODD")
@@ -803,7 +805,8 @@ def test_to_astropy_and_read_astropy(cat):
     assert t["VEC"].shape == (N, 3)
     assert t["NAME"][2] == "obj2"
     t2 = table.to_astropy(cat, hdu="ODD", columns=["VN", "UN"])
-    assert t2["VN"].shape == (3, 2) and t2["VN"].mask.tolist() == [[False, True], [True, False], [False, False]]
+    assert t2["VN"].shape == (3, 2)
+    assert t2["VN"].mask.tolist() == [[False, True], [True, False], [False, False]]
     t3 = table.read_astropy(cat, columns=["ID"], where="ID >= 8")
     assert t3["ID"].tolist() == [8, 9]
     arrow = table.read(cat, columns=["ID", "NUL"])
@@ -884,22 +887,6 @@ _MUTATIONS = {
     "rename_columns": "(path, mapping, hdu=1)",
     "drop_columns": "(path, columns, hdu=1)",
 }
-
-
-@pytest.fixture
-def fake_edit(monkeypatch):
-    """A stand-in ``torchfits.writing.table_edit`` recording each call."""
-    calls = []
-    module = types.ModuleType("torchfits.writing.table_edit")
-    for name in _MUTATIONS:
-        def record(*args, _name=name, **kwargs):
-            calls.append((_name, args, kwargs))
-        setattr(module, name, record)
-    monkeypatch.setitem(sys.modules, "torchfits.writing.table_edit", module)
-    import torchfits.writing
-
-    monkeypatch.setattr(torchfits.writing, "table_edit", module, raising=False)
-    return calls
 
 
 def _shape(signature):

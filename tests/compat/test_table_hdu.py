@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import io
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -191,7 +189,7 @@ def test_ref_without_header_reads_it(tabfile):
     assert r.header["EXTNAME"] == "CAT" and r.columns == ["ID"] and r.num_rows == 2
     assert r.read()["ID"].tolist() == [2, 3]
     with pytest.raises(ValueError, match="No file handle"):
-        TableHDURef().columns
+        _ = TableHDURef().columns
 
 
 def test_ref_sees_a_rewritten_file(tmp_path, fits):
@@ -202,23 +200,6 @@ def test_ref_sees_a_rewritten_file(tmp_path, fits):
     path.unlink()
     fits.BinTableHDU.from_columns([fits.Column(name="A", format="J", array=np.arange(7))]).writeto(path)
     assert r.num_rows == 7
-
-
-@pytest.fixture
-def fake_edit(monkeypatch, tabfile):
-    """A stand-in ``torchfits.writing.table_edit`` that records calls (the file is left as is)."""
-    calls = []
-    module = types.ModuleType("torchfits.writing.table_edit")
-    for name in ("append_rows", "insert_rows", "update_rows", "delete_rows", "rename_columns",
-                 "drop_columns", "insert_column", "replace_column"):
-        def record(*args, _name=name, **kwargs):
-            calls.append((_name, args, kwargs))
-        setattr(module, name, record)
-    monkeypatch.setitem(sys.modules, "torchfits.writing.table_edit", module)
-    import torchfits.writing
-
-    monkeypatch.setattr(torchfits.writing, "table_edit", module, raising=False)
-    return calls
 
 
 def test_ref_file_mutations_delegate_and_refresh(ref, fake_edit, tabfile):

@@ -33,7 +33,8 @@ class _Cluster:
 
             # workers import this torchfits (not another install) and the test helpers
             root = os.path.dirname(os.path.dirname(torchfits.__file__))
-            env_path = os.pathsep.join(p for p in [root, str(HERE.parent), os.environ.get("PYTHONPATH", "")] if p)
+            env_path = os.pathsep.join(
+                p for p in [root, str(HERE.parent), os.environ.get("PYTHONPATH", "")] if p)
             os.environ["PYTHONPATH"] = env_path
             cls.cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                                    host="127.0.0.1", dashboard_address="127.0.0.1:0",

@@ -72,7 +72,8 @@ def test_remote_sources_this_installation_cannot_read_say_why(read, monkeypatch)
     with monkeypatch.context() as m:
         m.setitem(sys.modules, "fsspec", None)
         for url in ("s3://bucket/cat.fits", "s3://bucket/*.fits"):
-            with pytest.raises(ImportError, match=r"s3://bucket/.*needs fsspec: pip install 'torchfits\[remote\]'"):
+            with pytest.raises(ImportError,
+                               match=r"s3://bucket/.*needs fsspec: pip install 'torchfits\[remote\]'"):
                 fn(url, storage_options={"anon": True})
     pytest.importorskip("fsspec")
     # a protocol fsspec does not know: named

@@ -113,7 +113,7 @@ def test_array_columns_arrive_as_arrays_not_strings(tmp_path, convert_string):
     assert list(got.columns) == list(want.columns)
     assert len(got) == len(want)
     for name in ("arr", "cube", "vla", "vlf", "vll", "bits", "flags"):
-        assert ddf.dtypes[name] == object and got[name].dtype == object, (name, ddf.dtypes[name])
+        assert ddf.dtypes[name] == object and got[name].dtype == object  # noqa: E721, (name, ddf.dtypes[name])
         for a, b in zip(got[name], want[name]):
             assert not isinstance(a, str), (name, a)
             assert np.array_equal(np.asarray(a.tolist() if hasattr(a, "tolist") else a),

@@ -92,7 +92,8 @@ def test_to_fits_to_a_url_directory(client, tmp_path):
     url = "file://" + str(tmp_path / "up")
     paths = tfd.to_fits(ddf, url)
     assert paths == [f"{url}/part-{i:05d}.fits" for i in range(3)]
-    assert sorted(os.listdir(tmp_path / "up")) == ["_torchfits_index.json"] + [f"part-{i:05d}.fits" for i in range(3)]
+    assert sorted(os.listdir(tmp_path / "up")) == (["_torchfits_index.json"]
+                                                   + [f"part-{i:05d}.fits" for i in range(3)])
     got = pd.concat([torchfits.scan(p).to_pandas() for p in paths], ignore_index=True)
     pd.testing.assert_frame_equal(got, df)
     with pytest.raises(FitsFileExistsError, match="overwrite=True"):

@@ -66,7 +66,8 @@ def test_tasks_in_workers_decode_on_one_thread_unless_told(client, catalogs):
     for threads, want in ((None, [1]), (2, [2])):
         client.run(_decode_threads_probe)
         try:
-            tfd.read_table(str(catalogs), columns=["ra"], where="mag < 22", threads=threads).ra.sum().compute()
+            frame = tfd.read_table(str(catalogs), columns=["ra"], where="mag < 22", threads=threads)
+            frame.ra.sum().compute()
         finally:
             seen = client.run(_decode_threads_seen)
         assert sorted({t for v in seen.values() for t in v}, key=str) == want

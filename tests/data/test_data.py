@@ -634,7 +634,8 @@ def test_cutout_batches_equal_items(files, tmp_path):
     comp = str(tmp_path / "comp.fits")
     data = np.arange(30 * 40, dtype=np.float32).reshape(30, 40)
     fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(data, compression_type="GZIP_1")]).writeto(comp)
-    specs = [(files[k % 3], "R", k, k // 2, 4) for k in range(9)] + [(comp, 1, 3, 4, 10), (files[0], 0, 6, 5, 9)]
+    specs = ([(files[k % 3], "R", k, k // 2, 4) for k in range(9)]
+             + [(comp, 1, 3, 4, 10), (files[0], 0, 6, 5, 9)])
     ds = FitsCutoutDataset(specs, transform=lambda t: t * 2, edge="clamp")
     batch = ds.__getitems__(list(range(len(specs))))
     assert all(torch.equal(a, ds[i]) for i, a in enumerate(batch))

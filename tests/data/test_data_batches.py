@@ -228,8 +228,8 @@ def test_image_batches_dtype_labels_hdus_and_transforms(stamps):
     assert fits_collate_fn(got)[1].tolist() == [3, 1]
     by_name = _batch_equals_items(FitsImageDataset(files, hdu="R"), range(5))  # the general reader
     assert isinstance(by_name, FitsBatch)
-    flat = _batch_equals_items(FitsImageDataset(files, add_channel_dim=False), range(5))
-    assert isinstance(flat, FitsBatch)
+    assert isinstance(_batch_equals_items(FitsImageDataset(files, add_channel_dim=False), range(5)),
+                      FitsBatch)
     stretched = _batch_equals_items(FitsImageDataset(files, transform=ArcsinhStretch()), range(5))
     assert isinstance(stretched, FitsBatch)
     per_item = _batch_equals_items(FitsImageDataset(files, transform=ZScaleNormalize()), range(5))

@@ -10,14 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("hypothesis")
+import torchfits
+
+from ._profile import diff_settings
+
+given = pytest.importorskip("hypothesis").given
+st = pytest.importorskip("hypothesis.strategies")
 fits = pytest.importorskip("astropy.io.fits")
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st
-
-import torchfits  # noqa: E402
-
-from ._profile import diff_settings  # noqa: E402
 from .routes import ROUTES  # noqa: E402
 from .strategies import canon  # noqa: E402
 from .test_tables import diff  # noqa: E402

@@ -14,14 +14,13 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-pytest.importorskip("hypothesis")
-fits = pytest.importorskip("astropy.io.fits")
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st
+import torchfits
+from _writecheck import fitsverify_ok
+from torchfits.errors import FitsError
 
-import torchfits  # noqa: E402
-from _writecheck import fitsverify_ok  # noqa: E402
-from torchfits.errors import FitsError  # noqa: E402
+given = pytest.importorskip("hypothesis").given
+st = pytest.importorskip("hypothesis.strategies")
+fits = pytest.importorskip("astropy.io.fits")
 
 from ._profile import diff_settings  # noqa: E402
 from .routes import astropy_oracle, fitsio_oracle  # noqa: E402

@@ -36,8 +36,8 @@ def test_many_hdus_count_and_data(many_hdus, fits):
     assert torchfits.read_num_hdus(many_hdus) == 100
     for i in range(100):
         expected = astropy_data(many_hdus, i)
-        assert_bits_equal(torchfits.read_numpy(many_hdus, i), expected.astype(expected.dtype.newbyteorder("=")),
-                          what=f"HDU {i}")
+        assert_bits_equal(torchfits.read_numpy(many_hdus, i),
+                          expected.astype(expected.dtype.newbyteorder("=")), what=f"HDU {i}")
     for i in (1, 37, 99):
         assert_bits_equal(torchfits.read_numpy(many_hdus, f"e{i}"), torchfits.read_numpy(many_hdus, i))
         assert torchfits.read_extname(many_hdus, i) == f"E{i}"
@@ -67,7 +67,8 @@ def test_info_mixed(mixed_fits):
     first = infos[1]
     assert list(first.to_dict()) == ["index", "name", "kind", "shape", "bitpix", "dtype", "nrows",
                                      "ncols", "codec", "ncards", "gcount", "pcount"]
-    assert pickle.loads(pickle.dumps(first)) == first and hash(first) == hash(pickle.loads(pickle.dumps(first)))
+    again = pickle.loads(pickle.dumps(first))
+    assert again == first and hash(first) == hash(again)
     assert first != infos[2] and "name='TAB'" in repr(first)
     with pytest.raises(AttributeError):
         first.name = "other"  # type: ignore[misc]
@@ -292,7 +293,8 @@ def test_cache_module_surface(monkeypatch, tmp_path):
     assert st["cpp_cache_size"] == 0
     assert "io" in cache.stats()
     cfg = cache.CacheConfig()
-    assert (cfg.max_files, cfg.max_memory_mb, cfg.disk_cache_gb, cfg.prefetch_enabled) == (100, 1024, 10, True)
+    assert ((cfg.max_files, cfg.max_memory_mb, cfg.disk_cache_gb, cfg.prefetch_enabled)
+            == (100, 1024, 10, True))
     assert cfg.copy() is not cfg and cfg.copy().max_files == 100
     assert cache.get_optimal_cache_config()["environment"] in {"local", "hpc", "cloud", "gpu"}
     with pytest.warns(DeprecationWarning):

@@ -8,16 +8,15 @@ import numpy as np
 import pytest
 
 import torchfits
+from fuzz.harness import build_corpus
+from fuzz.mutators import mutate
 from torchfits.errors import FitsError
 from torchfits.fits import hdu_index
 from torchfits.fits.hdu_index import HduIndex, get_index
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st
-
-from fuzz.harness import build_corpus  # noqa: E402
-from fuzz.mutators import mutate  # noqa: E402
+st = pytest.importorskip("hypothesis.strategies")
+HealthCheck, given, settings = hypothesis.HealthCheck, hypothesis.given, hypothesis.settings
 
 BLOCK = 2880
 CARD = 80

@@ -2,9 +2,10 @@
 
 Uses atheris (coverage-guided, libFuzzer) when it is installed, with the structure-aware mutators
 of ``tests/fuzz/mutators.py`` as its custom mutator (``tests/fuzz/atheris_target.py``);
-otherwise (or with ``--engine mutators``) those mutators at random in the supervised worker. Findings (crash, hang, memory,
-bare exception) are deduplicated by kind, operation and exception, and the smallest file of each
-is written to ``--out`` for turning into a regression file under tests/data/.
+otherwise (or with ``--engine mutators``) those mutators at random in the supervised worker.
+Findings (crash, hang, memory, bare exception) are deduplicated by kind, operation and exception,
+and the smallest file of each is written to ``--out`` for turning into a regression file under
+tests/data/.
 """
 from __future__ import annotations
 

@@ -59,13 +59,17 @@ def build_corpus(directory: str) -> list[str]:
         fits.Column(name="ID", format="K", array=np.arange(40)),
         fits.Column(name="FLUX", format="E", array=rng.standard_normal(40).astype(np.float32)),
         fits.Column(name="VEC", format="3D", array=rng.standard_normal((40, 3))),
-        fits.Column(name="MAT", format="6I", dim="(3,2)", array=rng.integers(0, 99, (40, 2, 3)).astype(np.int16)),
+        fits.Column(name="MAT", format="6I", dim="(3,2)",
+                    array=rng.integers(0, 99, (40, 2, 3)).astype(np.int16)),
         fits.Column(name="NAME", format="8A", array=np.array([f"s{i}" for i in range(40)])),
         fits.Column(name="FLAG", format="L", array=rng.random(40) > 0.5),
         fits.Column(name="BITS", format="12X", array=np.zeros((40, 12), bool)),
-        fits.Column(name="NUL", format="I", null=-1, array=np.where(np.arange(40) % 5, 3, -1).astype(np.int16)),
-        fits.Column(name="VLA", format="PJ()", array=np.array([np.arange(i % 6, dtype=np.int32) for i in range(40)], dtype=object)),
-        fits.Column(name="QLA", format="QD()", array=np.array([np.arange(i % 3, dtype=np.float64) for i in range(40)], dtype=object)),
+        fits.Column(name="NUL", format="I", null=-1,
+                    array=np.where(np.arange(40) % 5, 3, -1).astype(np.int16)),
+        fits.Column(name="VLA", format="PJ()",
+                    array=np.array([np.arange(i % 6, dtype=np.int32) for i in range(40)], dtype=object)),
+        fits.Column(name="QLA", format="QD()",
+                    array=np.array([np.arange(i % 3, dtype=np.float64) for i in range(40)], dtype=object)),
         fits.Column(name="CPX", format="C", array=(np.arange(40) + 1j).astype(np.complex64)),
     ]
     save("bintable.fits", [fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols, name="CAT")])
@@ -99,24 +103,14 @@ def read_corpus_dirs(dirs: Iterable[str]) -> list[str]:
 
 # -- the child worker --------------------------------------------------------------------------
 WORKER = r'''
-import json, os, resource, sys, warnings
+import json, os, sys, warnings
 warnings.simplefilter("ignore")
 import numpy as np
 import torchfits
-import pyarrow  # imported before the limit: its allocator reserves address space up front
-try:
-    import torch  # torchfits.read returns tensors; a first import is no read's time
-except ImportError:
-    pass
 from torchfits.errors import FitsError
-from tests.fuzz.reads import ops
+from tests.fuzz.reads import limit_address_space, ops
 
-def vm_bytes():
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-
-limit = vm_bytes() + int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+limit_address_space(int(sys.argv[2]))
 progress = open(sys.argv[1], "a", buffering=1)
 progress.write(json.dumps({"ready": True}) + "\n")
 

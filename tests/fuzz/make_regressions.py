@@ -65,23 +65,19 @@ def build() -> dict[str, str]:
     img = rng.integers(0, 1000, (64, 64)).astype(np.int32)
     comp = fits_bytes([fits.PrimaryHDU(), fits.CompImageHDU(img, compression_type="RICE_1",
                                                             tile_shape=(16, 64))])
-    raw = bytearray(comp)
-    set_card(raw, b"ZNAXIS", b"2147483648")
-    emit("reg_znaxis_huge.fits", raw, "read_header looped over 2^31 ZNAXISn keywords (hang)")
-
-    raw = bytearray(comp)
-    set_card(raw, b"ZVAL2", b"2147483647")
-    set_card(raw, b"ZBITPIX", b"64")
-    emit("reg_rice_bytepix.fits", raw, "a bare ValueError for an absurd BYTEPIX")
-
-    raw = bytearray(comp)
-    set_card(raw, b"ZVAL1", b"-1E400")
-    emit("reg_zval_inf.fits", raw, "a bare OverflowError for an infinite BLOCKSIZE")
-
-    raw = bytearray(comp)
-    set_card(raw, b"ZNAXIS1", b"67108864")
-    set_card(raw, b"ZTILE1", b"67108864")
-    emit("reg_ztile_huge.fits", raw, "tiles of 2^30 pixels: a 16 GiB output from an 11 kB file")
+    for name, edits, why in [
+        ("reg_znaxis_huge.fits", [(b"ZNAXIS", b"2147483648")],
+         "read_header looped over 2^31 ZNAXISn keywords (hang)"),
+        ("reg_rice_bytepix.fits", [(b"ZVAL2", b"2147483647"), (b"ZBITPIX", b"64")],
+         "a bare ValueError for an absurd BYTEPIX"),
+        ("reg_zval_inf.fits", [(b"ZVAL1", b"-1E400")], "a bare OverflowError for an infinite BLOCKSIZE"),
+        ("reg_ztile_huge.fits", [(b"ZNAXIS1", b"67108864"), (b"ZTILE1", b"67108864")],
+         "tiles of 2^30 pixels: a 16 GiB output from an 11 kB file"),
+    ]:
+        raw = bytearray(comp)
+        for key, value in edits:
+            set_card(raw, key, value)
+        emit(name, raw, why)
 
     flt = (rng.standard_normal((64, 64)) * 10 + 50).astype(np.float32)
     q = fits_bytes([fits.PrimaryHDU(), fits.CompImageHDU(flt, compression_type="RICE_1",

@@ -85,6 +85,15 @@ def truncate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return data[:cut], f"truncate at {cut}"
 
 
+def _lie(data: bytes, src: int, dst: int, rng: random.Random, what: str) -> tuple[bytes, str]:
+    """Write the keyword of the card at ``src`` with an interesting value over the card at ``dst``."""
+    key = data[src:src + 8].rstrip()
+    value = rng.choice(INTERESTING_VALUES)
+    buf = bytearray(data)
+    buf[dst:dst + CARD] = _value_card(key, value)
+    return bytes(buf), f"{what} {key.decode()}={value.decode(errors='replace')}"
+
+
 def card_lie(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     offsets = cards(data)
     structural = [o for o in offsets if STRUCTURAL.match(data[o:o + 8])]
@@ -92,11 +101,7 @@ def card_lie(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     if not pool:
         return bit_flip(data, rng)
     o = rng.choice(pool)
-    key = data[o:o + 8].rstrip()
-    value = rng.choice(INTERESTING_VALUES)
-    buf = bytearray(data)
-    buf[o:o + CARD] = _value_card(key, value)
-    return bytes(buf), f"card_lie {key.decode()}={value.decode(errors='replace')}"
+    return _lie(data, o, o, rng, "card_lie")
 
 
 def duplicate_card(data: bytes, rng: random.Random) -> tuple[bytes, str]:
@@ -107,11 +112,7 @@ def duplicate_card(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     if not free or not structural:
         return card_lie(data, rng)
     src, dst = rng.choice(structural), rng.choice(free)
-    key = data[src:src + 8].rstrip()
-    value = rng.choice(INTERESTING_VALUES)
-    buf = bytearray(data)
-    buf[dst:dst + CARD] = _value_card(key, value)
-    return bytes(buf), f"duplicate_card {key.decode()}={value.decode(errors='replace')}"
+    return _lie(data, src, dst, rng, "duplicate_card")
 
 
 def data_words(data: bytes, rng: random.Random) -> tuple[bytes, str]:

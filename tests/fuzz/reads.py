@@ -2,8 +2,30 @@
 target: each yields ``(name, thunk)``; a thunk returns data or raises (a FitsError is fine)."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any, Callable
+
+
+def limit_address_space(headroom: int) -> None:
+    """Cap this process's address space at what it maps now plus ``headroom`` bytes, so that an
+    allocation a file's bytes cannot justify fails (MemoryError) instead of swapping the machine.
+    What the reads load is imported first: pyarrow's allocator reserves address space up front,
+    and torch (torchfits.read returns tensors), where installed, is no read's cost."""
+    import resource
+
+    import pyarrow  # noqa: F401
+
+    import torchfits  # noqa: F401
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    with open("/proc/self/statm") as fh:
+        mapped = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    limit = mapped + headroom
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def ops(path: str) -> Iterator[tuple[str, Callable[[], Any]]]:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st
+from .harness import Stats, Supervisor, build_corpus
+from .mutators import mutate
 
-from .harness import Stats, Supervisor, build_corpus  # noqa: E402
-from .mutators import mutate  # noqa: E402
+hypothesis = pytest.importorskip("hypothesis")
+st = pytest.importorskip("hypothesis.strategies")
+HealthCheck, given, settings = hypothesis.HealthCheck, hypothesis.given, hypothesis.settings
 
 
 @pytest.fixture(scope="module")

@@ -160,7 +160,8 @@ def test_three_d_tiles(tmp_path, fitsio, dtype):
 def test_astropy_written(tmp_path, fits, codec, dtype):
     data = np.abs(_data(dtype, (33, 41), seed=7)) if codec == "PLIO_1" else _data(dtype, (33, 41), seed=7)
     p = tmp_path / "a.fits"
-    hdu = fits.CompImageHDU(data, compression_type=codec, tile_shape=(10, 41) if codec != "HCOMPRESS_1" else (11, 16))
+    hdu = fits.CompImageHDU(data, compression_type=codec,
+                            tile_shape=(10, 41) if codec != "HCOMPRESS_1" else (11, 16))
     fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(p)
     got = read_numpy(p, 1)
     with fits.open(p) as hl:

@@ -320,7 +320,8 @@ def test_polars_routes_give_polars_answer(rows, split, pred):
         assert got == want, str(expr)
         # scan_pyarrow_dataset pushes into any pyarrow dataset: same answer as over memory
         want_ds = sorted(pl.scan_pyarrow_dataset(pds.dataset(table)).filter(expr).collect()["i"].to_list())
-        got_ds = sorted(pl.scan_pyarrow_dataset(torchfits.dataset(path)).filter(expr).collect()["i"].to_list())
+        got_ds = sorted(
+            pl.scan_pyarrow_dataset(torchfits.dataset(path)).filter(expr).collect()["i"].to_list())
         assert got_ds == want_ds, str(expr)
 
 

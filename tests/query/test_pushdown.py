@@ -5,9 +5,6 @@ are drawn at random. ``pushdown=False`` evaluates the same tree with pyarrow onl
 """
 import numpy as np
 import pytest
-
-fits = pytest.importorskip("astropy.io.fits")
-fitsio = pytest.importorskip("fitsio")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +12,9 @@ import torchfits
 from torchfits.tables.decode_options import DecodeOptions
 from torchfits.tables.scan import Scanner
 from torchfits.tables.source import TableSource
+
+fits = pytest.importorskip("astropy.io.fits")
+fitsio = pytest.importorskip("fitsio")
 
 N = 400
 

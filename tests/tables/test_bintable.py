@@ -640,10 +640,8 @@ def test_vla_heap_after_a_theap_gap(tmp_path):
     values = [np.array([1, -2, 3], np.int32), np.array([], np.int32), np.array([7], np.int32)]
     heap = b""
     rows = b""
-    for v in reversed(values):   # store the heap out of row order too
-        pass
     offsets = {}
-    for r in (2, 0, 1):
+    for r in (2, 0, 1):   # store the heap out of row order too
         offsets[r] = len(heap)
         heap += _be(values[r], "i4")
     for r, v in enumerate(values):
@@ -668,8 +666,8 @@ def _descriptor_offset(path, name, row):
 def test_hostile_p_descriptor_is_a_clear_error(tmp_path, count, offset):
     path = write_astropy(tmp_path / "h.fits", [
         fits.Column(name="ok", format="J", array=np.arange(4)),
-        fits.Column(name="vla", format="PJ()", array=np.array([np.arange(k, dtype=np.int32) for k in range(4)],
-                                                               dtype=object)),
+        fits.Column(name="vla", format="PJ()",
+                    array=np.array([np.arange(k, dtype=np.int32) for k in range(4)], dtype=object)),
     ])
     _patch(path, _descriptor_offset(path, "vla", 2), struct.pack(">ii", count, offset))
     with pytest.raises(CorruptHeaderError, match=r"'vla'.*row 2.*heap") as info:
@@ -1027,7 +1025,8 @@ def test_ascii_chunked_equals_serial(ascii_file, tiny_chunks):
     specs = parse_columns(header, "table")
     many = np.random.default_rng(5).integers(0, N, 300)
     serial = decode_ascii_table(rows, specs, header["NAXIS1"], N, rows=many, options=DecodeOptions(threads=1))
-    assert_batches_equal(decode_ascii_table(rows, specs, header["NAXIS1"], N, rows=many, options=DecodeOptions(threads=3)), serial)
+    assert_batches_equal(decode_ascii_table(rows, specs, header["NAXIS1"], N, rows=many,
+                                            options=DecodeOptions(threads=3)), serial)
     assert serial.column("s").to_pylist()[:3] == [
         x.rstrip() for x in np.asarray(astropy_column(ascii_file, "s"))[many[:3]].tolist()]
 

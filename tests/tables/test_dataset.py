@@ -102,72 +102,49 @@ def test_schema_count_head_take(catalog, reference):
     idx = [7, 9000, 3, 11999, 3000]
     assert ds.take(idx, columns=["id"]).column("id").to_pylist() == idx
     got = ds.take([0, 1], filter=pc.field("flags") == 3, columns=["id"])
-    assert got.column("id").to_pylist() == reference.filter(pc.field("flags") == 3).column("id").to_pylist()[:2]
+    want = reference.filter(pc.field("flags") == 3).column("id").to_pylist()[:2]
+    assert got.column("id").to_pylist() == want
     batches = list(ds.to_batches(columns=["id"], batch_size=1000))
     assert max(b.num_rows for b in batches) == 1000
     assert sum(b.num_rows for b in batches) == reference.num_rows
 
 
-def test_projection_reaches_decoder(catalog, monkeypatch):
+def test_projection_reaches_decoder(catalog, decodes):
     """Columns neither projected nor filtered on are never decoded."""
-    seen = []
-    real = _source.TableSource.decode
-
-    def spy(self, *, columns, **kwargs):
-        seen.append(tuple(columns))
-        return real(self, columns=columns, **kwargs)
-
-    monkeypatch.setattr(_source.TableSource, "decode", spy)
     ds = dataset(catalog[0])
     ds.to_table(columns=["id"], filter=(pc.field("mag") < 15) & (pc.field("mag") + pc.field("cnt") > 0))
-    decoded = {c for cols in seen for c in cols}
+    decoded = {c for d in decodes for c in d.columns}
     assert decoded <= {"id", "mag", "cnt"}
     assert "name" not in decoded and "ra" not in decoded
 
 
-def test_kernel_pushdown_decodes_only_selected_rows(catalog, monkeypatch):
-    rows_decoded = []
-    real = _source.TableSource.decode
-
-    def spy(self, *, columns, **kwargs):
-        batch = real(self, columns=columns, **kwargs)
-        if "name" in columns:
-            rows_decoded.append(batch.num_rows)
-        return batch
-
-    monkeypatch.setattr(_source.TableSource, "decode", spy)
+def test_kernel_pushdown_decodes_only_selected_rows(catalog, decodes):
     ds = dataset(catalog[0])
     for where in (pc.field("cnt") == 7,  # the kernel selects and decodes in one pass
                   (pc.field("cnt") == 7) & (pc.field("mag") + pc.field("cnt") > -1e9)):  # + pyarrow
-        rows_decoded.clear()
+        decodes.clear()
         n = ds.count_rows(filter=where)
         got = ds.to_table(columns=["name"], filter=where)
-        assert got.num_rows == n and sum(rows_decoded) == n  # only the hits' names are decoded
+        rows_decoded = sum(d.rows for d in decodes if "name" in d.columns)
+        assert got.num_rows == n and rows_decoded == n  # only the hits' names are decoded
 
 
-def test_kernel_conjunction_selects_and_decodes_in_one_pass(catalog, monkeypatch):
+def test_kernel_conjunction_selects_and_decodes_in_one_pass(catalog, decodes, monkeypatch):
     """A where-clause the kernel runs whole selects and decodes its hits in one pass (no
     separate selection); tables, streams of small batches and whole-file scans agree with
     pyarrow's filter."""
-    calls = []
-    real = _source.TableSource.decode
-
-    def spy(self, **kwargs):
-        calls.append(kwargs.get("where") is not None)
-        return real(self, **kwargs)
-
     ds = dataset(catalog[0])
     full = ds.to_table()
     where = (pc.field("cnt") >= 3) & (pc.field("mag") < 30) & (pc.field("ra") <= 300)
     columns = ["name", "mag", "ra", "id"]
     expected = full.filter(where).select(columns)
     monkeypatch.setattr(FusedPredicate, "select", lambda *a, **k: pytest.fail("two-pass selection"))
-    monkeypatch.setattr(_source.TableSource, "decode", spy)
+    decodes.clear()
     assert ds.to_table(columns=columns, filter=where).equals(expected)
     streamed = pa.Table.from_batches(list(ds.to_batches(columns=columns, filter=where, batch_size=7)),
                                      schema=expected.schema)
     assert streamed.equals(expected)
-    assert calls and all(calls)
+    assert decodes and all(d.kwargs.get("where") is not None for d in decodes)
 
 
 def test_statistics_skip_files_and_chunks(tmp_path, reference, catalog, monkeypatch):
@@ -266,7 +243,8 @@ def test_widening_and_explicit_schema(tmp_path):
 
     fits.BinTableHDU.from_columns([fits.Column(name="v", format="I", array=np.arange(3, dtype=np.int16))]
                                   ).writeto(tmp_path / "a.fits")
-    fits.BinTableHDU.from_columns([fits.Column(name="v", format="J", array=np.arange(3, dtype=np.int32) + 70000)]
+    fits.BinTableHDU.from_columns([fits.Column(name="v", format="J",
+                                               array=np.arange(3, dtype=np.int32) + 70000)]
                                   ).writeto(tmp_path / "b.fits")
     ds = dataset(str(tmp_path))
     assert ds.schema.field("v").type == pa.int32()
@@ -328,20 +306,12 @@ def test_index_build_cli(tmp_path):
     assert dataset(str(tmp_path), index=False).index_path is None
 
 
-def test_opaque_filter_and_empty_projection(catalog, reference, monkeypatch):
-    seen = []
-    real = _source.TableSource.decode
-
-    def spy(self, *, columns, **kwargs):
-        seen.append(tuple(columns))
-        return real(self, columns=columns, **kwargs)
-
-    monkeypatch.setattr(_source.TableSource, "decode", spy)
+def test_opaque_filter_and_empty_projection(catalog, reference, decodes):
     ds = dataset(catalog[0])
     flt = pc.starts_with(pc.field("name"), "ga")  # no tree form: pyarrow evaluates it
     got = ds.to_table(columns=["id"], filter=flt)
     _same(got, reference.filter(flt).select(["id"]))
-    assert {c for cols in seen for c in cols} == {"id", "name"}
+    assert {c for d in decodes for c in d.columns} == {"id", "name"}
     assert ds.to_table(columns=[]).num_rows == reference.num_rows
     assert ds.to_table(columns=[], filter=flt).num_rows == got.num_rows
 
@@ -359,16 +329,19 @@ def test_may_match_never_skips_a_matching_chunk():
     def leaves():
         return st.one_of(
             st.builds(lambda c, o, v, flip: _expr.Compare(o, _expr.Literal(v), _expr.Column(c)) if flip
-                      else _expr.Compare(o, _expr.Column(c), _expr.Literal(v)), column, ops, literal, st.booleans()),
+                      else _expr.Compare(o, _expr.Column(c), _expr.Literal(v)),
+                      column, ops, literal, st.booleans()),
             st.builds(lambda c, a, b, n: _expr.Between(_expr.Column(c), _expr.Literal(min(a, b)),
-                                                       _expr.Literal(max(a, b)), n), column, literal, literal, st.booleans()),
+                                                       _expr.Literal(max(a, b)), n),
+                      column, literal, literal, st.booleans()),
             st.builds(lambda c, vs, n: _expr.InList(_expr.Column(c), tuple(vs), n), column,
                       st.lists(st.integers(-20, 20), max_size=3), st.booleans()),
             st.builds(lambda c, n: _expr.IsNull(_expr.Column(c), n), column, st.booleans()),
         )
 
     trees = st.recursive(leaves(), lambda sub: st.one_of(
-        st.builds(_expr.And, sub, sub), st.builds(_expr.Or, sub, sub), st.builds(_expr.Not, sub)), max_leaves=5)
+        st.builds(_expr.And, sub, sub), st.builds(_expr.Or, sub, sub), st.builds(_expr.Not, sub)),
+        max_leaves=5)
     values = st.lists(st.one_of(st.none(), st.integers(-15, 15)), min_size=1, max_size=12)
 
     @hypothesis.settings(max_examples=300, deadline=None)
@@ -376,7 +349,8 @@ def test_may_match_never_skips_a_matching_chunk():
     def check(tree, ints, floats):
         n = min(len(ints), len(floats))
         batch = pa.record_batch({"i": pa.array(ints[:n], pa.int32()),
-                                 "f": pa.array([None if v is None else v / 2 for v in floats[:n]], pa.float32())})
+                                 "f": pa.array([None if v is None else v / 2 for v in floats[:n]],
+                                               pa.float32())})
         stats = {k: ColumnStats(v["min"], v["max"], v["nulls"]) for k, v in _chunk_stats(batch).items()}
         hits = pa.Table.from_batches([batch]).filter(_expr.to_pyarrow(tree, batch.schema)).num_rows
         if not may_match(tree, stats, n):
@@ -385,45 +359,41 @@ def test_may_match_never_skips_a_matching_chunk():
     check()
 
 
-def test_first_rows_cost_o_n(catalog, reference, monkeypatch):
+def test_first_rows_cost_o_n(catalog, reference, decodes):
     """head(n), a stream's first batch, DuckDB LIMIT and Polars head decode O(n) rows, not a
     wave of full batches; whatever batch_size, ranges are planned lazily."""
     fdir, _ = catalog
-    decoded = []
-    real_decode = _source.TableSource.decode
 
-    def spy(self, *, columns, rows=None, row_range=None, **kwargs):
-        decoded.append(len(rows) if rows is not None else row_range[1] - row_range[0])
-        return real_decode(self, columns=columns, rows=rows, row_range=row_range, **kwargs)
+    def planned() -> int:
+        return sum(d.planned for d in decodes)
 
-    monkeypatch.setattr(_source.TableSource, "decode", spy)
     ds = dataset(fdir)
     assert ds.head(3, columns=["id"]).column("id").to_pylist() == reference.column("id").to_pylist()[:3]
-    assert sum(decoded) <= 1024
-    decoded.clear()
+    assert planned() <= 1024
+    decodes.clear()
     first = ds.scanner(columns=["id"]).to_reader().read_next_batch()
-    assert first.num_rows <= 1024 and sum(decoded) <= 1024
-    decoded.clear()
+    assert first.num_rows <= 1024 and planned() <= 1024
+    decodes.clear()
     # one-row batches over every file: only the rows read are ever planned
     got = ds.scanner(columns=["id"], batch_size=1).head(2)
-    assert got.column("id").to_pylist() == reference.column("id").to_pylist()[:2] and sum(decoded) == 2
+    assert got.column("id").to_pylist() == reference.column("id").to_pylist()[:2] and planned() == 2
     # the ramp keeps every row once, in order, and batches within batch_size
-    decoded.clear()
+    decodes.clear()
     batches = list(ds.to_batches(columns=["id"], batch_size=5000))
     assert max(b.num_rows for b in batches) <= 5000 and min(b.num_rows for b in batches[:1]) == 1024
     assert pa.Table.from_batches(batches).column("id").to_pylist() == reference.column("id").to_pylist()
     duckdb = pytest.importorskip("duckdb")
-    decoded.clear()
+    decodes.clear()
     con = duckdb.connect()
     con.register("t", ds)
     assert len(con.sql("SELECT id FROM t LIMIT 5").fetchall()) == 5
-    assert sum(decoded) <= 1024 + 4096 * 2  # DuckDB may pull one more batch ahead
+    assert planned() <= 1024 + 4096 * 2  # DuckDB may pull one more batch ahead
     pl = pytest.importorskip("polars")
     from torchfits.tables.polars_source import scan_polars
 
-    decoded.clear()
+    decodes.clear()
     assert scan_polars(ds).head(1).collect()["id"].to_list() == reference.column("id").to_pylist()[:1]
-    assert sum(decoded) <= 1024 and pl is not None
+    assert planned() <= 1024 and pl is not None
 
 
 def test_duckdb_conjuncts_all_reach_the_kernel(catalog, reference, monkeypatch):

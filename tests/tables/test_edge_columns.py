@@ -68,7 +68,7 @@ def _check_arrow(table: pa.Table, what: str) -> None:
             try:
                 chunk.validate(full=True)
             except pa.ArrowInvalid as exc:  # pragma: no cover - the failure message is the point
-                raise AssertionError(f"{what}: column {name!r} ({chunk.type}) is malformed: {exc}")
+                raise AssertionError(f"{what}: column {name!r} ({chunk.type}) is malformed: {exc}") from exc
 
 
 @pytest.mark.parametrize("case", TABLE_HDUS, ids=_id)

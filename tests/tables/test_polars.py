@@ -8,7 +8,6 @@ pl = pytest.importorskip("polars")
 pytest.importorskip("astropy")
 
 
-from torchfits.tables import source as _source  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
 from torchfits.tables.polars_source import scan_polars  # noqa: E402
 
@@ -35,24 +34,15 @@ def test_matches_parquet(catalog, k, how):
     assert got.sort(got.columns).equals(want.sort(want.columns)), (got, want)
 
 
-def test_io_plugin_pushes_projection_predicate_and_n_rows(catalog, monkeypatch):
+def test_io_plugin_pushes_projection_predicate_and_n_rows(catalog, decodes):
     fdir, _ = catalog
-    seen = []
-    real = _source.TableSource.decode
-
-    def spy(self, *, columns, **kwargs):
-        batch = real(self, columns=columns, **kwargs)
-        seen.append((tuple(columns), batch.num_rows))  # rows decoded (a where-decode: its hits)
-        return batch
-
-    monkeypatch.setattr(_source.TableSource, "decode", spy)
     lf = scan_polars(fdir)
     got = lf.filter(pl.col("cnt") == 7).select("name").collect()
-    assert {c for cols, _ in seen for c in cols} <= {"name", "cnt"}
-    assert sum(n for cols, n in seen if "name" in cols) == got.height
-    seen.clear()
+    assert {c for d in decodes for c in d.columns} <= {"name", "cnt"}
+    assert sum(d.rows for d in decodes if "name" in d.columns) == got.height
+    decodes.clear()
     assert lf.select("id").head(5).collect()["id"].to_list() == [0, 1, 2, 3, 4]
-    assert sum(n for _, n in seen) < 12000  # stopped early
+    assert sum(d.rows for d in decodes) < 12000  # stopped early
 
 
 def test_path_columns(catalog):

@@ -4,10 +4,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-fits = pytest.importorskip("astropy.io.fits")
-
 import torchfits
 from torchfits.errors import ColumnNotFoundError, HDUTypeError, WhereSyntaxError
+
+fits = pytest.importorskip("astropy.io.fits")
 
 N = 5000
 
@@ -230,9 +230,11 @@ def test_to_torch(catalog):
         torchfits.scan(catalog, columns=["NAME"]).to_torch()
     with pytest.raises(TypeError, match="nulls"):
         torchfits.scan(catalog, columns=["CNT"]).to_torch()
-    batches = list(torchfits.scan(catalog, columns=["RA"], where="CNT IS NOT NULL").to_torch_batches(2000, stack=False))
+    batches = list(torchfits.scan(catalog, columns=["RA"], where="CNT IS NOT NULL")
+                   .to_torch_batches(2000, stack=False))
     assert all(b["RA"].shape[0] <= 2000 for b in batches)
-    assert sum(b["RA"].shape[0] for b in batches) == torchfits.scan(catalog, where="CNT IS NOT NULL").count_rows()
+    want = torchfits.scan(catalog, where="CNT IS NOT NULL").count_rows()
+    assert sum(b["RA"].shape[0] for b in batches) == want
 
 
 def test_many_files(catalog, tmp_path):
@@ -296,9 +298,10 @@ def test_bare_boolean_column_and_not(flagged):
                                   "name NOT ILIKE '%C%'"])
 def test_like_matches_duckdb(flagged, cond):
     duckdb = pytest.importorskip("duckdb")
-    tbl = torchfits.scan(flagged).to_arrow().rename_columns(["star", "mag_r", "name"])  # noqa: F841 (DuckDB reads it by name)
+    con = duckdb.connect()
+    con.register("tbl", torchfits.scan(flagged).to_arrow().rename_columns(["star", "mag_r", "name"]))
     sql_cond = cond + " ESCAPE '\\'" if "\\" in cond else cond  # DuckDB has no default escape
-    want = duckdb.sql(f"SELECT mag_r FROM tbl WHERE {sql_cond} ORDER BY mag_r").fetchall()
+    want = con.sql(f"SELECT mag_r FROM tbl WHERE {sql_cond} ORDER BY mag_r").fetchall()
     got = torchfits.scan(flagged, where=cond).to_arrow().column("Mag_R").to_pylist()
     assert got == [w[0] for w in want]
 

@@ -10,7 +10,6 @@ duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("astropy")
 
 
-from torchfits.tables import source as _source  # noqa: E402
 from torchfits.tables.dataset import dataset  # noqa: E402
 from torchfits.tables.sql import sql  # noqa: E402
 
@@ -44,22 +43,13 @@ def test_dataset_in_duckdb_matches_parquet(catalog, query):
         assert [pytest.approx(x) if isinstance(x, float) else x for x in w] == list(g)
 
 
-def test_duckdb_pushes_projection_and_filter(catalog, monkeypatch):
+def test_duckdb_pushes_projection_and_filter(catalog, decodes):
     fdir, _ = catalog
-    seen = []
-    real = _source.TableSource.decode
-
-    def spy(self, *, columns, **kwargs):
-        batch = real(self, columns=columns, **kwargs)
-        seen.append((tuple(columns), batch.num_rows))  # rows decoded (a where-decode: its hits)
-        return batch
-
-    monkeypatch.setattr(_source.TableSource, "decode", spy)
     ds = dataset(fdir)  # noqa: F841
     con = duckdb.connect()
     (n,) = con.sql("SELECT count(name) FROM ds WHERE cnt = 7").fetchall()[0]
-    assert {c for cols, _ in seen for c in cols} <= {"name", "cnt"}
-    assert sum(rows for cols, rows in seen if "name" in cols) == n  # only matching rows decoded
+    assert {c for d in decodes for c in d.columns} <= {"name", "cnt"}
+    assert sum(d.rows for d in decodes if "name" in d.columns) == n  # only matching rows decoded
 
 
 def test_sql_function_paths_globs_hdus_and_joins(catalog, tmp_path):

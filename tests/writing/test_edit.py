@@ -23,7 +23,8 @@ def _names(path):
 @pytest.fixture
 def mef(tmp_path):
     path = tmp_path / "mef.fits"
-    write(path, [{"data": np.arange(6, dtype="i2").reshape(2, 3), "header": {"KEEPME": 1, "F": 1.5, "B": True}},
+    write(path, [{"data": np.arange(6, dtype="i2").reshape(2, 3),
+                  "header": {"KEEPME": 1, "F": 1.5, "B": True}},
                  {"data": np.ones((2, 2), "f4"), "header": {"EXTNAME": "SCI"}}])
     return path
 
