@@ -582,8 +582,8 @@ class Bzip2(Codec):
 
     def encode(self, buf: Any) -> bytes:
         """Compress the bytes of ``buf`` (big-endian integers) as one stream."""
-        data = np.ascontiguousarray(buf).reshape(-1).view(np.uint8) if isinstance(buf, np.ndarray) \
-            else bytes(buf)
+        data = np.ascontiguousarray(buf).reshape(-1).view(np.uint8).data \
+            if isinstance(buf, np.ndarray) else bytes(buf)
         return bz2.compress(data, self.level)
 
     def get_config(self) -> dict[str, Any]:
