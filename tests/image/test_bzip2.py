@@ -196,7 +196,7 @@ def test_float_images_are_quantized_and_lossless_refused(tmp_path):
 
 
 def test_offered_wherever_codecs_are(tmp_path, capsys):
-    from tests._cli import run
+    from _cli import run
     from torchfits.writing.recompress import compress_file
 
     assert writer_names()["BZIP2"] == "BZIP2_1" and normalize_compress("bzip2_1") == "BZIP2_1"
