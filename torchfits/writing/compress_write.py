@@ -53,7 +53,7 @@ _MAX_QUANT = 2.0 ** 30  # quantised codes must stay well inside int32
 def normalize_compress(compress: Any, *, allow_nocompress: bool = False) -> str | None:
     """``False``/``None`` → None; ``True``/``""`` → RICE_1; a name (case-insensitive) → ZCMPTYPE.
 
-    NOCOMPRESS (which CFITSIO cannot read) is accepted only with ``allow_nocompress``.
+    Codecs not `offered` to writers (NOCOMPRESS) are accepted only with ``allow_nocompress``.
     """
     if compress is None or compress is False:
         return None
@@ -63,7 +63,7 @@ def normalize_compress(compress: Any, *, allow_nocompress: bool = False) -> str 
         raise ValueError(f"compress must be bool or a compression algorithm string, not {compress!r}")
     name = compress.strip().upper() or DEFAULT_CODEC
     if allow_nocompress and name in REGISTRY and REGISTRY[name].codec_id == name \
-            and not REGISTRY[name].cfitsio_reads:
+            and not REGISTRY[name].offered:
         return name
     if name not in COMPRESS_NAMES:
         raise ValueError(f"Unsupported compression algorithm {compress!r}")
