@@ -66,6 +66,23 @@ def _as_bytes(buf: Any) -> np.ndarray:
     return np.ascontiguousarray(arr.reshape(-1).view(np.uint8))
 
 
+def _tile_bytes(buf: Any) -> bytes:
+    """A tile's bytes, from an array (C order) or any bytes-like object."""
+    return np.ascontiguousarray(buf).tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
+
+
+def _raw_into(raw: bytes, out: np.ndarray | None, what: str) -> Any:
+    """``raw`` itself without ``out``, else copied into ``out``'s bytes, whose size it must match
+    (``what`` starts the error: "NOCOMPRESS: tile holds")."""
+    if out is None:
+        return raw
+    view = out.reshape(-1).view(np.uint8)
+    if len(raw) != view.size:
+        raise CodecError(f"{what} {len(raw)} bytes, expected {view.size}")
+    view[:] = np.frombuffer(raw, np.uint8)
+    return out
+
+
 class Codec:
     """Base class: one tile in, one tile out.
 
@@ -275,16 +292,10 @@ class Gzip1(Codec):
             raise CodecError(f"{self.codec_id}: corrupt tile ({exc})") from None
         if limit is not None and len(raw) > limit:
             raise CodecError(f"{self.codec_id}: tile inflates to more than {limit} bytes")
-        if out is None:
-            return raw
-        view = out.reshape(-1).view(np.uint8)
-        if len(raw) != view.size:
-            raise CodecError(f"{self.codec_id}: tile inflates to {len(raw)} bytes, expected {view.size}")
-        view[:] = np.frombuffer(raw, np.uint8)
-        return out
+        return _raw_into(raw, out, f"{self.codec_id}: tile inflates to")
 
     def encode(self, buf: Any) -> bytes:
-        data = np.ascontiguousarray(buf).tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
+        data = _tile_bytes(buf)
         c = zlib.compressobj(self.level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
 
@@ -485,17 +496,10 @@ class NoCompress(Codec):
     cfitsio_reads = False
 
     def decode(self, buf: Any, out: np.ndarray | None = None) -> Any:
-        raw = bytes(buf)
-        if out is None:
-            return raw
-        view = out.reshape(-1).view(np.uint8)
-        if len(raw) != view.size:
-            raise CodecError(f"{self.codec_id}: tile holds {len(raw)} bytes, expected {view.size}")
-        view[:] = np.frombuffer(raw, np.uint8)
-        return out
+        return _raw_into(bytes(buf), out, f"{self.codec_id}: tile holds")
 
     def encode(self, buf: Any) -> bytes:
-        return np.ascontiguousarray(buf).tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
+        return _tile_bytes(buf)
 
 
 REGISTRY: dict[str, type[Codec]] = {
