@@ -7,9 +7,9 @@ Python object is made per tile.
 
 A tile is a whole stream in memory whose inflated size is known, the case libdeflate is built
 for: when the build found it (``setup.py`` looks for ``libdeflate.h``), tiles inflate through
-it (a 4096² GZIP_2 read on one thread: 111 ms against zlib's 162). zlib's C API (a stream
-reset per tile, not rebuilt) is the fallback, and has the last word on any tile libdeflate
-refuses, so both give the same verdicts.
+it, which is faster than zlib (docs/benchmarks.md, "Measured choices in the code"). zlib's C API
+(a stream reset per tile, not rebuilt) is the fallback, and has the last word on any tile
+libdeflate refuses, so both give the same verdicts.
 """
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest

@@ -134,16 +134,24 @@ cdef extern from *:
         for (q = 0; q < 16; q++) p[q] |= bv & -(int64_t)((w & m[q]) != 0);
     }
     #endif
-    static inline void tf_hc_upper_i32(int32_t *p, uint32_t w, int32_t bv) { tf_hc_or16_i32(p, w, tf_hc_upper, bv); }
-    static inline void tf_hc_lower_i32(int32_t *p, uint32_t w, int32_t bv) { tf_hc_or16_i32(p, w, tf_hc_lower, bv); }
-    static inline void tf_hc_upper_i64(int64_t *p, uint32_t w, int64_t bv) { tf_hc_or16_i64(p, w, tf_hc_upper, bv); }
-    static inline void tf_hc_lower_i64(int64_t *p, uint32_t w, int64_t bv) { tf_hc_or16_i64(p, w, tf_hc_lower, bv); }
+    static inline void tf_hc_upper_i32(int32_t *p, uint32_t w, int32_t bv) {
+        tf_hc_or16_i32(p, w, tf_hc_upper, bv);
+    }
+    static inline void tf_hc_lower_i32(int32_t *p, uint32_t w, int32_t bv) {
+        tf_hc_or16_i32(p, w, tf_hc_lower, bv);
+    }
+    static inline void tf_hc_upper_i64(int64_t *p, uint32_t w, int64_t bv) {
+        tf_hc_or16_i64(p, w, tf_hc_upper, bv);
+    }
+    static inline void tf_hc_lower_i64(int64_t *p, uint32_t w, int64_t bv) {
+        tf_hc_or16_i64(p, w, tf_hc_lower, bv);
+    }
     """
     uint64_t _load_be64 "tf_hc_load_be64"(const uint8_t* p) noexcept nogil
     void _init_signs "tf_hc_init_signs"() noexcept nogil
-    Py_ssize_t _signs_i32 "tf_hc_signs_i32"(int32_t* a, Py_ssize_t count, Py_ssize_t* j,
-                                          const uint8_t* signs, Py_ssize_t q,
-                                          Py_ssize_t qmax) noexcept nogil
+    Py_ssize_t _signs_i32 "tf_hc_signs_i32"(
+        int32_t* a, Py_ssize_t count, Py_ssize_t* j, const uint8_t* signs, Py_ssize_t q,
+        Py_ssize_t qmax) noexcept nogil
     void _upper_i32 "tf_hc_upper_i32"(int32_t* p, uint32_t w, int32_t bv) noexcept nogil
     void _lower_i32 "tf_hc_lower_i32"(int32_t* p, uint32_t w, int32_t bv) noexcept nogil
     void _upper_i64 "tf_hc_upper_i64"(int64_t* p, uint32_t w, int64_t bv) noexcept nogil
@@ -576,10 +584,10 @@ cdef void _hsmooth(const hint* H, Py_ssize_t hs, hint* a, Py_ssize_t ny, int nxt
 
 
 cdef void _level(const hint* H, Py_ssize_t hs, const hint* a, Py_ssize_t ny, int nxtop, int nytop,
-                 pix* O, Py_ssize_t os, int shift, hint bit0, hint bit1, hint mask0, hint mask1,
+                 pix* dst, Py_ssize_t os, int shift, hint bit0, hint bit1, hint mask0, hint mask1,
                  hint prnd0, hint prnd1, hint neg0) noexcept nogil:
     """One level of the inverse: the sums H (row stride hs) and the differences in a (see
-    _hsmooth) → the nxtop x nytop sums of the level below, in O (row stride os).
+    _hsmooth) → the nxtop x nytop sums of the level below, in dst (row stride os).
 
     Branch-free forms of the rounding: x + (p if x >= 0 else p - 1) is x + p - (x < 0), and
     x - b if x >= 0 else x + b is x - ((b ^ s) - s) with s = -(x < 0).
@@ -598,7 +606,7 @@ cdef void _level(const hint* H, Py_ssize_t hs, const hint* a, Py_ssize_t ny, int
         hxr = a + (nxh + i) * ny
         hyr = a + i * ny + nyh
         hcr = hxr + nyh
-        o0 = O + 2 * i * os
+        o0 = dst + 2 * i * os
         o1 = o0 + os
         for j in range(ny2):
             h0 = h[j]
@@ -632,7 +640,7 @@ cdef void _level(const hint* H, Py_ssize_t hs, const hint* a, Py_ssize_t ny, int
     if nx2 < nxh:  # an odd last row: no x or cross difference
         h = H + nx2 * hs
         hyr = a + nx2 * ny + nyh
-        o0 = O + 2 * nx2 * os
+        o0 = dst + 2 * nx2 * os
         for j in range(ny2):
             h0 = h[j]
             hy = (hyr[j] + prnd1 - (hyr[j] < 0)) & mask1
@@ -658,7 +666,7 @@ cdef void _hinv(hint* a, int nx, int ny, bint smooth, int scale, hint* odd, hint
     cdef hint bit0, bit1, mask0, mask1, prnd0, prnd1, prnd2, mask2, neg0 = 1
     cdef const hint* H = a
     cdef Py_ssize_t hs = ny
-    cdef hint* O
+    cdef hint* dst
     if log2n == 0:
         out[0] = <pix>a[0]
         return
@@ -694,10 +702,10 @@ cdef void _hinv(hint* a, int nx, int ny, bint smooth, int scale, hint* odd, hint
             _level(H, hs, a, ny, nxtop, nytop, out, ny, shift, bit0, bit1, mask0, mask1, prnd0,
                    prnd1, neg0)
         else:
-            O = odd if k & 1 else even
-            _level(H, hs, a, ny, nxtop, nytop, O, nytop, shift, bit0, bit1, mask0, mask1, prnd0,
+            dst = odd if k & 1 else even
+            _level(H, hs, a, ny, nxtop, nytop, dst, nytop, shift, bit0, bit1, mask0, mask1, prnd0,
                    prnd1, neg0)
-            H = O
+            H = dst
             hs = nytop
         bit1 = bit0
         bit0 = bit0 >> 1
@@ -869,7 +877,7 @@ cdef void _shuffle(int64_t* a, int n, int n2, int64_t* tmp) noexcept nogil:
 
 cdef int _htrans(int64_t* a, int nx, int ny) noexcept nogil:
     cdef int nmax = nx if nx > ny else ny
-    cdef int log2n = _log2up(nmax), k, i, j, nxtop = nx, nytop = ny, oddx, oddy, shift = 0
+    cdef int log2n = _log2up(nmax), _level_k, i, j, nxtop = nx, nytop = ny, oddx, oddy, shift = 0
     cdef int64_t mask = -2, mask2, prnd = 1, prnd2, nrnd2, h0, hx, hy, hc
     cdef Py_ssize_t s00, s10
     cdef int64_t* tmp = <int64_t*>malloc(sizeof(int64_t) * ((nmax + 1) // 2 + 1))
@@ -878,7 +886,7 @@ cdef int _htrans(int64_t* a, int nx, int ny) noexcept nogil:
     mask2 = mask << 1
     prnd2 = prnd << 1
     nrnd2 = prnd2 - 1
-    for k in range(log2n):
+    for _level_k in range(log2n):
         oddx = nxtop % 2
         oddy = nytop % 2
         i = 0

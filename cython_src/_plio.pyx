@@ -30,13 +30,12 @@ MISMATCH = TILE_MISMATCH
 STOPPED = TILE_STOPPED
 
 
-
 cdef inline int _word(const uint8_t* src, Py_ssize_t k) noexcept nogil:
     return <int><int16_t>(<uint16_t>(src[2 * k] << 8 | src[2 * k + 1]))
 
 
 cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out, Py_ssize_t npix) noexcept nogil:
-    cdef Py_ssize_t first, last, ip, op = 0, i, x1 = 0, run
+    cdef Py_ssize_t first, last, ip, op = 0, i, run
     cdef int opcode, data, w
     cdef int64_t pv = 1
     if nwords < 3:

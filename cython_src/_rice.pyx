@@ -8,10 +8,8 @@ is zero, FSMAX+1 means each mapped difference follows raw in 8*BYTEPIX bits, k+1
 mapped difference is ``(q zeros, a one, k low bits)`` with value ``q << k | low``. Differences
 d are mapped to non-negative integers as ``2d`` (d >= 0) or ``-2d-1`` (d < 0), modulo 2^(8*BYTEPIX).
 """
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
-
-import numpy as np
 
 cimport numpy as cnp
 
@@ -27,7 +25,6 @@ ERR_OVERFLOW = C_ERR_OVERFLOW
 OK = TILE_OK
 MISMATCH = TILE_MISMATCH
 STOPPED = TILE_STOPPED
-
 
 
 cdef extern from *:

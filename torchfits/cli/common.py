@@ -382,6 +382,11 @@ def output_options(p: argparse.ArgumentParser, *, out: bool = True, out_dir: boo
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
 
 
+def file_jobs_option(p: argparse.ArgumentParser, verb: str) -> None:
+    """-J/--file-jobs: how many files are ``verb`` (read, copied, ...) in parallel (see `jobs`)."""
+    p.add_argument("-J", "--file-jobs", type=int, default=None, help=f"files {verb} in parallel")
+
+
 def progress_options(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--progress", dest="progress", action="store_true", default=None,

@@ -14,6 +14,7 @@ from .common import (
     UsageError,
     check_outputs,
     emit,
+    file_jobs_option,
     format_options,
     hdus,
     jobs,
@@ -145,7 +146,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                                             "themselves (or into --out-dir)")
     p.add_argument("-e", "--hdu", help="HDU indices/EXTNAMEs to convert, comma-separated (default: all)")
     output_options(p)
-    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files converted in parallel")
+    file_jobs_option(p, "converted")
     format_options(p)
     progress_options(p)
 

@@ -60,7 +60,10 @@ def run_demo(directory: str | None = None, *, keep: bool = False) -> None:
         print("== torchfits.info ==")
         for path in (image_path, catalog_path):
             for h in torchfits.info(path):
-                what = f"{h.nrows} rows x {h.ncols} columns" if h.nrows is not None else f"shape={h.shape} dtype={h.dtype}"
+                if h.nrows is not None:
+                    what = f"{h.nrows} rows x {h.ncols} columns"
+                else:
+                    what = f"shape={h.shape} dtype={h.dtype}"
                 print(f"  {os.path.basename(path)}[{h.index}] {h.name:<8} {h.kind:<9} {what}")
 
         print("\n== header ==")

@@ -17,6 +17,7 @@ from .common import (
     check_outputs,
     common_options,
     emit,
+    file_jobs_option,
     hdus,
     input_paths,
     jobs,
@@ -194,7 +195,7 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     """Add the ``verify`` and ``setkey`` subcommands to ``sub`` and register them in ``commands``."""
     p = sub.add_parser("verify", help="check CHECKSUM/DATASUM of each HDU (exit 4 on failure)")
     common_options(p)
-    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files checked in parallel")
+    file_jobs_option(p, "checked")
     progress_options(p)
     commands["verify"] = cmd_verify
 
@@ -210,5 +211,5 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     p.add_argument("-o", "--out", help="write the edited copy here instead of editing in place")
     p.add_argument("--out-dir", help="write edited copies into this directory")
     p.add_argument("--overwrite", action="store_true", help="replace existing -o/--out-dir outputs")
-    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files edited in parallel")
+    file_jobs_option(p, "edited")
     commands["setkey"] = cmd_setkey

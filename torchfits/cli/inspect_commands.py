@@ -21,6 +21,7 @@ from .common import (
     check_outputs,
     common_options,
     emit,
+    file_jobs_option,
     format_table,
     hdus,
     input_paths,
@@ -418,7 +419,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int]]) -> None:
     p = sub.add_parser("stats", help="min/max/mean/std/median of image HDUs")
     common_options(p)
-    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files read in parallel")
+    file_jobs_option(p, "read")
     progress_options(p)
     commands["stats"] = cmd_stats
 
@@ -430,7 +431,7 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     p = sub.add_parser("copy", help="exact byte copy")
     p.add_argument("paths", nargs="+", help="INPUT OUTPUT, or inputs with --out-dir")
     output_options(p)
-    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files copied in parallel")
+    file_jobs_option(p, "copied")
     progress_options(p)
     commands["copy"] = cmd_copy
 
@@ -439,7 +440,7 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     p.add_argument("-e", "--hdu", help="the image HDU: index or EXTNAME (default: the first image)")
     p.add_argument("--box", help="x1,y1,x2,y2 (0-based, half-open)")
     output_options(p)
-    p.add_argument("-J", "--file-jobs", type=int, default=None, help="files cut in parallel")
+    file_jobs_option(p, "cut")
     commands["cutout"] = cmd_cutout
 
     p = sub.add_parser("convert", help="export a table HDU to Parquet, CSV/TSV, Arrow, JSON or FITS")

@@ -1,4 +1,5 @@
-"""The torchfits 1.x object API: ``open()`` → `HDUList` of `TensorHDU` / `TableHDURef` (docs/compatibility.md).
+"""The torchfits 1.x object API: ``open()`` → `HDUList` of `TensorHDU` / `TableHDURef`
+(docs/compatibility.md).
 
 Image access goes through the native `Image` engine; table access through `torchfits.table`.
 """
@@ -159,7 +160,9 @@ class TensorHDU:
     def to_tensor(self, device: Any = "cpu") -> Any:
         device = validate_device(device)
         if self._tensor is not None and self._index is None:
-            return self._tensor.to(device) if is_tensor(self._tensor) else to_tensor(np.asarray(self._tensor), device)
+            if is_tensor(self._tensor):
+                return self._tensor.to(device)
+            return to_tensor(np.asarray(self._tensor), device)
         arr = self._open_image().read()
         return to_tensor(arr if arr.flags.writeable else arr.copy(), device)
 
@@ -258,7 +261,8 @@ class HDUList:
                 continue
             if extname == name:
                 return hdu
-            if folded is None and isinstance(extname, str) and extname.strip().upper() == name.strip().upper():
+            if (folded is None and isinstance(extname, str)
+                    and extname.strip().upper() == name.strip().upper()):
                 folded = hdu
         if folded is None and name.strip().upper() == "PRIMARY" and ver in (None, 1) and self._hdus:
             return self._hdus[0]

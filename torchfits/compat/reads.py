@@ -249,7 +249,8 @@ def read(path: InputArg | Sequence[InputArg], hdu: HduArg | None | Sequence[HduA
                               allow_auto=True)
         if entry.is_table:
             if mode == "image":
-                raise HDUTypeError(f"{fp.path}: HDU {entry.index} is a table: Could not read image parameters")
+                raise HDUTypeError(
+                    f"{fp.path}: HDU {entry.index} is a table: Could not read image parameters")
             from . import table
 
             result = table.read_torch_for_read(fp.path, entry.index, device=device, opts=opts,

@@ -169,7 +169,8 @@ def open_source(path: Any, hdu: Any) -> TableSource:
 
 def decode_numpy(src: TableSource, *, columns: Any, rows: np.ndarray | None = None,
                   row_range: tuple[int, int] | None = None) -> dict[str, Any]:
-    """The tensor mapping of the 1.x API (docs/compatibility.md) (``decode_table_numpy``) for some rows of ``src``."""
+    """The tensor mapping of the 1.x API (docs/compatibility.md) (``decode_table_numpy``) for some
+    rows of ``src``."""
     data, heap = src.buffers()
     try:
         return decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
@@ -255,8 +256,9 @@ def compat_scan(path: Any, hdu: Any, *, func: str, columns: Any = None, row_slic
                  # The native dialect reads the compat tree back exactly (to_string round trip).
                  where=None if tree is None else _expr.to_string(tree),
                  batch_size=batch_size, schema_metadata=False,
-                 options=DecodeOptions(mapping="compat", decode_bytes=bool(decode_bytes), strip=bool(strip),
-                                       encoding=encoding, apply_nulls=bool(apply_fits_nulls), metadata=metadata))
+                 options=DecodeOptions(mapping="compat", decode_bytes=bool(decode_bytes),
+                                       strip=bool(strip), encoding=encoding,
+                                       apply_nulls=bool(apply_fits_nulls), metadata=metadata))
     try:
         schema_ = sc.schema
     except UnsupportedColumnError as exc:  # the decoder knows the columns, not the file
@@ -379,13 +381,22 @@ def scan(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
     -------
     iterator of pyarrow.RecordBatch
     """
-    path = with_storage_options(path, storage_options)
-    plan = compat_scan(path, hdu, func="table.scan", columns=columns, row_slice=row_slice,
-                        where=where, batch_size=batch_size, mmap=mmap, decode_bytes=decode_bytes,
-                        encoding=encoding, strip=strip,
-                        include_fits_metadata=include_fits_metadata,
-                        apply_fits_nulls=apply_fits_nulls, backend=backend)
+    plan = _scan_plan("table.scan", path, hdu, columns, row_slice, where, batch_size, mmap,
+                      decode_bytes, encoding, strip, include_fits_metadata, apply_fits_nulls,
+                      backend, storage_options)
     return plan.batches()
+
+
+def _scan_plan(func: str, path: Any, hdu: Any, columns: Any, row_slice: Any, where: str | None,
+               batch_size: int, mmap: Any, decode_bytes: bool, encoding: str, strip: bool,
+               include_fits_metadata: bool, apply_fits_nulls: bool, backend: str,
+               storage_options: dict | None) -> Any:
+    """The checked scan plan behind `scan` and `reader` (``func`` names the caller in errors)."""
+    return compat_scan(with_storage_options(path, storage_options), hdu, func=func, columns=columns,
+                       row_slice=row_slice, where=where, batch_size=batch_size, mmap=mmap,
+                       decode_bytes=decode_bytes, encoding=encoding, strip=strip,
+                       include_fits_metadata=include_fits_metadata,
+                       apply_fits_nulls=apply_fits_nulls, backend=backend)
 
 
 def reader(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
@@ -398,12 +409,9 @@ def reader(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = None,
 
     Empty results still carry the schema.
     """
-    path = with_storage_options(path, storage_options)
-    plan = compat_scan(path, hdu, func="table.reader", columns=columns, row_slice=row_slice,
-                        where=where, batch_size=batch_size, mmap=mmap, decode_bytes=decode_bytes,
-                        encoding=encoding, strip=strip,
-                        include_fits_metadata=include_fits_metadata,
-                        apply_fits_nulls=apply_fits_nulls, backend=backend)
+    plan = _scan_plan("table.reader", path, hdu, columns, row_slice, where, batch_size, mmap,
+                      decode_bytes, encoding, strip, include_fits_metadata, apply_fits_nulls,
+                      backend, storage_options)
     return pa.RecordBatchReader.from_batches(plan.schema, plan.batches())
 
 

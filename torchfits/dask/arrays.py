@@ -87,7 +87,9 @@ class ImageBlocks:
         ks = range(*first.indices(len(self.paths)))
         parts = [self._region(self._image(k), rest) for k in ks]
         if not parts:
-            probe = np.empty(self.image_shape, self.dtype)[rest] if rest else np.empty(self.image_shape, self.dtype)
+            probe = np.empty(self.image_shape, self.dtype)
+            if rest:
+                probe = probe[rest]
             return np.empty((0,) + probe.shape, self.dtype)
         return np.stack(parts)
 

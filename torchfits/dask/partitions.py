@@ -64,7 +64,8 @@ def split_ranges(fragment: Any, split_row_groups: Any = "auto") -> list[tuple[in
     elif isinstance(split_row_groups, int) and split_row_groups > 0:
         rows = int(split_row_groups)
     else:
-        raise ValueError(f"split_row_groups must be 'auto', True, False or a positive int, not {split_row_groups!r}")
+        raise ValueError("split_row_groups must be 'auto', True, False or a positive int, "
+                         f"not {split_row_groups!r}")
     cuts = _split_points(fragment, rows)
     return list(zip(cuts[:-1], cuts[1:]))
 

@@ -413,8 +413,8 @@ def conversion(spec: ColumnSpec, mapping: MappingName = "native") -> Conversion:
     """Decide how one column's elements are converted under ``mapping``.
 
     ``"native"`` follows docs/tables.md, ``"compat"`` the Arrow mapping of the 1.2.3 contract
-    (docs/compatibility.md) and ``"torch"`` its tensor mapping (docs/compatibility.md). All three share one decoder; only this
-    choice differs.
+    (docs/compatibility.md) and ``"torch"`` its tensor mapping (docs/compatibility.md). All three
+    share one decoder; only this choice differs.
     """
     code = spec.code
     if spec.is_ascii:
@@ -485,8 +485,9 @@ def arrow_type(spec: ColumnSpec, mapping: Literal["native", "compat"] = "native"
         The column.
     mapping : {"native", "compat"}
         ``"native"`` follows docs/tables.md (TDIM nesting, int8/uint64, complex pairs, a zero
-        logical byte is null); ``"compat"`` follows the 1.2.3 Arrow mapping (docs/compatibility.md) (flat vectors,
-        float64 for int8 and uint64, a zero logical byte is False, complex refused).
+        logical byte is null); ``"compat"`` follows the 1.2.3 Arrow mapping
+        (docs/compatibility.md) (flat vectors, float64 for int8 and uint64, a zero logical byte is
+        False, complex refused).
     decode_bytes : bool
         Character columns as strings (True) or raw fixed-width binary (False).
     binary_strings : bool

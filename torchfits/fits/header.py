@@ -83,7 +83,8 @@ class Header(dict[str, Any]):
     Notes
     -----
     The mapping view gives the value of the *first* card of a keyword, except HISTORY and
-    COMMENT, which give all their lines (a `CommentaryLines` list). ``del`` and ``pop`` remove every card of a keyword.
+    COMMENT, which give all their lines (a `CommentaryLines` list). ``del`` and ``pop`` remove
+    every card of a keyword.
     """
 
     def __init__(self, cards: Any = None) -> None:
@@ -390,8 +391,10 @@ def _printable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return _Verbatim("NAN" if value != value else ("-1E400" if value < 0 else "1E400"))
     if isinstance(value, complex) and not (math.isfinite(value.real) and math.isfinite(value.imag)):
-        return _Verbatim(f"({_printable(value.real) if not math.isfinite(value.real) else _format_float(value.real)}, "
-                         f"{_printable(value.imag) if not math.isfinite(value.imag) else _format_float(value.imag)})")
+        def part(x: float) -> Any:
+            return _format_float(x) if math.isfinite(x) else _printable(x)
+
+        return _Verbatim(f"({part(value.real)}, {part(value.imag)})")
     return value
 
 

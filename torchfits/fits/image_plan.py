@@ -19,8 +19,9 @@ __all__ = ["ImagePlan", "plan_image", "groups_layout", "groups_plans"]
 
 _STORAGE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
             64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
-_UNSIGNED: dict[int, tuple[float, np.dtype]] = {8: (-128.0, np.dtype(np.int8)), 16: (32768.0, np.dtype(np.uint16)),
-             32: (2147483648.0, np.dtype(np.uint32)), 64: (9223372036854775808.0, np.dtype(np.uint64))}
+_UNSIGNED: dict[int, tuple[float, np.dtype]] = {
+    8: (-128.0, np.dtype(np.int8)), 16: (32768.0, np.dtype(np.uint16)),
+    32: (2147483648.0, np.dtype(np.uint32)), 64: (9223372036854775808.0, np.dtype(np.uint64))}
 _SCALED: dict[int, np.dtype] = {8: np.dtype(np.float32), 16: np.dtype(np.float32), -32: np.dtype(np.float32),
            32: np.dtype(np.float64), 64: np.dtype(np.float64), -64: np.dtype(np.float64)}
 _TOLERANCE = 1e-5

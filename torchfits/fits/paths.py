@@ -1,7 +1,8 @@
 """Path handling: ``os.PathLike`` → str and CFITSIO extended syntax on the last path component.
 
-``file.fits[1]`` / ``file.fits[SCI]`` / ``file.fits[SCI,2]`` (EXTNAME, EXTVER) select an HDU; ``file.fits[x1:x2,y1:y2]`` (1-based,
-inclusive, optional ``:step``, ``*`` for a whole axis) selects an image section.
+``file.fits[1]`` / ``file.fits[SCI]`` / ``file.fits[SCI,2]`` (EXTNAME, EXTVER) select an HDU;
+``file.fits[x1:x2,y1:y2]`` (1-based, inclusive, optional ``:step``, ``*`` for a whole axis) selects
+an image section.
 """
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 from ..errors import UnsafePathError
 from .record import FrozenRecord
 
-__all__ = ["FitsPath", "SourcePath", "parse_path", "hdu_suffix", "fspath", "check_safe_path", "with_storage_options",
-           "is_local_path", "is_url", "display_name"]
+__all__ = ["FitsPath", "SourcePath", "parse_path", "hdu_suffix", "fspath", "check_safe_path",
+           "with_storage_options", "is_local_path", "is_url", "display_name"]
 
 _FILTER = re.compile(r"\[([^\[\]]*)\]$")
 
@@ -21,7 +22,8 @@ _FILTER = re.compile(r"\[([^\[\]]*)\]$")
 class FitsPath(FrozenRecord):
     """A source with what its CFITSIO-style suffix selected: ``path`` (a local path str, a
     `SourcePath`, bytes-like contents or a file object), ``hdu`` (an int, an EXTNAME or an
-    (EXTNAME, EXTVER) pair from a ``[...]`` suffix) and ``section`` (a NumPy key, C order, from an image-section suffix)."""
+    (EXTNAME, EXTVER) pair from a ``[...]`` suffix) and ``section`` (a NumPy key, C order, from an
+    image-section suffix)."""
 
     __slots__ = ("path", "hdu", "section")
     path: Any

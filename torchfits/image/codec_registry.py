@@ -67,9 +67,14 @@ def _as_bytes(buf: Any) -> np.ndarray:
     return np.ascontiguousarray(arr.reshape(-1).view(np.uint8))
 
 
-def _into(raw: bytes, out: np.ndarray | None, what: str) -> Any:
-    """A byte codec's result: ``raw`` itself, or copied into ``out``'s bytes, whose size it must
-    fill (``what``: the codec and verb of the error, "GZIP_1: tile inflates to")."""
+def _tile_bytes(buf: Any) -> bytes:
+    """A tile's bytes, from an array (C order) or any bytes-like object."""
+    return np.ascontiguousarray(buf).tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
+
+
+def _raw_into(raw: bytes, out: np.ndarray | None, what: str) -> Any:
+    """``raw`` itself without ``out``, else copied into ``out``'s bytes, whose size it must match
+    (``what`` starts the error: "NOCOMPRESS: tile holds")."""
     if out is None:
         return raw
     view = out.reshape(-1).view(np.uint8)
@@ -290,10 +295,10 @@ class Gzip1(Codec):
             raise CodecError(f"{self.codec_id}: corrupt tile ({exc})") from None
         if limit is not None and len(raw) > limit:
             raise CodecError(f"{self.codec_id}: tile inflates to more than {limit} bytes")
-        return _into(raw, out, f"{self.codec_id}: tile inflates to")
+        return _raw_into(raw, out, f"{self.codec_id}: tile inflates to")
 
     def encode(self, buf: Any) -> bytes:
-        data = np.ascontiguousarray(buf).tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
+        data = _tile_bytes(buf)
         c = zlib.compressobj(self.level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
 
@@ -578,7 +583,7 @@ class Bzip2(Codec):
             raise CodecError(f"{self.codec_id}: tile decompresses to more than {limit} bytes")
         if not d.eof:
             raise CodecError(f"{self.codec_id}: truncated tile (the bzip2 stream does not end)")
-        return _into(raw, out, f"{self.codec_id}: tile decompresses to")
+        return _raw_into(raw, out, f"{self.codec_id}: tile decompresses to")
 
     def encode(self, buf: Any) -> bytes:
         """Compress the bytes of ``buf`` (big-endian integers) as one stream."""
@@ -598,10 +603,10 @@ class NoCompress(Codec):
     offered = False  # CFITSIO cannot read it: written only where asked for by its name
 
     def decode(self, buf: Any, out: np.ndarray | None = None) -> Any:
-        return _into(bytes(buf), out, f"{self.codec_id}: tile holds")
+        return _raw_into(bytes(buf), out, f"{self.codec_id}: tile holds")
 
     def encode(self, buf: Any) -> bytes:
-        return np.ascontiguousarray(buf).tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
+        return _tile_bytes(buf)
 
 
 REGISTRY: dict[str, type[Codec]] = {

@@ -29,8 +29,8 @@ from .plain import Image, Region, _check_out, region_from_key
 
 __all__ = ["CompressedImage", "CompressedTileError", "open_compressed"]
 
-_INT_DTYPES: dict[int, np.dtype[Any]] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
-               64: np.dtype(np.int64)}
+_INT_DTYPES: dict[int, np.dtype[Any]] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16),
+                                         32: np.dtype(np.int32), 64: np.dtype(np.int64)}
 _FLOAT_DTYPES: dict[int, np.dtype[Any]] = {-32: np.dtype(np.float32), -64: np.dtype(np.float64)}
 _CACHE_BYTES = 64 << 20
 # Quantised tiles are decoded this many pixels at a time (int32: 256 KiB, within L2) and
@@ -439,8 +439,9 @@ class CompressedImage(Image):
             u = tile.view(np.dtype(f"u{tile.dtype.itemsize}"))
             dest[...] = (u ^ np.array(1 << (bits - 1), u.dtype)).view(dest.dtype)
         else:
-            vals = tile.astype(dest.dtype) * plan.bscale + plan.bzero if (plan.bscale, plan.bzero) != (1.0, 0.0) \
-                else tile.astype(dest.dtype)
+            vals = tile.astype(dest.dtype)
+            if (plan.bscale, plan.bzero) != (1.0, 0.0):
+                vals = vals * plan.bscale + plan.bzero
             if plan.blank is not None and tile.dtype.kind in "iu":
                 vals[tile == plan.blank] = np.nan
             dest[...] = vals

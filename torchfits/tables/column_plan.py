@@ -132,7 +132,8 @@ def allocate_bitmap(nbits: int, arrow: bool = True) -> np.ndarray:
 
 def _tnull_pattern(spec: ColumnSpec, conv: Conversion) -> int | None:
     """The stored bit pattern of TNULL, or None when it cannot occur in this column."""
-    if spec.code not in "BIJK" or not isinstance(spec.tnull, int) or conv.kind not in ("raw", "flip", "scale"):
+    if (spec.code not in "BIJK" or not isinstance(spec.tnull, int)
+            or conv.kind not in ("raw", "flip", "scale")):
         return None
     bits = 8 * element_size(spec.code)
     lo, hi = (0, 255) if spec.code == "B" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)

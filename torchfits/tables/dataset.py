@@ -401,7 +401,10 @@ class _FragmentScan:
         batches = list(self.scanner.with_row_slice(rng).to_batches())
         if not batches:
             return None
-        batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+        if len(batches) == 1:
+            batch = batches[0]
+        else:
+            batch = pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
         batch = self._conform(batch, self.gather)
         if self.late is not None:
             try:
@@ -628,7 +631,9 @@ class FitsScanner:
 
     def take(self, indices: Any) -> Any:
         """Rows at ``indices`` (0-based positions in the scan's result)."""
-        idx = pa.array(indices, pa.int64()) if not isinstance(indices, (pa.Array, pa.ChunkedArray)) else indices
+        idx = indices
+        if not isinstance(indices, (pa.Array, pa.ChunkedArray)):
+            idx = pa.array(indices, pa.int64())
         if self._plan.tree is not None or self._plan.opaque is not None:
             return self.to_table().take(idx)
         import numpy as np
@@ -734,7 +739,8 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
         names = list(self._schema.names)
         shown = ", ".join(names[:8]) + (f", ... ({len(names)} columns)" if len(names) > 8 else "")
         extra = f", filter={str(self._filter)!r}" if self._filter is not None else ""
-        return (f"<FitsDataset {paths[0] if paths else ''!r}{more}, hdu={self._fragments[0].hdu if self._fragments else None!r}, "
+        hdu = self._fragments[0].hdu if self._fragments else None
+        return (f"<FitsDataset {paths[0] if paths else ''!r}{more}, hdu={hdu!r}, "
                 f"{len(self._fragments)} fragment{'s' if len(self._fragments) != 1 else ''}, "
                 f"columns=[{shown}]{extra}>")
 

@@ -531,8 +531,9 @@ class Scanner:
                 parts.append(apply_null_rule(table_to_numpy(table), nullable, null_value=null_value,
                                              masks=masks, where=self._label(src)))
         if not parts:
-            parts.append(apply_null_rule(table_to_numpy(self.schema.empty_table().select(names)), nullable,
-                                         null_value=null_value, masks=masks, where=self._label(self._sources[0])))
+            empty = table_to_numpy(self.schema.empty_table().select(names))
+            parts.append(apply_null_rule(empty, nullable, null_value=null_value, masks=masks,
+                                         where=self._label(self._sources[0])))
         if len(parts) == 1:
             return parts[0]
         return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
@@ -755,8 +756,9 @@ def tensor_null_columns(sources: Sequence[TableSource], schema: pa.Schema,
     return out
 
 
-def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Sequence[str] | None = None, where: str | None = None,
-         filter: Any = None, rows: Any = None, row_slice: Any = None, batch_size: int = 65_536,
+def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Sequence[str] | None = None,
+         where: str | None = None, filter: Any = None, rows: Any = None, row_slice: Any = None,
+         batch_size: int = 65_536,
          threads: int | None = None, storage_options: dict[str, Any] | None = None) -> Scanner:
     """Scan a FITS table (or several with the same columns) into Arrow.
 
@@ -796,6 +798,7 @@ def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Sequence[str] | None = 
             if hdu != 1 and hdu != fp.hdu:
                 raise ValueError(f"{fp.path}: the path selects HDU {fp.hdu!r} and hdu={hdu!r} another")
             source, hdu = fp.path, fp.hdu
-    sources = [TableSource.open(p, hdu) for p in resolve_sources(with_storage_options(source, storage_options))]
+    paths = resolve_sources(with_storage_options(source, storage_options))
+    sources = [TableSource.open(p, hdu) for p in paths]
     return Scanner(sources, columns=columns, where=where, filter=filter, rows=rows,
                    row_slice=row_slice, batch_size=batch_size, options=DecodeOptions(threads=threads))

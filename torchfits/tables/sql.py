@@ -49,7 +49,8 @@ def _looks_like_fits(path: str) -> bool:
         any(ch in name for ch in "*?[") and bool(re.search(r"\.fi?t", name, re.I)))
 
 
-def _call_arguments(tokens: list[tuple[str, str, int, int]], i: int) -> tuple[list[tuple[str | None, Any]], int]:
+def _call_arguments(tokens: list[tuple[str, str, int, int]],
+                    i: int) -> tuple[list[tuple[str | None, Any]], int]:
     """Parse ``( 'path' [, name = value]... )`` starting at the ``(`` token index ``i``; return
     the arguments and the index of the closing ``)``."""
     args: list[tuple[str | None, Any]] = []
@@ -139,7 +140,8 @@ def sql(query: str, *, con: duckdb.DuckDBPyConnection | None = None,
         if kind == "string" and table_position and _looks_like_fits(_literal(text)):
             replacement = dataset(_literal(text), hdu, storage_options=storage_options)
         elif kind == "ident" and text.lower() == "fits" and table_position:
-            nxt = next((j for j in range(k + 1, len(tokens)) if tokens[j][0] not in ("space", "comment")), None)
+            nxt = next((j for j in range(k + 1, len(tokens))
+                        if tokens[j][0] not in ("space", "comment")), None)
             if nxt is not None and tokens[nxt][1] == "(":
                 args, close = _call_arguments(tokens, nxt)
                 positional = [v for n, v in args if n is None]

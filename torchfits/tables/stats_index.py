@@ -116,7 +116,8 @@ def _identity(path: Any, src: Any) -> dict[str, Any]:
     size and the byte source's validator for a remote one."""
     if _is_remote_path(path):
         byte_source = src.index.source
-        return {"size": int(byte_source.size), "validator": dict(getattr(byte_source, "validator", None) or {})}
+        validator = getattr(byte_source, "validator", None) or {}
+        return {"size": int(byte_source.size), "validator": dict(validator)}
     st = os.stat(path)
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 

@@ -30,7 +30,8 @@ _VLA_MIN_BOUND = 256 << 20
 _LIST_MAX = 2**31 - 1
 
 
-def _vla_error(spec: ColumnSpec, data: np.ndarray, row_bytes: int, row: int, heap_size: int) -> CorruptHeaderError:
+def _vla_error(spec: ColumnSpec, data: np.ndarray, row_bytes: int, row: int,
+               heap_size: int) -> CorruptHeaderError:
     n, off = _read_descriptor(data, row * row_bytes + spec.offset, spec.descriptor == "Q")
     return CorruptHeaderError(
         f"{spec.describe()}, row {row}: corrupt heap descriptor (count {n}, offset {off}) "

@@ -47,6 +47,13 @@ def _unlinear(x: torch.Tensor, scale: float, zero: float) -> torch.Tensor:
     return ((as_work(x) - zero) / scale).to(out_dtype(x.dtype))
 
 
+def _low_span(value_range: tuple[float, float], like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (low, high) range as (low, high - low) tensors in ``like``'s dtype and device."""
+    lo, hi = value_range
+    return (torch.tensor(lo, dtype=like.dtype, device=like.device),
+            torch.tensor(hi - lo, dtype=like.dtype, device=like.device))
+
+
 class FITSHeaderScale(FITSTransform):
     """``physical = BSCALE * stored + BZERO``; ``inverse`` gives ``(physical - BZERO) / BSCALE``.
 
@@ -167,9 +174,7 @@ class FITSHeaderNormalize(FITSTransform):
         # 32/64-bit integer counts need float64: float32 would merge neighbouring values.
         xw = as_work(v.flux)
         if self._range is not None:
-            lo, hi = self._range
-            low = torch.tensor(lo, dtype=xw.dtype, device=xw.device)
-            span = torch.tensor(hi - lo, dtype=xw.dtype, device=xw.device)
+            low, span = _low_span(self._range, xw)
         else:
             with torch.no_grad():
                 low, high = extremes(xw, self.dim, v.valid)
@@ -186,9 +191,7 @@ class FITSHeaderNormalize(FITSTransform):
             return x
         yw = as_work(v.flux)
         if self._range is not None:
-            lo, hi = self._range
-            low = torch.tensor(lo, dtype=yw.dtype, device=yw.device)
-            span = torch.tensor(hi - lo, dtype=yw.dtype, device=yw.device)
+            low, span = _low_span(self._range, yw)
         else:
             low, span = self._recall("low", "span")
         out = (yw * span + low).to(out_dtype(v.flux.dtype))

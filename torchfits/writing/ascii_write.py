@@ -79,7 +79,8 @@ def write_ascii_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[i
     columns = _columns(item.columns)
     lengths = {len(c) for c in columns.values()}
     if len(lengths) > 1:
-        raise ValueError("Column row count mismatch: " + ", ".join(f"{k}={len(c)}" for k, c in columns.items()))
+        counts = ", ".join(f"{k}={len(c)}" for k, c in columns.items())
+        raise ValueError(f"Column row count mismatch: {counts}")
     nrows = lengths.pop() if lengths else 0
     col_cards: list[Card] = []
     cells = []

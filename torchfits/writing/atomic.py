@@ -145,7 +145,8 @@ def _gzip_file(src: str, dst: str) -> None:
         import gzip
 
         opener = gzip.open
-    with open(src, "rb") as fin, opener(dst, "wb", compresslevel=6 if opener.__module__ == "gzip" else 2) as fout:
+    level = 6 if opener.__module__ == "gzip" else 2
+    with open(src, "rb") as fin, opener(dst, "wb", compresslevel=level) as fout:
         while True:
             chunk = fin.read(8 << 20)
             if not chunk:

@@ -170,16 +170,23 @@ def write_checksums(path: Any, hdu: int = 0) -> None:
     hdu = _check_hdu_arg(hdu)
     target = require_file(path)
     index, entry = _entry(target, hdu, "Could not open FITS file")
-    buf = index.source.buffer()
-    header = header_with_checksum_cards(bytes(buf[entry.header_offset:entry.data_offset]))
+    raw = bytes(index.source.buffer()[entry.header_offset:entry.data_offset])
+    replace_header(target, index.source, entry, header_with_checksum_cards(raw), checksum=True)
+
+
+def replace_header(target: str, source: Any, entry: HduEntry, header: bytes, *, checksum: bool) -> None:
+    """Rewrite ``target`` atomically with ``entry``'s header replaced by ``header``; with
+    ``checksum``, patch the HDU's CHECKSUM/DATASUM cards for the bytes written."""
+    buf = source.buffer()
     with atomic_output(target) as sink:
         sink.write(buf[:entry.header_offset])
-        new_header_offset = sink.offset
+        header_offset = sink.offset
         sink.write(header)
-        new_data_offset = sink.offset
+        data_offset = sink.offset
         sink.write(buf[entry.data_offset:])
-        del buf
-        patch_file_checksums(sink.fh, [(new_header_offset, new_data_offset, entry.data_size)])
+        del buf  # the map is released before the file is replaced
+        if checksum:
+            patch_file_checksums(sink.fh, [(header_offset, data_offset, entry.data_size)])
 
 
 def checksum_status(buf: memoryview, entry: HduEntry, header: Any) -> dict:

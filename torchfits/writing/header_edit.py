@@ -14,7 +14,7 @@ from ..errors import HeaderCardError, KeywordNotFoundError
 from ..fits.aliases import HduArg, PathArg
 from ..fits.hdu_index import get_index, invalidate
 from ..fits.header import COMMENTARY
-from .atomic import atomic_output, in_place_errors, require_file
+from .atomic import in_place_errors, require_file
 from .cards import card_bytes, named_errors
 from .hdu_bytes import header_from_raw, raw_cards
 
@@ -164,14 +164,6 @@ def _write_header(target: str, idx: Any, entry: Any, new_header: bytes, checksum
             os.fsync(fh.fileno())
         invalidate(target)
         return
-    buf = idx.source.buffer()
-    with atomic_output(target) as sink:
-        sink.write(buf[:entry.header_offset])
-        header_offset = sink.offset
-        sink.write(new_header)
-        data_offset = sink.offset
-        sink.write(buf[entry.data_offset:])
-        if checksum:
-            from .checksum import patch_file_checksums
+    from .checksum import replace_header
 
-            patch_file_checksums(sink.fh, [(header_offset, data_offset, entry.data_size)])
+    replace_header(target, idx.source, entry, new_header, checksum=checksum)

@@ -118,8 +118,8 @@ def to_items(data: Any, header: Header | None) -> list[Any]:
                 items += to_items(item, h)
             elif isinstance(item, np.ndarray) or is_tensor(item):
                 items.append(ImageData(as_numpy(item), h))
-            elif is_tensor(getattr(item, "data", None)) or isinstance(getattr(item, "data", None), np.ndarray):
-                items.append(ImageData(as_numpy(item.data), as_header(getattr(item, "header", None))))
+            elif is_tensor(inner := getattr(item, "data", None)) or isinstance(inner, np.ndarray):
+                items.append(ImageData(as_numpy(inner), as_header(getattr(item, "header", None))))
             else:
                 raise TypeError(f"Unsupported HDU item type: {type(item).__name__}")
         return items

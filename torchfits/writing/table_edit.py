@@ -139,7 +139,7 @@ def _load(path: Any, hdu: Any, *, ascii_ok: bool = False) -> tuple[str, _Table]:
             other.append(card)
     columns = [_Column(s, per_column.get(s.number, []), rows[:, s.offset:s.offset + s.width])
                for s in specs]
-    heap = bytearray(buf[entry.heap_offset:entry.heap_offset + entry.heap_size]) if entry.heap_size else bytearray()
+    heap = bytearray(buf[entry.heap_offset:entry.heap_offset + entry.heap_size])
     return target, _Table(idx, entry, header, other, columns, nrows, heap)
 
 
@@ -320,7 +320,8 @@ def _encode_cells(t: _Table, spec: ColumnSpec, values: Any, n: int, *, physical:
         raise ValueError(f"Column '{spec.name}' has {len(cv)} rows, expected {n}")
     if spec.is_vla and cv.offsets is None:
         data = cv.data if cv.data.ndim > 1 else cv.data.reshape(n, -1)
-        cv = ColumnValues(data.reshape(-1), None, np.arange(n + 1, dtype=np.int64) * (data.shape[1] if n else 0))
+        width = data.shape[1] if n else 0
+        cv = ColumnValues(data.reshape(-1), None, np.arange(n + 1, dtype=np.int64) * width)
     plan, cv = _spec_plan(spec, cv, physical=physical)
     if not spec.is_vla and spec.code != "A":
         cell = int(np.prod(cv.data.shape[1:])) if cv.data.ndim > 1 else 1
@@ -362,7 +363,10 @@ def _default_cells(t: _Table, spec: ColumnSpec, n: int) -> np.ndarray:
         cells[:] = ord(" ")
     elif isinstance(spec.tnull, int) and not spec.is_vla and spec.code in "BIJK":
         size = {"B": 1, "I": 2, "J": 4, "K": 8}[spec.code]
-        one = np.array([spec.tnull], dtype=f">i{size}" if size > 1 else np.uint8 if spec.tnull >= 0 else np.int8)
+        if size > 1:
+            one = np.array([spec.tnull], dtype=f">i{size}")
+        else:
+            one = np.array([spec.tnull], dtype=np.uint8 if spec.tnull >= 0 else np.int8)
         cells[:] = np.tile(one.view(np.uint8), spec.repeat)
     return cells
 
@@ -582,7 +586,10 @@ def _save_ascii_rows(target: str, t: _Table) -> None:
         rows[:, col.spec.offset:col.spec.offset + col.spec.width] = col.data
     out = []
     for card in raw_cards(t.index, entry):
-        out += card_bytes("NAXIS2", t.nrows, "number of rows in table") if card_key(card) == b"NAXIS2" else [card]
+        if card_key(card) == b"NAXIS2":
+            out += card_bytes("NAXIS2", t.nrows, "number of rows in table")
+        else:
+            out.append(card)
     end = entry.data_offset + padded(entry.data_size)
     with atomic_output(target) as sink:
         sink.write(buf[:entry.header_offset])

@@ -472,7 +472,9 @@ def _encode_vla(plan: ColumnPlan, col: ColumnValues, heap: Any,
     elif element_nulls is not None:
         stored = np.where(element_nulls, np.nan, stored).astype(stored.dtype)
     encoded = stored.astype(plan.element_dtype)
-    positions = heap_size + np.concatenate([[0], np.cumsum(counts)[:-1]]) * itemsize if len(counts) else counts
+    positions = counts
+    if len(counts):
+        positions = heap_size + np.concatenate([[0], np.cumsum(counts)[:-1]]) * itemsize
     desc = np.empty((len(counts), 2), dtype=np.int32 if plan.vla == "P" else np.int64)
     desc[:, 0] = counts
     desc[:, 1] = positions

@@ -256,10 +256,14 @@ def plan_table(data: Any, schema: Mapping[str, Any] | None = None) -> TablePlan:
 def table_cards(plans: list[ColumnPlan], nrows: int, pcount: int) -> list[Card]:
     """The structural cards of a BINTABLE header for ``plans``."""
     row_bytes = sum(p.field_dtype.itemsize for p in plans)
-    cards = [Card("XTENSION", "BINTABLE", "binary table extension"), Card("BITPIX", 8, "8-bit bytes"),
-             Card("NAXIS", 2, "2-dimensional binary table"), Card("NAXIS1", row_bytes, "width of table in bytes"),
-             Card("NAXIS2", nrows, "number of rows in table"), Card("PCOUNT", pcount, "size of special data area"),
-             Card("GCOUNT", 1, "one data group"), Card("TFIELDS", len(plans), "number of fields in each row")]
+    cards = [Card("XTENSION", "BINTABLE", "binary table extension"),
+             Card("BITPIX", 8, "8-bit bytes"),
+             Card("NAXIS", 2, "2-dimensional binary table"),
+             Card("NAXIS1", row_bytes, "width of table in bytes"),
+             Card("NAXIS2", nrows, "number of rows in table"),
+             Card("PCOUNT", pcount, "size of special data area"),
+             Card("GCOUNT", 1, "one data group"),
+             Card("TFIELDS", len(plans), "number of fields in each row")]
     return cards + column_cards(plans)
 
 

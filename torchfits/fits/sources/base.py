@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ..._kernels._safemap import fault_count as faults_seen  # 0 until any map faulted: the hot-path test
 from ...errors import TruncatedFileError
 
-__all__ = ["ByteSource", "compression_of", "faults_seen"]
+__all__ = ["ByteSource", "ViewSource", "compression_of", "faults_seen"]
 
 
 class ByteSource(ABC):
@@ -51,11 +51,11 @@ class ByteSource(ABC):
 
     def ensure(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Make ``(offset, size)`` ranges readable through ``view()`` (nothing to do for a map)."""
+        return None  # a mapped file is readable everywhere; sources that fetch override this
 
     def view(self) -> memoryview:
         """The whole-file buffer, valid for the ranges passed to ``ensure``."""
         return self.buffer()
-
 
     def check(self) -> None:
         """Raise :class:`TruncatedFileError` if the file shrank while it was being read.
@@ -68,6 +68,20 @@ class ByteSource(ABC):
                 f"{self.path}: the file was truncated while it was being read "
                 "(it shrank under its memory map); the data read is not valid"
             )
+
+
+class ViewSource(ByteSource):
+    """A source whose whole file is one memoryview in ``_view`` (a map, or bytes in memory)."""
+
+    supports_mmap = True
+    _view: memoryview
+
+    def read(self, offset: int, size: int) -> bytes:
+        offset = max(0, offset)
+        return bytes(self._view[offset:offset + max(0, size)])
+
+    def buffer(self) -> memoryview:
+        return self._view
 
 
 # Whole-file compression, told by the first bytes (decoded by whole_file_compression).

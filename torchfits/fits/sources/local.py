@@ -7,7 +7,7 @@ import stat
 
 from ..._kernels._safemap import SafeMap
 from ...errors import FitsFileNotFoundError
-from .base import ByteSource
+from .base import ViewSource
 
 __all__ = ["LocalSource", "InMemoryFileSource", "stat_key"]
 
@@ -31,7 +31,7 @@ def stat_key(path: str) -> tuple[int, int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-class LocalSource(ByteSource):
+class LocalSource(ViewSource):
     """A local file mapped read-only; the map is shared by every reader of this file version.
 
     The map is a ``SafeMap``: an access past the end of a file that another process truncated
@@ -63,19 +63,12 @@ class LocalSource(ByteSource):
         self.size = len(self._map)
         self._view = memoryview(self._map)
 
-    def read(self, offset: int, size: int) -> bytes:
-        offset = max(0, offset)
-        return bytes(self._view[offset:offset + max(0, size)])
-
-    def buffer(self) -> memoryview:
-        return self._view
-
     @property
     def faulted(self) -> bool:
         return self._map.faulted
 
 
-class InMemoryFileSource(ByteSource):
+class InMemoryFileSource(ViewSource):
     """A small file read whole into this process's memory (no map to set up and tear down)."""
 
     supports_mmap = True  # buffer() is available (it is this process's own copy)
@@ -90,10 +83,3 @@ class InMemoryFileSource(ByteSource):
             raise FitsFileNotFoundError(f"Could not open FITS file: {path} ({exc.strerror})") from None
         self.size = got or 0
         self._view = memoryview(data)[:self.size].toreadonly()
-
-    def read(self, offset: int, size: int) -> bytes:
-        offset = max(0, offset)
-        return bytes(self._view[offset:offset + max(0, size)])
-
-    def buffer(self) -> memoryview:
-        return self._view

@@ -5,7 +5,7 @@ import io
 import threading
 from typing import Any
 
-from .base import ByteSource
+from .base import ByteSource, ViewSource
 from .mirror import MirroredSource
 
 __all__ = ["BytesSource", "FileObjectSource", "is_file_object", "is_bytes_like", "file_object_source"]
@@ -19,7 +19,7 @@ def is_file_object(obj: Any) -> bool:
     return hasattr(obj, "read") and callable(obj.read) and not isinstance(obj, (str, bytes))
 
 
-class BytesSource(ByteSource):
+class BytesSource(ViewSource):
     """``bytes``/``bytearray``/``memoryview`` contents, read in place (no copy).
 
     A ``bytearray`` the caller changes later changes what the source reads; pass ``bytes`` for a
@@ -36,13 +36,6 @@ class BytesSource(ByteSource):
             else view.toreadonly()
         self.path = path
         self.size = len(self._view)
-
-    def read(self, offset: int, size: int) -> bytes:
-        offset = max(0, offset)
-        return bytes(self._view[offset:offset + max(0, size)])
-
-    def buffer(self) -> memoryview:
-        return self._view
 
 
 class FileObjectSource(MirroredSource):

@@ -17,6 +17,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -177,7 +179,8 @@ def _filesystem(url: str, options: dict, allow: bool) -> tuple[Any, str]:
     try:
         import fsspec
     except ImportError:
-        raise ImportError(f"reading {redacted_url(url)} needs fsspec: pip install 'torchfits[remote]'") from None
+        raise ImportError(
+            f"reading {redacted_url(url)} needs fsspec: pip install 'torchfits[remote]'") from None
     protocol = url.split("://", 1)[0].lower()
     if protocol in _HTTP:
         try:
@@ -238,17 +241,9 @@ class RemoteSource(MirroredSource):
         fs, p = self._fs, self._fspath
         if len(ranges) == 1:
             (offset, size), = ranges
-            try:
+            with _fsspec_errors(self.path, lambda exc: FitsError(
+                    f"{self.path}: reading bytes {offset}..{offset + size}: {type(exc).__name__}")):
                 datas = [fs.cat_file(p, start=offset, end=offset + size)]
-            except HttpBlockedError:
-                raise
-            except FileNotFoundError as exc:
-                _raise_blocked(exc)
-                raise FitsFileNotFoundError(f"Could not open FITS file: {self.path} (FITS file not found)") from None
-            except OSError as exc:
-                _raise_blocked(exc)
-                raise FitsError(f"{self.path}: reading bytes {offset}..{offset + size}: "
-                                f"{type(exc).__name__}") from None
         else:
             datas = fs.cat_ranges([p] * len(ranges), [o for o, _ in ranges],
                                   [o + s for o, s in ranges], on_error="return")
@@ -268,23 +263,30 @@ class RemoteSource(MirroredSource):
         return out
 
 
+@contextmanager
+def _fsspec_errors(name: str, other: Callable[[OSError], FitsError]) -> Iterator[None]:
+    """fsspec's errors for the object ``name`` as ours: a blocked address stays as it is, a missing
+    object is `FitsFileNotFoundError`, any other OSError becomes ``other(exc)``."""
+    try:
+        yield
+    except HttpBlockedError:
+        raise
+    except FileNotFoundError as exc:
+        _raise_blocked(exc)
+        raise FitsFileNotFoundError(f"Could not open FITS file: {name} (FITS file not found)") from None
+    except OSError as exc:
+        _raise_blocked(exc)
+        raise other(exc) from None
+
+
 def open_remote(url: str, storage_options: dict | None = None) -> ByteSource:
     """A byte source for an fsspec URL (after the security guard)."""
     ours, _ = split_storage_options(storage_options)
     url = normalize_url(url)
     fs, path = guarded_filesystem(url, storage_options)
-    try:
+    with _fsspec_errors(redacted_url(url), lambda exc: FitsFileNotFoundError(
+            f"Could not open FITS file: {redacted_url(url)} ({type(exc).__name__})")):
         info = fs.info(path)
-    except HttpBlockedError:
-        raise
-    except FileNotFoundError as exc:
-        _raise_blocked(exc)
-        raise FitsFileNotFoundError(
-            f"Could not open FITS file: {redacted_url(url)} (FITS file not found)") from None
-    except OSError as exc:
-        _raise_blocked(exc)
-        raise FitsFileNotFoundError(f"Could not open FITS file: {redacted_url(url)} "
-                                    f"({type(exc).__name__})") from None
     size = info.get("size")
     if info.get("type") == "directory":
         raise FitsFileNotFoundError(f"Could not open FITS file: {redacted_url(url)} (a directory)")
