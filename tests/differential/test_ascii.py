@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("hypothesis")
 fits = pytest.importorskip("astropy.io.fits")
 from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 
 import torchfits  # noqa: E402
 

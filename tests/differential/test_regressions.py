@@ -161,3 +161,44 @@ def test_to_astropy_masks_nan_elements_of_float_vectors(tmp_path):
     want = np.ma.getmaskarray(Table.read(path)["V"]).tolist()
     got = np.ma.getmaskarray(torchfits.table.to_astropy(str(path), hdu=1)["V"]).tolist()
     assert got == want == [[True, False], [False, False]]
+
+
+# H25-A (harness, not torchfits): the long profile drew a PE() cell holding NaN; the to_astropy
+# rule expected it masked, torchfits kept NaN. Table.read masks NaN in float columns of fixed
+# shape only (the check is on the column's element dtype: a variable-length column is an object
+# column there), so torchfits was right and the rule now leaves variable-length columns alone.
+@pytest.mark.parametrize("tform", ["PE()", "QD()"])
+def test_to_astropy_keeps_nan_in_variable_length_cells_as_astropy_does(tmp_path, tform):
+    from astropy.table import Table
+
+    dtype = np.float32 if "E" in tform else np.float64
+    cells = np.empty(3, dtype=object)
+    cells[:] = [np.array([np.nan], dtype), np.array([], dtype), np.array([1, np.nan, np.inf], dtype)]
+    path = tmp_path / "vla.fits"
+    fits.BinTableHDU.from_columns([fits.Column(name="V", format=tform, array=cells)]).writeto(path)
+
+    def cell_values(table):
+        col = table["V"]
+        assert not getattr(col, "mask", np.False_).any()
+        return [np.asarray(col[i]).tolist() for i in range(len(col))]
+
+    want = cell_values(Table.read(path, hdu=1))
+    got = cell_values(torchfits.table.to_astropy(str(path), hdu=1))
+    np.testing.assert_equal(got, want)
+    np.testing.assert_equal(got, [[np.nan], [], [1.0, np.nan, np.inf]])
+
+
+def test_harness_to_astropy_rule_keeps_nan_in_variable_length_cells(tmp_path):
+    """The drawn example of H25-A through the harness route itself."""
+    from .routes import ROUTES, expected_for
+    from .strategies import ColumnSpec, TableSpec, write_table_spec
+
+    cells = np.empty(1, dtype=object)
+    cells[:] = [np.array([np.nan], np.float32)]
+    spec = TableSpec(1, [ColumnSpec("c0", "E", "PE()", [("NaN",)], "vla", array=cells,
+                                    extra={"repeat": 1, "tdim": None, "heap": "P"})])
+    route = "table.to_astropy (1.x)"
+    path = write_table_spec(tmp_path / "t.fits", spec)
+    columns, expected = expected_for(spec, route)
+    assert expected == {"c0": [("NaN",)]}
+    assert ROUTES[route][0](path, columns) == expected
