@@ -202,3 +202,28 @@ def test_harness_to_astropy_rule_keeps_nan_in_variable_length_cells(tmp_path):
     columns, expected = expected_for(spec, route)
     assert expected == {"c0": [("NaN",)]}
     assert ROUTES[route][0](path, columns) == expected
+
+
+# H25-B (in the oracle, astropy 8.0.2): a scaled integer image whose BLANK is 0 reads with its
+# blank pixels as BZERO, not NaN: astropy's ImageHDU tests ``if self._blank:`` before applying
+# BLANK, so the value 0 counts as none. FITS gives BLANK = 0 no special meaning: torchfits (and
+# the harness's expected values) turn those pixels into NaN as for any other BLANK, and the image
+# harness skips its astropy comparison for BLANK = 0.
+def _blank_image(tmp_path, blank):
+    path = tmp_path / f"blank{blank}.fits"
+    hdu = fits.PrimaryHDU(np.array([blank, 7], np.uint8))
+    hdu.header["BSCALE"], hdu.header["BZERO"], hdu.header["BLANK"] = 1.0, 1.0, blank
+    hdu.writeto(path)
+    return path
+
+
+@pytest.mark.parametrize("blank", [0, 5])
+def test_blank_zero_is_a_blank_like_any_other(tmp_path, blank):
+    got = torchfits.read_numpy(_blank_image(tmp_path, blank), 0)
+    np.testing.assert_equal(got, np.array([np.nan, 8.0], np.float32))
+
+
+@pytest.mark.xfail(strict=True, reason="H25-B: astropy ignores BLANK = 0 (if self._blank:)")
+def test_astropy_applies_blank_zero(tmp_path):
+    """Passes once astropy applies BLANK = 0; then test_images.blank_is_zero can go."""
+    np.testing.assert_equal(fits.getdata(_blank_image(tmp_path, 0)), [np.nan, 8.0])
