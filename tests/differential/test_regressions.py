@@ -54,7 +54,8 @@ def test_torch_routes_refuse_integer_nulls(table_path):
         assert "'N'" in msg and "null_value" in msg and table_path.name in msg, (route, msg)
 
 
-# H8-A (fixed): torch row datasets raise a bare TypeError ('only 0-dimensional arrays can be convert
+# H8-A (fixed): torch row datasets raise a bare TypeError ('only 0-dimensional arrays can be
+# converted') on uint64 vector columns
 @pytest.mark.parametrize("route", ["FitsTableDataset", "FitsTableIterableDataset"])
 def test_torch_rows_read_uint64_vectors(table_path, route):
     read = dict(_routes(table_path, ["U", "E"]))[route]
@@ -63,7 +64,8 @@ def test_torch_rows_read_uint64_vectors(table_path, route):
     assert got == [[1, 2], [3, 2**63 + 5]] or got == [[1.0, 2.0], [3.0, float(2**63 + 5)]]
 
 
-# H8-B (fixed): FitsTableIterableDataset(as_batches=True) silently drops requested bit, string and v
+# H8-B (fixed): FitsTableIterableDataset(as_batches=True) silently drops requested bit, string and
+# variable-length columns
 @pytest.mark.parametrize("column", ["X", "S", "P"])
 def test_as_batches_keeps_or_refuses_every_requested_column(table_path, column):
     from torchfits.data import FitsTableIterableDataset
@@ -77,14 +79,16 @@ def test_as_batches_keeps_or_refuses_every_requested_column(table_path, column):
     assert all(column in b for b in batches), f"{column!r} missing from {batches}"
 
 
-# H8-C (fixed): an empty variable-length cell of a PJ column comes out of the torch row datasets as 
+# H8-C (fixed): an empty variable-length cell of a PJ column comes out of the torch row datasets
+# as a float64 tensor, the others as int32
 def test_empty_vla_cell_keeps_the_column_dtype(table_path):
     for route, read in list(_routes(table_path, ["P", "E"]))[:2]:
         rows = read()
         assert {r["P"].dtype for r in rows} == {torch.int32}, route
 
 
-# H8-D (fixed): the 1.x refusal of complex columns (UnsupportedColumnError) names neither the file n
+# H8-D (fixed): the 1.x refusal of complex columns (UnsupportedColumnError) names neither the file
+# nor the HDU
 def test_compat_complex_refusal_names_the_file(table_path):
     with pytest.raises(FitsError) as info:
         torchfits.table.read(table_path, 1, columns=["C"])
@@ -102,7 +106,8 @@ def test_one_bit_column_is_a_list_natively_and_a_scalar_in_1x(tmp_path):
     assert torchfits.table.read(path, 1)["B"].to_pylist() == [True, False]
 
 
-# H8-F (fixed): the refusal of uint64 images (UInt64WriteError) names neither the file nor the dtype
+# H8-F (fixed): the refusal of uint64 images (UInt64WriteError) names neither the file nor the
+# dtype's way out through BZERO
 def test_uint64_image_refusal_names_the_file(tmp_path):
     path = tmp_path / "u64.fits"
     with pytest.raises(FitsError) as info:
@@ -124,7 +129,8 @@ def test_zero_row_table_in_1x_tensor_reads_and_natively(tmp_path):
     assert list(native) == ["c0"] and len(native["c0"]) == 0
 
 
-# H8-H (fixed): scan().to_pandas() gives an int64 column with nulls as float64, rounding values abov
+# H8-H (fixed): scan().to_pandas() gives an int64 column with nulls as float64, rounding values
+# above 2**53 (dask.read_table keeps them exact as Int64 with <NA>)
 def test_pandas_keeps_int64_with_nulls_exact(tmp_path):
     pytest.importorskip("pandas")
     path = tmp_path / "k.fits"
@@ -135,7 +141,8 @@ def test_pandas_keeps_int64_with_nulls_exact(tmp_path):
     assert got[0] == 2**63 - 1 and got[2] == 2**53 + 1
 
 
-# H8-I (fixed): writing a zero-row string column from a dict of NumPy arrays fails inside the writer
+# H8-I (fixed): writing a zero-row string column from a dict of NumPy arrays fails inside the
+# writer ('cannot reshape array of size 0 into shape (0,newaxis)'), naming no column
 def test_zero_row_string_column_is_written(tmp_path):
     path = tmp_path / "z.fits"
     torchfits.write(path, {"s": np.array([], dtype="U3"), "i": np.array([], np.int16)})
@@ -143,7 +150,8 @@ def test_zero_row_string_column_is_written(tmp_path):
     assert table.num_rows == 0 and table.column_names == ["s", "i"]
 
 
-# H8-J (fixed): a fixed_size_list<T>[1] column is written as TFORM 'J' without TDIM, so every reader
+# H8-J (fixed): a fixed_size_list<T>[1] column is written as TFORM 'J' without TDIM, so every
+# reader gives it back as scalars, not lists
 def test_one_element_list_column_round_trips(tmp_path):
     import pyarrow as pa
     path = tmp_path / "l1.fits"
@@ -151,7 +159,8 @@ def test_one_element_list_column_round_trips(tmp_path):
     assert torchfits.scan(path, 1).to_arrow()["v"].to_pylist() == [[1], [2]]
 
 
-# H8-K (fixed): table.to_astropy masks NaN in scalar float columns only; astropy's Table.read (which
+# H8-K (fixed): table.to_astropy masks NaN in scalar float columns only; astropy's Table.read
+# (which docs/compatibility.md says it follows) masks the NaN elements of vector columns too
 def test_to_astropy_masks_nan_elements_of_float_vectors(tmp_path):
     from astropy.table import Table
 
