@@ -236,3 +236,47 @@ def test_blank_zero_is_a_blank_like_any_other(tmp_path, blank):
 def test_astropy_applies_blank_zero(tmp_path):
     """Passes once astropy applies BLANK = 0; then test_images.blank_is_zero can go."""
     np.testing.assert_equal(fits.getdata(_blank_image(tmp_path, 0)), [np.nan, 8.0])
+
+
+# H25-C (fixed): writing an integer column with nulls and no TNULL hint (a polars frame, a plain
+# Arrow table) reserved the type's minimum as TNULL even where a valid value equals it, so
+# ``[None, -32768]`` read back as ``[None, None]``; found by the long profile through polars with
+# a 3I column holding TNULL and -32768 elements
+@pytest.mark.parametrize("values, arrow_type", [
+    ([[None, -32768, -32768]], "fixed3_int16"),
+    ([None, -32768, 5], "int16"),
+    ([None, 0, 255], "uint8"),
+    ([None, 2**16 - 1, 0], "uint16"),
+    ([None, -128, 127], "int8"),
+    ([None, -(2**63), 2**63 - 1], "int64"),
+])
+def test_writer_tnull_avoids_valid_values(tmp_path, values, arrow_type):
+    import pyarrow as pa
+
+    pa_type = pa.list_(pa.int16(), 3) if arrow_type == "fixed3_int16" else getattr(pa, arrow_type)()
+    path = tmp_path / "n.fits"
+    torchfits.write(path, pa.table({"v": pa.array(values, pa_type)}))
+    assert torchfits.scan(path, 1).to_arrow()["v"].to_pylist() == values
+    got = fits.getdata(path, 1)["v"].tolist()
+    header = fits.getheader(path, 1)
+    null = header["TNULL1"] + header.get("TZERO1", 0)  # TNULL is a stored value
+    assert [None if x == null else x for x in np.ravel(got).tolist()] == \
+        np.ravel(np.array(values, dtype=object)).tolist()
+
+
+def test_writer_tnull_with_every_byte_value_used_is_refused(tmp_path):
+    import pyarrow as pa
+
+    with pytest.raises((FitsError, ValueError), match="'v'"):
+        torchfits.write(tmp_path / "b.fits", pa.table({"v": pa.array([None, *range(256)],
+                                                                    pa.uint8())}))
+
+
+def test_writer_moves_a_hinted_tnull_off_valid_values(tmp_path):
+    import pyarrow as pa
+
+    field = pa.field("v", pa.int16(), metadata={"fits_tnull": "5"})
+    path = tmp_path / "h.fits"
+    torchfits.write(path, pa.table({"v": pa.array([None, 5, -32768], pa.int16())},
+                                   schema=pa.schema([field])))
+    assert torchfits.scan(path, 1).to_arrow()["v"].to_pylist() == [None, 5, -32768]
