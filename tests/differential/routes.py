@@ -321,7 +321,12 @@ def _has_null(col: Any) -> bool:
 
 
 def _mask_invalid(col: Any, values: list[Any]) -> list[Any]:
-    """``table.to_astropy`` masks NaN floats and empty strings (docs/compatibility.md)."""
+    """``table.to_astropy`` masks NaN floats and empty strings (docs/compatibility.md), in scalar
+    and fixed-shape vector columns, as ``Table.read`` does; variable-length columns are object
+    columns there, which ``Table.read`` leaves as read: their NaN elements stay NaN (H25-A)."""
+    if col.kind == "vla":
+        return values
+
     def fix(v: Any) -> Any:
         if isinstance(v, tuple):
             return tuple(fix(x) for x in v)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,10 +201,13 @@ def canon_obj(arr: np.ndarray) -> Any:
     return tuple(canon_obj(a) for a in arr)
 
 
+KINDS = ("bool", "bits", "int", "uint", "scaled", "float", "complex", "str", "vla")
+
+
 @st.composite
-def column_specs(draw: Any, name: str, nrows: int) -> ColumnSpec:
-    kind = draw(st.sampled_from(["bool", "bits", "int", "uint", "scaled", "float", "complex",
-                                 "str", "vla"]))
+def column_specs(draw: Any, name: str, nrows: int, kinds: Sequence[str] = KINDS,
+                 vla_codes: str = "BIJKED") -> ColumnSpec:
+    kind = draw(st.sampled_from(list(kinds)))
     repeat = draw(st.sampled_from([1, 1, 1, 2, 3, 6]))
     dim = None
     if repeat == 6 and draw(st.booleans()):
@@ -294,7 +298,7 @@ def column_specs(draw: Any, name: str, nrows: int) -> ColumnSpec:
                           extra={"repeat": 1, "tdim": None})
     # variable-length arrays
     heap = draw(st.sampled_from("PQ"))
-    code = draw(st.sampled_from("BIJKED"))
+    code = draw(st.sampled_from(vla_codes))
     dt = {"B": np.uint8, "I": np.int16, "J": np.int32, "K": np.int64, "E": np.float32,
           "D": np.float64}[code]
     rows = []
@@ -312,10 +316,11 @@ def column_specs(draw: Any, name: str, nrows: int) -> ColumnSpec:
 
 
 @st.composite
-def table_specs(draw: Any, max_columns: int = 5) -> TableSpec:
+def table_specs(draw: Any, max_columns: int = 5, kinds: Sequence[str] = KINDS,
+                vla_codes: str = "BIJKED") -> TableSpec:
     nrows = draw(st.sampled_from([0, 1, 2, 3, 5, 9]))
     ncols = draw(st.integers(1, max_columns))
-    cols = [draw(column_specs(f"c{i}", nrows)) for i in range(ncols)]
+    cols = [draw(column_specs(f"c{i}", nrows, kinds, vla_codes)) for i in range(ncols)]
     return TableSpec(nrows, cols)
 
 

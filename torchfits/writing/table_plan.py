@@ -254,7 +254,34 @@ def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
             plan.tnull = hinted
         elif plan.tnull is None and (has_nulls or nullable):
             plan.tnull = _tnull_sentinel(plan.code, plan.flip)
+        avoid_valid_values(plan, _valid_values(data, sample.mask))
     return plan
+
+
+def _valid_values(data: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    return np.asarray(data)[~_broadcast_mask(mask, data)] if mask is not None else np.ravel(data)
+
+
+def avoid_valid_values(plan: ColumnPlan, valid: np.ndarray) -> None:
+    """Move an integer column's TNULL (hinted or the usual sentinel) off the values ``valid``
+    (the column's non-null values, logical) hold: a TNULL equal to a value turns it into a null.
+    The new one is the nearest stored value inward from the usual sentinel that none takes."""
+    if plan.tnull is None or plan.scale is not None or plan.code not in "BIJK":
+        return
+    offset = int(plan.header_tzero or 0) if plan.flip else 0
+    if not (valid == plan.tnull + offset).any():
+        return
+    tnull = _tnull_sentinel(plan.code, plan.flip)
+    used = {int(v) - offset for v in np.unique(valid)}
+    bits = np.dtype(STORAGE[plan.code]).itemsize * 8
+    lo, hi = (0, 255) if plan.code == "B" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    step = 1 if tnull == lo else -1
+    for candidate in range(tnull, tnull + step * (len(used) + 1), step):
+        if lo <= candidate <= hi and candidate not in used:
+            plan.tnull = candidate
+            return
+    raise ValueError(f"column {plan.name!r}: every stored value of TFORM {plan.code!r} is a "
+                     "valid value, so no TNULL is left to mark its nulls")
 
 
 def _hinted_tnull(text: Any, plan: ColumnPlan) -> int | None:

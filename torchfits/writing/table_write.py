@@ -34,6 +34,7 @@ from .table_plan import (
     ColumnPlan,
     ColumnValues,
     apply_header_tnulls,
+    avoid_valid_values,
     column_cards,
     encode_rows,
     parse_tform,
@@ -87,6 +88,18 @@ def _time_plan(plan: ColumnPlan) -> None:
     plan.meta.update(spec["keywords"])
 
 
+def _valid_integers(column: Any) -> np.ndarray:
+    """The non-null integers of an Arrow column (fixed-size list cells flattened), as NumPy."""
+    import pyarrow as pa
+
+    values = column
+    while pa.types.is_fixed_size_list(values.type):
+        values = pa.chunked_array([c.flatten() for c in values.chunks], values.type.value_type)
+    if not pa.types.is_integer(values.type):
+        return np.empty(0, np.int64)
+    return values.drop_null().to_numpy()
+
+
 def _arrow_plan(stream: Any, schema: Mapping[str, Any] | None) -> TablePlan:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -118,6 +131,9 @@ def _arrow_plan(stream: Any, schema: Mapping[str, Any] | None) -> TablePlan:
             plans.append(plan_column(f.name, col, nullable=column.null_count > 0,
                                      max_string=max_string, max_elements=max_elements or 0,
                                      meta=meta))
+            if plans[-1].tnull is not None:
+                # planned from the first row: the TNULL must miss every value of the column
+                avoid_valid_values(plans[-1], _valid_integers(column))
             if is_time_dtype(t):
                 _time_plan(plans[-1])
         batches: Iterator[Any] = iter(table.to_batches(max_chunksize=BATCH_ROWS))
