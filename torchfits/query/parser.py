@@ -63,6 +63,8 @@ _TOKEN_RE = re.compile(
 )
 _FUNCTIONS = ("abs", "bit", "bitand", "isnan")
 _LOGIC_WORDS = {"&&": "AND", "&": "AND", "||": "OR", "|": "OR", "~": "NOT"}
+# the joining keywords, loosest first, and their nodes
+_JOINS: tuple[tuple[str, type[And | Or]], ...] = (("OR", Or), ("AND", And))
 
 
 class _Tok(NamedTuple):
@@ -230,29 +232,21 @@ class _Parser:
         if opened:
             raise self.error("Unbalanced parentheses in where expression", pos=opened[-1])
 
-    def parse_or(self) -> Expr:
+    def parse_or(self, level: int = 0) -> Expr:
+        """OR of ANDs (``level`` 1 parses one AND term list); long chains come back balanced."""
+        if level == len(_JOINS):
+            return self.parse_not()
+        word, kind = _JOINS[level]
         pos = self.here()
-        node = self.parse_and()
-        if not self.at_word("OR"):
+        node = self.parse_or(level + 1)
+        if not self.at_word(word):
             return node
         terms = [self.condition(node, pos)]
-        while self.at_word("OR"):
+        while self.at_word(word):
             self.advance()
             rpos = self.here()
-            terms.append(self.condition(self.parse_and(), rpos))
-        return chain(Or, terms)
-
-    def parse_and(self) -> Expr:
-        pos = self.here()
-        node = self.parse_not()
-        if not self.at_word("AND"):
-            return node
-        terms = [self.condition(node, pos)]
-        while self.at_word("AND"):
-            self.advance()
-            rpos = self.here()
-            terms.append(self.condition(self.parse_not(), rpos))
-        return chain(And, terms)
+            terms.append(self.condition(self.parse_or(level + 1), rpos))
+        return chain(kind, terms)
 
     def parse_not(self) -> Expr:
         if self.at_word("NOT"):

@@ -308,6 +308,10 @@ def _word_value(text: str) -> Literal:
 # ---------------------------------------------------------------------------------------------
 
 
+# the joining keywords, loosest first, and their AST tags
+_JOINS = (("OR", "or"), ("AND", "and"))
+
+
 class _CompatParser:
     """Recursive descent over the 1.2.3 grammar (docs/where.md)."""
 
@@ -339,18 +343,15 @@ class _CompatParser:
             raise WhereSyntaxError(f"{_MSG_TRAILING} at position {tok.pos}: {tok.text!r}")
         return node
 
-    def parse_or(self) -> WhereAst:
-        node = self.parse_and()
-        while self.is_keyword(self.peek(), "OR"):
+    def parse_or(self, level: int = 0) -> WhereAst:
+        """OR of ANDs (``level`` 1 parses one AND term list), left-associative."""
+        if level == len(_JOINS):
+            return self.parse_not()
+        word, kind = _JOINS[level]
+        node = self.parse_or(level + 1)
+        while self.is_keyword(self.peek(), word):
             self.advance()
-            node = ("or", node, self.parse_and())
-        return node
-
-    def parse_and(self) -> WhereAst:
-        node = self.parse_not()
-        while self.is_keyword(self.peek(), "AND"):
-            self.advance()
-            node = ("and", node, self.parse_not())
+            node = (kind, node, self.parse_or(level + 1))
         return node
 
     def parse_not(self) -> WhereAst:
