@@ -13,7 +13,7 @@ from typing import (
 )
 
 from ..errors import WhereSyntaxError
-from .lexing import RESERVED_WORDS, number_or_none, scan_quoted
+from .lexing import RESERVED_WORDS, in_list, number_or_none, scan_quoted
 from .tree import (
     TOO_DEEP,
     Abs,
@@ -63,6 +63,8 @@ _TOKEN_RE = re.compile(
 )
 _FUNCTIONS = ("abs", "bit", "bitand", "isnan")
 _LOGIC_WORDS = {"&&": "AND", "&": "AND", "||": "OR", "|": "OR", "~": "NOT"}
+# the arithmetic operators by precedence, loosest first
+_ARITH_LEVELS = (("+", "-"), ("*", "/"))
 # the joining keywords, loosest first, and their nodes
 _JOINS: tuple[tuple[str, type[And | Or]], ...] = (("OR", Or), ("AND", And))
 
@@ -337,31 +339,10 @@ class _Parser:
         return Compare(op, left_value, right_value)
 
     def parse_in_values(self) -> list[LiteralValue]:
-        if self.peek() is None:
-            raise self.end_error()
-        tok = self.peek()
-        assert tok is not None
-        if tok.kind != "lparen":
-            return [self.parse_in_item()]
-        self.advance()
-        values: list[LiteralValue] = []
-        if self.peek() is not None and self.peek().kind == "rparen":  # type: ignore[union-attr]
-            self.advance()
-            return values
-        while True:
-            values.append(self.parse_in_item())
-            tok = self.peek()
-            if tok is None:
-                raise self.end_error()
-            if tok.kind == "rparen":
-                self.advance()
-                return values
-            if tok.kind != "comma":
-                raise self.error(
-                    f"Unexpected trailing tokens in where expression (expected ',' or ')' in "
-                    f"IN list, got {tok.text!r})"
-                )
-            self.advance()
+        return in_list(self, self.parse_in_item, ("lparen", "rparen", "comma"), lambda tok: self.error(
+            "Unexpected trailing tokens in where expression (expected ',' or ')' in IN list, "
+            f"got {tok.text!r})"
+        ))
 
     def parse_in_item(self) -> LiteralValue:
         pos = self.here()
@@ -372,23 +353,16 @@ class _Parser:
             return node.value
         raise self.error("where IN lists hold literals only", pos=pos)
 
-    def parse_sum(self) -> Expr:
+    def parse_sum(self, level: int = 0) -> Expr:
+        """Sums of products (``level`` 1 parses one product), left-associative."""
+        if level == len(_ARITH_LEVELS):
+            return self.parse_unary()
         pos = self.here()
-        node = self.parse_term()
-        while self.at_arith("+", "-"):
+        node = self.parse_sum(level + 1)
+        while self.at_arith(*_ARITH_LEVELS[level]):
             op = self.advance().text
             rpos = self.here()
-            right = self.parse_term()
-            node = Arith(op, self.value(node, pos), self.value(right, rpos))
-        return node
-
-    def parse_term(self) -> Expr:
-        pos = self.here()
-        node = self.parse_unary()
-        while self.at_arith("*", "/"):
-            op = self.advance().text
-            rpos = self.here()
-            right = self.parse_unary()
+            right = self.parse_sum(level + 1)
             node = Arith(op, self.value(node, pos), self.value(right, rpos))
         return node
 
