@@ -296,9 +296,10 @@ def test_bare_boolean_column_and_not(flagged):
                                   "name NOT ILIKE '%C%'"])
 def test_like_matches_duckdb(flagged, cond):
     duckdb = pytest.importorskip("duckdb")
-    torchfits.scan(flagged).to_arrow().rename_columns(["star", "mag_r", "name"])
+    con = duckdb.connect()
+    con.register("tbl", torchfits.scan(flagged).to_arrow().rename_columns(["star", "mag_r", "name"]))
     sql_cond = cond + " ESCAPE '\\'" if "\\" in cond else cond  # DuckDB has no default escape
-    want = duckdb.sql(f"SELECT mag_r FROM tbl WHERE {sql_cond} ORDER BY mag_r").fetchall()
+    want = con.sql(f"SELECT mag_r FROM tbl WHERE {sql_cond} ORDER BY mag_r").fetchall()
     got = torchfits.scan(flagged, where=cond).to_arrow().column("Mag_R").to_pylist()
     assert got == [w[0] for w in want]
 
