@@ -288,6 +288,32 @@ def test_legacy_logical_vla_is_judged_once_per_column(tmp_path, monkeypatch):
     assert len(calls) == 1
 
 
+def test_legacy_logical_vla_is_judged_once_per_column_on_the_1x_routes(tmp_path, monkeypatch):
+    """The 1.x tensor routes (``scan_torch``, ``read_torch``, ``torchfits.read``) share the
+    engine's per-file-version judgement: not once per batch, nor again on every call."""
+    from torchfits.tables import source as _source
+    from torchfits.tables import variable_length as _variable_length
+
+    calls = []
+    real = _source.legacy_logical_vla
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(_source, "legacy_logical_vla", counted)
+    monkeypatch.setattr(_variable_length, "legacy_logical_vla", counted)
+    path = _old_logical_file(tmp_path / "old.fits", 200)
+    expected = [[False, False]] * 199 + [[True, False]]
+    batches = list(torchfits.table.scan_torch(path, hdu=1, batch_size=3))
+    assert len(batches) == 67
+    assert [row.tolist() for b in batches for row in b["flag"]] == expected
+    assert len(calls) == 1
+    assert [row.tolist() for row in torchfits.table.read_torch(path, hdu=1)["flag"]] == expected
+    assert [row.tolist() for row in torchfits.read(path, hdu=1)["flag"]] == expected
+    assert len(calls) == 1
+
+
 def test_legacy_logical_vla_is_judged_from_fetched_bytes(tmp_path):
     """A lazily fetched source (a file object read range by range) fetches the rows and heap
     cells it judges: the 0x01 far into the heap, never fetched for row 0 alone, still counts."""

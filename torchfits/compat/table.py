@@ -174,7 +174,8 @@ def decode_numpy(src: TableSource, *, columns: Any, rows: np.ndarray | None = No
     data, heap = src.buffers()
     try:
         return decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
-                                  columns=columns, rows=rows, row_range=row_range)
+                                  columns=columns, rows=rows, row_range=row_range,
+                                  legacy_logical=src.legacy_logical)
     except (CorruptHeaderError, TruncatedFileError) as exc:
         raise src.located(exc) from None
 

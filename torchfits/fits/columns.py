@@ -24,6 +24,7 @@ __all__ = [
     "Conversion",
     "arrow_type",
     "conversion",
+    "element_arrow_type",
     "field_metadata",
     "parse_columns",
 ]
@@ -453,8 +454,9 @@ def conversion(spec: ColumnSpec, mapping: MappingName = "native") -> Conversion:
     return Conversion("scale", np.dtype("f8"))
 
 
-def _element_arrow_type(spec: ColumnSpec, conv: Conversion, decode_bytes: bool,
-                        binary_strings: bool, mapping: str) -> pa.DataType:
+def element_arrow_type(spec: ColumnSpec, conv: Conversion, decode_bytes: bool,
+                       binary_strings: bool, mapping: str) -> pa.DataType:
+    """The Arrow type of one element of a column (a list column's value type; a scalar column's type)."""
     import pyarrow as pa
 
     if conv.kind == "string":
@@ -507,7 +509,7 @@ def arrow_type(spec: ColumnSpec, mapping: Literal["native", "compat"] = "native"
         raise UnsupportedColumnError(
             f"complex {spec.describe()} cannot be read as Arrow; use read_torch for complex columns"
         )
-    value = _element_arrow_type(spec, conv, decode_bytes, binary_strings, mapping)
+    value = element_arrow_type(spec, conv, decode_bytes, binary_strings, mapping)
     if spec.is_vla:
         if conv.kind == "string":
             return value

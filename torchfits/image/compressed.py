@@ -25,7 +25,7 @@ from ..fits.sources.base import faults_seen
 from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
 from ..fits.tile_layout import TileLayout, image_header, tile_layout
 from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup
-from .plain import Image, Region, _check_out, region_from_key
+from .plain import Image, Region, check_out, region_from_key
 
 __all__ = ["CompressedImage", "CompressedTileError", "open_compressed"]
 
@@ -564,7 +564,7 @@ class CompressedImage(Image):
             if nthreads > 1:
                 fault_in(out)
         else:
-            out = _check_out(out, self.shape, self._plan.dtype)
+            out = check_out(out, self.shape, self._plan.dtype)
         if not self._layout.shape or out.size == 0:
             return out
         return self._read_all(out, nthreads)
@@ -639,7 +639,7 @@ class CompressedImage(Image):
         if out is None:
             out = np.empty(out_shape, self._plan.dtype)
         else:
-            out = _check_out(out, out_shape, self._plan.dtype)
+            out = check_out(out, out_shape, self._plan.dtype)
         return self._decode_into(region, out, threads if threads is not None else 1, use_cache=True)
 
     def _getitem_native(self, key: Any) -> np.ndarray:

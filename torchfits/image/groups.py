@@ -17,7 +17,7 @@ from ..fits.hdu_index import HduIndex, get_index
 from ..fits.header import Header
 from ..fits.image_plan import groups_layout, groups_plans
 from ..fits.paths import parse_path, with_storage_options
-from .plain import Image, Region, _check_out, decode_region, region_from_key
+from .plain import Image, Region, check_out, decode_region, region_from_key
 
 __all__ = ["GroupsImage", "RandomGroups", "read_groups"]
 
@@ -61,7 +61,7 @@ class GroupsImage(Image):
                      copy: bool = True) -> np.ndarray:
         shape = self.shape
         if out is not None:
-            out = _check_out(out, shape, self._plan.dtype)
+            out = check_out(out, shape, self._plan.dtype)
         gcount, pcount, n, _ = groups_layout(self._entry)
         region = ((0, pcount), (1, 1), (gcount, n))
         flat = None if out is None else out.reshape(gcount, n)
@@ -73,7 +73,7 @@ class GroupsImage(Image):
                             out: Any = None) -> np.ndarray:
         starts, steps, counts = region
         if out is not None:
-            out = _check_out(out, out_shape, self._plan.dtype)
+            out = check_out(out, out_shape, self._plan.dtype)
         groups = self._decode_groups(starts[0], steps[0], counts[0])
         groups = groups.reshape((counts[0],) + self.shape[1:])
         key = (slice(None),) + tuple(slice(s, s + c * st if s + c * st >= 0 else None, st)

@@ -23,7 +23,7 @@ from ..fits.threads import default_threads, run_parallel
 
 _MAX_AXES = 64  # NumPy's limit on array dimensions
 
-__all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "result_dtype"]
+__all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "result_dtype", "check_out"]
 
 _PARALLEL_BYTES = 4 << 20  # below this a thread hand-off costs more than it saves
 
@@ -195,7 +195,9 @@ def result_dtype(dtype: Any) -> np.dtype | None:
     return dt  # type: ignore[no-any-return]
 
 
-def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``out`` as an ndarray a read may fill: of ``dtype`` and ``shape``, C-contiguous and writable
+    (TypeError or ValueError naming what differs)."""
     arr = out if isinstance(out, np.ndarray) else np.asarray(out)
     if arr.dtype != dtype:
         raise TypeError(f"out has dtype {arr.dtype}, the image reads as {dtype}")
@@ -343,7 +345,7 @@ class Image:
             return self._read_native(out, threads=threads, copy=copy)
         if out is None:
             return self._read_native(None, threads=threads).astype(want)
-        out = _check_out(out, self.shape, want)
+        out = check_out(out, self.shape, want)
         np.copyto(out, self._read_native(None, threads=threads), casting="unsafe")
         return out  # type: ignore[no-any-return]
 
@@ -355,7 +357,7 @@ class Image:
             return self._read_region_native(region, out_shape, out)
         if out is None:
             return self._read_region_native(region, out_shape).astype(want)
-        out = _check_out(out, out_shape, want)
+        out = check_out(out, out_shape, want)
         np.copyto(out, self._read_region_native(region, out_shape), casting="unsafe")
         return out  # type: ignore[no-any-return]
 
@@ -367,7 +369,7 @@ class Image:
                 self._index.source.check()
             return view
         if out is not None:
-            out = _check_out(out, self.shape, self._plan.dtype)
+            out = check_out(out, self.shape, self._plan.dtype)
         # Without ``out``, the array is allocated once the file is known to hold the pixels.
         return decode_region(self._index, self._entry, self._plan, full_region(self.shape), out,
                              threads, self.shape)
@@ -375,7 +377,7 @@ class Image:
     def _read_region_native(self, region: Region, out_shape: tuple[int, ...],
                             out: Any = None) -> np.ndarray:
         if out is not None:
-            out = _check_out(out, out_shape, self._plan.dtype)
+            out = check_out(out, out_shape, self._plan.dtype)
         return decode_region(self._index, self._entry, self._plan, region, out,
                              out_shape=out_shape)
 

@@ -527,7 +527,7 @@ def _schema_metadata_items(schema: Any) -> list[tuple[bytes, bytes]]:
     return items
 
 
-def _decode_arrow_expression(expression: Any) -> RawNode:
+def decode_arrow_expression(expression: Any) -> RawNode:
     """Decode a pyarrow expression into nested ``("field", name)``, ``("literal", scalar)`` and
     ``("call", function, [args], options_scalar)`` tuples.
 
@@ -871,7 +871,7 @@ def tree_from_pyarrow(expression: Any, schema: Any) -> Predicate | None:
         raise TypeError(f"expected a pyarrow.compute.Expression, not {type(expression).__name__}")
     types = None if schema is None else _as_types(schema)
     try:
-        raw = _decode_arrow_expression(expression)
+        raw = decode_arrow_expression(expression)
     except Exception:  # any surprise in an undocumented encoding means "cannot translate"
         return None
     try:

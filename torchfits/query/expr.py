@@ -42,51 +42,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import tree as _tree
 from .parser import parse
-from .tree import (
-    ARITH_OPS,
-    COMPARISON_OPS,
-    TOO_DEEP,
-    Abs,
-    And,
-    Arith,
-    Between,
-    BitAnd,
-    Column,
-    Compare,
-    Expr,
-    InList,
-    IsNan,
-    IsNull,
-    Like,
-    Literal,
-    LiteralValue,
-    Neg,
-    Not,
-    Or,
-    Predicate,
-    Value,
-    and_all,
-    chain,
-    columns,
-    conjuncts,
-    float_compare_plan,
-    integer_compare_plan,
-    to_string,
-    walk,
-)
+from .tree import *  # noqa: F403 - the nodes and tree helpers are names of this API too
+from .tree import Expr, Predicate
 from .where_compat import from_compat_ast
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; pyarrow is imported lazily
     import pyarrow
     import pyarrow.compute
 
-__all__ = [
-    "Expr", "Value", "Predicate", "Column", "Literal", "Arith", "Neg", "Abs", "BitAnd", "Compare",
-    "InList", "Between", "IsNull", "IsNan", "Like", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
-    "ARITH_OPS", "TOO_DEEP", "parse", "from_compat_ast", "columns", "conjuncts", "and_all", "chain", "walk", "to_string",
-    "integer_compare_plan", "float_compare_plan", "validate", "to_pyarrow", "from_pyarrow",
-]
+__all__ = [*_tree.__all__, "parse", "from_compat_ast", "validate", "to_pyarrow", "from_pyarrow"]
 
 
 def validate(expr: Expr, types: Any) -> None:

@@ -13,7 +13,7 @@ from typing import (
 )
 
 from ..errors import WhereSyntaxError
-from .lexing import RESERVED_WORDS, number_or_none, scan_quoted
+from .lexing import RESERVED_WORDS, in_list, number_or_none, scan_quoted
 from .tree import (
     TOO_DEEP,
     Abs,
@@ -63,6 +63,10 @@ _TOKEN_RE = re.compile(
 )
 _FUNCTIONS = ("abs", "bit", "bitand", "isnan")
 _LOGIC_WORDS = {"&&": "AND", "&": "AND", "||": "OR", "|": "OR", "~": "NOT"}
+# the arithmetic operators by precedence, loosest first
+_ARITH_LEVELS = (("+", "-"), ("*", "/"))
+# the joining keywords, loosest first, and their nodes
+_JOINS: tuple[tuple[str, type[And | Or]], ...] = (("OR", Or), ("AND", And))
 
 
 class _Tok(NamedTuple):
@@ -230,29 +234,21 @@ class _Parser:
         if opened:
             raise self.error("Unbalanced parentheses in where expression", pos=opened[-1])
 
-    def parse_or(self) -> Expr:
+    def parse_or(self, level: int = 0) -> Expr:
+        """OR of ANDs (``level`` 1 parses one AND term list); long chains come back balanced."""
+        if level == len(_JOINS):
+            return self.parse_not()
+        word, kind = _JOINS[level]
         pos = self.here()
-        node = self.parse_and()
-        if not self.at_word("OR"):
+        node = self.parse_or(level + 1)
+        if not self.at_word(word):
             return node
         terms = [self.condition(node, pos)]
-        while self.at_word("OR"):
+        while self.at_word(word):
             self.advance()
             rpos = self.here()
-            terms.append(self.condition(self.parse_and(), rpos))
-        return chain(Or, terms)
-
-    def parse_and(self) -> Expr:
-        pos = self.here()
-        node = self.parse_not()
-        if not self.at_word("AND"):
-            return node
-        terms = [self.condition(node, pos)]
-        while self.at_word("AND"):
-            self.advance()
-            rpos = self.here()
-            terms.append(self.condition(self.parse_not(), rpos))
-        return chain(And, terms)
+            terms.append(self.condition(self.parse_or(level + 1), rpos))
+        return chain(kind, terms)
 
     def parse_not(self) -> Expr:
         if self.at_word("NOT"):
@@ -343,31 +339,10 @@ class _Parser:
         return Compare(op, left_value, right_value)
 
     def parse_in_values(self) -> list[LiteralValue]:
-        if self.peek() is None:
-            raise self.end_error()
-        tok = self.peek()
-        assert tok is not None
-        if tok.kind != "lparen":
-            return [self.parse_in_item()]
-        self.advance()
-        values: list[LiteralValue] = []
-        if self.peek() is not None and self.peek().kind == "rparen":  # type: ignore[union-attr]
-            self.advance()
-            return values
-        while True:
-            values.append(self.parse_in_item())
-            tok = self.peek()
-            if tok is None:
-                raise self.end_error()
-            if tok.kind == "rparen":
-                self.advance()
-                return values
-            if tok.kind != "comma":
-                raise self.error(
-                    f"Unexpected trailing tokens in where expression (expected ',' or ')' in "
-                    f"IN list, got {tok.text!r})"
-                )
-            self.advance()
+        return in_list(self, self.parse_in_item, ("lparen", "rparen", "comma"), lambda tok: self.error(
+            "Unexpected trailing tokens in where expression (expected ',' or ')' in IN list, "
+            f"got {tok.text!r})"
+        ))
 
     def parse_in_item(self) -> LiteralValue:
         pos = self.here()
@@ -378,23 +353,16 @@ class _Parser:
             return node.value
         raise self.error("where IN lists hold literals only", pos=pos)
 
-    def parse_sum(self) -> Expr:
+    def parse_sum(self, level: int = 0) -> Expr:
+        """Sums of products (``level`` 1 parses one product), left-associative."""
+        if level == len(_ARITH_LEVELS):
+            return self.parse_unary()
         pos = self.here()
-        node = self.parse_term()
-        while self.at_arith("+", "-"):
+        node = self.parse_sum(level + 1)
+        while self.at_arith(*_ARITH_LEVELS[level]):
             op = self.advance().text
             rpos = self.here()
-            right = self.parse_term()
-            node = Arith(op, self.value(node, pos), self.value(right, rpos))
-        return node
-
-    def parse_term(self) -> Expr:
-        pos = self.here()
-        node = self.parse_unary()
-        while self.at_arith("*", "/"):
-            op = self.advance().text
-            rpos = self.here()
-            right = self.parse_unary()
+            right = self.parse_sum(level + 1)
             node = Arith(op, self.value(node, pos), self.value(right, rpos))
         return node
 

@@ -16,15 +16,17 @@ from .._kernels import _predicate as K
 from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec
 from . import expr as _expr
+from .tree import FLIPPED
 
 __all__ = ["KernelPlan", "FusedPredicate", "fuse", "plan_pushdown"]
 
 _CMP = {"==": K.CMP_EQ, "!=": K.CMP_NE, "<": K.CMP_LT, "<=": K.CMP_LE, ">": K.CMP_GT, ">=": K.CMP_GE}
-_FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # stored element: (kernel source code, bytes, lowest stored, highest stored)
-_STORED: dict[str, tuple[int, int, int | None, int | None]] = {"B": (K.SRC_U8, 1, 0, 255), "I": (K.SRC_I16, 2, -(1 << 15), (1 << 15) - 1),
-           "J": (K.SRC_I32, 4, -(1 << 31), (1 << 31) - 1), "K": (K.SRC_I64, 8, -(1 << 63), (1 << 63) - 1),
-           "E": (K.SRC_F32, 4, None, None), "D": (K.SRC_F64, 8, None, None), "L": (K.SRC_L, 1, None, None)}
+_STORED: dict[str, tuple[int, int, int | None, int | None]] = {
+    "B": (K.SRC_U8, 1, 0, 255), "I": (K.SRC_I16, 2, -(1 << 15), (1 << 15) - 1),
+    "J": (K.SRC_I32, 4, -(1 << 31), (1 << 31) - 1), "K": (K.SRC_I64, 8, -(1 << 63), (1 << 63) - 1),
+    "E": (K.SRC_F32, 4, None, None), "D": (K.SRC_F64, 8, None, None), "L": (K.SRC_L, 1, None, None),
+}
 _BOOL_WORDS = {True: 1, False: 0, "true": 1, "false": 0}  # 1 and 0 hash as True and False
 
 
@@ -132,7 +134,7 @@ class _Compiler:
 
         op, left, right = node.op, node.left, node.right
         if isinstance(left, _expr.Literal) and isinstance(right, _expr.Column):
-            op, left, right = _FLIP[op], right, left
+            op, left, right = FLIPPED[op], right, left
         if not isinstance(right, _expr.Literal) or right.value is None:
             raise _NotKernel
         spec, typ = self._column(left)

@@ -10,11 +10,18 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 import numpy as np
 
 from .lexing import RESERVED_WORDS
+
+__all__ = [
+    "Expr", "Value", "Predicate", "Column", "Literal", "Arith", "Neg", "Abs", "BitAnd", "Compare",
+    "InList", "Between", "IsNull", "IsNan", "Like", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
+    "ARITH_OPS", "TOO_DEEP", "columns", "conjuncts", "and_all", "chain", "walk", "to_string",
+    "integer_compare_plan", "float_compare_plan",
+]
 
 LiteralValue = Union[None, bool, int, float, str]
 COMPARISON_OPS = ("==", "!=", "<", "<=", ">", ">=")
@@ -70,30 +77,44 @@ class Literal(Value):
 
 
 @dataclass(frozen=True)
-class Arith(Value):
-    """``left op right`` with op one of ``+ - * /`` (``/`` is true division)."""
+class _Binary:
+    """``left op right`` with ``op`` one of the class's ``OPS`` (a ValueError names another)."""
 
     op: str
     left: Value
     right: Value
 
+    OPS: ClassVar[tuple[str, ...]] = ()
+    KIND: ClassVar[str] = ""
+
     def __post_init__(self) -> None:
-        if self.op not in ARITH_OPS:
-            raise ValueError(f"unknown arithmetic operator {self.op!r}")
+        if self.op not in self.OPS:
+            raise ValueError(f"unknown {self.KIND} operator {self.op!r}")
 
 
 @dataclass(frozen=True)
-class Neg(Value):
+class _Unary:
+    """A function of one value."""
+
+    operand: Value
+
+
+@dataclass(frozen=True)
+class Arith(_Binary, Value):
+    """``left op right`` with op one of ``+ - * /`` (``/`` is true division)."""
+
+    OPS = ARITH_OPS
+    KIND = "arithmetic"
+
+
+@dataclass(frozen=True)
+class Neg(_Unary, Value):
     """Unary minus."""
 
-    operand: Value
-
 
 @dataclass(frozen=True)
-class Abs(Value):
+class Abs(_Unary, Value):
     """Absolute value."""
-
-    operand: Value
 
 
 @dataclass(frozen=True)
@@ -105,16 +126,11 @@ class BitAnd(Value):
 
 
 @dataclass(frozen=True)
-class Compare(Predicate):
+class Compare(_Binary, Predicate):
     """``left op right`` with op one of ``== != < <= > >=``."""
 
-    op: str
-    left: Value
-    right: Value
-
-    def __post_init__(self) -> None:
-        if self.op not in COMPARISON_OPS:
-            raise ValueError(f"unknown comparison operator {self.op!r}")
+    OPS = COMPARISON_OPS
+    KIND = "comparison"
 
 
 @dataclass(frozen=True)
@@ -148,10 +164,8 @@ class IsNull(Predicate):
 
 
 @dataclass(frozen=True)
-class IsNan(Predicate):
+class IsNan(_Unary, Predicate):
     """True for NaN, false for any other value (of any type), unknown for null."""
-
-    operand: Value
 
 
 @dataclass(frozen=True)
@@ -166,19 +180,21 @@ class Like(Predicate):
 
 
 @dataclass(frozen=True)
-class And(Predicate):
-    """Three-valued conjunction."""
+class _Connective(Predicate):
+    """Two conditions joined."""
 
     left: Predicate
     right: Predicate
 
 
 @dataclass(frozen=True)
-class Or(Predicate):
-    """Three-valued disjunction."""
+class And(_Connective):
+    """Three-valued conjunction."""
 
-    left: Predicate
-    right: Predicate
+
+@dataclass(frozen=True)
+class Or(_Connective):
+    """Three-valued disjunction."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..errors import WhereSyntaxError
-from .lexing import RESERVED_WORDS, number_or_none, scan_quoted
+from .lexing import (
+    RESERVED_WORDS,
+    in_list,
+    number_or_none,
+    quoted_end,
+    scan_quoted,
+    unescape_quoted,
+)
 from .tree import (
     TOO_DEEP,
     And,
@@ -45,6 +52,8 @@ _COMPARISON_OPS = ("==", "!=", ">=", "<=", ">", "<")
 # an operator written back to front, and what was meant
 _REVERSED_OPS = {"=<": "<=", "=>": ">=", "=!": "!="}
 _WORD_RE = re.compile(r"[A-Za-z0-9_.+\-]+")
+# in a single-quoted literal: an escape pair (kept) or a doubled quote (rewritten as \')
+_ESCAPE_OR_DOUBLED = re.compile(r"\\.|''", re.S)
 _IDENT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 # messages fixed by the 1.2.3 contract (docs/where.md); positions are appended after them
@@ -177,6 +186,10 @@ def tokenize_where_expression(expression: str) -> list[tuple[str, str]]:
     return [(tok.kind, tok.text) for tok in _tokenize(expression)]
 
 
+def _escape_doubled(match: re.Match[str]) -> str:
+    return "\\'" if match.group() == "''" else match.group()
+
+
 def normalize_where_syntax(expression: str) -> str:
     """Rewrite the symbolic logical operators as keywords, leaving quoted text alone.
 
@@ -200,25 +213,12 @@ def normalize_where_syntax(expression: str) -> str:
     while i < n:
         ch = expression[i]
         if ch in "'\"":
-            # copy the quoted literal, normalising doubled single quotes to \'
-            out.append(ch)
-            i += 1
-            while i < n:
-                c = expression[i]
-                if c == "\\" and i + 1 < n:
-                    out.append(expression[i : i + 2])
-                    i += 2
-                    continue
-                if c == ch:
-                    if ch == "'" and i + 1 < n and expression[i + 1] == "'":
-                        out.append("\\'")
-                        i += 2
-                        continue
-                    out.append(c)
-                    i += 1
-                    break
-                out.append(c)
-                i += 1
+            # copy the quoted literal (to the end if unterminated), doubled single quotes as \'
+            end = quoted_end(expression, i)
+            end = n if end < 0 else end
+            body = expression[i + 1 : end]
+            out.append(ch + (_ESCAPE_OR_DOUBLED.sub(_escape_doubled, body) if ch == "'" else body))
+            i = end
             continue
         if expression.startswith("&&", i) or expression.startswith("||", i):
             out.append(" AND " if ch == "&" else " OR ")
@@ -238,24 +238,6 @@ def normalize_where_syntax(expression: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Literals
 # ---------------------------------------------------------------------------------------------
-
-
-def _unescape_quoted(inner: str, quote: str) -> str:
-    """Undo ``\\'``-style escapes and FITS doubled single quotes inside a quoted literal."""
-    out: list[str] = []
-    i = 0
-    while i < len(inner):
-        ch = inner[i]
-        if ch == "\\" and i + 1 < len(inner) and inner[i + 1] in (quote, "\\"):
-            out.append(inner[i + 1])
-            i += 2
-        elif quote == "'" and ch == "'" and inner[i + 1 : i + 2] == "'":
-            out.append("'")
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
 
 
 def parse_where_literal(raw: str) -> Literal:
@@ -283,7 +265,7 @@ def parse_where_literal(raw: str) -> Literal:
     if not text:
         raise WhereSyntaxError("where literal cannot be empty")
     if len(text) >= 2 and text[0] in "'\"" and text[-1] == text[0]:
-        return _unescape_quoted(text[1:-1], text[0])
+        return unescape_quoted(text[1:-1], text[0])
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
@@ -306,6 +288,10 @@ def _word_value(text: str) -> Literal:
 # ---------------------------------------------------------------------------------------------
 # Parsing
 # ---------------------------------------------------------------------------------------------
+
+
+# the joining keywords, loosest first, and their AST tags
+_JOINS = (("OR", "or"), ("AND", "and"))
 
 
 class _CompatParser:
@@ -339,18 +325,15 @@ class _CompatParser:
             raise WhereSyntaxError(f"{_MSG_TRAILING} at position {tok.pos}: {tok.text!r}")
         return node
 
-    def parse_or(self) -> WhereAst:
-        node = self.parse_and()
-        while self.is_keyword(self.peek(), "OR"):
+    def parse_or(self, level: int = 0) -> WhereAst:
+        """OR of ANDs (``level`` 1 parses one AND term list), left-associative."""
+        if level == len(_JOINS):
+            return self.parse_not()
+        word, kind = _JOINS[level]
+        node = self.parse_or(level + 1)
+        while self.is_keyword(self.peek(), word):
             self.advance()
-            node = ("or", node, self.parse_and())
-        return node
-
-    def parse_and(self) -> WhereAst:
-        node = self.parse_not()
-        while self.is_keyword(self.peek(), "AND"):
-            self.advance()
-            node = ("and", node, self.parse_not())
+            node = (kind, node, self.parse_or(level + 1))
         return node
 
     def parse_not(self) -> WhereAst:
@@ -457,30 +440,9 @@ class _CompatParser:
         return value
 
     def parse_in_values(self) -> list[Literal]:
-        tok = self.peek()
-        if tok is None:
-            raise self.end_error()
-        if tok.kind != "LPAREN":
-            return [self.parse_literal()]
-        self.advance()
-        values: list[Literal] = []
-        if self.peek() is not None and self.peek().kind == "RPAREN":  # type: ignore[union-attr]
-            self.advance()
-            return values
-        while True:
-            values.append(self.parse_literal())
-            tok = self.peek()
-            if tok is None:
-                raise self.end_error()
-            if tok.kind == "RPAREN":
-                self.advance()
-                return values
-            if tok.kind != "COMMA":
-                raise WhereSyntaxError(
-                    f"{_MSG_TRAILING} at position {tok.pos}: expected ',' or ')' in IN list, "
-                    f"got {tok.text!r}"
-                )
-            self.advance()
+        return in_list(self, self.parse_literal, ("LPAREN", "RPAREN", "COMMA"), lambda tok: WhereSyntaxError(
+            f"{_MSG_TRAILING} at position {tok.pos}: expected ',' or ')' in IN list, got {tok.text!r}"
+        ))
 
 
 def _check_parentheses(text: str, tokens: Sequence[_Token]) -> None:

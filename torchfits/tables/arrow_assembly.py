@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ..errors import UnsupportedColumnError
-from ..fits.columns import ColumnSpec, _element_arrow_type, arrow_type
+from ..fits.columns import ColumnSpec, arrow_type, element_arrow_type
 from ..fits.columns import field_metadata as _field_metadata
 from .column_plan import ColumnOutput
 from .decode_options import ascii_compatible
@@ -89,7 +89,7 @@ def column_array(out: ColumnOutput, nrows: int, mapping: str, decode_bytes: bool
     pa = _pa()
     spec = out.spec
     target = arrow_type(spec, mapping, decode_bytes, binary_strings=binary_strings)  # type: ignore[arg-type]
-    leaf_type = _element_arrow_type(spec, out.conv, decode_bytes, binary_strings, mapping)
+    leaf_type = element_arrow_type(spec, out.conv, decode_bytes, binary_strings, mapping)
     if spec.is_vla:
         if out.conv.kind == "string":
             return leaf_array(out, target, encoding, decode_bytes and not binary_strings)

@@ -444,9 +444,9 @@ class _FragmentScan:
 def _fields_of(expression: Any, names: Sequence[str]) -> list[str]:
     """The columns a pyarrow expression reads (every column when that cannot be told)."""
     try:
-        from ..query.arrow import _decode_arrow_expression
+        from ..query.arrow import decode_arrow_expression
 
-        raw = _decode_arrow_expression(expression)
+        raw = decode_arrow_expression(expression)
     except Exception:  # an undocumented encoding: decode everything rather than guess
         return list(names)
     found: list[str] = []

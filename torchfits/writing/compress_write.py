@@ -27,7 +27,9 @@ from ..image.codec_registry import (
     writer_names,
 )
 
-__all__ = ["encode_compressed_hdu", "write_compressed", "normalize_compress", "COMPRESS_NAMES"]
+__all__ = [
+    "encode_compressed_hdu", "write_compressed", "normalize_compress", "COMPRESS_NAMES", "header_bytes",
+]
 
 # Names `compress=` accepts (ZCMPTYPEs and short aliases) → ZCMPTYPE.
 COMPRESS_NAMES = writer_names()
@@ -425,7 +427,8 @@ def _user_cards(header: Any) -> list[Card]:
     return out
 
 
-def _header_bytes(cards: list[Card]) -> bytes:
+def header_bytes(cards: list[Card]) -> bytes:
+    """The header blocks (END and padding to 2880 bytes included) for ``cards``."""
     from .cards import card_lines
 
     lines = []
@@ -456,7 +459,7 @@ def write_compressed(path: Any, images: Any, header: Any = None, *, overwrite: b
     with atomic_output(target) as sink:
         spans = []
         start = sink.offset
-        sink.write(_header_bytes(primary))
+        sink.write(header_bytes(primary))
         spans.append((start, sink.offset, 0))
         for k, (arr, h) in enumerate(zip(items, headers), start=1):
             with named_errors(target, k):
@@ -464,7 +467,7 @@ def write_compressed(path: Any, images: Any, header: Any = None, *, overwrite: b
                                                            quantize=quantize, **options)
                 if checksum:
                     cards += [Card("CHECKSUM", "0" * 16), Card("DATASUM", "0")]
-                block = _header_bytes(cards)
+                block = header_bytes(cards)
             start = sink.offset
             sink.write(block)
             data_offset = sink.offset

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..image.codec_registry import DEFAULT_CODEC
-from .compress_write import _header_bytes
+from .compress_write import header_bytes
 from .hdu_bytes import copy_hdu
 
 __all__ = ["compress_file", "decompress_file"]
@@ -52,9 +52,9 @@ def compress_file(src: str, dst: str, *, algorithm: str = DEFAULT_CODEC, tile: t
                 if key in header:
                     cards.append(Card(key, header[key], header.comments[key]))
         if entry.index == 0:
-            sink.write(_header_bytes([Card("SIMPLE", True), Card("BITPIX", 8),
+            sink.write(header_bytes([Card("SIMPLE", True), Card("BITPIX", 8),
                                       Card("NAXIS", 0), Card("EXTEND", True)]))
-        sink.write(_header_bytes(cards))
+        sink.write(header_bytes(cards))
         sink.write(table)
         sink.write(heap)
         sink.pad()
@@ -82,7 +82,7 @@ def decompress_file(src: str, dst: str, *, which: list[int] | None = None,
             cards = [c for c in cards if c.key != "EXTEND"]
             naxis_end = max(i for i, c in enumerate(cards) if c.key.startswith("NAXIS")) + 1
             cards[naxis_end:naxis_end] = [Card("PCOUNT", 0), Card("GCOUNT", 1)]
-        sink.write(_header_bytes(cards))
+        sink.write(header_bytes(cards))
         sink.write(stored.astype(stored.dtype.newbyteorder(">")))
         sink.pad()
 

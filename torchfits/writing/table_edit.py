@@ -605,13 +605,13 @@ def _save_ascii_rows(target: str, t: _Table) -> None:
 def _plan_new_column(name: str, values: Any, *, format: str | None, unit: str | None,
                      dim: str | None, tnull: int | None, tscal: float | None,
                      tzero: float | None) -> tuple[ColumnPlan, ColumnValues]:
-    from .table_write import _apply_schema
+    from .table_write import apply_schema
 
     cv = numpy_column(name, values)
     plan = plan_column(name, cv)
     spec = {"format": format, "unit": unit, "dim": dim, "tnull": tnull, "tscal": tscal, "tzero": tzero}
     if any(v is not None for v in spec.values()):
-        _apply_schema([plan], {name: {k: v for k, v in spec.items() if v is not None}}, None)
+        apply_schema([plan], {name: {k: v for k, v in spec.items() if v is not None}}, None)
     return plan, cv
 
 

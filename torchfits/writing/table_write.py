@@ -42,7 +42,7 @@ from .table_plan import (
     slices,
 )
 
-__all__ = ["TablePlan", "plan_table", "write_table_hdu", "table_cards"]
+__all__ = ["TablePlan", "plan_table", "write_table_hdu", "table_cards", "apply_schema"]
 
 
 
@@ -76,7 +76,7 @@ def _numpy_plan(columns: Mapping[str, Any], schema: Mapping[str, Any] | None) ->
         if is_time_dtype(getattr(columns[name], "dtype", None)):
             _time_plan(plans[-1])
             timed = True
-    _apply_schema(plans, schema, values)
+    apply_schema(plans, schema, values)
     whole = list(values.values())
     return TablePlan(plans, slices(whole), columns=whole, cards=list(TIME_CARDS) if timed else [])
 
@@ -154,7 +154,7 @@ def _arrow_plan(stream: Any, schema: Mapping[str, Any] | None) -> TablePlan:
             if is_time_dtype(f.type):
                 _time_plan(plans[-1])
         batches = itertools.chain([first], reader)
-    _apply_schema(plans, schema, None)
+    apply_schema(plans, schema, None)
     timed = any(is_time_dtype(f.type) for f in arrow_schema)
     carried = _carried_from_source(arrow_schema, plans)
 
@@ -206,7 +206,7 @@ def _carried_from_source(arrow_schema: Any, plans: list[ColumnPlan]) -> list:
     return [(key, source[key]) for key in _TIME_KEYWORDS if key in source]
 
 
-def _apply_schema(plans: list[ColumnPlan], schema: Mapping[str, Any] | None,
+def apply_schema(plans: list[ColumnPlan], schema: Mapping[str, Any] | None,
                   values: Mapping[str, ColumnValues] | None) -> None:
     """Per-column overrides from ``schema={col: {format, unit, tnull, tscal, tzero, dim,
     keywords}}``; ``keywords`` are column keywords without their number (``{"TCTYP": "TT"}``)."""
