@@ -105,7 +105,7 @@ def measure(tree: Path, data: Path, repeat: int, target_s: float, clock: str) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", type=Path, required=True,
+    parser.add_argument("--base", type=Path,
                         help="the reference source tree (a built checkout of the revision to compare with)")
     parser.add_argument("--current", type=Path, default=REPO_ROOT,
                         help="the tree compared with it (default: this checkout)")
@@ -120,6 +120,8 @@ def main() -> None:
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if not args.worker and args.base is None:
+        parser.error("--base is required (a built checkout of the revision to compare with)")
     if args.worker:
         import torchfits
 
