@@ -263,7 +263,7 @@ def compat_scan(path: Any, hdu: Any, *, func: str, columns: Any = None, row_slic
     try:
         schema_ = sc.schema
     except UnsupportedColumnError as exc:  # the decoder knows the columns, not the file
-        raise UnsupportedColumnError(f"{Scanner._label(src)}: {exc}") from None
+        raise UnsupportedColumnError(f"{src.label}: {exc}") from None
     if metadata:
         schema_ = schema_.with_metadata({b"fits_hdu": str(src.entry.index).encode()})
     return CompatScan(sc, schema_, tree is not None)

@@ -11,7 +11,7 @@ import torch
 from .._torch_adapter import NullValue, apply_null_rule, check_null_options, mask_name, validate_device
 from ..errors import HDUTypeError
 from ..fits.paths import fspath
-from ..tables.scan import Scanner, scan, tensor_null_columns
+from ..tables.scan import scan, tensor_null_columns
 from .hdus import FileHdus, check_hdu
 from .loader import finish_batch, item_position
 from .readers import batch_images, image_reader, to_tensor_batch, validity_mask
@@ -61,18 +61,18 @@ class _SpectrumPayloads(FileHdus):
                              "mask_column=, wavelength_column= for the companions)")
         rows = None if self.row is None else [self.row]
         scanner = scan(table_source(path, self.storage_options), hdu, columns=[name], rows=rows)
-        asked, name = name, scanner._projection[0]  # the table's spelling
+        asked, name = name, scanner.projection[0]  # the table's spelling
         fill = self.null_value
         if isinstance(fill, Mapping) and asked in fill:
             fill = {name: fill[asked]}
-        nullable = tensor_null_columns(scanner._sources, scanner.schema, [name])
+        nullable = tensor_null_columns(scanner.sources, scanner.schema, [name])
         raw = scanner.to_numpy()[name]
         if self.masks and name not in nullable and np.asarray(raw).dtype.kind in "biu":
             # Every integer or logical part gets its mask, so items of files with and without
             # a TNULL have the same keys.
             nullable[name] = (np.asarray(raw).dtype, "")
         cols = apply_null_rule({name: raw}, nullable, null_value=fill,
-                               masks=self.masks, where=Scanner._label(scanner._sources[0]))
+                               masks=self.masks, where=scanner.sources[0].label)
         arrays = [cols[name]] + ([cols[mask_name(name)]] if mask_name(name) in cols else [])
         out = []
         for arr in arrays:

@@ -14,7 +14,7 @@ from ..fits.paths import fspath
 from ..fits.sources.base import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
-from ..tables.scan import Scanner, scan, tensor_null_columns
+from ..tables.scan import scan, tensor_null_columns
 from ..tables.source import TableSource, resolve_sources
 from .loader import finish_batch, item_position
 from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
@@ -276,11 +276,11 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         first = scan(self._source(self.paths[0]), self._hdus[0], columns=columns, where=where)
         # Batches hold every column asked for; without columns= they keep 1.2.3's choice of
         # the columns one tensor per batch can hold (no strings, bits or variable lengths).
-        specs = {s.name: s for s in first._sources[0].specs}
+        specs = {s.name: s for s in first.sources[0].specs}
         self._batch_columns = [n for n in first._projection
                                if columns is not None or (specs[n].code not in "AXPQ"
                                                           and not specs[n].is_vla)]
-        sources = [first._sources[0]] + [TableSource.open(self._source(p), h)
+        sources = [first.sources[0]] + [TableSource.open(self._source(p), h)
                                          for p, h in zip(self.paths[1:], self._hdus[1:])]
         self.nrows = [src.nrows for src in sources]
         # Which columns can hold an integer or logical null, over every file: each batch (and
@@ -288,7 +288,7 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         self.null_value, self.masks = null_value, bool(masks)
         self._nullable = tensor_null_columns(sources, first.schema, first._projection)
         check_null_options(null_value, self.masks, first._projection, self._nullable,
-                           Scanner._label(first._sources[0]))
+                           first.sources[0].label)
 
     def _source(self, path: str) -> Any:
         return table_source(path, self.storage_options)
@@ -349,9 +349,9 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                            batch_size=self.batch_size, row_slice=(a, b))
             import pyarrow as pa
 
-            where = Scanner._label(scanner._sources[0])
+            where = scanner.sources[0].label
             cells = _cell_dtypes(scanner.schema)
-            widths = _string_widths(scanner._sources[0].specs)
+            widths = _string_widths(scanner.sources[0].specs)
             masks = {mask_name(n) for n in self._batch_columns}
             for batch in scanner.to_batches():
                 cols = apply_null_rule(table_to_numpy(pa.Table.from_batches([batch])), self._nullable,

@@ -235,6 +235,16 @@ class Scanner:
         return any(p.tests for p in self._plans.values()) or self._residual is not None
 
     @property
+    def sources(self) -> list[TableSource]:
+        """The tables this scan reads, in order."""
+        return self._sources
+
+    @property
+    def projection(self) -> list[str]:
+        """The projected columns, spelled as the first table spells them."""
+        return self._projection
+
+    @property
     def schema(self) -> pa.Schema:
         """The Arrow schema of the results (projected columns, FITS metadata attached)."""
         first = self._sources[0]
@@ -521,7 +531,7 @@ class Scanner:
 
         names = self._projection if names is None else list(names)
         nullable = self._null_columns(names)
-        check_null_options(null_value, masks, self._projection, nullable, self._label(self._sources[0]))
+        check_null_options(null_value, masks, self._projection, nullable, self._sources[0].label)
         whole = self._with_batch_size(_WHOLE)
         parts = []
         for k, src in enumerate(whole._sources):
@@ -529,18 +539,14 @@ class Scanner:
             if batches:
                 table = pa.Table.from_batches(batches, schema=self.schema).select(names)
                 parts.append(apply_null_rule(table_to_numpy(table), nullable, null_value=null_value,
-                                             masks=masks, where=self._label(src)))
+                                             masks=masks, where=src.label))
         if not parts:
             empty = table_to_numpy(self.schema.empty_table().select(names))
             parts.append(apply_null_rule(empty, nullable, null_value=null_value, masks=masks,
-                                         where=self._label(self._sources[0])))
+                                         where=self._sources[0].label))
         if len(parts) == 1:
             return parts[0]
         return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
-
-    @staticmethod
-    def _label(src: TableSource) -> str:
-        return f"{src.path}: HDU {src.entry.index}"
 
     def to_torch_batches(self, batch_size: int | None = None, columns: Any = None,
                          dtype: Any = None, stack: bool = True, device: Any = "cpu", *,
@@ -682,7 +688,7 @@ class TorchBatches:
         self.scanner, self.dtype, self.stack, self.device = scanner, dtype, stack, device
         self.null_value, self.masks = null_value, masks
         if stack:
-            specs = select_columns(scanner._sources[0].specs, scanner._projection)
+            specs = select_columns(scanner.sources[0].specs, scanner.projection)
             bad = [s.name for s in specs if s.code not in "BIJKEDFL" or s.repeat != 1 or s.is_vla]
             if bad:
                 raise TypeError(f"columns {bad} are not numeric scalars and cannot be stacked into "
@@ -691,8 +697,8 @@ class TorchBatches:
                 raise ValueError("masks=True needs stack=False: the masks come as <column>_mask "
                                  "entries of each batch's dict")
         self.nullable = scanner._null_columns()
-        check_null_options(null_value, masks, scanner._projection, self.nullable,
-                           Scanner._label(scanner._sources[0]))
+        check_null_options(null_value, masks, scanner.projection, self.nullable,
+                           scanner.sources[0].label)
 
     def __iter__(self) -> Iterator[Any]:
         import pyarrow as pa
@@ -705,12 +711,12 @@ class TorchBatches:
         counter = iter(range(1 << 62))
         mine = None if workers == 1 else (lambda: next(counter) % workers == worker)
         tdt = torch_dtype(self.dtype)
-        names = self.scanner._projection
-        for k, src in enumerate(self.scanner._sources):
+        names = self.scanner.projection
+        for k, src in enumerate(self.scanner.sources):
             for batch in self.scanner._batches_of(k, src, mine):
                 cols = apply_null_rule(table_to_numpy(pa.Table.from_batches([batch])), self.nullable,
                                        null_value=self.null_value, masks=self.masks,
-                                       where=Scanner._label(src))
+                                       where=src.label)
                 if not self.stack:
                     yield numpy_to_torch(cols, device=self.device, dtype=tdt, exclusive=True)
                     continue

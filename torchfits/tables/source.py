@@ -57,6 +57,11 @@ class TableSource:
             raise type(exc)(f"{index.path}: HDU {entry.index}: {exc}") from None
         return cls(index.path, index, entry, specs)
 
+    @property
+    def label(self) -> str:
+        """``path: HDU n``, how messages name this table."""
+        return f"{self.path}: HDU {self.entry.index}"
+
     def located(self, exc: FitsError) -> FitsError:
         """``exc`` from a decode of this table, with the file and HDU in its message; a bad heap
         descriptor in a heap the file cuts short is a truncation, not corruption."""
