@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ..errors import CorruptHeaderError, FitsFileNotFoundError, KeywordNotFoundError
+from ..fits.hdu_index import check_hdu_arg
 from ..fits.paths import fspath, hdu_suffix
 from .sources import index_of, storage_options_arg, suffix_targets
 
@@ -58,8 +59,7 @@ def check_hdu(hdu: Any) -> None:
     """Refuse an HDU that is neither a non-negative index nor an EXTNAME (ValueError)."""
     if isinstance(hdu, bool) or not isinstance(hdu, (int, str)):
         raise ValueError(f"hdu must be an integer index or an EXTNAME, not {hdu!r}")
-    if isinstance(hdu, int) and hdu < 0:
-        raise ValueError(f"HDU index must be a non-negative integer, got {hdu}")
+    check_hdu_arg(hdu)
 
 
 def companion_hdus(spec: Any, n_flux: int, what: str) -> list[Any] | None:
