@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fits.paths import with_storage_options
+from ..fits.paths import is_glob, with_storage_options
 from ..fits.threads import run_parallel
 from ..image.plain import Image, open_image
 from ..tables.source import resolve_sources
@@ -210,8 +210,8 @@ def _many(source: Any) -> bool:
     text = os.fspath(source) if isinstance(source, os.PathLike) else str(source)
     if _is_remote(source):
         rest = text.partition("://")[2]
-        return rest.endswith("/") or any(c in rest for c in "*?[")
-    return os.path.isdir(text) or (not os.path.exists(text) and any(c in text for c in "*?["))
+        return rest.endswith("/") or is_glob(rest)
+    return os.path.isdir(text) or (not os.path.exists(text) and is_glob(text))
 
 
 def _token(blocks: ImageBlocks) -> str:

@@ -14,7 +14,7 @@ from ..errors import UnsafePathError
 from .record import FrozenRecord
 
 __all__ = ["FitsPath", "SourcePath", "parse_path", "hdu_suffix", "fspath", "check_safe_path",
-           "with_storage_options", "is_local_path", "is_url", "display_name"]
+           "with_storage_options", "is_local_path", "is_url", "is_glob", "display_name"]
 
 _FILTER = re.compile(r"\[([^\[\]]*)\]$")
 
@@ -82,6 +82,11 @@ def with_storage_options(path: Any, storage_options: dict | None) -> Any:
         return SourcePath(fspath(path), dict(storage_options))
     raise TypeError("storage_options apply to paths and URLs, not to "
                     f"{type(path).__name__} sources")
+
+
+def is_glob(text: str) -> bool:
+    """Whether a path or URL part has glob characters (``*``, ``?``, ``[``): it names files to find."""
+    return any(ch in text for ch in "*?[")
 
 
 def is_url(text: Any) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CorruptHeaderError, FitsError, HDUTypeError, TruncatedFileError
 from ..fits.columns import ColumnSpec
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
-from ..fits.paths import SourcePath, fspath, is_url, with_storage_options
+from ..fits.paths import SourcePath, fspath, is_glob, is_url, with_storage_options
 from ..fits.sources.base import faults_seen
 from .decode import decode_table, decode_table_where
 from .decode_options import DecodeOptions
@@ -206,10 +206,6 @@ class TableSource:
         return batch
 
 
-def _is_glob(text: str) -> bool:
-    return any(ch in text for ch in "*?[")
-
-
 def resolve_sources(source: Any) -> list[str]:
     """A path, an ``os.PathLike``, a glob, a directory (its ``*.fits*``) or a list of them."""
     if isinstance(source, (list, tuple)):
@@ -229,7 +225,7 @@ def resolve_sources(source: Any) -> list[str]:
         if not found:
             raise FileNotFoundError(f"no FITS files (*.fit*) in directory {path}")
         return found
-    if not os.path.exists(path) and _is_glob(path):
+    if not os.path.exists(path) and is_glob(path):
         found = sorted(_glob.glob(path))
         if not found:
             raise FileNotFoundError(f"no files match {path!r}")
@@ -247,9 +243,9 @@ def _remote_sources(source: Any) -> list[Any]:
         local = resolve_sources(unquote(urlsplit(url).path))
         return [with_storage_options(p, sp.storage_options) for p in local]
     head, sep, rest = url.partition("://")
-    if not _is_glob(rest) and not rest.endswith("/"):
+    if not is_glob(rest) and not rest.endswith("/"):
         return [source]
     from ..fits.sources.remote import list_remote
 
-    urls = list_remote(url, sp.storage_options, glob=_is_glob(rest))
+    urls = list_remote(url, sp.storage_options, glob=is_glob(rest))
     return [SourcePath(u, sp.storage_options) if sp.storage_options else u for u in urls]

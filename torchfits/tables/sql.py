@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..fits.aliases import HduArg
+from ..fits.paths import is_glob
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; duckdb is optional
     import duckdb
@@ -46,7 +47,7 @@ def _literal(text: str) -> str:
 def _looks_like_fits(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return bool(re.search(r"\.(fits?|fts)(\.(gz|fz))?$", name, re.I)) or (
-        any(ch in name for ch in "*?[") and bool(re.search(r"\.fi?t", name, re.I)))
+        is_glob(name) and bool(re.search(r"\.fi?t", name, re.I)))
 
 
 def _call_arguments(tokens: list[tuple[str, str, int, int]],

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FitsError
-from ..fits.paths import is_local_path
+from ..fits.paths import is_glob, is_local_path
 from ..query import expr as _expr
 
 __all__ = ["INDEX_NAME", "ColumnStats", "ChunkStats", "FileStats", "StatsIndex", "build_index",
@@ -362,7 +362,7 @@ def _sidecar_candidates(names: Sequence[str], source: Any) -> list[str]:
     if not isinstance(source, (list, tuple)) and source is not None:
         text = source.url if isinstance(source, SourcePath) else fspath(source)
         if _is_remote_path(text):
-            if text.endswith("/") or any(ch in text.partition("://")[2] for ch in "*?["):
+            if text.endswith("/") or is_glob(text.partition("://")[2]):
                 candidates.append(text.rsplit("/", 1)[0] + "/" + INDEX_NAME)
         elif os.path.isdir(text):
             candidates.append(os.path.join(text, INDEX_NAME))
