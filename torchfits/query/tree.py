@@ -18,7 +18,7 @@ from .lexing import RESERVED_WORDS
 
 __all__ = [
     "Expr", "Value", "Predicate", "Column", "Literal", "Arith", "Neg", "Abs", "BitAnd", "Compare",
-    "InList", "Between", "IsNull", "IsNan", "Like", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
+    "InList", "Between", "IsNull", "IsNan", "Like", "Cone", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
     "ARITH_OPS", "TOO_DEEP", "columns", "conjuncts", "and_all", "chain", "walk", "to_string",
     "integer_compare_plan", "float_compare_plan",
 ]
@@ -180,6 +180,19 @@ class Like(Predicate):
 
 
 @dataclass(frozen=True)
+class Cone(Predicate):
+    """``cone(ra, dec, ra0, dec0, radius)``: the row's position lies within ``radius`` degrees of
+    (``ra0``, ``dec0``) on the sky (boundary included). Unknown when either coordinate is null;
+    false for NaN. The geometry is :mod:`torchfits.query.sky`'s (docs/sky.md)."""
+
+    ra: Value
+    dec: Value
+    ra0: float
+    dec0: float
+    radius: float
+
+
+@dataclass(frozen=True)
 class _Connective(Predicate):
     """Two conditions joined."""
 
@@ -211,6 +224,8 @@ def _children(expr: Expr) -> tuple[Expr, ...]:
         return (expr.left, expr.right)
     if isinstance(expr, Between):
         return (expr.operand, expr.low, expr.high)
+    if isinstance(expr, Cone):
+        return (expr.ra, expr.dec)
     if isinstance(expr, (Neg, Abs, BitAnd, InList, IsNull, IsNan, Like, Not)):
         return (expr.operand,)
     raise TypeError(f"not a where-expression node: {expr!r}")
@@ -484,6 +499,9 @@ def _render(expr: Expr) -> str:
     if isinstance(expr, Like):
         word = ("NOT " if expr.negated else "") + ("ILIKE" if expr.ignore_case else "LIKE")
         return f"{_render_value(expr.operand)} {word} {_render_literal(expr.pattern)}"
+    if isinstance(expr, Cone):
+        centre = ", ".join(_render_literal(float(v)) for v in (expr.ra0, expr.dec0, expr.radius))
+        return f"cone({_render_value(expr.ra)}, {_render_value(expr.dec)}, {centre})"
     if isinstance(expr, And):
         return f"({_render(expr.left)}) AND ({_render(expr.right)})"
     if isinstance(expr, Or):

@@ -1,0 +1,5 @@
+"""Sky-native operations over FITS catalogs and images: cross-matches, sky cutouts, HEALPix order.
+
+The cone geometry they share lives below the engine, in :mod:`torchfits.query.sky`; see
+docs/sky.md.
+"""
