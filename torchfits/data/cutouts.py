@@ -15,6 +15,7 @@ from .._torch_adapter import torch_dtype, validate_device
 from ..errors import CutoutEdgeError
 from ..fits.paths import fspath
 from ..fits.sources import open_source
+from ..image.boxes import clamped, edge_args, edge_error, inside
 from .hdus import check_hdu
 from .images import ImagePayloads
 from .loader import finish_batch, item_position
@@ -27,48 +28,12 @@ __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
 CutoutSpec = tuple[str, int, int, int, int, int]
 _STAGE_CHUNK = 8 << 20
 _SPEC_ERROR = "cutout must be (path, hdu, x, y, size) or (path, hdu, x1, y1, x2, y2)"
-_EDGES = ("raise", "pad", "clamp")
-
-
-def _edge_args(edge: Any, pad_value: Any) -> tuple[str, Any]:
-    """Checked ``edge`` and ``pad_value`` (a number, only with ``edge="pad"``)."""
-    if not isinstance(edge, str) or edge not in _EDGES:
-        raise ValueError(f"edge must be 'raise', 'pad' or 'clamp', not {edge!r}")
-    if pad_value is not None:
-        if edge != "pad":
-            raise ValueError(f"pad_value is used with edge='pad' only (edge={edge!r})")
-        if isinstance(pad_value, bool) or not isinstance(pad_value, (int, float, np.integer,
-                                                                     np.floating)):
-            raise TypeError(f"pad_value must be a number, not {type(pad_value).__name__}")
-    return edge, pad_value
-
-
 def _check_box(box: tuple[int, int, int, int], where: Any) -> tuple[int, int, int, int]:
     x1, y1, x2, y2 = box
     if x2 <= x1 or y2 <= y1:
         raise ValueError(f"{where}: cutout box (x1, y1, x2, y2) = {box} is empty "
                          "(x2 > x1 and y2 > y1 are required)")
     return box
-
-
-def _edge_error(path: str, hdu: Any, box: tuple, shape: tuple) -> CutoutEdgeError:
-    h, w = shape
-    return CutoutEdgeError(
-        f"{path}: HDU {hdu!r}: cutout box (x1, y1, x2, y2) = {tuple(box)} is outside the "
-        f"{h}x{w} image (x in [0, {w}), y in [0, {h})); pass edge='pad' to fill the outside "
-        "with pad_value (NaN for floats, 0 for integers), or edge='clamp' to cut the box at "
-        "the edge")
-
-
-def _clamped(box: tuple, shape: tuple) -> tuple[int, int, int, int]:
-    """The part of ``box`` inside an image of ``shape`` (h, w); empty where it misses."""
-    h, w = shape
-    x1, y1 = min(max(box[0], 0), w), min(max(box[1], 0), h)
-    return x1, y1, max(x1, min(max(box[2], 0), w)), max(y1, min(max(box[3], 0), h))
-
-
-def _inside(box: tuple, shape: tuple) -> bool:
-    return box[0] >= 0 and box[1] >= 0 and box[2] <= shape[1] and box[3] <= shape[0]
 
 
 def _fill_value(dtype: torch.dtype, pad_value: Any, path: str, hdu: Any) -> Any:
@@ -91,7 +56,7 @@ def _pad(t: torch.Tensor, box: tuple, shape: tuple, fill: Any) -> torch.Tensor:
     x1, y1, x2, y2 = box
     out = torch.full(tuple(t.shape[:-2]) + (y2 - y1, x2 - x1), fill, dtype=t.dtype,
                      device=t.device)
-    cx1, cy1, cx2, cy2 = _clamped(box, shape)
+    cx1, cy1, cx2, cy2 = clamped(box, shape)
     if cx2 > cx1 and cy2 > cy1:
         out[..., cy1 - y1:cy2 - y1, cx1 - x1:cx2 - x1] = t
     return out
@@ -177,7 +142,7 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
                  add_channel_dim: bool = True, *, dtype: Any = None,
                  scale_on_device: bool = False, storage_options: dict | None = None,
                  edge: str = "raise", pad_value: Any = None) -> None:
-        self.edge, self.pad_value = _edge_args(edge, pad_value)
+        self.edge, self.pad_value = edge_args(edge, pad_value)
         self.storage_options = storage_options_arg(storage_options)
         seen: dict = {}
         specs = []
@@ -266,7 +231,7 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
     def _edge(self, t: torch.Tensor, path: str, hdu: Any, box: tuple) -> torch.Tensor:
         shape = tuple(image_reader(path, hdu, self.storage_options).shape[-2:])
         if self.edge == "raise":
-            raise _edge_error(path, hdu, box, shape)
+            raise edge_error(path, hdu, box, shape)
         return _pad(t, box, shape, _fill_value(t.dtype, self.pad_value, path, hdu))
 
     def __repr__(self) -> str:
@@ -305,7 +270,7 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
                  edge: str = "raise", pad_value: Any = None) -> None:
         if isinstance(hdu, (list, tuple)):
             raise ValueError("staged cutouts read one flux HDU per file")
-        self.edge, self.pad_value = _edge_args(edge, pad_value)
+        self.edge, self.pad_value = edge_args(edge, pad_value)
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, True, add_channel_dim,
                     None, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         if isinstance(cutouts_per_file, bool) or not isinstance(cutouts_per_file, int) \
@@ -366,8 +331,8 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
                 y1 = int(rng.integers(0, max(h - ch, 0) + 1))
                 box = (x1, y1, x1 + cw, y1 + ch)
             _check_box(box, path)
-            if self.edge == "raise" and not _inside(box, (h, w)):
-                raise _edge_error(path, hdu, box, (h, w))
+            if self.edge == "raise" and not inside(box, (h, w)):
+                raise edge_error(path, hdu, box, (h, w))
             boxes.append(box)
         if self.ivar_hdus is None and self.mask_hdus is None and not self.scale_on_device:
             # Every stamp of the file in one kernel call (as FitsCutoutDataset batches do);
@@ -382,11 +347,11 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
             yield self._finish(self._cut(path, box, (h, w), hdu))
 
     def _cut(self, path: str, box: tuple, shape: tuple, hdu: Any) -> Any:
-        padded = self.edge == "pad" and not _inside(box, shape)
-        clamped = _clamped(box, shape) if padded else box
+        padded = self.edge == "pad" and not inside(box, shape)
+        part_box = clamped(box, shape) if padded else box
 
         def read(part: Any, dtype: Any) -> torch.Tensor:
-            return read_pixels(path, part, dtype=dtype, device=self.device, box=clamped,
+            return read_pixels(path, part, dtype=dtype, device=self.device, box=part_box,
                                scale_on_device=self.scale_on_device)
 
         def pad(t: torch.Tensor, fill: Any = None) -> torch.Tensor:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 
 from .header import Card, Header
 
-__all__ = ["section_header", "section_lookup_table"]
+__all__ = ["section_header", "section_lookup_table", "SectionHeaders"]
 
 _CRPIX = re.compile(r"^CRPIX([1-9][0-9]?)([A-Z]?)$")
 _MATRIX = re.compile(r"^(CD|PC)([1-9][0-9]?)_([1-9][0-9]?)([A-Z]?)$")
@@ -112,6 +112,97 @@ def section_header(header: Header, starts: Sequence[int], steps: Sequence[int],
         _add_strided_matrix(out, header, alts, has_cd, step, ndim)
     _add_iraf_defaults(out, header, start, step)
     return out
+
+
+class SectionHeaders(Sequence[Header]):
+    """The headers of many unstrided sections of one image (the stamps of a batch of cutouts),
+    each built when it is asked for and equal to `section_header` of its section.
+
+    Parameters
+    ----------
+    header : Header
+        The parent image header.
+    starts, counts : array_like of int, shape (N, ndim)
+        Each section's first pixel (0-based, may be negative: a padded stamp) and length per
+        axis, in NumPy (C) axis order.
+
+    Notes
+    -----
+    Only CRPIXia, LTVn and CNPIXn move with an unstrided section's start, so each distinct
+    shape's header is planned once and a stamp's header is a copy of it with those cards set
+    (computed by `section_header`'s arithmetic, so the values are equal bit for bit). Parents
+    whose cards these rules do not cover once (repeated keywords, IRAF defaults that appear
+    with the start) take `section_header` itself.
+    """
+
+    def __init__(self, header: Header, starts: Any, counts: Any) -> None:
+        self._parent = header
+        self._starts = np.array(starts, dtype=np.int64, ndmin=2)
+        self._counts = np.array(counts, dtype=np.int64, ndmin=2)
+        if self._starts.shape != self._counts.shape:
+            raise ValueError(f"starts {self._starts.shape} and counts {self._counts.shape} differ "
+                             "in shape")
+        self._templates: dict[tuple[int, ...], Header] = {}
+        ndim = self._starts.shape[1]
+        keys = [c.key for c in header.cards]
+        moving: list[tuple[str, float, int, str]] = []
+        for card in header.cards:
+            key, value = card.key, card.value
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            m = _CRPIX.match(key)
+            kind = "CRPIX" if m else "LTV" if _LTV.match(key) else "CNPIX" if _CNPIX.match(key) \
+                else None
+            if kind is None:
+                continue
+            n = int(m.group(1)) if m else int(key[5:] if kind == "CNPIX" else key[3:])
+            if 1 <= n <= ndim:
+                moving.append((key, value, n, kind))
+        self._moving = moving
+        iraf = any(_LTV.match(k) or _LTM.match(k) for k in keys)
+        moved = [key for key, _, _, _ in moving]
+        self._general = iraf or len(set(moved)) != len(moved) \
+            or sum(k in set(moved) for k in keys) != len(moved)
+
+    def __len__(self) -> int:
+        return int(self._starts.shape[0])
+
+    @overload
+    def __getitem__(self, i: int) -> Header: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Header]: ...
+
+    def __getitem__(self, i: int | slice) -> Header | list[Header]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        k = int(i)
+        if not -n <= k < n:
+            raise IndexError(f"stamp {i} out of range for {n} stamps")
+        starts = self._starts[k].tolist()
+        counts = self._counts[k].tolist()
+        ndim = len(counts)
+        if self._general:
+            return section_header(self._parent, starts, (1,) * ndim, counts)
+        template = self._templates.get(tuple(counts))
+        if template is None:
+            template = self._templates[tuple(counts)] = section_header(
+                self._parent, (0,) * ndim, (1,) * ndim, counts)
+        out = template.copy()
+        for key, value, axis, kind in self._moving:
+            start = starts[ndim - axis]
+            if start:
+                out[key] = (value - start - 1) / 1 + 1 if kind == "CRPIX" \
+                    else value - start if kind == "LTV" else value + start
+        return out
+
+    def __iter__(self) -> Iterator[Header]:
+        for k in range(len(self)):
+            yield self[k]
+
+    def __repr__(self) -> str:
+        return f"SectionHeaders(n={len(self)})"
 
 
 def _moved(value: float, step: int) -> float:

@@ -20,6 +20,7 @@ from ..fits.image_plan import ImagePlan, plan_image
 from ..fits.paths import FitsPath, parse_path, with_storage_options
 from ..fits.sources.base import faults_seen
 from ..fits.threads import default_threads, run_parallel
+from .boxes import cut_boxes
 
 _MAX_AXES = 64  # NumPy's limit on array dimensions
 
@@ -410,6 +411,33 @@ class Image:
                 return part  # type: ignore[no-any-return]
         region, out_shape = region_from_key(self.shape, key)
         return self._read_region_native(region, out_shape)
+
+    def cutouts(self, boxes: Any, *, edge: str = "raise",
+                pad_value: Any = None) -> np.ndarray | list[np.ndarray]:
+        """Many cutouts at once: box ``i`` is ``image[..., y1:y2, x1:x2]``.
+
+        Boxes of one size inside the image decode in one kernel call (the GIL released) into
+        one array; compressed images cut box by box through their tile cache.
+
+        Parameters
+        ----------
+        boxes : array_like of int, shape (N, 4)
+            ``(x1, y1, x2, y2)`` per box: 0-based, half-open (the corner convention of
+            ``prefetch_cutout`` and `torchfits.data.FitsCutoutDataset`).
+        edge : {"raise", "pad", "clamp"}
+            A box that leaves the image: raise `CutoutEdgeError` (the default), fill the
+            outside with ``pad_value``, or cut the box at the edge (that stamp is smaller).
+        pad_value : number, optional
+            The fill of ``edge="pad"``: NaN for floating images and 0 for integer ones by
+            default.
+
+        Returns
+        -------
+        numpy.ndarray or list of numpy.ndarray
+            An ``(N, *lead, h, w)`` array when every stamp has one shape; a list of arrays when
+            boxes differ in size or ``edge="clamp"`` cut one at an edge.
+        """
+        return cut_boxes(self, boxes, edge=edge, pad_value=pad_value)
 
     def prefetch_cutout(self, x0: int, y0: int, x1: int, y1: int) -> None:
         """Fetch the rows of the cutout ``[y0:y1, x0:x1]`` (all leading planes) of a lazy source."""
