@@ -25,6 +25,7 @@ _LAZY = {
     "read_groups": "image.groups",
     "Image": "image.plain",
     "info": "fits.metadata",
+    "cutouts": "sky.cutouts",
     "HduInfo": "fits.metadata",
     # headers and metadata
     "Header": "fits.header",

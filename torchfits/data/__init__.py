@@ -16,6 +16,7 @@ from .images import (
     FitsTensorIterableDataset,
 )
 from .loader import fits_collate_fn, make_loader
+from .sky_cutouts import FitsSkyCutoutDataset
 from .spectra import FitsSpectrumDataset, FitsSpectrumIterableDataset
 from .tables import FitsTableDataset, FitsTableIterableDataset
 
@@ -23,4 +24,5 @@ __all__ = ["BandInfo", "CutoutSpec", "discover_bands", "FitsTensorDataset",
            "FitsTensorIterableDataset", "FitsImageDataset", "FitsImageIterableDataset",
            "FitsCubeDataset", "FitsCubeIterableDataset", "FitsSpectrumDataset",
            "FitsSpectrumIterableDataset", "FitsTableDataset", "FitsTableIterableDataset",
-           "FitsCutoutDataset", "FitsStagedCutoutIterableDataset", "fits_collate_fn", "make_loader"]
+           "FitsCutoutDataset", "FitsSkyCutoutDataset", "FitsStagedCutoutIterableDataset",
+           "fits_collate_fn", "make_loader"]

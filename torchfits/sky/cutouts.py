@@ -43,9 +43,12 @@ def image_wcs(image: Image) -> Any:
         return WCS(header.to_astropy())
 
 
-def world_to_pixel(wcs: Any, ra: Any, dec: Any) -> tuple[np.ndarray, np.ndarray]:
+def world_to_pixel(wcs: Any, ra: Any, dec: Any, *,
+                   quiet: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """0-based pixel ``(x, y)`` of (RA, Dec) in degrees through ``wcs.all_world2pix`` (the
-    distortions included, as ``Cutout2D`` places a ``SkyCoord``)."""
+    distortions included, as ``Cutout2D`` places a ``SkyCoord``); ``quiet`` returns the
+    best guess of a distortion inversion that does not converge (far outside the image)
+    instead of raising."""
     ra_arr = np.atleast_1d(np.asarray(ra, dtype=np.float64))
     dec_arr = np.atleast_1d(np.asarray(dec, dtype=np.float64))
     if ra_arr.ndim != 1 or ra_arr.shape != dec_arr.shape:
@@ -55,7 +58,10 @@ def world_to_pixel(wcs: Any, ra: Any, dec: Any) -> tuple[np.ndarray, np.ndarray]
         raise ValueError("ra and dec must be finite")
     if len(ra_arr) == 0:
         return np.empty(0), np.empty(0)
-    x, y = wcs.all_world2pix(ra_arr, dec_arr, 0)
+    if quiet and wcs.has_distortion:
+        x, y = wcs.all_world2pix(ra_arr, dec_arr, 0, quiet=True)
+    else:
+        x, y = wcs.all_world2pix(ra_arr, dec_arr, 0)
     return np.asarray(x, np.float64), np.asarray(y, np.float64)
 
 
@@ -123,7 +129,8 @@ def cutouts(path: PathArg, hdu: HduArg | None = None, *, ra: Any, dec: Any, size
         raise ValueError(f"{image.path}: HDU {image.hdu}: position {i} has no pixel in this "
                          "image's projection")
     boxes = stamp_boxes(x, y, hw)
-    stamps = image.cutouts(boxes, edge=edge, pad_value=pad_value)
+    stamps = image.cutouts(boxes, edge=edge, pad_value=pad_value) if len(boxes) \
+        else np.empty((0,) + hw, image.dtype)
     if not headers:
         return stamps, None
     starts, counts = boxes[:, 1::-1], np.broadcast_to(np.array(hw, np.int64), (len(boxes), 2))
