@@ -83,7 +83,7 @@ class FitsSkyCutoutDataset(FitsCutoutDataset):
 
     def __init__(self, images: Any, positions: Any, size: Any, *, hdu: Any = None,
                  columns: tuple[str, str] = ("ra", "dec"), footprints: Any = None,
-                 transform: Callable | None = None, device: Any = "cpu",
+                 transform: Callable[..., Any] | None = None, device: Any = "cpu",
                  add_channel_dim: bool = True, dtype: Any = None, edge: str = "raise",
                  pad_value: Any = None) -> None:
         paths = resolve_paths(images)

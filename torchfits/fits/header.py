@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from .layout import CARD
 from .layout import padding as block_padding
 
-__all__ = ["Card", "CommentaryLines", "Header", "format_card", "header_from_parsed"]
+__all__ = ["Card", "CommentaryLines", "Header", "format_card", "header_from_parsed", "with_values"]
 
 COMMENTARY = frozenset({"HISTORY", "COMMENT", ""})
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -332,6 +332,18 @@ class Header(dict[str, Any]):
         text = header.tostring(padding=True).encode("ascii")
         cards = _header.parse_cards(text, 0, len(text))
         return header_from_parsed(cards)
+
+
+def with_values(header: Header, positions: Iterable[tuple[int, Any]]) -> Header:
+    """A copy of ``header`` whose cards at ``positions`` (index into ``header.cards``, new
+    value) take new values, comments kept: one copy, no keyword lookups (the many stamp headers
+    of a batch of cutouts). Each card must be the only one of its keyword."""
+    out = Header(header)
+    for i, value in positions:
+        key, _, comment = out._cards[i]
+        out._cards[i] = Card(key, value, comment)
+        dict.__setitem__(out, key, value)
+    return out
 
 
 def _rebuild(cards: list[Card]) -> Header:

@@ -16,7 +16,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from .header import Card, Header
+from .header import Card, Header, with_values
 
 __all__ = ["section_header", "section_lookup_table", "SectionHeaders"]
 
@@ -143,6 +143,8 @@ class SectionHeaders(Sequence[Header]):
             raise ValueError(f"starts {self._starts.shape} and counts {self._counts.shape} differ "
                              "in shape")
         self._templates: dict[tuple[int, ...], Header] = {}
+        self._slots: dict[tuple[int, ...], dict[str, int]] = {}  # moving card → its position
+        self._rows: tuple[list[list[int]], list[list[int]]] | None = None
         ndim = self._starts.shape[1]
         keys = [c.key for c in header.cards]
         moving: list[tuple[str, float, int, str]] = []
@@ -160,9 +162,8 @@ class SectionHeaders(Sequence[Header]):
                 moving.append((key, value, n, kind))
         self._moving = moving
         iraf = any(_LTV.match(k) or _LTM.match(k) for k in keys)
-        moved = [key for key, _, _, _ in moving]
-        self._general = iraf or len(set(moved)) != len(moved) \
-            or sum(k in set(moved) for k in keys) != len(moved)
+        moved = {key for key, _, _, _ in moving}
+        self._general = iraf or len(moved) != len(moving) or sum(k in moved for k in keys) != len(moving)
 
     def __len__(self) -> int:
         return int(self._starts.shape[0])
@@ -180,8 +181,9 @@ class SectionHeaders(Sequence[Header]):
         k = int(i)
         if not -n <= k < n:
             raise IndexError(f"stamp {i} out of range for {n} stamps")
-        starts = self._starts[k].tolist()
-        counts = self._counts[k].tolist()
+        if self._rows is None:
+            self._rows = (self._starts.tolist(), self._counts.tolist())
+        starts, counts = self._rows[0][k], self._rows[1][k]
         ndim = len(counts)
         if self._general:
             return section_header(self._parent, starts, (1,) * ndim, counts)
@@ -189,13 +191,18 @@ class SectionHeaders(Sequence[Header]):
         if template is None:
             template = self._templates[tuple(counts)] = section_header(
                 self._parent, (0,) * ndim, (1,) * ndim, counts)
-        out = template.copy()
+            moved = {key for key, _, _, _ in self._moving}
+            self._slots[tuple(counts)] = {c.key: i for i, c in enumerate(template.cards)
+                                          if c.key in moved}
+        slots = self._slots[tuple(counts)]
+        changes = []
         for key, value, axis, kind in self._moving:
             start = starts[ndim - axis]
             if start:
-                out[key] = (value - start - 1) / 1 + 1 if kind == "CRPIX" \
-                    else value - start if kind == "LTV" else value + start
-        return out
+                changes.append((slots[key],
+                                (value - start - 1) / 1 + 1 if kind == "CRPIX"
+                                else value - start if kind == "LTV" else value + start))
+        return with_values(template, changes)
 
     def __iter__(self) -> Iterator[Header]:
         for k in range(len(self)):

@@ -32,7 +32,7 @@ def edge_args(edge: Any, pad_value: Any) -> tuple[str, Any]:
     return edge, pad_value
 
 
-def edge_error(path: str, hdu: Any, box: tuple, shape: tuple) -> CutoutEdgeError:
+def edge_error(path: str, hdu: Any, box: tuple[int, ...], shape: tuple[int, ...]) -> CutoutEdgeError:
     """The `CutoutEdgeError` of ``box`` leaving an image of ``shape`` (h, w)."""
     h, w = shape
     return CutoutEdgeError(
@@ -66,16 +66,16 @@ def check_boxes(boxes: Any) -> np.ndarray:
     return arr
 
 
-def clamped(box: tuple, shape: tuple) -> tuple[int, int, int, int]:
+def clamped(box: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     """The part of ``box`` inside an image of ``shape`` (h, w); empty where it misses."""
     h, w = shape
     x1, y1 = min(max(box[0], 0), w), min(max(box[1], 0), h)
     return x1, y1, max(x1, min(max(box[2], 0), w)), max(y1, min(max(box[3], 0), h))
 
 
-def inside(box: tuple, shape: tuple) -> bool:
+def inside(box: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """Whether ``box`` lies inside an image of ``shape`` (h, w)."""
-    return box[0] >= 0 and box[1] >= 0 and box[2] <= shape[1] and box[3] <= shape[0]
+    return bool(box[0] >= 0 and box[1] >= 0 and box[2] <= shape[1] and box[3] <= shape[0])
 
 
 def fill_value(dtype: np.dtype, pad_value: Any, path: str, hdu: Any) -> Any:
@@ -148,13 +148,13 @@ def _batch_reader(image: Any) -> Any:
     return image._cutout_reader()
 
 
-def _key(ndim: int, y1: int, y2: int, x1: int, x2: int) -> tuple:
+def _key(ndim: int, y1: int, y2: int, x1: int, x2: int) -> tuple[Any, ...]:
     """The index of a box (a plain pair of slices for a 2-D image: the C cutout path)."""
     rows, cols = slice(y1, y2), slice(x1, x2)
     return (rows, cols) if ndim == 2 else (Ellipsis, rows, cols)
 
 
-def _one(image: Any, box: tuple, shape: tuple, edge: str, pad_value: Any) -> np.ndarray:
+def _one(image: Any, box: tuple[int, ...], shape: tuple[int, ...], edge: str, pad_value: Any) -> np.ndarray:
     """One box: read inside the image, then padded to the box (``edge="pad"``) or as cut."""
     x1, y1, x2, y2 = box
     cx1, cy1, cx2, cy2 = clamped(box, shape)

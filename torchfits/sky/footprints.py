@@ -135,9 +135,9 @@ def for_images(paths: Sequence[Any], hdu: Any = None, sidecar: Any = None) -> li
     out = []
     for p in paths:
         text = fspath(p)
-        fp = known.get(os.path.abspath(text))
-        if fp is not None and _fresh(fp) and (hdu is None or _same_hdu(fp, hdu)):
-            out.append(fp._replace(path=text))
+        kept = known.get(os.path.abspath(text))
+        if kept is not None and _fresh(kept) and (hdu is None or _same_hdu(kept, hdu)):
+            out.append(kept._replace(path=text))
         else:
             out.append(footprint(text, hdu))
     return out
