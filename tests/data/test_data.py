@@ -607,7 +607,7 @@ def test_import_torchfits_data_is_an_attribute():
     assert torchfits.data.make_loader is make_loader
     assert "data" in dir(torchfits)
     assert all(not n.startswith("_") for n in torchfits.data.__all__)
-    assert len(torchfits.data.__all__) == 17
+    assert len(torchfits.data.__all__) == 18
 
 
 def test_replaced_files_are_reread_and_large_files_mapped(tmp_path):
