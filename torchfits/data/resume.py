@@ -38,8 +38,8 @@ class EpochMixin:
     """
 
     _passes: Any = None
-    _pass: dict | None = None
-    _resume: dict | None = None
+    _pass: dict[str, Any] | None = None
+    _resume: dict[str, Any] | None = None
 
     def _init_passes(self) -> None:
         self._passes = _counters()
@@ -47,11 +47,16 @@ class EpochMixin:
         self._resume = None
 
     # -- the epoch ------------------------------------------------------------------------------------
+    def _shared(self) -> Any:
+        if self._passes is None:  # a subclass that set `epoch` before `_init_passes`
+            self._passes = _counters()
+        return self._passes
+
     @property
     def epoch(self) -> int:
         """The epoch of the next pass of the main process (and of workers that have not run one
         since the last `set_epoch`)."""
-        return int(max(self._passes))
+        return int(max(self._shared()))
 
     @epoch.setter
     def epoch(self, value: int) -> None:
@@ -61,8 +66,9 @@ class EpochMixin:
         """Use ``epoch`` for the next pass, in this process and in every DataLoader worker
         (shuffles are fixed by ``(seed, epoch)``); later passes count on from it."""
         epoch = int(epoch)
-        for k in range(len(self._passes)):
-            self._passes[k] = epoch
+        passes = self._shared()
+        for k in range(len(passes)):
+            passes[k] = epoch
 
     def _begin_pass(self) -> tuple[int, int]:
         """Start a pass: (its epoch, the items it skips). A loaded state gives both (checked
@@ -71,6 +77,7 @@ class EpochMixin:
         skipped."""
         worker, _ = worker_slot()
         in_worker = _in_worker()
+        passes = self._shared()
         resume, self._resume = self._resume, None
         slot = self._slot()
         skip = 0
@@ -83,15 +90,23 @@ class EpochMixin:
                     "resume with the same files, ranks and num_workers")
             epoch, skip = int(resume["epoch"]), int(resume["yielded"])
         elif in_worker:
-            epoch = int(self._passes[1 + worker % MAX_WORKERS])
+            epoch = int(passes[1 + worker % MAX_WORKERS])
         else:
-            epoch = int(max(self._passes))
+            epoch = int(max(passes))
         if in_worker:
-            self._passes[1 + worker % MAX_WORKERS] = epoch + 1
+            passes[1 + worker % MAX_WORKERS] = epoch + 1
         else:
             self.set_epoch(epoch + 1)
         self._pass = {"epoch": epoch, "yielded": skip, "slot": slot}
         return epoch, skip
+
+    def _next_epoch(self) -> int:
+        """`_begin_pass` for a dataset that cannot skip: the epoch alone (a loaded state's items
+        are then yielded again)."""
+        epoch = self._begin_pass()[0]
+        assert self._pass is not None
+        self._pass["yielded"] = 0
+        return epoch
 
     def _slot(self) -> list[int]:
         worker, workers = worker_slot()
@@ -132,13 +147,13 @@ class EpochMixin:
         self._pass = None
 
     # -- pickling: the counters stay shared with worker copies ----------------------------------------
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         if multiprocessing.context.get_spawning_popen() is None and state.get("_passes") is not None:
             state["_passes"] = list(state["_passes"])  # a plain copy (pickle, deepcopy)
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         passes = state.get("_passes")
         if isinstance(passes, list):
             state["_passes"] = _counters(passes)
