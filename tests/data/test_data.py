@@ -73,7 +73,7 @@ def _file_id(t) -> int:
 def test_image_dataset_matches_astropy(files):
     ds = FitsImageDataset(files[0].rsplit("/", 1)[0] + "/img*.fits", label_key="CLASS")
     assert ds.files == files and len(ds) == NFILES
-    assert repr(ds) == f"FitsImageDataset(n={NFILES}, hdu=0, device='cpu')"
+    assert repr(ds) == f"FitsImageDataset(n={NFILES}, files=[{files[0]!r}, ...], hdu=0, device='cpu')"
     for i in (0, 3, -1):
         x, y = ds[i]
         k = i % NFILES
@@ -83,7 +83,7 @@ def test_image_dataset_matches_astropy(files):
     with pytest.raises(IndexError):
         ds[NFILES]
     plain = FitsTensorDataset(files[:1])
-    assert repr(plain) == "FitsTensorDataset(n=1, hdu=0, device='cpu')"
+    assert repr(plain) == f"FitsTensorDataset(n=1, files=[{files[0]!r}], hdu=0, device='cpu')"
     x, y = plain[0]
     assert x.shape == (6, 8) and int(y) == 0
 

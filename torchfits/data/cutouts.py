@@ -16,11 +16,12 @@ from ..errors import CutoutEdgeError
 from ..fits.paths import fspath
 from ..fits.sources import open_source
 from ..image.boxes import clamped, edge_args, edge_error, inside
-from .hdus import check_hdu
+from .hdus import check_hdu, dataset_repr, show_files
 from .images import ImagePayloads
 from .loader import finish_batch, item_position
 from .readers import batch_cutouts, image_reader, is_remote, read_pixels, to_tensor_batch, validity_mask
-from .sharding import EpochMixin, epoch_rng, file_order, reservoir, resolve_rank
+from .resume import EpochMixin
+from .sharding import check_even, epoch_rng, file_order, reservoir, reservoir_skip, resolve_rank
 from .sources import storage_options_arg, suffix_file
 
 __all__ = ["CutoutSpec", "FitsCutoutDataset", "FitsStagedCutoutIterableDataset"]
@@ -235,16 +236,18 @@ class FitsCutoutDataset(torch.utils.data.Dataset):
         return _pad(t, box, shape, _fill_value(t.dtype, self.pad_value, path, hdu))
 
     def __repr__(self) -> str:
-        return f"FitsCutoutDataset(n={len(self._specs)}, files={len(self.files)}, device={self.device!r})"
+        files = show_files(self.files).replace("n=", "n_files=", 1)
+        return dataset_repr(self, f"n={len(self._specs)}", files, transform=self.transform,
+                            edge=self.edge, device=self.device)
 
 
 class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.data.IterableDataset):
     """``cutouts_per_file`` random stamps from each mosaic, streamed.
 
     Files are sharded like `FitsTensorIterableDataset` (``shuffle_files`` permutes each worker's
-    block per epoch). Stamps are ``cutout_size`` (int or ``(H, W)``) boxes drawn uniformly inside
-    the image with a generator fixed by ``(seed, epoch, rank, worker, file)``, or chosen by
-    ``cutout_generator(height, width, ch, cw) -> (x1, y1, x2, y2)``. Payloads follow
+    block per epoch; ``even=`` as there). Stamps are ``cutout_size`` (int or ``(H, W)``) boxes
+    drawn uniformly inside the image with a generator fixed by ``(seed, epoch, rank, worker,
+    file)``, or chosen by ``cutout_generator(height, width, ch, cw) -> (x1, y1, x2, y2)``. Payloads follow
     `FitsTensorDataset` (companions cut with the same box). Remote mosaics (fsspec URLs, with
     ``storage_options``) are copied whole into ``staging_dir`` (``$SLURM_TMPDIR``/``$TMPDIR``)
     by the worker that reads them, and deleted after use when ``cleanup``; local files are read
@@ -254,6 +257,11 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
     across an edge) follows ``edge`` as in `FitsCutoutDataset`: raise `CutoutEdgeError` by
     default, or ``edge="pad"``: flux filled with ``pad_value`` (NaN/0), ivar with 0 and the
     validity mask False outside the image.
+
+    ``state_dict()``/``load_state_dict()`` resume an interrupted pass (torchdata's
+    ``StatefulDataLoader``): the files and stamps it had yielded are not read again (with a
+    shuffle buffer, only the stamps that were still buffered are). A ``cutout_generator`` is
+    called again for the boxes of the file the pass resumes in.
     """
 
     _whole_file_prefetch = False  # make_loader leaves its URLs to ranged reads
@@ -267,9 +275,10 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
                  rank: int | None = None, world_size: int | None = None,
                  mask_is_dq: bool = False, bad_bits: Any = None, dtype: Any = None,
                  scale_on_device: bool = False, storage_options: dict | None = None,
-                 edge: str = "raise", pad_value: Any = None) -> None:
+                 edge: str = "raise", pad_value: Any = None, even: str | None = None) -> None:
         if isinstance(hdu, (list, tuple)):
             raise ValueError("staged cutouts read one flux HDU per file")
+        self.even = check_even(even)
         self.edge, self.pad_value = edge_args(edge, pad_value)
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, True, add_channel_dim,
                     None, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
@@ -287,7 +296,7 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
         self.shuffle_files, self.shuffle_buffer_size = bool(shuffle_files), shuffle_buffer_size
         self.seed = int(seed)
         self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.epoch = 0
+        self._init_passes()
 
     def _staging_root(self) -> str:
         return self.staging_dir or os.environ.get("SLURM_TMPDIR") or os.environ.get("TMPDIR") \
@@ -316,7 +325,10 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
                 close()
         return folder, True
 
-    def _stamps(self, path: str, file_index: int, epoch: int, hdu: Any) -> Iterator[Any]:
+    def _stamps(self, path: str, file_index: int, epoch: int, hdu: Any,
+                which: Any = None) -> Iterator[Any]:
+        """The stamps of one file (``which``: only those, by number; the boxes of the others
+        are drawn and not read)."""
         h, w = image_reader(path, hdu).shape[-2:]
         ch, cw = self.cutout_size
         rng = epoch_rng(self.seed, epoch, self.rank, file_index)
@@ -334,6 +346,10 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
             if self.edge == "raise" and not inside(box, (h, w)):
                 raise edge_error(path, hdu, box, (h, w))
             boxes.append(box)
+        if which is not None:
+            boxes = [boxes[j] for j in which]
+            if not boxes:
+                return
         if self.ivar_hdus is None and self.mask_hdus is None and not self.scale_on_device:
             # Every stamp of the file in one kernel call (as FitsCutoutDataset batches do);
             # boxes an edge clamps, mixed sizes or compressed images go stamp by stamp.
@@ -377,22 +393,41 @@ class FitsStagedCutoutIterableDataset(ImagePayloads, EpochMixin, torch.utils.dat
         return {k: self._channel(v) for k, v in out.items()}
 
     def __iter__(self) -> Iterator[Any]:
-        epoch = self._next_epoch()
+        epoch, skip = self._begin_pass()
         order, rng = file_order(len(self.files), self.rank, self.world_size, self.seed, epoch,
-                                self.shuffle_files)
+                                self.shuffle_files, self.even)
+        per = self.cutouts_per_file
+        keys = [(q, j) for q in range(len(order)) for j in range(per)]  # (file position, stamp)
+        p, buffered, drain = reservoir_skip(keys, self.shuffle_buffer_size, rng, skip)
 
-        def stream() -> Iterator[Any]:
-            for i in order:
-                path, hdus = self._target(self.files[i])
-                local, staged = self._stage(path)
-                try:
-                    if staged:
-                        name = os.listdir(local)[0]
-                        yield from self._stamps(os.path.join(local, name), i, epoch, hdus[0])
-                    else:
-                        yield from self._stamps(local, i, epoch, hdus[0])
-                finally:
-                    if staged and self.cleanup:
-                        shutil.rmtree(local, ignore_errors=True)
+        def read(wanted: list[tuple[int, int]]) -> Iterator[Any]:
+            """The stamps of ``wanted`` keys, a file at a time (staged once per run of keys)."""
+            k = 0
+            while k < len(wanted):
+                q = wanted[k][0]
+                run = [wanted[k][1]]
+                k += 1
+                while k < len(wanted) and wanted[k][0] == q:
+                    run.append(wanted[k][1])
+                    k += 1
+                yield from self._file_stamps(order[q], epoch,
+                                             None if run == list(range(per)) else run)
 
-        return reservoir(stream(), self.shuffle_buffer_size, rng)
+        if drain is not None:
+            return self._counted(read(drain))
+        stream = reservoir(read(keys[p:]), self.shuffle_buffer_size, rng,
+                           buffer=list(read(buffered)))
+        return self._counted(stream)
+
+    def _file_stamps(self, i: int, epoch: int, which: Any) -> Iterator[Any]:
+        path, hdus = self._target(self.files[i])
+        local, staged = self._stage(path)
+        try:
+            if staged:
+                name = os.listdir(local)[0]
+                yield from self._stamps(os.path.join(local, name), i, epoch, hdus[0], which)
+            else:
+                yield from self._stamps(local, i, epoch, hdus[0], which)
+        finally:
+            if staged and self.cleanup:
+                shutil.rmtree(local, ignore_errors=True)

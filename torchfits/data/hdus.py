@@ -13,7 +13,35 @@ from ..fits.hdu_index import check_hdu_arg
 from ..fits.paths import fspath, hdu_suffix
 from .sources import index_of, storage_options_arg, suffix_targets
 
-__all__ = ["resolve_paths", "hdu_list", "check_hdu", "companion_hdus", "FileHdus"]
+__all__ = ["resolve_paths", "hdu_list", "check_hdu", "companion_hdus", "FileHdus", "show_files",
+           "show_callable", "dataset_repr"]
+
+
+def show_files(files: list[str]) -> str:
+    """A dataset's files for its repr: the count and the first (``n=500, files=['a.fits',
+    ...]``), or the one file (``n=1, files=['a.fits']``)."""
+    if len(files) == 1:
+        return f"n=1, files=[{files[0]!r}]"
+    return f"n={len(files)}, files=[{files[0]!r}, ...]" if files else "n=0, files=[]"
+
+
+def show_callable(fn: Any) -> str:
+    """A transform for a repr: its repr when short (torchvision-style objects), else its name."""
+    text = repr(fn)
+    if len(text) <= 80 and " at 0x" not in text:
+        return text
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def dataset_repr(obj: Any, *parts: str, **fields: Any) -> str:
+    """``Name(part, ..., key=value, ...)``: fields that are None are left out, a ``transform`` is
+    shown by `show_callable`."""
+    shown = list(parts)
+    for key, value in fields.items():
+        if value is None:
+            continue
+        shown.append(f"{key}={show_callable(value) if key == 'transform' else repr(value)}")
+    return f"{type(obj).__name__}({', '.join(shown)})"
 
 
 def resolve_paths(paths: Any) -> list[str]:
@@ -134,4 +162,10 @@ class FileHdus:
         return torch.as_tensor(values, dtype=torch.int64)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(n={len(self.files)}, hdu={self.hdu!r}, device={self.device!r})"
+        fields: dict[str, Any] = {"hdu": self.hdu, "transform": getattr(self, "transform", None)}
+        if getattr(self, "world_size", 1) > 1:
+            fields.update(rank=getattr(self, "rank", 0), world_size=getattr(self, "world_size", 1))
+        if getattr(self, "shuffle", False) or getattr(self, "shuffle_files", False):
+            fields["seed"] = getattr(self, "seed", 0)
+        fields.update(even=getattr(self, "even", None), device=self.device)
+        return dataset_repr(self, show_files(self.files), **fields)

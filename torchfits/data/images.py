@@ -7,6 +7,7 @@ files themselves.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any, Callable
 
 import torch
@@ -17,7 +18,8 @@ from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
 from .hdus import FileHdus, resolve_paths
 from .loader import finish_batch, item_position
 from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
-from .sharding import EpochMixin, file_order, reservoir, resolve_rank
+from .resume import EpochMixin
+from .sharding import check_even, file_order, reservoir, resolve_rank
 from .sources import with_cache_dir
 
 __all__ = ["ImagePayloads", "FitsTensorDataset", "FitsTensorIterableDataset", "FitsImageDataset",
@@ -288,10 +290,14 @@ class FitsCubeDataset(FitsTensorDataset):
 class FitsTensorIterableDataset(ImagePayloads, EpochMixin, torch.utils.data.IterableDataset):
     """Payloads streamed file by file (no label), sharded by rank then DataLoader worker.
 
-    Files go ``files[rank::world_size]``, then contiguous near-equal blocks per worker.
-    ``shuffle=True`` permutes each worker's block with an order fixed by
-    ``(seed, epoch, rank, worker)``; the epoch advances on every pass (see ``set_epoch``).
-    ``shuffle_buffer_size > 1`` adds a reservoir shuffle over the stream. Other arguments as in
+    Files go ``files[rank::world_size]``, then contiguous near-equal blocks per worker;
+    ``even="pad"`` or ``"drop"`` gives every rank the same number of files (repeating files
+    from the start, or leaving the last ones). ``shuffle=True`` permutes each worker's block
+    with an order fixed by ``(seed, epoch, rank, worker)``; the epoch advances on every pass,
+    in DataLoader workers too (see ``set_epoch``). ``shuffle_buffer_size > 1`` adds a reservoir
+    shuffle over the stream (of file indices: a file is read when it leaves the buffer).
+    ``state_dict()``/``load_state_dict()`` resume an interrupted pass (torchdata's
+    ``StatefulDataLoader``) without reading the files it had yielded. Other arguments as in
     `FitsTensorDataset`.
     """
 
@@ -301,23 +307,25 @@ class FitsTensorIterableDataset(ImagePayloads, EpochMixin, torch.utils.data.Iter
                  rank: int | None = None, world_size: int | None = None,
                  add_channel_dim: bool = False, cache_dir: Any = None, *, mask_is_dq: bool = False,
                  bad_bits: Any = None, dtype: Any = None, scale_on_device: bool = False,
-                 storage_options: dict | None = None) -> None:
+                 storage_options: dict | None = None, even: str | None = None) -> None:
         self._setup(paths, hdu, ivar_hdu, mask_hdu, transform, device, mmap, add_channel_dim,
                     cache_dir, mask_is_dq, bad_bits, dtype, scale_on_device, storage_options)
         self.shuffle = bool(shuffle)
+        self.even = check_even(even)
         if shuffle_buffer_size is not None and (isinstance(shuffle_buffer_size, bool)
                                                 or int(shuffle_buffer_size) < 0):
             raise ValueError("shuffle_buffer_size must be a non-negative integer or None")
         self.shuffle_buffer_size = shuffle_buffer_size
         self.seed = int(seed)
         self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.epoch = 0
+        self._init_passes()
 
     def __iter__(self) -> Iterator[Any]:
-        order, rng = file_order(len(self.files), self.rank, self.world_size, self.seed,
-                                self._next_epoch(), self.shuffle)
-        stream = (self._finish(self._payload(self.files[i])) for i in order)
-        return reservoir(stream, self.shuffle_buffer_size, rng)
+        epoch, skip = self._begin_pass()
+        order, rng = file_order(len(self.files), self.rank, self.world_size, self.seed, epoch,
+                                self.shuffle, self.even)
+        keys = islice(reservoir(order, self.shuffle_buffer_size, rng), skip, None)
+        return self._counted(self._finish(self._payload(self.files[i])) for i in keys)
 
 
 class FitsImageIterableDataset(FitsTensorIterableDataset):

@@ -1,8 +1,10 @@
-"""Batching: `fits_collate_fn` and `make_loader` (a DataLoader that advances dataset epochs and,
-given a CUDA device, pins host batches and copies them with ``non_blocking``); what the map-style
+"""Batching: `fits_collate_fn` and `make_loader` (a DataLoader, or torchdata's
+``StatefulDataLoader`` with ``stateful=True``, that given a CUDA device pins host batches and
+copies them with ``non_blocking``); what the map-style
 datasets' ``__getitem__``/``__getitems__`` share (`item_position`, `finish_batch`)."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -122,23 +124,60 @@ def _to_device(obj: Any, device: str) -> Any:
     return obj
 
 
-class FitsDataLoader(torch.utils.data.DataLoader):
-    """A ``DataLoader`` that sets the dataset's epoch before each pass (so worker copies
-    shuffle differently every epoch) and optionally moves batches to ``device``."""
+class _LoaderMixin:
+    """What both torchfits loaders add to theirs: batches moved to ``target_device``, a repr."""
+
+    dataset: Any
+    batch_size: int | None
+    num_workers: int
+    target_device: str | None
+
+    def __iter__(self) -> Any:
+        it = super().__iter__()  # type: ignore[misc]
+        if self.target_device is None:
+            return it
+        return (_to_device(batch, self.target_device) for batch in it)
+
+    def __repr__(self) -> str:
+        device = "" if self.target_device is None else f", device={self.target_device!r}"
+        return (f"{type(self).__name__}(dataset={self.dataset!r}, batch_size={self.batch_size}, "
+                f"num_workers={self.num_workers}{device})")
+
+
+class FitsDataLoader(_LoaderMixin, torch.utils.data.DataLoader):
+    """A ``DataLoader`` that optionally moves batches to ``device``. Iterable datasets count
+    their epochs themselves (in workers too), so every pass shuffles anew."""
 
     def __init__(self, dataset: Any, *args: Any, device: str | None = None, **kwargs: Any) -> None:
         super().__init__(dataset, *args, **kwargs)
         self.target_device = device
-        self._epochs = 0
 
-    def __iter__(self) -> Any:
-        if self.num_workers > 0 and hasattr(self.dataset, "set_epoch") and not self.persistent_workers:
-            self.dataset.set_epoch(self._epochs)  # workers copy the dataset: tell them the epoch
-        self._epochs += 1
-        it = super().__iter__()
-        if self.target_device is None:
-            return it
-        return (_to_device(batch, self.target_device) for batch in it)
+
+_STATEFUL: list[type] = []
+
+
+def stateful_loader_class() -> type:
+    """`FitsDataLoader`'s peer over torchdata's ``StatefulDataLoader`` (``state_dict()`` /
+    ``load_state_dict()`` resume mid-epoch); ImportError without torchdata."""
+    if not _STATEFUL:
+        try:
+            from torchdata.stateful_dataloader import StatefulDataLoader
+        except ImportError as exc:
+            raise ImportError("make_loader(stateful=True) needs torchdata's StatefulDataLoader: "
+                              "pip install torchdata") from exc
+
+        class FitsStatefulDataLoader(_LoaderMixin, StatefulDataLoader):
+            """torchdata's ``StatefulDataLoader`` that optionally moves batches to ``device``."""
+
+            def __init__(self, dataset: Any, *args: Any, device: str | None = None,
+                         **kwargs: Any) -> None:
+                with warnings.catch_warnings():  # torchdata 0.11 calls torch's deprecated set_vital
+                    warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
+                    super().__init__(dataset, *args, **kwargs)
+                self.target_device = device
+
+        _STATEFUL.append(FitsStatefulDataLoader)
+    return _STATEFUL[0]
 
 
 def _prefetch(dataset: Any) -> None:
@@ -156,7 +195,7 @@ def _prefetch(dataset: Any) -> None:
 def make_loader(dataset: Any, batch_size: int | None = 32, shuffle: bool | None = None,
                 num_workers: int = 0, pin_memory: bool = False, prefetch_factor: int | None = 2,
                 drop_last: bool = False, *, optimize_cache: bool = True,
-                avg_file_size_mb: float = 10.0, device: Any = None,
+                avg_file_size_mb: float = 10.0, device: Any = None, stateful: bool = False,
                 **loader_kwargs: Any) -> torch.utils.data.DataLoader:
     """A DataLoader for a torchfits dataset.
 
@@ -166,7 +205,8 @@ def make_loader(dataset: Any, batch_size: int | None = 32, shuffle: bool | None 
     batch_size : int or None
         None turns automatic batching off (for datasets that yield whole batches).
     shuffle : bool, optional
-        Default: True for map-style datasets, False for iterable ones (they shuffle themselves).
+        Default: True for map-style datasets, False for iterable ones (they shuffle themselves)
+        and when a ``sampler`` or ``batch_sampler`` is given (e.g. ``DistributedSampler``).
     num_workers, pin_memory, prefetch_factor, drop_last
         As in ``DataLoader``; ``prefetch_factor`` is dropped when ``num_workers == 0``.
     optimize_cache, avg_file_size_mb
@@ -180,12 +220,17 @@ def make_loader(dataset: Any, batch_size: int | None = 32, shuffle: bool | None 
         Move every batch there. For CUDA (when available) host batches are pinned and copied
         with ``non_blocking=True``; pair it with ``scale_on_device=True`` datasets to decode on
         the GPU instead.
+    stateful : bool
+        Build the loader on torchdata's ``StatefulDataLoader`` (needs torchdata): its
+        ``state_dict()`` saved mid-epoch and loaded into a new loader resumes where the pass
+        stopped (docs/training.md, "Resuming mid-epoch").
     **loader_kwargs
         Passed to ``DataLoader`` (``collate_fn`` defaults to `fits_collate_fn`).
     """
     iterable = isinstance(dataset, torch.utils.data.IterableDataset)
     if shuffle is None:
-        shuffle = not iterable
+        shuffle = not iterable and loader_kwargs.get("sampler") is None \
+            and loader_kwargs.get("batch_sampler") is None
     kwargs = dict(loader_kwargs)
     if batch_size is not None:
         kwargs.setdefault("collate_fn", fits_collate_fn)
@@ -198,5 +243,6 @@ def make_loader(dataset: Any, batch_size: int | None = 32, shuffle: bool | None 
         target = validate_device(device)
         if target.startswith("cuda") and torch.cuda.is_available():
             pin_memory = True
-    return FitsDataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
-                          pin_memory=pin_memory, drop_last=drop_last, device=target, **kwargs)
+    cls = stateful_loader_class() if stateful else FitsDataLoader
+    return cls(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
+               pin_memory=pin_memory, drop_last=drop_last, device=target, **kwargs)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any, Callable
 
 import numpy as np
@@ -15,7 +16,8 @@ from ..tables.scan import scan, tensor_null_columns
 from .hdus import FileHdus, check_hdu
 from .loader import finish_batch, item_position
 from .readers import batch_images, image_reader, to_tensor_batch, validity_mask
-from .sharding import EpochMixin, file_order, reservoir, resolve_rank
+from .resume import EpochMixin
+from .sharding import check_even, file_order, reservoir, resolve_rank
 from .sources import index_of, table_source, with_cache_dir
 
 __all__ = ["FitsSpectrumDataset", "FitsSpectrumIterableDataset"]
@@ -274,8 +276,8 @@ class FitsSpectrumDataset(_SpectrumPayloads, torch.utils.data.Dataset):
 
 
 class FitsSpectrumIterableDataset(_SpectrumPayloads, EpochMixin, torch.utils.data.IterableDataset):
-    """`FitsSpectrumDataset` payloads streamed with the sharding and shuffles of
-    `FitsTensorIterableDataset` (URLs with ``storage_options`` as there)."""
+    """`FitsSpectrumDataset` payloads streamed with the sharding (``even=``), shuffles and
+    resume state of `FitsTensorIterableDataset` (URLs with ``storage_options`` as there)."""
 
     def __init__(self, paths: Any, hdu: Any = 0, ivar_hdu: Any = None, mask_hdu: Any = None,
                  column: str | None = None, ivar_column: str | None = None,
@@ -286,13 +288,16 @@ class FitsSpectrumIterableDataset(_SpectrumPayloads, EpochMixin, torch.utils.dat
                  rank: int | None = None, world_size: int | None = None,
                  cache_dir: Any = None, *, mask_is_dq: bool = False, bad_bits: Any = None,
                  storage_options: dict | None = None, null_value: NullValue = None,
-                 masks: bool = False) -> None:
+                 masks: bool = False, even: str | None = None) -> None:
         self._setup_spectra(**_setup_arguments(locals()))
         self.shuffle, self.shuffle_buffer_size, self.seed = bool(shuffle), shuffle_buffer_size, int(seed)
         self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.epoch = 0
+        self.even = check_even(even)
+        self._init_passes()
 
     def __iter__(self) -> Iterator[Any]:
-        order, rng = file_order(len(self.files), self.rank, self.world_size, self.seed,
-                                self._next_epoch(), self.shuffle)
-        return reservoir((self._payload(self.files[i]) for i in order), self.shuffle_buffer_size, rng)
+        epoch, skip = self._begin_pass()
+        order, rng = file_order(len(self.files), self.rank, self.world_size, self.seed, epoch,
+                                self.shuffle, self.even)
+        keys = islice(reservoir(order, self.shuffle_buffer_size, rng), skip, None)
+        return self._counted(self._payload(self.files[i]) for i in keys)

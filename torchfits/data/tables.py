@@ -4,6 +4,7 @@ iterable one streaming each (rank, worker) slot's contiguous row range through t
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any, Callable
 
 import numpy as np
@@ -16,8 +17,10 @@ from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import scan, tensor_null_columns
 from ..tables.source import TableSource, resolve_sources
+from .hdus import dataset_repr, show_files
 from .loader import finish_batch, item_position
-from .sharding import EpochMixin, epoch_rng, reservoir, resolve_rank, row_shard
+from .resume import EpochMixin
+from .sharding import check_even, epoch_rng, reservoir, resolve_rank, row_shard
 from .sources import storage_options_arg, suffix_file, table_source
 
 __all__ = ["FitsTableDataset", "FitsTableIterableDataset"]
@@ -225,8 +228,9 @@ class FitsTableDataset(torch.utils.data.Dataset):
         return row, label
 
     def __repr__(self) -> str:
-        return (f"FitsTableDataset(n_rows={self._n}, path={self.path!r}, hdu={self.hdu!r}, "
-                f"device={self.device!r})")
+        return dataset_repr(self, f"n_rows={self._n}", path=self.path, hdu=self.hdu,
+                            columns=self.columns, where=self.where, transform=self.transform,
+                            device=self.device)
 
 
 class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
@@ -246,6 +250,13 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
     Integer and logical nulls raise `NullValueError` (naming the file, HDU and column) when
     they are reached, unless ``null_value=`` fills them or ``masks=True`` adds
     ``<column>_mask`` tensors (as in `FitsTableDataset`); float nulls are NaN.
+
+    ``even="pad"`` or ``"drop"`` gives every slot the same number of rows of each file (a
+    short block starts one row early, repeating its neighbour's last row; or a long block ends
+    one row early); a ``where`` then keeps what matches in each block.
+    ``state_dict()``/``load_state_dict()`` resume an interrupted pass (torchdata's
+    ``StatefulDataLoader``) at the chunk it stopped in, without reading the chunks before it;
+    with a shuffle buffer the pass is replayed and its first items dropped.
     """
 
     def __init__(self, path: Any, hdu: Any = 1, columns: Any = None, where: str | None = None,
@@ -253,8 +264,10 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                  mmap: Any = "auto", shuffle_buffer_size: int | None = None, seed: int = 0,
                  rank: int | None = None, world_size: int | None = None, *,
                  as_batches: bool = False, storage_options: dict | None = None,
-                 null_value: NullValue = None, masks: bool = False) -> None:
+                 null_value: NullValue = None, masks: bool = False,
+                 even: str | None = None) -> None:
         self.storage_options = storage_options_arg(storage_options)
+        self.even = check_even(even)
         items = list(path) if isinstance(path, (list, tuple)) else [path]
         pairs = _files_and_hdus(items, hdu, self.storage_options)
         self.paths = [str(p) for p, _ in pairs]
@@ -270,7 +283,7 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         self.shuffle_buffer_size, self.seed = shuffle_buffer_size, int(seed)
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.as_batches = bool(as_batches)
-        self.epoch = 0
+        self._init_passes()
         # Plan once here so a bad column, HDU or where fails now, not in a worker; the scanner
         # itself is not kept (each worker plans its own over its row range).
         first = scan(self._source(self.paths[0]), self._hdus[0], columns=columns, where=where)
@@ -336,43 +349,107 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
 
         return batches()
 
-    def _chunks(self) -> Iterator[Any]:
-        for path, hdu, nrows in zip(self.paths, self._hdus, self.nrows):
-            a, b = row_shard(nrows, self.rank, self.world_size)
-            if a == b:
-                continue
-            direct = self._direct_batches(path, a, b, hdu)
-            if direct is not None:
-                yield from direct
-                continue
-            scanner = scan(self._source(path), hdu, columns=self.columns, where=self.where,
-                           batch_size=self.batch_size, row_slice=(a, b))
-            import pyarrow as pa
+    def _items(self) -> int:
+        return sum(self.nrows)
 
-            where = scanner.sources[0].label
-            cells = _cell_dtypes(scanner.schema)
-            widths = _string_widths(scanner.sources[0].specs)
-            masks = {mask_name(n) for n in self._batch_columns}
-            for batch in scanner.to_batches():
-                cols = apply_null_rule(table_to_numpy(pa.Table.from_batches([batch])), self._nullable,
-                                       null_value=self.null_value, masks=self.masks, where=where)
-                if self.as_batches:
-                    cols = {n: a for n, a in cols.items()
-                            if n in self._batch_columns or n in masks}
-                    yield _batch_dict(_row_arrays(cols, cells, widths, rows=False), self.device)
-                else:
-                    arrays = _row_arrays(cols, cells, widths)
-                    for i in range(batch.num_rows):
-                        yield _row_dict(arrays, i, self.device)
+    def _chunks(self, cursor: list[int] | None = None) -> Iterator[Any]:
+        """The pass's items, from ``cursor`` ``[file, window start, items of that window]``
+        on (the windows before it are not read); the pass's state keeps the cursor of the
+        last item yielded."""
+        state = self._pass
+        assert state is not None
+        first, start, done = cursor if cursor is not None else (0, None, 0)
+        for fi, (path, hdu, nrows) in enumerate(zip(self.paths, self._hdus, self.nrows)):
+            if fi < first:
+                continue
+            a, b = row_shard(nrows, self.rank, self.world_size, self.even)
+            if fi == first and start is not None:
+                a = max(a, int(start))
+            if a >= b:
+                continue
+            window, count = None, 0
+            for c, item in self._windows(path, hdu, a, b):
+                if c != window:
+                    window, count = c, 0
+                count += 1
+                if fi == first and c == start and count <= done:
+                    continue  # yielded before the pass was interrupted
+                state["cursor"] = [fi, c, count]
+                yield item
+            state["cursor"] = [fi + 1, None, 0]
+
+    def _windows(self, path: str, hdu: Any, a: int, b: int) -> Iterator[tuple[int, Any]]:
+        """(window start, item) of rows ``[a, b)``: windows of ``batch_size`` rows from ``a``."""
+        direct = self._direct_batches(path, a, b, hdu)
+        if direct is not None:
+            for m, part in enumerate(direct):
+                yield a + m * self.batch_size, part
+            return
+        scanner = scan(self._source(path), hdu, columns=self.columns, where=self.where,
+                       batch_size=self.batch_size, row_slice=(a, b))
+        import pyarrow as pa
+
+        src = scanner.sources[0]
+        where = src.label
+        cells = _cell_dtypes(scanner.schema)
+        widths = _string_widths(src.specs)
+        masks = {mask_name(n) for n in self._batch_columns}
+        starts = [rng[0] for _, rng in scanner._chunks(0, src)]
+        seen = [-1]
+
+        def mine() -> bool:
+            seen[0] += 1  # the scanner asks once per window, in order, before decoding it
+            return True
+
+        for batch in scanner._batches_of(0, src, mine):
+            c = starts[seen[0]]
+            cols = apply_null_rule(table_to_numpy(pa.Table.from_batches([batch])), self._nullable,
+                                   null_value=self.null_value, masks=self.masks, where=where)
+            if self.as_batches:
+                cols = {n: v for n, v in cols.items() if n in self._batch_columns or n in masks}
+                yield c, _batch_dict(_row_arrays(cols, cells, widths, rows=False), self.device)
+            else:
+                arrays = _row_arrays(cols, cells, widths)
+                for i in range(batch.num_rows):
+                    yield c, _row_dict(arrays, i, self.device)
 
     def __iter__(self) -> Iterator[Any]:
-        epoch = self._next_epoch()
+        epoch, skip = self._begin_pass()
+        assert self._pass is not None
+        cursor, self._resume_cursor = self._resume_cursor, None
         rng = epoch_rng(self.seed, epoch, self.rank)
-        stream = reservoir(self._chunks(), self.shuffle_buffer_size, rng)
-        if self.transform is None:
-            return stream
-        return (self.transform(item) for item in stream)
+        size = self.shuffle_buffer_size
+        if size and size > 1:
+            # The shuffle buffer holds decoded rows: a resumed pass replays and drops its first
+            # items.
+            stream: Iterator[Any] = islice(reservoir(self._chunks(), size, rng), skip, None)
+        else:
+            stream = self._chunks(cursor) if cursor is not None or not skip else \
+                islice(self._chunks(), skip, None)
+        if self.transform is not None:
+            stream = (self.transform(item) for item in stream)
+        return self._counted(stream)
+
+    _resume_cursor: list[int] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """`EpochMixin.state_dict` with the cursor of the last item: ``[file, window start, items
+        of that window]``."""
+        state = super().state_dict()
+        if self._resume_cursor is not None:
+            state["cursor"] = list(self._resume_cursor)
+        elif self._pass is not None and self._pass.get("cursor") is not None:
+            state["cursor"] = list(self._pass["cursor"])
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        cursor = state_dict.get("cursor")
+        self._resume_cursor = None if cursor is None else list(cursor)
 
     def __repr__(self) -> str:
-        return (f"FitsTableIterableDataset(path={self.paths[0]!r}, hdu={self.hdu!r}, "
-                f"batch_size={self.batch_size}, as_batches={self.as_batches}, device={self.device!r})")
+        world = {"rank": self.rank, "world_size": self.world_size} if self.world_size > 1 else {}
+        return dataset_repr(self, f"n_rows={sum(self.nrows)}", show_files(self.paths), hdu=self.hdu,
+                            columns=self.columns, where=self.where, batch_size=self.batch_size,
+                            as_batches=self.as_batches, transform=self.transform, **world,
+                            even=self.even, device=self.device)
