@@ -314,6 +314,10 @@ def test_partition_rule_equals_hats():
         got = choose_partitions(pixels, hist[pixels], highest_order=high, lowest_order=low,
                                 threshold=threshold)
         assert sorted(tuple(p) for p in got) == want
+    # one order for all: every non-empty pixel, the threshold aside (hats-import's constant order)
+    got = choose_partitions(np.array([3, 40]), np.array([500, 2]), highest_order=2, lowest_order=2,
+                            threshold=10)
+    assert [tuple(p) for p in got] == [(2, 3, 500), (2, 40, 2)]
 
 
 def test_spatial_index_equals_hats():

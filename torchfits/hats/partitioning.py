@@ -116,13 +116,17 @@ def choose_partitions(pixels: np.ndarray, counts: np.ndarray, *, highest_order: 
     ``lowest_order``) that holds at most ``threshold`` rows and has rows in more than one of its
     four children. A pixel alone among empty siblings keeps its small area.
 
-    Returns the partitions in breadth-first order (by the ``_healpix_29`` range they start at).
+    When ``lowest_order == highest_order`` every non-empty pixel of that order is a partition,
+    whatever it holds (hats-import's constant order). Returns the partitions in breadth-first
+    order (by the ``_healpix_29`` range they start at).
 
     Raises
     ------
     ValueError
         When one pixel at ``highest_order`` alone holds more than ``threshold`` rows.
     """
+    if highest_order == lowest_order:  # one order for all: hats-import ignores the threshold
+        return [Partition(highest_order, p, n) for p, n in zip(pixels.tolist(), counts.tolist())]
     if counts.size and int(counts.max()) > threshold:
         raise ValueError(f"one HEALPix pixel of order {highest_order} holds {int(counts.max())} rows, "
                          f"more than pixel_threshold={threshold}; raise highest_order or "
