@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 BLOCK = re.compile(r"```(python|bash)\n(.*?)```", re.S)
 OPTIONAL = ("torch", "duckdb", "polars", "pandas", "astropy", "fitsio", "tqdm", "dask", "distributed")
+OPTIONAL += ("hats", "hats_import", "cdshealpix")
 
 
 def _pages():
