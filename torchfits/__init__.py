@@ -78,7 +78,7 @@ _SUBMODULES = {
     # adapters (need their optional dependency)
     "transforms",
     # optional adapters (their dependencies load only when called)
-    "dask",
+    "dask", "zarr",
     # adapters
     "data",
 }
