@@ -22,7 +22,7 @@ fits = pytest.importorskip("astropy.io.fits")
 import torchfits  # noqa: E402
 import torchfits.zarr as tz  # noqa: E402
 from torchfits.image.compressed import CompressedImage  # noqa: E402
-from torchfits.zarr import codecs as zc  # noqa: E402
+from torchfits.zarr import fits_codecs as zc  # noqa: E402
 from torchfits.zarr import zarr3 as z3  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Zarr and xarray: kerchunk references to FITS images (`references`), VirtualiZarr manifests
 (`manifest_group`) and the numcodecs and zarr codecs that decode FITS tiles and pixel scaling
-(`torchfits.zarr.codecs`, `torchfits.zarr.zarr3`); docs/zarr.md.
+(`torchfits.zarr.fits_codecs`, `torchfits.zarr.zarr3`); docs/zarr.md.
 
 numcodecs, zarr and VirtualiZarr are imported when first needed.
 """
@@ -14,9 +14,9 @@ from .references import DEFAULT_CHUNK_BYTES, references
 __all__ = ["references", "manifest_group", "DEFAULT_CHUNK_BYTES", "FitsRice1", "FitsGzip1", "FitsGzip2",
            "FitsHcompress1", "FitsPlio1", "FitsScale", "register_codecs"]
 
-_LAZY = {"FitsRice1": "codecs", "FitsGzip1": "codecs", "FitsGzip2": "codecs", "FitsHcompress1": "codecs",
-         "FitsPlio1": "codecs", "FitsScale": "codecs", "register_codecs": "codecs",
-         "manifest_group": "virtual"}
+_LAZY = {name: "fits_codecs" for name in ("FitsRice1", "FitsGzip1", "FitsGzip2", "FitsHcompress1",
+                                          "FitsPlio1", "FitsScale", "register_codecs")}
+_LAZY["manifest_group"] = "virtual"
 
 
 def __getattr__(name: str) -> Any:

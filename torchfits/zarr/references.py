@@ -3,7 +3,7 @@ the file, read in place by fsspec's ``reference://`` file system, zarr or xarray
 
 Plain images are cut into blocks of whole rows along the slowest axis (each a contiguous range
 of big-endian pixels); tile-compressed images get one chunk per tile, the tile's bytes in the
-heap of the binary table, decoded by the codecs of `torchfits.zarr.codecs`. BSCALE/BZERO/BLANK
+heap of the binary table, decoded by the codecs of `torchfits.zarr.fits_codecs`. BSCALE/BZERO/BLANK
 become the `FitsScale` filter, so zarr reads equal `torchfits.read_numpy`.
 """
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _register() -> None:
         from . import zarr3  # noqa: F401
     except ImportError:  # zarr missing: numcodecs alone (kerchunk readers)
         try:
-            from . import codecs  # noqa: F401
+            from . import fits_codecs  # noqa: F401
         except ImportError:
             pass
 
@@ -248,7 +248,7 @@ def _fingerprints(index: HduIndex, entry: HduEntry, locations: np.ndarray, confi
                   where: str) -> dict[str, int]:
     """Fingerprint → tile number, reading every tile once; tiles that share bytes must decode to
     the same chunk (else the codec could not tell them apart)."""
-    from .codecs import CODECS, fingerprint  # numcodecs: only here
+    from .fits_codecs import CODECS, fingerprint  # numcodecs: only here
 
     buf = index.data_view(entry, [(int(o) - entry.data_offset, int(n)) for o, n in locations])
     groups: dict[str, list[int]] = {}

@@ -16,7 +16,7 @@ from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
 from zarr.dtype import parse_dtype
 from zarr.registry import register_codec
 
-from . import codecs as fits_codecs
+from . import fits_codecs
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -71,7 +71,7 @@ class FitsTileV3(_Wrapped, ArrayBytesCodec):
 
 @dataclass(frozen=True)
 class FitsScaleV3(_Wrapped, ArrayArrayCodec):
-    """BSCALE/BZERO/BLANK (`torchfits.zarr.codecs.FitsScale`) as a zarr 3 filter."""
+    """BSCALE/BZERO/BLANK (`torchfits.zarr.fits_codecs.FitsScale`) as a zarr 3 filter."""
 
     numcodec = fits_codecs.FitsScale
     codec_name = "numcodecs.fits_scale"
@@ -95,7 +95,7 @@ class FitsScaleV3(_Wrapped, ArrayArrayCodec):
 
 @dataclass(frozen=True)
 class FitsRice1V3(FitsTileV3):
-    """RICE_1 tiles (`torchfits.zarr.codecs.FitsRice1`) as a zarr 3 serializer."""
+    """RICE_1 tiles (`torchfits.zarr.fits_codecs.FitsRice1`) as a zarr 3 serializer."""
 
     numcodec = fits_codecs.FitsRice1
     codec_name = "numcodecs.fits_rice_1"
@@ -103,7 +103,7 @@ class FitsRice1V3(FitsTileV3):
 
 @dataclass(frozen=True)
 class FitsGzip1V3(FitsTileV3):
-    """GZIP_1 tiles (`torchfits.zarr.codecs.FitsGzip1`) as a zarr 3 serializer."""
+    """GZIP_1 tiles (`torchfits.zarr.fits_codecs.FitsGzip1`) as a zarr 3 serializer."""
 
     numcodec = fits_codecs.FitsGzip1
     codec_name = "numcodecs.fits_gzip_1"
@@ -111,7 +111,7 @@ class FitsGzip1V3(FitsTileV3):
 
 @dataclass(frozen=True)
 class FitsGzip2V3(FitsTileV3):
-    """GZIP_2 tiles (`torchfits.zarr.codecs.FitsGzip2`) as a zarr 3 serializer."""
+    """GZIP_2 tiles (`torchfits.zarr.fits_codecs.FitsGzip2`) as a zarr 3 serializer."""
 
     numcodec = fits_codecs.FitsGzip2
     codec_name = "numcodecs.fits_gzip_2"
@@ -119,7 +119,7 @@ class FitsGzip2V3(FitsTileV3):
 
 @dataclass(frozen=True)
 class FitsHcompress1V3(FitsTileV3):
-    """HCOMPRESS_1 tiles (`torchfits.zarr.codecs.FitsHcompress1`) as a zarr 3 serializer."""
+    """HCOMPRESS_1 tiles (`torchfits.zarr.fits_codecs.FitsHcompress1`) as a zarr 3 serializer."""
 
     numcodec = fits_codecs.FitsHcompress1
     codec_name = "numcodecs.fits_hcompress_1"
@@ -127,7 +127,7 @@ class FitsHcompress1V3(FitsTileV3):
 
 @dataclass(frozen=True)
 class FitsPlio1V3(FitsTileV3):
-    """PLIO_1 tiles (`torchfits.zarr.codecs.FitsPlio1`) as a zarr 3 serializer."""
+    """PLIO_1 tiles (`torchfits.zarr.fits_codecs.FitsPlio1`) as a zarr 3 serializer."""
 
     numcodec = fits_codecs.FitsPlio1
     codec_name = "numcodecs.fits_plio_1"
