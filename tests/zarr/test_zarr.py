@@ -21,6 +21,7 @@ fits = pytest.importorskip("astropy.io.fits")
 
 import torchfits  # noqa: E402
 import torchfits.zarr as tz  # noqa: E402
+from torchfits.fits.hdu_index import get_index  # noqa: E402
 from torchfits.image.compressed import CompressedImage  # noqa: E402
 from torchfits.zarr import fits_codecs as zc  # noqa: E402
 from torchfits.zarr import zarr3 as z3  # noqa: E402
@@ -254,6 +255,17 @@ def _name(refs):
     return name
 
 
+def test_compressed_scaled_image(tmp_path, fitsio):
+    # BSCALE/BZERO of a compressed image: one rounding of the double-precision value, as CFITSIO
+    path = _compressed(tmp_path, "scaled", _ints(np.int16, (64, 64)), compression_type="RICE_1")
+    with fits.open(path, mode="update", disable_image_compression=True) as hdus:
+        hdus[1].header["BSCALE"] = 0.1
+        hdus[1].header["BZERO"] = 5.0
+    np.testing.assert_array_equal(torchfits.read_numpy(path), fitsio.read(path, ext=1))
+    refs = _check(path)
+    assert json.loads(refs["refs"][f"{_name(refs)}/.zarray"])["filters"][0]["bscale"] == 0.1
+
+
 def test_plio_int32_written_by_torchfits(tmp_path):
     path = str(tmp_path / "mask.fits")
     torchfits.write(path, _ints(np.int32, nonneg=True) * 300, compress="PLIO_1")
@@ -289,9 +301,8 @@ def test_tiles_with_shared_bytes_and_other_pixels_are_refused(tmp_path):
     data = RNG.normal(size=(32, 32)).astype(np.float32)
     path = _compressed(tmp_path, "dup", data, compression_type="RICE_1", quantize_method=1,
                        tile_shape=(8, 32))
-    image = CompressedImage(path, 1)
-    entry = image._entry  # noqa: SLF001 - the test edits the file's tile table
-    layout = image.layout
+    entry = get_index(path).resolve(1)
+    layout = CompressedImage(path, 1).layout
     raw = bytearray(Path(path).read_bytes())
     col = layout.columns["COMPRESSED_DATA"].offset
     row0 = entry.data_offset + col

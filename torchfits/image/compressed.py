@@ -466,7 +466,8 @@ class CompressedImage(Image):
             u = tile.view(np.dtype(f"u{tile.dtype.itemsize}"))
             dest[...] = (u ^ np.array(1 << (bits - 1), u.dtype)).view(dest.dtype)
         else:
-            vals = tile.astype(dest.dtype)
+            # in double precision, rounded once to the result type (as plain images, and CFITSIO)
+            vals = tile.astype(np.float64)
             if (plan.bscale, plan.bzero) != (1.0, 0.0):
                 vals = vals * plan.bscale + plan.bzero
             if plan.blank is not None and tile.dtype.kind in "iu":

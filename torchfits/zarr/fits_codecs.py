@@ -172,8 +172,6 @@ class FitsTileCodec(numcodecs.abc.Codec):  # type: ignore[misc]
                 error = CodecError(f"{self.zcmptype}: tile of {values.size} pixels is larger than "
                                    f"the chunk {full}")
                 continue
-            if values.size != math.prod(shape) and self._codec.stores_integers:
-                continue
             chunk = np.zeros(math.prod(full), self._storage)
             chunk[:values.size] = values
             return chunk.reshape(full)
