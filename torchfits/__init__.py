@@ -79,7 +79,7 @@ _SUBMODULES = {
     # adapters (need their optional dependency)
     "transforms",
     # optional adapters (their dependencies load only when called)
-    "dask", "hats",
+    "dask", "hats", "zarr",
     # adapters
     "data",
 }

@@ -419,6 +419,33 @@ class CompressedImage(Image):
     def codec(self) -> str:
         return self._layout.zcmptype
 
+    def tile_table(self) -> dict[str, np.ndarray]:
+        """Where every tile's bytes are, for reference builders (`torchfits.zarr`).
+
+        For each tile column of the HDU (``COMPRESSED_DATA`` and, where present,
+        ``GZIP_COMPRESSED_DATA`` / ``UNCOMPRESSED_DATA``): an (ntiles, 2) int64 array of
+        (absolute file offset, byte count) in tile order, count 0 where the tile has no bytes in
+        that column; and the per-tile values of the ``ZSCALE``, ``ZZERO`` and ``ZBLANK`` columns
+        the HDU has. A descriptor that points outside the heap raises `CompressedTileError`.
+        """
+        tiles = self._tiles()
+        out: dict[str, np.ndarray] = {}
+        for name, desc in tiles.descriptors.items():
+            count, offset = desc[:, 0], desc[:, 1]
+            size = count * self._layout.columns[name].itemsize
+            outside = (offset < 0) | (offset + size > tiles.heap_size)
+            bad = np.flatnonzero((count < 0) | (count > 0) & outside)
+            if bad.size:
+                k = int(bad[0])
+                raise CompressedTileError(
+                    f"{tiles.where}: tile {k}: {name} descriptor (count {int(count[k])}, offset "
+                    f"{int(offset[k])}) points outside the heap of {tiles.heap_size} bytes")
+            used = count > 0
+            out[name] = np.stack([np.where(used, tiles.heap_start + offset, 0), np.where(used, size, 0)],
+                                 axis=1).astype(np.int64)
+        out.update((name, values.copy()) for name, values in tiles.scalars.items())
+        return out
+
     def _zero_copy_ok(self) -> bool:
         return False
 
@@ -439,7 +466,8 @@ class CompressedImage(Image):
             u = tile.view(np.dtype(f"u{tile.dtype.itemsize}"))
             dest[...] = (u ^ np.array(1 << (bits - 1), u.dtype)).view(dest.dtype)
         else:
-            vals = tile.astype(dest.dtype)
+            # in double precision, rounded once to the result type (as plain images, and CFITSIO)
+            vals = tile.astype(np.float64)
             if (plan.bscale, plan.bzero) != (1.0, 0.0):
                 vals = vals * plan.bscale + plan.bzero
             if plan.blank is not None and tile.dtype.kind in "iu":
