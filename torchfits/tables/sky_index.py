@@ -13,8 +13,9 @@ the range ``[c * 4**(order-d), (c+1) * 4**(order-d))``). Rows whose position is 
 infinite are in no cell: a cone never matches them. In a file ordered by HEALPix cell
 (``torchfits sort --healpix``, or any file whose cells never decrease) the ranges follow cell
 boundaries, about `RANGE_ROWS` rows each, so a small cone reads only the few ranges around it;
-in any other file the ranges are the statistics chunks, each with its coverage (at most
-`MAX_CELL_RANGES` cell ranges: a wider spread is described at a coarser order).
+in any other file the ranges are the statistics chunks. Each range's coverage holds at most
+`RANGE_CELL_RANGES` (ordered file) or `MAX_CELL_RANGES` (chunk) cell ranges: a wider spread is
+described at a coarser order.
 
 Cell indices and cone coverages come from cdshealpix (the ``sky`` extra), imported when used.
 """
@@ -29,14 +30,15 @@ import numpy as np
 
 from ..query import tree as _tree
 
-__all__ = ["DEFAULT_ORDER", "MAX_ORDER", "RANGE_ROWS", "MAX_CELL_RANGES", "healpix_cells", "sky_entry",
-           "SkyRanges", "cone_rows", "check_order", "sky_columns", "coverage", "intersect", "cone_terms",
-           "npix", "coordinates"]
+__all__ = ["DEFAULT_ORDER", "MAX_ORDER", "RANGE_ROWS", "MAX_CELL_RANGES", "RANGE_CELL_RANGES",
+           "healpix_cells", "sky_entry", "SkyRanges", "cone_rows", "cone_terms", "check_order",
+           "sky_columns", "coverage", "intersect", "npix", "coordinates"]
 
 DEFAULT_ORDER = 10  # cells of 3.4 arcmin: a chunk of clustered rows is a few hundred of them
 MAX_ORDER = 29  # cdshealpix's deepest order
 RANGE_ROWS = 1024  # rows per row range of a HEALPix-ordered file (at least; a cell is never split)
 MAX_CELL_RANGES = 64  # cell ranges kept per chunk of an unordered file
+RANGE_CELL_RANGES = 4  # cell ranges kept per row range of an ordered file (sparse rows stay tight)
 # the cone is widened by this much before its cells are looked up: cell assignment and cone
 # coverage are separate float computations, and a row on a cell edge must never be lost
 _MARGIN_DEG = 1e-6
@@ -183,16 +185,7 @@ def sky_entry(cells: np.ndarray, order: int, chunk_rows: int, ra: str, dec: str)
     pos = np.searchsorted(changes, targets)
     cuts = np.unique(changes[pos[pos < changes.size]])
     bounds = np.concatenate(([0], cuts, [n])).astype(np.int64)
-    top = np.uint64(npix(depth))
-    ranges = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        first, last = parent[a], parent[b - 1]
-        if first >= top:  # rows without a position
-            ranges.append([])
-            continue
-        if last >= top:  # the range runs into them: its positioned rows end before
-            last = parent[a + int(np.searchsorted(parent[a:b], top)) - 1]
-        ranges.append([int(first << shift), int((last + np.uint64(1)) << shift)])
+    ranges = [coverage(cells[a:b], order, RANGE_CELL_RANGES) for a, b in zip(bounds[:-1], bounds[1:])]
     return {"ra": ra, "dec": dec, "order": order, "sorted": True,
             "rows": [int(v) for v in bounds], "cells": ranges}
 
