@@ -284,3 +284,38 @@ def test_range_helpers():
     assert sky_index._sorted_depth(np.sort(c), 4) == 4
     assert sky_index.healpix_cells([10.0, np.nan], [95.0, 0.0], 3).tolist() == \
         [int(sky_index.healpix_cells([190.0], [85.0], 3)[0]), 12 * 4**3]
+
+
+def test_split_fragments_keep_the_sky_ranges(catalogs):
+    _, srt = catalogs
+    ds = torchfits.dataset(str(srt), "CAT").split(1500)
+    full = torchfits.dataset(str(srt), "CAT", index=False)
+    assert all(f.stats.sky is not None for f in ds.get_fragments())
+    where = "cone(ra, dec, 200.0, -30.0, 0.2)"
+    assert sorted(ds.to_table(columns=["ID"], filter=where).column("ID").to_pylist()) == \
+        sorted(full.to_table(columns=["ID"], filter=where).column("ID").to_pylist())
+    assert len(list(ds.get_fragments(filter=where))) < len(list(ds.get_fragments()))
+
+
+def test_ascii_and_empty_tables(tmp_path):
+    rng = np.random.default_rng(4)
+    n = 800
+    ra, dec = rng.uniform(0, 360, n), np.degrees(np.arcsin(rng.uniform(-1, 1, n)))
+    ascii_hdu = fits.TableHDU.from_columns([fits.Column("ra", "F12.7", array=ra),
+                                            fits.Column("dec", "F12.7", array=dec),
+                                            fits.Column("id", "I6", array=np.arange(n))])
+    empty = fits.BinTableHDU.from_columns([fits.Column("ra", "D", array=np.zeros(0)),
+                                           fits.Column("dec", "D", array=np.zeros(0))], name="NONE")
+    src = str(tmp_path / "a.fits")
+    fits.HDUList([fits.PrimaryHDU(), ascii_hdu, empty]).writeto(src)
+    out = str(tmp_path / "out" / "a.fits")
+    os.makedirs(os.path.dirname(out))
+    torchfits.sky.sort_healpix(src, out, 5)
+    with fits.open(src) as a, fits.open(out) as b:
+        assert sorted(b[1].data["id"]) == list(range(n)) and b[1].header == a[1].header
+        cells = sky_index.healpix_cells(b[1].data["ra"], b[1].data["dec"], 5)
+        assert np.all(np.diff(cells.astype(np.int64)) >= 0)
+    torchfits.sky.sort_healpix(out, out, 5, hdu="NONE", overwrite=True)
+    ds = torchfits.dataset(out, "NONE")
+    assert next(ds.get_fragments()).stats.sky is not None
+    assert ds.to_table(filter="cone(ra, dec, 1.0, 2.0, 3.0)").num_rows == 0
