@@ -5,11 +5,13 @@ A file's sky entry (the ``"sky"`` key of its sidecar entry, `torchfits.tables.st
 
     {"ra": "RA", "dec": "DEC", "order": 10, "sorted": true,
      "rows": [0, 1100, 2300, ..., nrows],
-     "cells": [[lo, hi, lo, hi, ...], ...]}
+     "counts": [1, 3, ...],
+     "cells": [lo, hi, lo, hi, lo, hi, lo, hi, ...]}
 
-Row range ``i`` is ``rows[i]:rows[i+1]``; ``cells[i]`` is its coverage, a MOC written as
-half-open ranges of nested HEALPix indices at ``order`` (a coarser cell ``c`` at order ``d`` is
-the range ``[c * 4**(order-d), (c+1) * 4**(order-d))``). Rows whose position is null, NaN or
+Row range ``i`` is ``rows[i]:rows[i+1]``; its coverage is the next ``counts[i]`` ``(lo, hi)``
+pairs of ``cells`` (one flat list, which loads several times faster than a list per range): a
+MOC written as half-open ranges of nested HEALPix indices at ``order`` (a coarser cell ``c`` at
+order ``d`` is the range ``[c * 4**(order-d), (c+1) * 4**(order-d))``). Rows whose position is null, NaN or
 infinite are in no cell: a cone never matches them. In a file ordered by HEALPix cell
 (``torchfits sort --healpix``, or any file whose cells never decrease) the ranges follow cell
 boundaries, about `RANGE_ROWS` rows each, so a small cone reads only the few ranges around it;
@@ -170,12 +172,12 @@ def sky_entry(cells: np.ndarray, order: int, chunk_rows: int, ra: str, dec: str)
     """The sidecar's sky entry for a whole file, from every row's cell at ``order``."""
     n = int(cells.size)
     if n == 0:
-        return {"ra": ra, "dec": dec, "order": order, "sorted": True, "rows": [0], "cells": []}
+        return _entry(ra, dec, order, True, [0], [])
     depth = _sorted_depth(cells, order)
     if depth is None:
         rows = list(range(0, n, chunk_rows)) + [n]
         ranges = [coverage(cells[a:b], order) for a, b in zip(rows[:-1], rows[1:])]
-        return {"ra": ra, "dec": dec, "order": order, "sorted": False, "rows": rows, "cells": ranges}
+        return _entry(ra, dec, order, False, rows, ranges)
     shift = np.uint64(2 * (order - depth))
     parent = cells >> shift
     changes = np.flatnonzero(parent[1:] != parent[:-1]) + 1  # where a new cell starts
@@ -186,8 +188,13 @@ def sky_entry(cells: np.ndarray, order: int, chunk_rows: int, ra: str, dec: str)
     cuts = np.unique(changes[pos[pos < changes.size]])
     bounds = np.concatenate(([0], cuts, [n])).astype(np.int64)
     ranges = [coverage(cells[a:b], order, RANGE_CELL_RANGES) for a, b in zip(bounds[:-1], bounds[1:])]
-    return {"ra": ra, "dec": dec, "order": order, "sorted": True,
-            "rows": [int(v) for v in bounds], "cells": ranges}
+    return _entry(ra, dec, order, True, [int(v) for v in bounds], ranges)
+
+
+def _entry(ra: str, dec: str, order: int, ordered: bool, rows: list[int],
+           ranges: list[list[int]]) -> dict[str, Any]:
+    return {"ra": ra, "dec": dec, "order": order, "sorted": ordered, "rows": rows,
+            "counts": [len(r) // 2 for r in ranges], "cells": [v for r in ranges for v in r]}
 
 
 class SkyRanges:
@@ -199,14 +206,13 @@ class SkyRanges:
         self.order = check_order(entry["order"])
         self.sorted = bool(entry.get("sorted", False))
         self.rows = np.asarray(entry["rows"], dtype=np.int64)
-        cells = entry["cells"]
-        if len(cells) != len(self.rows) - 1:
-            raise ValueError("sky entry: one cell list per row range expected")
-        counts = np.fromiter((len(c) // 2 for c in cells), dtype=np.int64, count=len(cells))
-        flat = np.fromiter((v for c in cells for v in c), dtype=np.uint64, count=int(counts.sum()) * 2)
+        counts = np.asarray(entry["counts"], dtype=np.int64)
+        flat = np.asarray(entry["cells"], dtype=np.uint64)
+        if counts.size != self.rows.size - 1 or flat.size != 2 * int(counts.sum()) or (counts < 0).any():
+            raise ValueError("sky entry: row ranges, counts and cell ranges disagree")
         self.lo = flat[0::2]
         self.hi = flat[1::2]
-        self.owner = np.repeat(np.arange(len(cells), dtype=np.int64), counts)
+        self.owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
 
     @property
     def nrows(self) -> int:
