@@ -319,3 +319,39 @@ def test_ascii_and_empty_tables(tmp_path):
     ds = torchfits.dataset(out, "NONE")
     assert next(ds.get_fragments()).stats.sky is not None
     assert ds.to_table(filter="cone(ra, dec, 1.0, 2.0, 3.0)").num_rows == 0
+
+
+def _around(rng, ra0, dec0, r, n):
+    """Points at distance ~r (within 1e-7 r) and inside a cone, every bearing."""
+    th = rng.uniform(0, 2 * np.pi, n)
+    d = np.radians(np.r_[r * (1 + rng.normal(0, 1e-7, n // 2)), r * np.sqrt(rng.uniform(0, 1, n - n // 2))])
+    lat1, lon1 = np.radians(dec0), np.radians(ra0)
+    lat2 = np.arcsin(np.clip(np.sin(lat1) * np.cos(d) + np.cos(lat1) * np.sin(d) * np.cos(th), -1, 1))
+    lon2 = lon1 + np.arctan2(np.sin(th) * np.sin(d) * np.cos(lat1), np.cos(d) - np.sin(lat1) * np.sin(lat2))
+    return np.degrees(lon2) % 360, np.degrees(lat2)
+
+
+def test_cone_cells_hold_every_point_inside():
+    """Cones on the polar caps (where a bare cone coverage can miss a cell the circle crosses),
+    across RA 0 and base-cell edges, tiny and wide, at every order."""
+    from torchfits.query.sky import in_cone
+
+    rng = np.random.default_rng(11)
+    cases = [(45.0, 85.39618692939221, 5.729837568158724, 13),
+             (45.0, 86.82656565786051, 3.1003718117351076, 12),
+             (36.42700879379864, 88.39317215573874, 2.3600178900301807, 12), (45.0, -88.5188, 2.1336, 13),
+             (0.0, 90.0, 0.5, 10), (359.9999, -89.9, 0.2, 9), (90.0, 0.0, 1e-4, 13), (0.0, 0.0, 40.0, 6)]
+    for _ in range(40):
+        r = float(10 ** rng.uniform(-4, 1.5))
+        dec0 = float(rng.choice([1, -1]) * (90 - r * rng.uniform(0, 1.5)))
+        cases.append((float(rng.choice([rng.uniform(0, 360), 0.0, 45.0, 90.0])), dec0, r,
+                      int(rng.integers(0, 14))))
+    for ra0, dec0, r, order in cases:
+        ra, dec = _around(rng, ra0, dec0, r, 6000)
+        keep = in_cone(ra, dec, ra0, dec0, r)
+        cells = sky_index.healpix_cells(ra[keep], dec[keep], order)
+        lo, hi = sky_index._cone_cells(ra0, dec0, r, order)
+        k = np.searchsorted(hi, cells, side="right")
+        hit = k < lo.size
+        hit[hit] &= lo[k[hit]] <= cells[hit]
+        assert hit.all(), (ra0, dec0, r, order)

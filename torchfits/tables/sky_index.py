@@ -44,6 +44,7 @@ RANGE_CELL_RANGES = 4  # cell ranges kept per row range of an ordered file (spar
 # the cone is widened by this much before its cells are looked up: cell assignment and cone
 # coverage are separate float computations, and a row on a cell edge must never be lost
 _MARGIN_DEG = 1e-6
+_CELL_DEG = 58.63  # the side of an order-0 cell, about (4 pi / 12) ** 0.5 radians
 
 
 def _cdshealpix() -> Any:
@@ -247,26 +248,30 @@ class SkyRanges:
 
 @functools.lru_cache(maxsize=256)
 def _cone_cells(ra0: float, dec0: float, radius: float, order: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted, merged half-open ranges of cells at ``order`` that a cone may touch."""
+    """Sorted, merged half-open ranges of cells at ``order`` that a cone may touch.
+
+    The cone's cells come from cdshealpix's ``cone_search`` at a depth where a cell is about an
+    eighth of the radius (a few hundred cells, whatever the radius), and are then grown by
+    their neighbours: cone coverages near the poles can miss a cell the circle crosses (healpy's
+    ``query_disc`` has the same defect), and a cone search must never lose a row. The one-cell
+    margin costs a few more cells around the edge.
+    """
     r = radius + _MARGIN_DEG
     if r >= 90.0:
         return (np.array([0], dtype=np.uint64), np.array([npix(order)], dtype=np.uint64))
     import astropy.units as u
     from astropy.coordinates import Latitude, Longitude
 
-    ipix, depth, _ = _cdshealpix().cone_search(Longitude(ra0 % 360.0, u.deg), Latitude(dec0, u.deg),
-                                               r * u.deg, order, flat=False)
-    shift = (2 * (order - depth.astype(np.int64))).astype(np.uint64)
-    lo = ipix.astype(np.uint64) << shift
-    hi = (ipix.astype(np.uint64) + np.uint64(1)) << shift
-    keep = np.argsort(lo, kind="stable")
-    lo, hi = lo[keep], hi[keep]
-    # merge touching ranges: a new range starts where the previous ones end before it
-    start = np.r_[True, lo[1:] > np.maximum.accumulate(hi)[:-1]]
-    groups = np.cumsum(start) - 1
-    merged_hi = np.zeros(int(groups[-1]) + 1 if groups.size else 0, dtype=np.uint64)
-    np.maximum.at(merged_hi, groups, hi)
-    return lo[start], merged_hi
+    nested = _cdshealpix()
+    depth = min(order, max(0, int(math.floor(math.log2(_CELL_DEG / r))) + 3))
+    ipix, _, _ = nested.cone_search(Longitude(ra0 % 360.0, u.deg), Latitude(dec0, u.deg), r * u.deg,
+                                    depth, flat=True)
+    ipix = np.asarray(ipix, dtype=np.uint64)
+    around = np.asarray(nested.neighbours(ipix, depth), dtype=np.int64)
+    cells = np.unique(np.concatenate([ipix, around[around >= 0].astype(np.uint64)]))
+    starts, stops = _runs(cells)
+    shift = np.uint64(2 * (order - depth))
+    return starts << shift, stops << shift
 
 
 def cone_terms(expr: Any) -> list[Any]:
