@@ -23,6 +23,7 @@ Cell indices and cone coverages come from cdshealpix (the ``sky`` extra), import
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from ..query import tree as _tree
 
 __all__ = ["DEFAULT_ORDER", "MAX_ORDER", "RANGE_ROWS", "MAX_CELL_RANGES", "RANGE_CELL_RANGES",
            "healpix_cells", "sky_entry", "SkyRanges", "cone_rows", "cone_terms", "check_order",
-           "sky_columns", "coverage", "intersect", "npix", "coordinates"]
+           "sky_columns", "coverage", "intersect", "overlaps", "npix", "coordinates"]
 
 DEFAULT_ORDER = 10  # cells of 3.4 arcmin: a chunk of clustered rows is a few hundred of them
 MAX_ORDER = 29  # cdshealpix's deepest order
@@ -44,6 +45,7 @@ RANGE_CELL_RANGES = 4  # cell ranges kept per row range of an ordered file (spar
 # the cone is widened by this much before its cells are looked up: cell assignment and cone
 # coverage are separate float computations, and a row on a cell edge must never be lost
 _MARGIN_DEG = 1e-6
+_BIG = 1 << 62
 _CELL_DEG = 58.63  # the side of an order-0 cell, about (4 pi / 12) ** 0.5 radians
 
 
@@ -302,6 +304,12 @@ def cone_rows(expr: Any, sky: SkyRanges | None) -> list[tuple[int, int]] | None:
         ranges = sky.cone_rows(ra0, dec0, radius)
         allowed = ranges if allowed is None else intersect(allowed, ranges)
     return allowed
+
+
+def overlaps(ranges: Sequence[tuple[int, int]], lo: int, hi: int) -> bool:
+    """Whether ``[lo, hi)`` meets any of the sorted, disjoint half-open ``ranges``."""
+    k = bisect.bisect_right(ranges, (lo, _BIG))  # the first range starting after lo
+    return (k > 0 and ranges[k - 1][1] > lo) or (k < len(ranges) and ranges[k][0] < hi)
 
 
 def intersect(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
