@@ -70,12 +70,14 @@ _LAZY = {
     "clear_all_caches": "compat.cache",
     "clear_file_cache": "compat.cache",
     "FitsError": "errors",
+    # sky-native operations
+    "sort_healpix": "sky.healpix_sort",
 }
 _SUBMODULES = {
     # the 1.x module paths (compat shims) and the errors module
     "errors", "cache", "io", "hdu", "where", "table",
     # role subpackages
-    "fits", "image", "query", "tables", "writing", "compat", "cli",
+    "fits", "image", "query", "tables", "writing", "sky", "compat", "cli",
     # adapters (need their optional dependency)
     "transforms",
     # optional adapters (their dependencies load only when called)

@@ -501,4 +501,4 @@ def test_every_command_is_tested():
     build_parser()
     assert sorted(COMMANDS) == sorted(["info", "header", "demo", "stats", "table", "diff", "copy",
                                        "cutout", "convert", "sql", "index", "verify", "setkey",
-                                       "compress", "decompress"])
+                                       "compress", "decompress", "sort"])

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .lexing import number_or_none
+from .sky import cone_box
 from .tree import (
     FLIPPED,
     TOO_DEEP,
@@ -23,6 +24,7 @@ from .tree import (
     BitAnd,
     Column,
     Compare,
+    Cone,
     Expr,
     InList,
     IsNan,
@@ -290,6 +292,8 @@ class _ArrowCompiler:
             return pc.invert(both) if expr.negated else both
         if isinstance(expr, InList):
             return self.in_list(expr)
+        if isinstance(expr, Cone):
+            return self.cone(expr)
         if isinstance(expr, IsNull):
             val = self.value(expr.operand)
             if val.kind == "literal":
@@ -318,6 +322,38 @@ class _ArrowCompiler:
                 f"column identifier ('{expr.name}')"
             )
         raise ValueError(f"where expects a condition, got '{to_string(expr)}'")
+
+    def cone(self, expr: Cone) -> Any:
+        """The declination band (so dataset filters can prune on statistics) AND Vincenty's
+        separation <= radius, in float64; NaN gives false, null unknown (docs/sky.md)."""
+        coords = []
+        for node, what in ((expr.ra, "RA"), (expr.dec, "declination")):
+            val = self.value(node)
+            if val.kind not in ("int", "float"):
+                raise ValueError(f"where cone() needs a numeric {what} column, got {val.label}")
+            coords.append(self.to_float64(val))
+        ra, dec = coords
+        box = cone_box(expr.ra0, expr.dec0, expr.radius)
+        f64 = pa.float64()
+        band = pc.and_kleene(pc.greater_equal(dec, self.scalar(box.dec_lo, f64)),
+                             pc.less_equal(dec, self.scalar(box.dec_hi, f64)))
+        rad = math.pi / 180.0
+        lat2 = math.radians(expr.dec0)
+        s2, c2 = math.sin(lat2), math.cos(lat2)
+        lat1 = pc.multiply(dec, self.scalar(rad, f64))
+        dlon = pc.subtract(self.scalar(math.radians(expr.ra0), f64), pc.multiply(ra, self.scalar(rad, f64)))
+        sdl, cdl = pc.sin(dlon), pc.cos(dlon)
+        s1, c1 = pc.sin(lat1), pc.cos(lat1)
+        num1 = pc.multiply(sdl, self.scalar(c2, f64))
+        num2 = pc.subtract(pc.multiply(c1, self.scalar(s2, f64)),
+                           pc.multiply(pc.multiply(s1, self.scalar(c2, f64)), cdl))
+        den = pc.add(pc.multiply(s1, self.scalar(s2, f64)),
+                     pc.multiply(pc.multiply(c1, self.scalar(c2, f64)), cdl))
+        norm = pc.sqrt(pc.add(pc.multiply(num1, num1), pc.multiply(num2, num2)))
+        sep = pc.multiply(pc.atan2(norm, den), self.scalar(180.0 / math.pi, f64))
+        inside = pc.and_kleene(band, pc.less_equal(sep, self.scalar(expr.radius, f64)))
+        # unknown when either coordinate is null (the band alone could say false)
+        return pc.if_else(pc.and_kleene(pc.is_valid(ra), pc.is_valid(dec)), inside, self.null_bool)
 
     def compare(self, expr: Compare) -> Any:
         op = expr.op

@@ -12,9 +12,13 @@ from typing import (
     NamedTuple,
 )
 
+import numpy as np
+
 from ..errors import WhereSyntaxError
 from .lexing import RESERVED_WORDS, in_list, number_or_none, scan_quoted
+from .sky import check_cone
 from .tree import (
+    FLIPPED,
     TOO_DEEP,
     Abs,
     And,
@@ -23,6 +27,7 @@ from .tree import (
     BitAnd,
     Column,
     Compare,
+    Cone,
     Expr,
     InList,
     IsNan,
@@ -61,8 +66,12 @@ _TOKEN_RE = re.compile(
     """,
     re.VERBOSE,
 )
-_FUNCTIONS = ("abs", "bit", "bitand", "isnan")
+_FUNCTIONS = ("abs", "bit", "bitand", "isnan", "cone", "separation")
+_ARITY = {"abs": 1, "isnan": 1, "bit": 2, "bitand": 2, "cone": 5, "separation": 4}
 _LOGIC_WORDS = {"&&": "AND", "&": "AND", "||": "OR", "|": "OR", "~": "NOT"}
+_SEPARATION_USE = (
+    "where separation() must be compared with a radius: separation(ra, dec, ra0, dec0) < r"
+)
 # the arithmetic operators by precedence, loosest first
 _ARITH_LEVELS = (("+", "-"), ("*", "/"))
 # the joining keywords, loosest first, and their nodes
@@ -133,6 +142,18 @@ class _BareWord(Value):
     pos: int
 
 
+@dataclass(frozen=True)
+class _Separation(Value):
+    """``separation(ra, dec, ra0, dec0)``: stands only where a comparison with a radius makes it
+    a :class:`Cone`."""
+
+    ra: Value
+    dec: Value
+    ra0: float
+    dec0: float
+    pos: int
+
+
 class _Parser:
     """Recursive descent with SQL precedence: OR < AND < NOT < comparison < + - < * / < unary."""
 
@@ -179,6 +200,8 @@ class _Parser:
     def condition(self, node: Expr, pos: int) -> Predicate:
         if isinstance(node, Predicate):
             return node
+        if isinstance(node, _Separation):
+            raise self.error(_SEPARATION_USE, pos=node.pos)
         if isinstance(node, (_BareWord, Column)):
             # A column alone is a condition on a boolean column (``star``, ``NOT star``): true
             # rows pass, false and null rows do not.
@@ -192,6 +215,8 @@ class _Parser:
         raise self.error("where expects a condition, not a value", pos=pos)
 
     def value(self, node: Expr, pos: int) -> Value:
+        if isinstance(node, _Separation):
+            raise self.error(_SEPARATION_USE, pos=node.pos)
         if isinstance(node, _BareWord):
             return Column(node.name)
         if isinstance(node, Value):
@@ -327,6 +352,10 @@ class _Parser:
     def make_compare(
         self, op: str, left: Expr, right: Expr, lpos: int, rpos: int, oppos: int
     ) -> Predicate:
+        if isinstance(right, _Separation) and not isinstance(left, _Separation):
+            left, right, lpos, rpos, op = right, left, rpos, lpos, FLIPPED[op]
+        if isinstance(left, _Separation):
+            return self.separation_compare(op, left, right, rpos, oppos)
         left_value = self.value(left, lpos)
         right_value = self.literal_side(right, left_value, rpos)
         for side, other in ((right_value, left_value), (left_value, right_value)):
@@ -337,6 +366,37 @@ class _Parser:
                     raise self.error("where expects a column on one side of NULL", pos=lpos)
                 return IsNull(other, negated=op == "!=")
         return Compare(op, left_value, right_value)
+
+    def separation_compare(self, op: str, sep: _Separation, radius: Expr, rpos: int,
+                           oppos: int) -> Predicate:
+        """``separation(...) < r`` and ``<= r`` are cones; ``<`` excludes the boundary exactly."""
+        if op not in ("<", "<="):
+            raise self.error(
+                f"where separation() compares with a radius by < or <= (a cone), not {op!r}; "
+                "for the points outside a cone write NOT cone(ra, dec, ra0, dec0, r)",
+                pos=oppos,
+            )
+        r = self.cone_number("separation", "radius", radius, rpos)
+        if op == "<":
+            if r <= 0:
+                raise self.error(f"where separation() < {r!r} selects nothing; the radius must be "
+                                 "positive", pos=rpos)
+            # sep < r is sep <= the float64 just below r, exactly
+            r = float(np.nextafter(r, -np.inf))
+        return self.make_cone("separation", sep.ra, sep.dec, sep.ra0, sep.dec0, r, rpos)
+
+    def cone_number(self, name: str, what: str, node: Expr, pos: int) -> float:
+        if isinstance(node, Literal) and type(node.value) in (int, float):
+            return float(node.value)  # type: ignore[arg-type]
+        raise self.error(f"where {name}() needs a number for its {what}", pos=pos)
+
+    def make_cone(self, name: str, ra: Value, dec: Value, ra0: float, dec0: float, r: float,
+                  pos: int) -> Cone:
+        try:
+            ra0, dec0, r = check_cone(ra0, dec0, r)
+        except ValueError as exc:
+            raise self.error(f"where {name}(): {exc}", pos=pos) from None
+        return Cone(ra, dec, ra0, dec0, r)
 
     def parse_in_values(self) -> list[LiteralValue]:
         return in_list(self, self.parse_in_item, ("lparen", "rparen", "comma"), lambda tok: self.error(
@@ -450,13 +510,15 @@ class _Parser:
         if closing.kind != "rparen":
             raise self.error(f"Unexpected trailing tokens in where expression ({closing.text!r})")
         self.advance()
-        arity = 1 if name in ("abs", "isnan") else 2
+        arity = _ARITY[name]
         if len(args) != arity:
             raise self.error(
                 f"where function {name}() takes {arity} argument{'s' if arity > 1 else ''}, "
                 f"got {len(args)}",
                 pos=name_tok.pos,
             )
+        if name in ("cone", "separation"):
+            return self.parse_sky_call(name, args, name_tok.pos)
         operand = self.value(args[0][0], args[0][1])
         if name == "abs":
             return Abs(operand)
@@ -471,6 +533,25 @@ class _Parser:
         if number.value > 63:
             raise self.error("where bit() numbers bits 0 to 63", pos=npos)
         return Compare("!=", BitAnd(operand, 1 << number.value), Literal(0))
+
+    def parse_sky_call(self, name: str, args: list[tuple[Expr, int]], pos: int) -> Expr:
+        coords: list[Value] = []
+        for (node, apos), what in zip(args[:2], ("RA", "declination")):
+            if isinstance(node, _BareWord):
+                node = Column(node.name)
+            if not isinstance(node, Column):
+                raise self.error(f"where {name}() needs a column for its {what}", pos=apos)
+            coords.append(node)
+        ra0 = self.cone_number(name, "centre RA", *args[2])
+        dec0 = self.cone_number(name, "centre declination", *args[3])
+        if name == "separation":
+            try:
+                check_cone(ra0, dec0, 0.0)
+            except ValueError as exc:
+                raise self.error(f"where separation(): {exc}", pos=pos) from None
+            return _Separation(coords[0], coords[1], ra0, dec0, pos)
+        r = self.cone_number(name, "radius", *args[4])
+        return self.make_cone(name, coords[0], coords[1], ra0, dec0, r, pos)
 
 
 def parse(

@@ -44,7 +44,9 @@ def check_cone(ra0: Any, dec0: Any, radius: Any) -> tuple[float, float, float]:
     try:
         ra, dec, r = float(ra0), float(dec0), float(radius)
     except (TypeError, ValueError):
-        raise ValueError(f"cone centre and radius must be numbers, got {ra0!r}, {dec0!r}, {radius!r}") from None
+        raise ValueError(
+            f"cone centre and radius must be numbers, got {ra0!r}, {dec0!r}, {radius!r}"
+        ) from None
     if not (math.isfinite(ra) and math.isfinite(dec) and math.isfinite(r)):
         raise ValueError(f"cone centre and radius must be finite, got ({ra}, {dec}, {r})")
     if not -90.0 <= dec <= 90.0:

@@ -18,9 +18,9 @@ from .lexing import RESERVED_WORDS
 
 __all__ = [
     "Expr", "Value", "Predicate", "Column", "Literal", "Arith", "Neg", "Abs", "BitAnd", "Compare",
-    "InList", "Between", "IsNull", "IsNan", "Like", "Cone", "And", "Or", "Not", "LiteralValue", "COMPARISON_OPS",
-    "ARITH_OPS", "TOO_DEEP", "columns", "conjuncts", "and_all", "chain", "walk", "to_string",
-    "integer_compare_plan", "float_compare_plan",
+    "InList", "Between", "IsNull", "IsNan", "Like", "Cone", "And", "Or", "Not", "LiteralValue",
+    "COMPARISON_OPS", "ARITH_OPS", "TOO_DEEP", "columns", "conjuncts", "and_all", "chain", "walk",
+    "to_string", "integer_compare_plan", "float_compare_plan",
 ]
 
 LiteralValue = Union[None, bool, int, float, str]

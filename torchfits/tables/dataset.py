@@ -30,6 +30,7 @@ from ..query.names import did_you_mean, resolve_columns
 from .arrow_assembly import arrow_schema
 from .decode_options import DecodeOptions
 from .scan import Scanner, filter_error
+from .sky_index import cone_rows, intersect, overlaps
 from .source import TableSource, resolve_sources
 from .stats_index import FileStats, StatsIndex, find_index, load_index, may_match
 
@@ -290,7 +291,7 @@ def _sub_fragment(f: FitsFragment, row_range: tuple[int, int]) -> FitsFragment:
     stats = f.stats
     if stats is not None:
         stats = FileStats(stats.nrows, [ch for ch in stats.chunks if ch.start < b and ch.stop > a],
-                          stats.summary)
+                          stats.summary, stats.sky)
     return FitsFragment(f.path, f.hdu, row_range, schema=f._schema, add_path_column=f.add_path_column,
                         stats=stats, storage_options=f.storage_options, _source=f._source)
 
@@ -368,7 +369,8 @@ class _FragmentScan:
         return self._scanner
 
     def ranges(self, batch_size: int) -> list[tuple[int, int]]:
-        """Row ranges to read, in order: the fragment's rows minus chunks statistics exclude."""
+        """Row ranges to read, in order: the fragment's rows minus chunks statistics exclude and
+        row ranges a cone's HEALPix cells do not touch."""
         return list(self.iter_ranges(batch_size))
 
     def iter_ranges(self, batch_size: int) -> Iterator[tuple[int, int]]:
@@ -383,15 +385,21 @@ class _FragmentScan:
         if stats is not None and tree is not None and stats.nrows == self.src.nrows:
             if not may_match(tree, stats.summary, stats.nrows):
                 return
+            # a cone on the sidecar's sky columns: only the row ranges whose cells it touches
+            allowed = cone_rows(tree, stats.sky)
+            window = [(a, b)] if allowed is None else intersect([(a, b)], allowed)
             kept = []
             for ch in stats.chunks:
                 lo, hi = max(ch.start, a), min(ch.stop, b)
-                if lo >= hi or not may_match(tree, ch.stats, ch.stop - ch.start):
+                if lo >= hi or not overlaps(window, lo, hi):
+                    continue
+                if not may_match(tree, ch.stats, ch.stop - ch.start):
                     continue
                 if kept and kept[-1][1] == lo:
                     kept[-1] = (kept[-1][0], hi)
                 else:
                     kept.append((lo, hi))
+            kept = intersect(kept, window)
         for lo, hi in kept:
             for s in range(lo, hi, batch_size):
                 yield s, min(s + batch_size, hi)

@@ -10,6 +10,10 @@ The sidecar is one JSON file, ``_torchfits_index.json``, in the indexed director
                                       "stats": {"ra": {"min": 0.1, "max": 9.9, "nulls": 0}}},
                                      ...]}}}
 
+With ``sky=(ra, dec)`` a file's entry also holds ``"sky"``: the HEALPix coverage of its row
+ranges, which `cone(...)` terms use to skip rows (format and rules in
+`torchfits.tables.sky_index`).
+
 File keys are paths relative to the sidecar's directory (``/`` separated; a file elsewhere is
 keyed by its full path or URL). ``min``/``max`` are JSON numbers, booleans or strings, or null
 when unknown (all values null or NaN, or an infinity, which JSON cannot hold). A local file
@@ -33,10 +37,19 @@ import numpy as np
 from ..errors import FitsError
 from ..fits.paths import is_glob, is_local_path
 from ..query import expr as _expr
+from .sky_index import (
+    DEFAULT_ORDER,
+    SkyRanges,
+    check_order,
+    coordinates,
+    healpix_cells,
+    sky_columns,
+    sky_entry,
+)
 
 __all__ = ["INDEX_NAME", "ColumnStats", "ChunkStats", "FileStats", "StatsIndex", "build_index",
            "load_index", "find_index", "default_sidecar", "sidecar_exists", "may_match", "file_entry",
-           "write_index_document"]
+           "write_index_document", "update_index"]
 
 INDEX_NAME = "_torchfits_index.json"
 FORMAT = "torchfits-index"
@@ -70,6 +83,9 @@ class FileStats:
     nrows: int
     chunks: Sequence[ChunkStats]
     summary: Mapping[str, ColumnStats] = field(default_factory=dict)
+    #: the HEALPix coverage of the file's row ranges (a `torchfits.tables.sky_index.SkyRanges`),
+    #: when the sidecar was built with ``sky=``
+    sky: Any = None
 
 
 # -- building ---------------------------------------------------------------------------------------
@@ -122,7 +138,18 @@ def _identity(path: Any, src: Any) -> dict[str, Any]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _file_entry(path: Any, hdu: Any, columns: Sequence[str] | None, chunk_rows: int) -> dict[str, Any]:
+def _check_sky(sky: Any, sky_order: Any) -> tuple[tuple[str, str] | None, int]:
+    """``sky=`` and ``sky_order=`` of `build_index`, checked."""
+    order = check_order(DEFAULT_ORDER if sky_order is None else sky_order)
+    if sky is None:
+        return None, order
+    if isinstance(sky, str) or len(sky) != 2 or not all(isinstance(c, str) and c for c in sky):
+        raise ValueError(f"sky must be a pair of column names (ra, dec), got {sky!r}")
+    return (sky[0], sky[1]), order
+
+
+def _file_entry(path: Any, hdu: Any, columns: Sequence[str] | None, chunk_rows: int,
+                sky: tuple[str, str] | None = None, sky_order: int = DEFAULT_ORDER) -> dict[str, Any]:
     from .arrow_assembly import arrow_schema
     from .decode_options import DecodeOptions
     from .source import TableSource
@@ -134,20 +161,32 @@ def _file_entry(path: Any, hdu: Any, columns: Sequence[str] | None, chunk_rows: 
         chosen = [f.name for f in schema if _indexable(f.type)]
     else:
         chosen = [c for c in columns if c in schema.names and _indexable(schema.field(c).type)]
+    sky_names = None if sky is None else sky_columns(sky, schema.names, _name_of(path))
+    decoded = list(dict.fromkeys(chosen + list(sky_names or ())))
+    cells = []
     chunks = []
     for start in range(0, src.nrows, chunk_rows):
         stop = min(start + chunk_rows, src.nrows)
         stats: dict[str, Any] = {}
-        if chosen:
-            batch = src.decode(columns=chosen, row_range=(start, stop), options=DecodeOptions(threads=1))
-            stats = _chunk_stats(batch)
+        if decoded:
+            batch = src.decode(columns=decoded, row_range=(start, stop), options=DecodeOptions(threads=1))
+            if chosen:
+                stats = _chunk_stats(batch.select(chosen))
+            if sky_names is not None:
+                ra, dec = (coordinates(batch.column(n), n) for n in sky_names)
+                cells.append(healpix_cells(ra, dec, sky_order))
         chunks.append({"start": start, "stop": stop, "stats": stats})
-    return dict(identity, hdu=src.entry.index, nrows=src.nrows, chunks=chunks)
+    entry = dict(identity, hdu=src.entry.index, nrows=src.nrows, chunks=chunks)
+    if sky_names is not None:
+        every = np.concatenate(cells) if cells else np.empty(0, np.uint64)
+        entry["sky"] = sky_entry(every, sky_order, chunk_rows, *sky_names)
+    return entry
 
 
 def build_index(source: Any, hdu: Any = 1, *, columns: Sequence[str] | None = None,
                 chunk_rows: int = DEFAULT_CHUNK_ROWS, output: Any = None,
-                progress: bool | None = False, storage_options: dict | None = None) -> str:
+                progress: bool | None = False, storage_options: dict | None = None,
+                sky: Sequence[str] | None = None, sky_order: int | None = None) -> str:
     """Compute per-chunk statistics of the table HDU of every file and write the sidecar.
 
     Parameters
@@ -168,6 +207,12 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Sequence[str] | None = No
         object store or another fsspec file system that takes writes).
     storage_options : dict, optional
         fsspec options for URL sources and a URL ``output`` (see docs/remote.md).
+    sky : (str, str), optional
+        RA and Dec columns (degrees): also record each row range's HEALPix coverage, so
+        ``cone(ra, dec, ...)`` terms skip the files and rows they cannot match (needs the
+        ``sky`` extra; docs/sky.md).
+    sky_order : int, optional
+        The finest HEALPix order of those coverages (0 ... 29, default 10: cells of 3.4').
 
     Returns
     -------
@@ -180,6 +225,7 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Sequence[str] | None = No
 
     if isinstance(chunk_rows, bool) or int(chunk_rows) <= 0:
         raise ValueError("chunk_rows must be > 0")
+    sky_pair, order = _check_sky(sky, sky_order)
     paths = resolve_sources(with_storage_options(source, storage_options))
     names = [_name_of(p) for p in paths]
     if output is None:
@@ -193,7 +239,7 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Sequence[str] | None = No
 
     with progress_bar(total=len(paths), desc="index build", enabled=progress, unit="file") as bar:
         def entry(p: str) -> dict[str, Any]:
-            e = _file_entry(p, hdu, columns, int(chunk_rows))
+            e = _file_entry(p, hdu, columns, int(chunk_rows), sky_pair, order)
             bar.update(1)
             return e
 
@@ -202,10 +248,36 @@ def build_index(source: Any, hdu: Any = 1, *, columns: Sequence[str] | None = No
 
 
 def file_entry(path: str, hdu: Any = 1, columns: Sequence[str] | None = None,
-               chunk_rows: int = DEFAULT_CHUNK_ROWS) -> dict[str, Any]:
+               chunk_rows: int = DEFAULT_CHUNK_ROWS, *, sky: Sequence[str] | None = None,
+               sky_order: int | None = None) -> dict[str, Any]:
     """One file's sidecar entry (what `write_index_document` takes): computed where the file
     is, e.g. by the Dask worker that just wrote it."""
-    return _file_entry(path, hdu, columns, int(chunk_rows))
+    sky_pair, order = _check_sky(sky, sky_order)
+    return _file_entry(path, hdu, columns, int(chunk_rows), sky_pair, order)
+
+
+def update_index(entries: Mapping[str, Mapping[str, Any]], output: Any, chunk_rows: int) -> str:
+    """Add or replace file entries in the local sidecar ``output`` (written when absent; an
+    unreadable one, or one with another ``chunk_rows``, keeps only the entries of its files
+    that still exist and whose chunks match)."""
+    from ..fits.paths import fspath
+
+    output = fspath(output)
+    root = _directory_of(output)
+    merged: dict[str, Any] = {}
+    try:
+        with open(output, encoding="utf-8") as fh:
+            document = json.load(fh)
+        if document.get("format") == FORMAT and document.get("version") == VERSION \
+                and int(document.get("chunk_rows", -1)) == int(chunk_rows):
+            for key, e in dict(document.get("files", {})).items():
+                full = key if os.path.isabs(key) or not is_local_path(key) else os.path.join(root, key)
+                merged[full] = e
+    except (OSError, ValueError):
+        pass
+    for p, e in entries.items():
+        merged[os.path.abspath(p) if is_local_path(p) else p] = e
+    return write_index_document(merged, output, chunk_rows)
 
 
 def write_index_document(entries: Mapping[str, Mapping[str, Any]], output: Any, chunk_rows: int,
@@ -308,7 +380,20 @@ class StatsIndex:
                              {k: ColumnStats(v.get("min"), v.get("max"), int(v.get("nulls", 0)))
                               for k, v in c.get("stats", {}).items()})
                   for c in entry.get("chunks", [])]
-        return FileStats(int(entry["nrows"]), chunks, _summarise(chunks))
+        nrows = int(entry["nrows"])
+        return FileStats(nrows, chunks, _summarise(chunks), _sky_ranges(entry, nrows))
+
+
+def _sky_ranges(entry: Mapping[str, Any], nrows: int) -> Any:
+    """The entry's sky coverage, or None (absent, or not one this version reads)."""
+    raw = entry.get("sky")
+    if not raw:
+        return None
+    try:
+        sky = SkyRanges(raw)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    return sky if sky.nrows == nrows else None
 
 
 def _summarise(chunks: Sequence[ChunkStats]) -> dict[str, ColumnStats]:
