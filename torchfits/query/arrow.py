@@ -458,6 +458,12 @@ class _ArrowCompiler:
         return pc.invert(result) if expr.negated else result
 
 
+def _column_name(node: Value) -> str:
+    if not isinstance(node, Column):
+        raise ValueError(f"where cone() needs columns for RA and declination, got '{to_string(node)}'")
+    return node.name
+
+
 @functools.lru_cache(maxsize=64)
 def _cone_expression(expr: Cone, ra_type: Any, dec_type: Any) -> Any:
     """`_ArrowCompiler.cone` for a cone whose coordinate columns have these (numeric) types."""
@@ -466,9 +472,8 @@ def _cone_expression(expr: Cone, ra_type: Any, dec_type: Any) -> Any:
     def const(value: float) -> Any:
         return pc.scalar(pa.scalar(value, f64))
 
-    ra, dec = (pc.field(node.name) if pa.types.is_float64(typ) else
-               pc.field(node.name).cast(f64, safe=False)
-               for node, typ in ((expr.ra, ra_type), (expr.dec, dec_type)))
+    ra, dec = (pc.field(name) if pa.types.is_float64(typ) else pc.field(name).cast(f64, safe=False)
+               for name, typ in ((_column_name(expr.ra), ra_type), (_column_name(expr.dec), dec_type)))
     box = cone_box(expr.ra0, expr.dec0, expr.radius)
     band = pc.and_kleene(pc.greater_equal(dec, const(box.dec_lo)),
                          pc.less_equal(dec, const(box.dec_hi)))
