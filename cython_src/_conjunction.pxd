@@ -1,6 +1,7 @@
 # Conjunctions of simple tests on raw big-endian table rows, shared by the predicate kernel
 # (_predicate.pyx: row selection) and the table decoder (_bintable.pyx: selection and decode of
 # the survivors in one pass). See _predicate.pyx for the test kinds and their fields.
+from libc.math cimport fabs, fmod
 from libc.stdint cimport uint8_t, int64_t, uint64_t
 
 from _bswap cimport load_u16, load_u32, load_u64, load_i16, load_i32, load_i64, load_f32, load_f64
@@ -69,6 +70,17 @@ cdef inline double test_value(const Test* t, const uint8_t* p) noexcept nogil:
     return v
 
 
+cdef inline bint in_ra_window(double v, double start, double width) noexcept nogil:
+    """Whether angle ``v`` (degrees, any turn) lies in the window of ``width`` degrees that
+    starts at ``start`` and runs up in angle, across 360/0. NaN fails; values beyond 1e6 in
+    magnitude (where the subtraction's rounding outgrows the window's margin) and infinities pass,
+    for the exact test to decide."""
+    cdef double d = fmod(v - start, 360.0)
+    if d < 0:
+        d += 360.0
+    return (d <= width) | ((fabs(v) > 1e6) & (v == v))
+
+
 cdef inline bint passes(const Test* t, const uint8_t* p) noexcept nogil:
     """The generic test of one row (``p`` points at the column's bytes)."""
     cdef int64_t iv
@@ -100,6 +112,8 @@ cdef inline bint passes(const Test* t, const uint8_t* p) noexcept nogil:
     if t.kind == 4:
         v = test_value(t, p)
         return (v != t.fhi) & (v == v)
+    if t.kind == 7:
+        return in_ra_window(test_value(t, p), t.flo, t.fhi)
     return 0
 
 
@@ -256,7 +270,7 @@ cdef inline int load_tests(const int64_t[:, ::1] tests, const double[:, ::1] flo
             or floats.shape[1] != TEST_FLOATS):
         raise ValueError("malformed predicate tests")
     for i in range(tests.shape[0]):
-        if not 0 <= tests[i, 0] <= 6 or not 1 <= tests[i, 2] <= 7:
+        if not 0 <= tests[i, 0] <= 7 or not 1 <= tests[i, 2] <= 7:
             raise ValueError("malformed predicate tests")
         ts[i].kind = <int>tests[i, 0]
         ts[i].off = tests[i, 1]

@@ -12,7 +12,7 @@ from libc.string cimport memset
 
 from _bswap cimport load_i16, load_i32, load_i64, load_f32, load_f64
 from _conjunction cimport (Test, load_bits, load_float, keep_indexed, select_block, load_tests,
-                           TEST_INTS, TEST_FLOATS)
+                           in_ra_window, TEST_INTS, TEST_FLOATS)
 
 # opcodes
 OP_CONST = 0
@@ -23,6 +23,7 @@ OP_ISNULL = 4
 OP_AND = 5
 OP_OR = 6
 OP_NOT = 7
+OP_RA_WINDOW = 8  # an RA window of a cone's box (floats: TSCAL, TZERO, start, width)
 
 # stored element types
 SRC_U8 = 1
@@ -104,7 +105,7 @@ cdef inline const uint8_t* _row(const uint8_t* data, Py_ssize_t row_bytes, const
     return data + (rows[k] if rows != NULL else first + k) * row_bytes
 
 
-cdef void _leaf(const int64_t* ins, double scal, double zero, double flit,
+cdef void _leaf(const int64_t* ins, double scal, double zero, double flit, double flit2,
                 const uint8_t* data, Py_ssize_t row_bytes, const int64_t* rows, int64_t first,
                 Py_ssize_t n, uint8_t* st) noexcept nogil:
     cdef int op = <int>ins[0]
@@ -142,8 +143,19 @@ cdef void _leaf(const int64_t* ins, double scal, double zero, double flit,
             st[k] = b ^ (lit != 0)
         return
     _lut(cmp, lut)
+    if op == 8:  # the value (as the decoder makes it) in the RA window [flit, flit + flit2]
+        for k in range(n):
+            p = _row(data, row_bytes, rows, first, k)
+            if scaled:
+                v = load_float(p, src) * scal + zero
+                if bits == 32:
+                    f = <float>v
+                    v = f
+            else:
+                v = load_f32(p) if src == 5 else load_f64(p)
+            st[k] = in_ra_window(v, flit, flit2)
     # One tight loop per stored type: the class (less/equal/greater/NaN) indexes the table.
-    if op == 1:
+    elif op == 1:
         if src == 1:
             for k in range(n):
                 iv = _row(data, row_bytes, rows, first, k)[0]
@@ -217,7 +229,8 @@ def select_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, 
     """Evaluate ``program`` on table rows ``first .. first+nrows`` (or on ``rows`` when it is
     not empty) and write the row numbers that are true into ``out``; return their count.
 
-    ``floats[i]`` holds (TSCAL, TZERO, float literal) of instruction ``i``. The caller checks
+    ``floats[i]`` holds (TSCAL, TZERO, float literal, second float literal) of instruction
+    ``i``. The caller checks
     every row lies inside ``data`` and that the program is well formed.
     """
     cdef Py_ssize_t nins = program.shape[0]
@@ -227,14 +240,14 @@ def select_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, 
     cdef uint8_t stack[MAX_DEPTH][CHUNK]
     cdef const int64_t* rp = NULL
     cdef const uint8_t* base = &data[0] if data.shape[0] > 0 else NULL
-    if program.shape[1] != NFIELDS or floats.shape[0] != nins or floats.shape[1] != 3:
+    if program.shape[1] != NFIELDS or floats.shape[0] != nins or floats.shape[1] != 4:
         raise ValueError("malformed predicate program")
     if out.shape[0] < total:
         raise ValueError("output buffer too small")
     depth = 0
     for i in range(nins):
         op = <int>program[i, 0]
-        if op <= 4:
+        if op <= 4 or op == 8:
             depth += 1
         elif op == 7:
             if depth < 1:
@@ -260,9 +273,9 @@ def select_rows(const uint8_t[::1] data, Py_ssize_t row_bytes, const int64_t[:, 
                 if op == 0:
                     memset(stack[depth], <int>program[i, 6], n)
                     depth += 1
-                elif op <= 4:
-                    _leaf(&program[i, 0], floats[i, 0], floats[i, 1], floats[i, 2], base, row_bytes,
-                          rp, first + done, n, stack[depth])
+                elif op <= 4 or op == 8:
+                    _leaf(&program[i, 0], floats[i, 0], floats[i, 1], floats[i, 2], floats[i, 3],
+                          base, row_bytes, rp, first + done, n, stack[depth])
                     depth += 1
                 elif op == 5:
                     _and(stack[depth - 2], stack[depth - 1], n)
@@ -298,6 +311,7 @@ T_FLOAT_RANGE = 3  # flo <= value <= fhi (NaN fails)
 T_FLOAT_NE = 4    # value != flit and value is not NaN
 T_BOOL = 5        # logical: ('T' == 1) == lit (EQ) or != lit (NE); undefined fails if nullable
 T_ISNULL = 6      # (is null) != lit
+T_RA_WINDOW = 7   # value in the RA window of width fhi from flo, across 360/0 (NaN fails)
 
 # integer fields of a test row
 T_KIND = 0

@@ -11,6 +11,7 @@ OP_ISNULL: int
 OP_AND: int
 OP_OR: int
 OP_NOT: int
+OP_RA_WINDOW: int
 SRC_U8: int
 SRC_I16: int
 SRC_I32: int
@@ -41,6 +42,7 @@ T_FLOAT_RANGE: int
 T_FLOAT_NE: int
 T_BOOL: int
 T_ISNULL: int
+T_RA_WINDOW: int
 T_KIND: int
 T_OFFSET: int
 T_SRC: int

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..query.lexing import number_or_none
+from ..query.sky import in_cone
 from ..query.tree import TOO_DEEP, float_compare_plan, integer_compare_plan
 from ..query.where_compat import NULL_OPS_MESSAGE, Literal, WhereAst, check_node
 
@@ -205,6 +206,11 @@ def evaluate_where(ast: WhereAst, data: Mapping[str, Any]) -> np.ndarray:
             return ~t & ~n, n
         col = column(node[1])
         values, null = col.values, col.null
+        if kind == "cone":
+            other = column(node[2])
+            null = null | other.null
+            inside = in_cone(values.astype(np.float64), other.values.astype(np.float64), *node[3:])
+            return inside & ~null, null
         if kind == "isnull":
             return (~null if node[2] else null.copy()), np.zeros(len(values), dtype=bool)
         if kind == "cmp":

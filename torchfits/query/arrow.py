@@ -4,6 +4,7 @@ Loaded by :mod:`torchfits.query.expr` only when a tree meets a schema or a pyarr
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -326,34 +327,15 @@ class _ArrowCompiler:
     def cone(self, expr: Cone) -> Any:
         """The declination band (so dataset filters can prune on statistics) AND Vincenty's
         separation <= radius, in float64; NaN gives false, null unknown (docs/sky.md)."""
-        coords = []
+        types = []
         for node, what in ((expr.ra, "RA"), (expr.dec, "declination")):
             val = self.value(node)
             if val.kind not in ("int", "float"):
                 raise ValueError(f"where cone() needs a numeric {what} column, got {val.label}")
-            coords.append(self.to_float64(val))
-        ra, dec = coords
-        box = cone_box(expr.ra0, expr.dec0, expr.radius)
-        f64 = pa.float64()
-        band = pc.and_kleene(pc.greater_equal(dec, self.scalar(box.dec_lo, f64)),
-                             pc.less_equal(dec, self.scalar(box.dec_hi, f64)))
-        rad = math.pi / 180.0
-        lat2 = math.radians(expr.dec0)
-        s2, c2 = math.sin(lat2), math.cos(lat2)
-        lat1 = pc.multiply(dec, self.scalar(rad, f64))
-        dlon = pc.subtract(self.scalar(math.radians(expr.ra0), f64), pc.multiply(ra, self.scalar(rad, f64)))
-        sdl, cdl = pc.sin(dlon), pc.cos(dlon)
-        s1, c1 = pc.sin(lat1), pc.cos(lat1)
-        num1 = pc.multiply(sdl, self.scalar(c2, f64))
-        num2 = pc.subtract(pc.multiply(c1, self.scalar(s2, f64)),
-                           pc.multiply(pc.multiply(s1, self.scalar(c2, f64)), cdl))
-        den = pc.add(pc.multiply(s1, self.scalar(s2, f64)),
-                     pc.multiply(pc.multiply(c1, self.scalar(c2, f64)), cdl))
-        norm = pc.sqrt(pc.add(pc.multiply(num1, num1), pc.multiply(num2, num2)))
-        sep = pc.multiply(pc.atan2(norm, den), self.scalar(180.0 / math.pi, f64))
-        inside = pc.and_kleene(band, pc.less_equal(sep, self.scalar(expr.radius, f64)))
-        # unknown when either coordinate is null (the band alone could say false)
-        return pc.if_else(pc.and_kleene(pc.is_valid(ra), pc.is_valid(dec)), inside, self.null_bool)
+            types.append(val.type)
+        # built once per cone and column types: some 30 compute calls take milliseconds, and a
+        # scan validates and translates its filter more than once
+        return _cone_expression(expr, types[0], types[1])
 
     def compare(self, expr: Compare) -> Any:
         op = expr.op
@@ -474,6 +456,43 @@ class _ArrowCompiler:
         if unknown:
             result = pc.or_kleene(result, self.null_bool)
         return pc.invert(result) if expr.negated else result
+
+
+def _column_name(node: Value) -> str:
+    if not isinstance(node, Column):
+        raise ValueError(f"where cone() needs columns for RA and declination, got '{to_string(node)}'")
+    return node.name
+
+
+@functools.lru_cache(maxsize=64)
+def _cone_expression(expr: Cone, ra_type: Any, dec_type: Any) -> Any:
+    """`_ArrowCompiler.cone` for a cone whose coordinate columns have these (numeric) types."""
+    f64 = pa.float64()
+
+    def const(value: float) -> Any:
+        return pc.scalar(pa.scalar(value, f64))
+
+    ra, dec = (pc.field(name) if pa.types.is_float64(typ) else pc.field(name).cast(f64, safe=False)
+               for name, typ in ((_column_name(expr.ra), ra_type), (_column_name(expr.dec), dec_type)))
+    box = cone_box(expr.ra0, expr.dec0, expr.radius)
+    band = pc.and_kleene(pc.greater_equal(dec, const(box.dec_lo)),
+                         pc.less_equal(dec, const(box.dec_hi)))
+    rad = math.pi / 180.0
+    lat2 = math.radians(expr.dec0)
+    s2, c2 = math.sin(lat2), math.cos(lat2)
+    lat1 = pc.multiply(dec, const(rad))
+    dlon = pc.subtract(const(math.radians(expr.ra0)), pc.multiply(ra, const(rad)))
+    sdl, cdl = pc.sin(dlon), pc.cos(dlon)
+    s1, c1 = pc.sin(lat1), pc.cos(lat1)
+    num1 = pc.multiply(sdl, const(c2))
+    num2 = pc.subtract(pc.multiply(c1, const(s2)), pc.multiply(pc.multiply(s1, const(c2)), cdl))
+    den = pc.add(pc.multiply(s1, const(s2)), pc.multiply(pc.multiply(c1, const(c2)), cdl))
+    norm = pc.sqrt(pc.add(pc.multiply(num1, num1), pc.multiply(num2, num2)))
+    sep = pc.multiply(pc.atan2(norm, den), const(180.0 / math.pi))
+    inside = pc.and_kleene(band, pc.less_equal(sep, const(expr.radius)))
+    # unknown when either coordinate is null (the band alone could say false)
+    null = pc.scalar(pa.scalar(None, pa.bool_()))
+    return pc.if_else(pc.and_kleene(pc.is_valid(ra), pc.is_valid(dec)), inside, null)
 
 
 def _fold_arith(op: str, left: Any, right: Any) -> Any:

@@ -16,6 +16,7 @@ from .._kernels import _predicate as K
 from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec
 from . import expr as _expr
+from . import sky as _sky
 from .tree import FLIPPED
 
 __all__ = ["KernelPlan", "FusedPredicate", "fuse", "plan_pushdown"]
@@ -39,7 +40,7 @@ class KernelPlan:
     """A compiled predicate: int64 instructions, float operands, and the columns it reads."""
 
     program: np.ndarray  # (n, K.NFIELDS) int64
-    floats: np.ndarray  # (n, 3) float64: TSCAL, TZERO, float literal
+    floats: np.ndarray  # (n, 4) float64: TSCAL, TZERO, float literal, second float literal
     columns: list[str]
 
     def select(self, data: Any, row_bytes: int, *, first: int = 0, count: int = 0,
@@ -60,15 +61,16 @@ class _Compiler:
         self.types = types
         self.apply_nulls = apply_nulls
         self.ins: list[list[int]] = []
-        self.flt: list[tuple[float, float, float]] = []
+        self.flt: list[tuple[float, float, float, float]] = []
         self.used: list[str] = []
 
-    def _emit(self, fields: dict[str, int], floats: tuple[float, float, float] = (1.0, 0.0, 0.0)) -> None:
+    def _emit(self, fields: dict[str, int], floats: tuple[float, ...] = (1.0, 0.0, 0.0)) -> None:
         row = [0] * K.NFIELDS
         for name, value in fields.items():
             row[getattr(K, "F_" + name)] = value
         self.ins.append(row)
-        self.flt.append(floats)
+        a, b, c, *d = floats
+        self.flt.append((a, b, c, d[0] if d else 0.0))
 
     def _const(self, value: bool | None) -> None:
         self._emit({"OP": K.OP_CONST, "LIT": 2 if value is None else int(value)})
@@ -128,6 +130,34 @@ class _Compiler:
             self._compare(node)
         else:
             raise _NotKernel
+
+    def cone_box(self, node: Any) -> None:
+        """The box of a cone (declination band AND RA window): a necessary condition only, so a
+        top-level AND term alone; the exact test stays for pyarrow, on the rows the box keeps."""
+        box = _sky.cone_box(node.ra0, node.dec0, node.radius)
+        self._compare(_expr.Compare(">=", node.dec, _expr.Literal(box.dec_lo)))
+        self._compare(_expr.Compare("<=", node.dec, _expr.Literal(box.dec_hi)))
+        self._emit({"OP": K.OP_AND})
+        if box.ra_windows is None:
+            return
+        if len(box.ra_windows) == 1:
+            start, stop = box.ra_windows[0]
+            width = stop - start
+        else:  # ((0, a), (b, 360)): the window from b up across 360/0 to a
+            (_, a), (start, _) = box.ra_windows
+            width = (360.0 - start) + a
+        spec, typ = self._column(node.ra)
+        import pyarrow as pa
+
+        if not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
+            raise _NotKernel
+        bits = 32 if pa.types.is_float32(typ) else 64
+        # integers are read as floats through the scaled path (x * 1 + 0 is exact)
+        scaled = int(spec.tscal != 1.0 or spec.tzero != 0.0 or spec.code not in "ED")
+        self._emit({"OP": K.OP_RA_WINDOW, "OFFSET": spec.offset, "SRC": _STORED[spec.code][0],
+                    "BITS": bits, "SCALED": scaled, **self._null_fields(spec)},
+                   (float(spec.tscal), float(spec.tzero), start, width))
+        self._emit({"OP": K.OP_AND})
 
     def _compare(self, node: Any) -> None:
         import pyarrow as pa
@@ -243,12 +273,17 @@ def plan_pushdown(expr: Any, specs: Sequence[ColumnSpec], types: dict[str, Any],
         term = _fold_equalities(term)
         c = _Compiler(by_name, types, apply_nulls, mapping)
         try:
-            c.compile(term)
+            if isinstance(term, _expr.Cone):
+                residual.append(term)  # the exact test, on the rows the box keeps
+                c.cone_box(term)
+            else:
+                c.compile(term)
         except _NotKernel:
-            residual.append(term)
+            if not isinstance(term, _expr.Cone):
+                residual.append(term)
             continue
         plans.append(KernelPlan(np.array(c.ins, np.int64).reshape(-1, K.NFIELDS),
-                                np.array(c.flt, np.float64).reshape(-1, 3), c.used))
+                                np.array(c.flt, np.float64).reshape(-1, 4), c.used))
     return plans, _expr.and_all(residual)
 
 
@@ -289,6 +324,10 @@ def _test_of(ins: np.ndarray, flt: np.ndarray) -> tuple[list[int], list[float]]:
         if lo > _I64_MAX or hi < _I64_MIN:
             return _false_test()
         ints[K.T_KIND], ints[K.T_LO], ints[K.T_HI] = K.T_INT_RANGE, lo, hi
+    elif op == K.OP_RA_WINDOW:
+        ints[K.T_SCALED], ints[K.T_BITS] = int(ins[K.F_SCALED]), int(ins[K.F_BITS])
+        ints[K.T_KIND] = K.T_RA_WINDOW
+        floats[2], floats[3] = float(flt[2]), float(flt[3])
     elif op == K.OP_CMP_FLOAT:
         ints[K.T_SCALED], ints[K.T_BITS] = int(ins[K.F_SCALED]), int(ins[K.F_BITS])
         flit = float(flt[2])
@@ -371,7 +410,7 @@ class FusedPredicate:
         program, floats = [plans[0].program], [plans[0].floats]
         for p in plans[1:]:
             program += [p.program, and_row]
-            floats += [p.floats, np.array([[1.0, 0.0, 0.0]])]
+            floats += [p.floats, np.array([[1.0, 0.0, 0.0, 0.0]])]
         self.program = np.ascontiguousarray(np.concatenate(program), np.int64)
         self.floats = np.ascontiguousarray(np.concatenate(floats), np.float64)
 

@@ -7,6 +7,7 @@ module keeps 1.2.3's names, ASTs and messages. The NumPy evaluator of the 1.x mo
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -20,12 +21,14 @@ from .lexing import (
     scan_quoted,
     unescape_quoted,
 )
+from .sky import check_cone
 from .tree import (
     TOO_DEEP,
     And,
     Between,
     Column,
     Compare,
+    Cone,
     InList,
     IsNull,
     Not,
@@ -358,10 +361,101 @@ class _CompatParser:
             return node
         return self.parse_predicate()
 
+    def at_call(self, ahead: int = 0) -> bool:
+        """A ``cone(`` or ``separation(`` call starts ``ahead`` tokens on."""
+        j = self.i + ahead
+        return (j + 1 < len(self.tokens) and self.tokens[j].kind == "WORD"
+                and self.tokens[j].text.lower() in ("cone", "separation")
+                and self.tokens[j + 1].kind == "LPAREN")
+
+    def parse_sky(self) -> WhereAst:
+        """``cone(ra, dec, ra0, dec0, r)``, ``separation(ra, dec, ra0, dec0) < r`` (or ``<=``)
+        and ``r > separation(...)`` (or ``>=``), all as ``("cone", ra, dec, ra0, dec0, r)``."""
+        flipped: tuple[str, Any, int] | None = None
+        if not self.at_call():  # r > separation(...)
+            radius_tok = self.advance()
+            op_tok = self.advance()
+            flipped = (op_tok.text, _word_value(radius_tok.text), radius_tok.pos)
+        name_tok = self.advance()
+        name = name_tok.text.lower()
+        self.advance()  # "("
+        args: list[_Token] = []
+        while True:
+            tok = self.peek()
+            if tok is None:
+                raise self.end_error()
+            if tok.kind != "WORD":
+                raise WhereSyntaxError(
+                    f"{_MSG_TRAILING} at position {tok.pos}: where {name}() takes column names "
+                    f"and numbers, got {tok.text!r}")
+            args.append(self.advance())
+            tok = self.peek()
+            if tok is None:
+                raise self.end_error()
+            self.advance()
+            if tok.kind == "RPAREN":
+                break
+            if tok.kind != "COMMA":
+                raise WhereSyntaxError(
+                    f"{_MSG_TRAILING} at position {tok.pos}: expected ',' or ')' in {name}(), "
+                    f"got {tok.text!r}")
+        arity = 5 if name == "cone" else 4
+        if len(args) != arity:
+            raise WhereSyntaxError(f"where function {name}() takes {arity} arguments, got "
+                                   f"{len(args)} (at position {name_tok.pos})")
+        for tok, what in zip(args[:2], ("RA", "declination")):
+            if tok.text.upper() in RESERVED_WORDS or not where_identifier_re.match(tok.text):
+                raise WhereSyntaxError(
+                    f"where {name}() needs a column for its {what} (at position {tok.pos})")
+        numbers = [(_word_value(t.text), t.pos) for t in args[2:]]
+        if name == "separation":
+            if flipped is not None:
+                op, radius, rpos = flipped[0], flipped[1], flipped[2]
+                op = {">": "<", ">=": "<=", "<": ">", "<=": ">="}.get(op, op)
+            else:
+                next_tok = self.peek()
+                if next_tok is None:
+                    raise self.end_error()
+                if next_tok.kind != "OP":
+                    raise WhereSyntaxError(
+                        f"where separation() must be compared with a radius: separation(ra, dec, "
+                        f"ra0, dec0) < r (at position {next_tok.pos})")
+                op = self.advance().text
+                rtok = self.peek()
+                radius, rpos = self.parse_literal(), rtok.pos if rtok is not None else 0
+            if op not in ("<", "<="):
+                raise WhereSyntaxError(
+                    f"where separation() compares with a radius by < or <= (a cone), not {op!r};"
+                    " for the points outside a cone write NOT cone(ra, dec, ra0, dec0, r)")
+            numbers.append((radius, rpos))
+        elif flipped is not None:
+            raise WhereSyntaxError(f"{_MSG_NEED_COLUMN} at position {flipped[2]}")
+        values = []
+        for value, pos in numbers:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise WhereSyntaxError(
+                    f"where {name}() needs numbers for the centre and radius, got {value!r} "
+                    f"(at position {pos})")
+            values.append(float(value))
+        if name == "separation" and op == "<":
+            if values[2] <= 0:
+                raise WhereSyntaxError(
+                    f"where separation() < {values[2]!r} selects nothing; the radius must be "
+                    "positive")
+            values[2] = math.nextafter(values[2], -math.inf)  # sep < r: sep <= the float below r
+        try:
+            ra0, dec0, radius = check_cone(*values)
+        except ValueError as exc:
+            raise WhereSyntaxError(f"where {name}(): {exc} (at position {name_tok.pos})") from None
+        return ("cone", args[0].text, args[1].text, ra0, dec0, radius)
+
     def parse_predicate(self) -> WhereAst:
         tok = self.peek()
         if tok is None:
             raise self.end_error()
+        if self.at_call() or (self.i + 2 < len(self.tokens) and self.tokens[self.i + 1].kind == "OP"
+                              and self.at_call(2)):
+            return self.parse_sky()
         if (
             tok.kind != "WORD"
             or tok.text.upper() in RESERVED_WORDS
@@ -474,6 +568,7 @@ def parse_where_expression(expression: str) -> WhereAst:
     tuple
         Nodes are ``("cmp", col, op, literal)``, ``("in", col, [literals], negated)``,
         ``("between", col, low, high, negated)``, ``("isnull", col, negated)``,
+        ``("cone", ra, dec, ra0, dec0, radius)`` (``cone()`` and ``separation() < r``),
         ``("and", l, r)``, ``("or", l, r)`` and ``("not", x)``; n-ary AND/OR fold to the left.
         ``COL == NULL`` stays ``("cmp", col, "==", None)``. Column names are not checked.
 
@@ -493,7 +588,8 @@ def parse_where_expression(expression: str) -> WhereAst:
         raise WhereSyntaxError(TOO_DEEP) from None
 
 
-_NODE_ARITY = {"cmp": 4, "in": 4, "between": 5, "isnull": 3, "and": 3, "or": 3, "not": 2}
+_NODE_ARITY = {"cmp": 4, "in": 4, "between": 5, "isnull": 3, "and": 3, "or": 3, "not": 2,
+               "cone": 6}
 
 
 def check_node(node: Any) -> str:
@@ -503,7 +599,9 @@ def check_node(node: Any) -> str:
     kind = node[0]
     if len(node) != _NODE_ARITY[kind]:
         raise ValueError(_MSG_BAD_AST)
-    if kind in ("cmp", "in", "between", "isnull") and not isinstance(node[1], str):
+    if kind in ("cmp", "in", "between", "isnull", "cone") and not isinstance(node[1], str):
+        raise ValueError(_MSG_BAD_AST)
+    if kind == "cone" and not isinstance(node[2], str):
         raise ValueError(_MSG_BAD_AST)
     if kind == "cmp" and node[2] not in _COMPARISON_OPS:
         raise ValueError(_MSG_BAD_AST)
@@ -539,8 +637,10 @@ def where_columns_from_ast(ast: WhereAst) -> list[str]:
             stack.extend((node[2], node[1]))  # reversed so the left side is seen first
         elif kind == "not":
             stack.append(node[1])
-        elif node[1] not in names:
-            names.append(node[1])
+        else:
+            for name in node[1:3] if kind == "cone" else node[1:2]:
+                if name not in names:
+                    names.append(name)
     return names
 
 
@@ -578,6 +678,8 @@ def _from_compat(ast: tuple[Any, ...]) -> Predicate:
     if kind == "not":
         return Not(_from_compat(ast[1]))
     column = Column(ast[1])
+    if kind == "cone":
+        return Cone(column, Column(ast[2]), *check_cone(*ast[3:]))
     if kind == "isnull":
         return IsNull(column, bool(ast[2]))
     if kind == "in":

@@ -7,14 +7,16 @@ that translation by letting Polars plan a scan of a probe dataset and catching t
 passes, so both routes push the same terms, widened where Polars' NaN ordering differs from
 pyarrow's (`polars_superset`). The full Polars predicate is applied again to the (already
 reduced) rows, so terms Polars could not translate still hold and every row gets Polars' answer.
+`polars_cone` writes the where dialect's ``cone()`` as a Polars expression (docs/sky.md).
 """
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["scan_polars", "pyarrow_filter_of", "polars_superset"]
+__all__ = ["scan_polars", "pyarrow_filter_of", "polars_superset", "polars_cone"]
 
 
 def _polars() -> Any:
@@ -158,3 +160,36 @@ def scan_polars(source: Any, hdu: Any = 1, *, schema: Any = None, add_path_colum
 
     return register_io_source(io_source, schema=polars_schema, explain_name="torchfits",
                               explain_detail=f"{len(ds.files)} file(s)")
+
+
+def polars_cone(ra: str, dec: str, ra0: float, dec0: float, radius: float) -> Any:
+    """The where dialect's ``cone(ra, dec, ra0, dec0, radius)`` as a Polars expression.
+
+    Parameters
+    ----------
+    ra, dec : str
+        The coordinate columns, degrees.
+    ra0, dec0, radius : float
+        The centre and radius, degrees.
+
+    Returns
+    -------
+    polars.Expr
+        True for rows within ``radius`` of the centre (boundary included; Vincenty's separation,
+        as astropy computes it), false for NaN, null for null. Its declination band comes first,
+        so `scan_polars` pushes it into the scan as a range filter.
+    """
+    from ..query.sky import cone_box
+
+    pl = _polars()
+    box = cone_box(ra0, dec0, radius)  # checks the centre and radius
+    rad = math.pi / 180.0
+    lat1 = pl.col(dec).cast(pl.Float64) * rad
+    dlon = math.radians(ra0) - pl.col(ra).cast(pl.Float64) * rad
+    s2, c2 = math.sin(math.radians(dec0)), math.cos(math.radians(dec0))
+    num1 = dlon.sin() * c2
+    num2 = lat1.cos() * s2 - lat1.sin() * c2 * dlon.cos()
+    den = lat1.sin() * s2 + lat1.cos() * c2 * dlon.cos()
+    sep = pl.arctan2((num1 * num1 + num2 * num2).sqrt(), den) * (180.0 / math.pi)
+    band = (pl.col(dec) >= box.dec_lo) & (pl.col(dec) <= box.dec_hi)
+    return band & (sep <= float(radius))

@@ -142,6 +142,7 @@ class Scanner:
         self._one_pass_ok: dict[tuple[int, tuple[str, ...]], bool] = {}  # per source (by id) and projection
         self._residual = None
         self._residual_columns: list[str] = []
+        self._cones: list[Any] = []  # top-level cone() terms, tested with NumPy after the kernel
         if where is None and filter is None:
             return
         if isinstance(filter, str):
@@ -189,8 +190,14 @@ class Scanner:
         residual_tree = tree
         if tree is not None and self._pushdown:
             residual_tree = self._plan_kernels(tree, types)
-        parts = [] if residual_tree is None else [_expr.to_pyarrow(residual_tree, schema)]
         needed = [] if residual_tree is None else _expr.columns(residual_tree)
+        if residual_tree is not None:
+            # A cone's exact test runs in NumPy on the decoded survivors: one pyarrow filter
+            # call costs milliseconds whatever the rows (docs/benchmarks.md).
+            terms = _expr.conjuncts(residual_tree)
+            self._cones = [t for t in terms if isinstance(t, _expr.Cone)]
+            residual_tree = _expr.and_all(t for t in terms if not isinstance(t, _expr.Cone))
+        parts = [] if residual_tree is None else [_expr.to_pyarrow(residual_tree, schema)]
         if opaque is not None:
             parts.append(opaque)
             needed = names
@@ -199,6 +206,7 @@ class Scanner:
             for p in parts[1:]:
                 residual = residual & p
             self._residual = residual
+        if parts or self._cones:
             self._residual_columns = list(dict.fromkeys(needed))
 
     def _plan_kernels(self, tree: Any, types: dict[str, Any]) -> Any:
@@ -232,7 +240,8 @@ class Scanner:
 
     @property
     def _has_predicate(self) -> bool:
-        return any(p.tests for p in self._plans.values()) or self._residual is not None
+        return (any(p.tests for p in self._plans.values()) or self._residual is not None
+                or bool(self._cones))
 
     @property
     def sources(self) -> list[TableSource]:
@@ -342,7 +351,7 @@ class Scanner:
         contiguous range of a binary table, a conjunction of kernel tests and nothing left for
         pyarrow, fixed-width projected columns."""
         plan = self._plan_of(src)
-        if rows is not None or plan is None or self._residual is not None:
+        if rows is not None or plan is None or self._residual is not None or self._cones:
             return False
         key = (id(src), tuple(self._projection))  # copies may project other columns
         ok = self._one_pass_ok.get(key)
@@ -380,18 +389,23 @@ class Scanner:
             if faults_seen():
                 src.index.source.check()
             rng = None
-            if self._residual is None:
+            if self._residual is None and not self._cones:
                 return candidates, None
         if candidates is not None and candidates.size == 0:
             return candidates, None
         batch = src.decode(columns=self._residual_columns, rows=candidates, row_range=rng,
                            options=self._predicate_options)
-        positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
-        table = pa.Table.from_batches([batch]).append_column("__torchfits_row__", positions)
-        try:
-            kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise filter_error(exc, src.path, src.entry.index) from None
+        kept = np.arange(batch.num_rows, dtype=np.int64)
+        if self._cones:
+            kept = kept[_inside_cones(batch, self._cones)]
+        if self._residual is not None:
+            table = pa.Table.from_batches([batch]).take(pa.array(kept)) if self._cones \
+                else pa.Table.from_batches([batch])
+            table = table.append_column("__torchfits_row__", pa.array(kept))
+            try:
+                kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise filter_error(exc, src.path, src.entry.index) from None
         selected = candidates[kept] if candidates is not None else kept + rng[0]
         return selected, batch.take(pa.array(kept))
 
@@ -760,6 +774,18 @@ def tensor_null_columns(sources: Sequence[TableSource], schema: pa.Schema,
                 continue
             break
     return out
+
+
+def _inside_cones(batch: Any, cones: Sequence[Any]) -> np.ndarray:
+    """Which rows of ``batch`` lie in every cone (`query.sky.in_cone`: NaN and null never)."""
+    from ..query.sky import in_cone
+
+    mask = np.ones(batch.num_rows, dtype=bool)
+    for cone in cones:
+        ra, dec = (np.asarray(batch.column(c.name).to_numpy(zero_copy_only=False), np.float64)
+                   for c in (cone.ra, cone.dec))
+        mask &= in_cone(ra, dec, cone.ra0, cone.dec0, cone.radius)
+    return mask
 
 
 def scan(source: SourceArg, hdu: HduArg = 1, *, columns: Sequence[str] | None = None,

@@ -2,7 +2,9 @@
 
 ``FROM 'catalog.fits'`` (or a glob) and ``fits('path', hdu=2)`` are replaced by names of
 torchfits datasets registered on the connection, so DuckDB pushes projection and filters into
-the FITS decoder; Parquet, CSV and other DuckDB sources work alongside.
+the FITS decoder; Parquet, CSV and other DuckDB sources work alongside. The connection also
+gets the where dialect's sky functions as SQL macros, ``separation(ra, dec, ra0, dec0)`` and
+``cone(ra, dec, ra0, dec0, radius)`` (docs/sky.md).
 """
 from __future__ import annotations
 
@@ -31,6 +33,28 @@ _TABLE_KEYWORDS = {"FROM", "JOIN"}
 _CLAUSES = {"SELECT", "FROM", "JOIN", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY",
             "WINDOW", "UNION", "EXCEPT", "INTERSECT", "ON", "USING", "VALUES", "SET", "RETURNING"}
 _counter = itertools.count()
+
+# Vincenty's formula as torchfits.query.sky.separation_deg computes it (row first, centre second)
+_SEPARATION = """degrees(atan2(
+    sqrt(pow(cos(radians(dec0)) * sin(radians(ra0) - radians(ra)), 2)
+         + pow(cos(radians(dec)) * sin(radians(dec0))
+               - sin(radians(dec)) * cos(radians(dec0)) * cos(radians(ra0) - radians(ra)), 2)),
+    sin(radians(dec)) * sin(radians(dec0))
+    + cos(radians(dec)) * cos(radians(dec0)) * cos(radians(ra0) - radians(ra))))"""
+# the declination band first, a cheap test before the trigonometry
+_MACROS = (
+    f"CREATE TEMP MACRO IF NOT EXISTS separation(ra, dec, ra0, dec0) AS {_SEPARATION}",
+    "CREATE TEMP MACRO IF NOT EXISTS cone(ra, dec, ra0, dec0, radius) AS "
+    "dec >= dec0 - radius - 1e-9 AND dec <= dec0 + radius + 1e-9 "
+    "AND separation(ra, dec, ra0, dec0) <= radius",
+)
+
+
+def _register_sky_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the temporary macros ``separation`` and ``cone`` on ``con`` (kept if it has
+    them already)."""
+    for statement in _MACROS:
+        con.execute(statement)
 
 
 def _tokens(query: str) -> list[tuple[str, str, int, int]]:
@@ -96,6 +120,8 @@ def sql(query: str, *, con: duckdb.DuckDBPyConnection | None = None,
         ``.fits``/``.fit``/``.fts``, optionally ``.gz``/``.fz``, or a glob of them) reads HDU ``hdu``;
         ``fits('path', hdu=2, add_path_column=true)`` chooses the HDU (and options) per table;
         ``'cat.fits[CAT,2]'`` (EXTNAME, EXTVER) or ``'cat.fits[2]'`` names it in the path.
+        The macros ``cone(ra, dec, ra0, dec0, radius)`` and ``separation(ra, dec, ra0, dec0)``
+        (degrees, as in the where dialect; docs/sky.md) are available.
     con : duckdb.DuckDBPyConnection, optional
         Connection to run on (the datasets are registered on it under ``__torchfits_<n>``);
         default: a new in-memory connection.
@@ -118,6 +144,7 @@ def sql(query: str, *, con: duckdb.DuckDBPyConnection | None = None,
 
     if con is None:
         con = duckdb.connect()
+    _register_sky_macros(con)
     tokens = _tokens(query)
     pieces: list[str] = []
     last = 0

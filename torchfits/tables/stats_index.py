@@ -37,6 +37,7 @@ import numpy as np
 from ..errors import FitsError
 from ..fits.paths import is_glob, is_local_path
 from ..query import expr as _expr
+from ..query.sky import cone_box
 from .sky_index import (
     DEFAULT_ORDER,
     SkyRanges,
@@ -546,7 +547,30 @@ def _possible(node: Any, want: bool, stats: Mapping[str, ColumnStats], nrows: in
         return (has_null if want else has_value) if not node.negated else (has_value if want else has_null)
     if isinstance(node, E.Compare):
         return _possible_compare(node, want, stats, nrows)
+    if isinstance(node, E.Cone):
+        return _possible_cone(node, want, stats, nrows)
     return True
+
+
+def _possible_cone(node: Any, want: bool, stats: Mapping[str, ColumnStats], nrows: int) -> bool:
+    """A cone can hold a row only where the declination range meets its band and, for RA
+    statistics inside [0, 360], the RA range meets one of its RA windows."""
+    if not want:
+        return True
+    ra, dec = _column_stats(node.ra, stats), _column_stats(node.dec, stats)
+    if any(st is not None and st.nulls >= nrows for st in (ra, dec)):
+        return False  # every row null: never true
+    box = cone_box(node.ra0, node.dec0, node.radius)
+    if dec is not None and _numbers(dec) and (dec.max < box.dec_lo or dec.min > box.dec_hi):
+        return False
+    if ra is not None and _numbers(ra) and box.ra_windows is not None and 0 <= ra.min \
+            and ra.max <= 360:
+        return any(ra.max >= lo and ra.min <= hi for lo, hi in box.ra_windows)
+    return True
+
+
+def _numbers(st: ColumnStats) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (st.min, st.max))
 
 
 def _column_stats(node: Any, stats: Mapping[str, ColumnStats]) -> ColumnStats | None:
