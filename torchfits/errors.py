@@ -35,6 +35,8 @@ __all__ = [
     "WhereEvaluationError",
     "NullValueError",
     "CutoutEdgeError",
+    "RemoteReadError",
+    "RemoteFileChangedError",
 ]
 
 
@@ -176,3 +178,22 @@ class CutoutEdgeError(FitsError, ValueError):
     """A cutout box that leaves its image, read where boxes must lie inside it (the datasets'
     default ``edge="raise"``), or a ``pad_value`` the cutout's type cannot hold; names the file,
     the HDU, the box and the image shape."""
+
+
+class RemoteReadError(FitsError, OSError, RuntimeError):
+    """A remote read that failed after its retries: a refused or failed request, a response
+    that does not hold the bytes asked for, a timeout. The message names the URL (without
+    user, password or query string), the byte range and the HTTP status; so do ``url``,
+    ``byte_range`` (``(start, stop)`` or None) and ``status`` (None when no response came)."""
+
+    def __init__(self, message: str, *, url: str = "", byte_range: tuple[int, int] | None = None,
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.byte_range = byte_range
+        self.status = status
+
+
+class RemoteFileChangedError(RemoteReadError):
+    """The remote object changed while it was being read (its ETag or Last-Modified is no longer
+    the one the read started with): no bytes of two versions are ever mixed; open it again."""

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import FitsFileNotFoundError, HttpBlockedError
 from ..fits.paths import fspath
 from ..fits.sources.block_cache import remote_cache_root
 
@@ -134,26 +133,14 @@ def _run(fut: Future, url: str, target: str, storage_options: dict | None) -> No
 
 
 def _download(url: str, target: str, storage_options: dict | None) -> None:
-    from ..fits.sources.remote import guarded_filesystem, redacted_url
+    from ..fits.sources.remote import download
 
-    fs, path = guarded_filesystem(url, storage_options)
     folder = os.path.dirname(target)
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".download-", dir=folder)
     os.close(fd)
     try:
-        try:
-            fs.get_file(path, tmp)
-        except HttpBlockedError:
-            raise
-        except (FileNotFoundError, OSError) as exc:
-            cause: BaseException | None = exc
-            while cause is not None:  # the guard's refusal, wrapped by fsspec
-                if isinstance(cause, HttpBlockedError):
-                    raise cause.with_traceback(None) from None
-                cause = cause.__cause__ or cause.__context__
-            raise FitsFileNotFoundError(f"Could not open FITS file: {redacted_url(url)} (download failed: "
-                                        f"{type(exc).__name__})") from None
+        download(url, tmp, storage_options)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
