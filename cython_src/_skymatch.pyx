@@ -1,0 +1,130 @@
+# cython: language_level=3
+"""Cross-match kernel: the right points near each left point, on a 3-D grid of unit vectors.
+
+The caller (torchfits/sky/crossmatch.py) sorts the right points by cell and describes the
+occupied cells (sorted keys, first position, count); it passes the left points sorted by cell
+too, so consecutive lookups touch neighbouring memory. A point's sphere of chord ``reach`` (in
+cell units, below one half) reaches a neighbour cell along an axis only when the point lies
+within ``reach`` of that face, so most points look in their own cell only. The kernel keeps
+pairs whose squared chord is at most ``chord2``; the exact separation is the caller's.
+"""
+from libc.math cimport floor
+from libc.stdint cimport int64_t
+
+cdef enum:
+    AXIS_BITS = 21
+
+
+cdef inline Py_ssize_t _find(const int64_t[::1] keys, int64_t key) noexcept nogil:
+    # position of key in the sorted keys, or -1
+    cdef Py_ssize_t lo = 0, hi = keys.shape[0], mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < keys.shape[0] and keys[lo] == key:
+        return lo
+    return -1
+
+
+cdef inline int64_t _key(int64_t cx, int64_t cy, int64_t cz) noexcept nogil:
+    return (cx << (2 * AXIS_BITS)) | (cy << AXIS_BITS) | cz
+
+
+cdef Py_ssize_t _scan(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
+                      const int64_t[::1] cell_keys, const int64_t[::1] cell_start,
+                      const int64_t[::1] cell_count, double h, double reach, double chord2, int mode,
+                      int64_t[::1] out_a, int64_t[::1] out_b) noexcept nogil:
+    # mode 0: nearest right position of each left point into out_a (-1: none)
+    # mode 1: the number of pairs of each left point into out_a
+    # mode 2: pairs into out_b from the offsets in out_a (the exclusive cumulative counts)
+    cdef Py_ssize_t i, j, c, end, best, total = 0, pos
+    cdef int dx, dy, dz, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z
+    cdef double x, y, z, fx, fy, fz, ddx, ddy, ddz, d2, best_d2
+    cdef int64_t cx, cy, cz
+    cdef double inv_h = 1.0 / h
+    for i in range(lxyz.shape[0]):
+        x = lxyz[i, 0]
+        y = lxyz[i, 1]
+        z = lxyz[i, 2]
+        fx = (x + 1.0) * inv_h
+        fy = (y + 1.0) * inv_h
+        fz = (z + 1.0) * inv_h
+        cx = <int64_t>floor(fx)
+        cy = <int64_t>floor(fy)
+        cz = <int64_t>floor(fz)
+        fx -= cx
+        fy -= cy
+        fz -= cz
+        lo_x = -1 if fx < reach else 0
+        hi_x = 1 if fx > 1.0 - reach else 0
+        lo_y = -1 if fy < reach else 0
+        hi_y = 1 if fy > 1.0 - reach else 0
+        lo_z = -1 if fz < reach else 0
+        hi_z = 1 if fz > 1.0 - reach else 0
+        best = -1
+        best_d2 = chord2
+        pos = out_a[i] if mode == 2 else 0
+        for dx in range(lo_x, hi_x + 1):
+            for dy in range(lo_y, hi_y + 1):
+                for dz in range(lo_z, hi_z + 1):
+                    c = _find(cell_keys, _key(cx + 1 + dx, cy + 1 + dy, cz + 1 + dz))
+                    if c < 0:
+                        continue
+                    end = cell_start[c] + cell_count[c]
+                    for j in range(cell_start[c], end):
+                        ddx = x - rxyz[j, 0]
+                        ddy = y - rxyz[j, 1]
+                        ddz = z - rxyz[j, 2]
+                        d2 = ddx * ddx + ddy * ddy + ddz * ddz
+                        if d2 > chord2:
+                            continue
+                        if mode == 0:
+                            if d2 < best_d2 or best < 0 or (d2 == best_d2 and rrow[j] < rrow[best]):
+                                best = j
+                                best_d2 = d2
+                        elif mode == 1:
+                            pos += 1
+                        else:
+                            out_b[pos] = j
+                            pos += 1
+        if mode == 0:
+            out_a[i] = best
+            total += best >= 0
+        elif mode == 1:
+            out_a[i] = pos
+            total += pos
+    return total
+
+
+def nearest(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
+            const int64_t[::1] cell_keys, const int64_t[::1] cell_start, const int64_t[::1] cell_count,
+            double h, double reach, double chord2, int64_t[::1] out):
+    """The nearest right position within ``chord2`` of each left point into ``out`` (-1: none;
+    ties: the lowest ``rrow``); returns how many left points have one."""
+    cdef Py_ssize_t n
+    with nogil:
+        n = _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, h, reach, chord2, 0, out, out)
+    return n
+
+
+def count_pairs(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
+                const int64_t[::1] cell_keys, const int64_t[::1] cell_start, const int64_t[::1] cell_count,
+                double h, double reach, double chord2, int64_t[::1] out):
+    """The number of right points within ``chord2`` of each left point into ``out``; returns
+    their sum."""
+    cdef Py_ssize_t n
+    with nogil:
+        n = _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, h, reach, chord2, 1, out, out)
+    return n
+
+
+def fill_pairs(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
+               const int64_t[::1] cell_keys, const int64_t[::1] cell_start, const int64_t[::1] cell_count,
+               double h, double reach, double chord2, int64_t[::1] offsets, int64_t[::1] out):
+    """The right positions within ``chord2`` of each left point, written into ``out`` from the
+    left point's offset (the exclusive cumulative sum of ``count_pairs``)."""
+    with nogil:
+        _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, h, reach, chord2, 2, offsets, out)

@@ -1,0 +1,9 @@
+"""Type stub for the compiled cross-match kernel (cython_src/_skymatch.pyx)."""
+from typing import Any
+
+def nearest(lxyz: Any, rxyz: Any, rrow: Any, cell_keys: Any, cell_start: Any, cell_count: Any,
+            h: float, reach: float, chord2: float, out: Any) -> int: ...
+def count_pairs(lxyz: Any, rxyz: Any, rrow: Any, cell_keys: Any, cell_start: Any, cell_count: Any,
+                h: float, reach: float, chord2: float, out: Any) -> int: ...
+def fill_pairs(lxyz: Any, rxyz: Any, rrow: Any, cell_keys: Any, cell_start: Any, cell_count: Any,
+               h: float, reach: float, chord2: float, offsets: Any, out: Any) -> None: ...
