@@ -6,13 +6,12 @@ occupied cells (sorted keys, first position, count); it passes the left points s
 too, so consecutive lookups touch neighbouring memory. A point's sphere of chord ``reach`` (in
 cell units, below one half) reaches a neighbour cell along an axis only when the point lies
 within ``reach`` of that face, so most points look in their own cell only. The kernel keeps
-pairs whose squared chord is at most ``chord2``; the exact separation is the caller's.
+pairs whose squared chord is at most ``chord2`` and reports that squared chord. A cell's key
+is ``(cx * n + cy) * n + cz`` for cell indices below ``n`` (the caller's ``_keys``);
+``argsort_keys`` sorts such keys by radix, in linear time.
 """
 from libc.math cimport floor
 from libc.stdint cimport int64_t
-
-cdef enum:
-    AXIS_BITS = 21
 
 
 cdef inline Py_ssize_t _find(const int64_t[::1] keys, int64_t key) noexcept nogil:
@@ -29,14 +28,14 @@ cdef inline Py_ssize_t _find(const int64_t[::1] keys, int64_t key) noexcept nogi
     return -1
 
 
-cdef inline int64_t _key(int64_t cx, int64_t cy, int64_t cz) noexcept nogil:
-    return (cx << (2 * AXIS_BITS)) | (cy << AXIS_BITS) | cz
+cdef inline int64_t _key(int64_t cx, int64_t cy, int64_t cz, int64_t n) noexcept nogil:
+    return (cx * n + cy) * n + cz
 
 
 cdef Py_ssize_t _scan(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
                       const int64_t[::1] cell_keys, const int64_t[::1] cell_start,
-                      const int64_t[::1] cell_count, double h, double reach, double chord2, int mode,
-                      int64_t[::1] out_a, int64_t[::1] out_b) noexcept nogil:
+                      const int64_t[::1] cell_count, int64_t n, double h, double reach, double chord2,
+                      int mode, int64_t[::1] out_a, int64_t[::1] out_b, double[::1] out_d2) noexcept nogil:
     # mode 0: nearest right position of each left point into out_a (-1: none)
     # mode 1: the number of pairs of each left point into out_a
     # mode 2: pairs into out_b from the offsets in out_a (the exclusive cumulative counts)
@@ -70,7 +69,7 @@ cdef Py_ssize_t _scan(const double[:, ::1] lxyz, const double[:, ::1] rxyz, cons
         for dx in range(lo_x, hi_x + 1):
             for dy in range(lo_y, hi_y + 1):
                 for dz in range(lo_z, hi_z + 1):
-                    c = _find(cell_keys, _key(cx + 1 + dx, cy + 1 + dy, cz + 1 + dz))
+                    c = _find(cell_keys, _key(cx + 1 + dx, cy + 1 + dy, cz + 1 + dz, n))
                     if c < 0:
                         continue
                     end = cell_start[c] + cell_count[c]
@@ -89,9 +88,11 @@ cdef Py_ssize_t _scan(const double[:, ::1] lxyz, const double[:, ::1] rxyz, cons
                             pos += 1
                         else:
                             out_b[pos] = j
+                            out_d2[pos] = d2
                             pos += 1
         if mode == 0:
             out_a[i] = best
+            out_d2[i] = best_d2
             total += best >= 0
         elif mode == 1:
             out_a[i] = pos
@@ -101,30 +102,86 @@ cdef Py_ssize_t _scan(const double[:, ::1] lxyz, const double[:, ::1] rxyz, cons
 
 def nearest(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
             const int64_t[::1] cell_keys, const int64_t[::1] cell_start, const int64_t[::1] cell_count,
-            double h, double reach, double chord2, int64_t[::1] out):
+            int64_t n, double h, double reach, double chord2, int64_t[::1] out, double[::1] out_d2):
     """The nearest right position within ``chord2`` of each left point into ``out`` (-1: none;
-    ties: the lowest ``rrow``); returns how many left points have one."""
-    cdef Py_ssize_t n
+    ties: the lowest ``rrow``) and its squared chord into ``out_d2``; returns how many left
+    points have one."""
+    cdef Py_ssize_t found
     with nogil:
-        n = _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, h, reach, chord2, 0, out, out)
-    return n
+        found = _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, n, h, reach, chord2, 0,
+                      out, out, out_d2)
+    return found
 
 
 def count_pairs(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
                 const int64_t[::1] cell_keys, const int64_t[::1] cell_start, const int64_t[::1] cell_count,
-                double h, double reach, double chord2, int64_t[::1] out):
+                int64_t n, double h, double reach, double chord2, int64_t[::1] out):
     """The number of right points within ``chord2`` of each left point into ``out``; returns
     their sum."""
-    cdef Py_ssize_t n
+    cdef Py_ssize_t total
+    cdef double[::1] unused = None
     with nogil:
-        n = _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, h, reach, chord2, 1, out, out)
-    return n
+        total = _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, n, h, reach, chord2, 1,
+                      out, out, unused)
+    return total
 
 
 def fill_pairs(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
                const int64_t[::1] cell_keys, const int64_t[::1] cell_start, const int64_t[::1] cell_count,
-               double h, double reach, double chord2, int64_t[::1] offsets, int64_t[::1] out):
-    """The right positions within ``chord2`` of each left point, written into ``out`` from the
-    left point's offset (the exclusive cumulative sum of ``count_pairs``)."""
+               int64_t n, double h, double reach, double chord2, int64_t[::1] offsets, int64_t[::1] out,
+               double[::1] out_d2):
+    """The right positions within ``chord2`` of each left point and their squared chords,
+    written from the left point's offset (the exclusive cumulative sum of ``count_pairs``)."""
     with nogil:
-        _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, h, reach, chord2, 2, offsets, out)
+        _scan(lxyz, rxyz, rrow, cell_keys, cell_start, cell_count, n, h, reach, chord2, 2,
+              offsets, out, out_d2)
+
+
+def argsort_keys(const int64_t[::1] keys, int bits, int64_t[::1] out, int64_t[:, ::1] tmp,
+                 int64_t[::1] counts):
+    """The stable sorting permutation of non-negative ``keys`` below ``2**bits`` into ``out``:
+    least-significant-digit radix passes of 16 bits over (key, position) pairs (``tmp``: a
+    (2, 2 * len(keys)) scratch array, ``counts``: 65,537 items)."""
+    cdef Py_ssize_t i, n = keys.shape[0], d
+    cdef int shift = 0
+    cdef int64_t digit, acc, c, k
+    cdef int64_t *src_k
+    cdef int64_t *src_i
+    cdef int64_t *dst_k
+    cdef int64_t *dst_i
+    cdef int64_t *swap
+    if n == 0:
+        return
+    src_k = &tmp[0, 0]
+    src_i = &tmp[0, n]
+    dst_k = &tmp[1, 0]
+    dst_i = &tmp[1, n]
+    with nogil:
+        for i in range(n):
+            src_k[i] = keys[i]
+            src_i[i] = i
+        while shift < bits:
+            for d in range(65537):
+                counts[d] = 0
+            for i in range(n):
+                counts[((src_k[i] >> shift) & 0xFFFF) + 1] += 1
+            acc = 0
+            for d in range(65537):
+                c = counts[d]
+                counts[d] = acc + c
+                acc += c
+            for i in range(n):
+                k = src_k[i]
+                digit = (k >> shift) & 0xFFFF
+                dst_k[counts[digit]] = k
+                dst_i[counts[digit]] = src_i[i]
+                counts[digit] += 1
+            swap = src_k
+            src_k = dst_k
+            dst_k = swap
+            swap = src_i
+            src_i = dst_i
+            dst_i = swap
+            shift += 16
+        for i in range(n):
+            out[i] = src_i[i]

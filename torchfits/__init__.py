@@ -20,6 +20,7 @@ _LAZY = {
     "FitsScanner": "tables.dataset",
     "sql": "tables.sql",
     "scan_polars": "tables.polars_source",
+    "crossmatch": "sky.crossmatch",
     "open_image": "image.plain",
     "read_numpy": "image.plain",
     "read_groups": "image.groups",

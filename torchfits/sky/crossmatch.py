@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..query.sky import separation_deg
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -171,12 +170,26 @@ def _unit_vectors(ra: np.ndarray, dec: np.ndarray) -> np.ndarray:
 
 
 def _cells(xyz: np.ndarray, h: float) -> np.ndarray:
-    # +1: room for a -1 neighbour; every index fits in _AXIS_BITS bits (h is never smaller)
+    # +1: room for a -1 neighbour (indices stay below _axis_cells(h))
     return np.floor((xyz + 1.0) * (1.0 / h)).astype(np.int64) + 1
 
 
-def _keys(cells: np.ndarray) -> np.ndarray:
-    return (cells[:, 0] << (2 * _AXIS_BITS)) | (cells[:, 1] << _AXIS_BITS) | cells[:, 2]
+def _axis_cells(h: float) -> int:
+    return int(2.0 / h) + 3
+
+
+def _keys(cells: np.ndarray, n: int) -> np.ndarray:
+    return (cells[:, 0] * n + cells[:, 1]) * n + cells[:, 2]
+
+
+def _argsort(keys: np.ndarray, n: int) -> np.ndarray:
+    """The stable sorting permutation of cell keys (radix passes: linear time)."""
+    from .._kernels import _skymatch
+
+    out = np.empty(keys.size, np.int64)
+    _skymatch.argsort_keys(keys, max(1, 3 * n.bit_length()), out, np.empty((2, 2 * keys.size), np.int64),
+                           np.empty(65537, np.int64))
+    return out
 
 
 def _valid_rows(ra: np.ndarray, dec: np.ndarray, side: str) -> np.ndarray:
@@ -195,47 +208,59 @@ class _Grid:
     """
 
     def __init__(self, xyz: np.ndarray, rows: np.ndarray, chord: float) -> None:
-        n = xyz.shape[0]
+        count = xyz.shape[0]
+        # three axis indices of at most 21 bits make a key below 2**63
         h_min = max(2.05 * chord, 2.0 / ((1 << _AXIS_BITS) - 4))
-        h = max(h_min, math.sqrt(4 * math.pi / max(n, 1)))
+        h = max(h_min, math.sqrt(4 * math.pi / max(count, 1)))
         for _ in range(3):
-            keys = _keys(_cells(xyz, h))
-            order = np.argsort(keys)
+            n = _axis_cells(h)
+            keys = _keys(_cells(xyz, h), n)
+            order = _argsort(keys, n)
             sorted_keys = keys[order]
             starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
-            per_cell = n / max(starts.size, 1)
+            per_cell = count / max(starts.size, 1)
             if per_cell <= 4.0 or h <= h_min:
                 break
             # a dense catalog (a small field): smaller cells, fewer candidates a point
             h = max(h_min, h / math.sqrt(per_cell / 2.0))
-        self.h, self.chord = h, chord
+        self.h, self.n, self.chord = h, n, chord
         self.xyz = np.ascontiguousarray(xyz[order])
         self.rows = np.ascontiguousarray(rows[order])
         # one entry per occupied cell: its key, first sorted position and count
         self.cell_keys = np.ascontiguousarray(sorted_keys[starts])
         self.cell_start = starts.astype(np.int64)
-        self.cell_count = np.diff(np.append(starts, n)).astype(np.int64)
+        self.cell_count = np.diff(np.append(starts, count)).astype(np.int64)
 
-    def pairs(self, xyz: np.ndarray, rows: np.ndarray, chord2: float, how: str) -> tuple[np.ndarray, np.ndarray]:
-        """(left row, right row) of the pairs within ``chord2`` (squared chord): the nearest
+    def pairs(self, xyz: np.ndarray, rows: np.ndarray, chord2: float,
+              how: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(left row, right row, squared chord) of the pairs within ``chord2``: the nearest
         right point of each left point, or all."""
         from .._kernels import _skymatch
 
         # left points in cell order: consecutive lookups touch neighbouring cells
-        by_cell = np.argsort(_keys(_cells(xyz, self.h)))
+        by_cell = _argsort(_keys(_cells(xyz, self.h), self.n), self.n)
         lxyz, rows = np.ascontiguousarray(xyz[by_cell]), rows[by_cell]
         reach = (self.chord * (1 + 1e-9) + 1e-15) / self.h
-        grid = (self.xyz, self.rows, self.cell_keys, self.cell_start, self.cell_count, self.h, reach, chord2)
+        grid = (self.xyz, self.rows, self.cell_keys, self.cell_start, self.cell_count, self.n, self.h,
+                reach, chord2)
         out = np.empty(rows.size, np.int64)
         if how == "nearest":
-            _skymatch.nearest(lxyz, *grid, out)
+            d2 = np.empty(rows.size, np.float64)
+            _skymatch.nearest(lxyz, *grid, out, d2)
             hit = np.flatnonzero(out >= 0)
-            return rows[hit], self.rows[out[hit]]
+            return rows[hit], self.rows[out[hit]], d2[hit]
         total = _skymatch.count_pairs(lxyz, *grid, out)
         offsets = np.cumsum(out) - out
         pos = np.empty(total, np.int64)
-        _skymatch.fill_pairs(lxyz, *grid, offsets, pos)
-        return np.repeat(rows, out), self.rows[pos]
+        d2 = np.empty(total, np.float64)
+        _skymatch.fill_pairs(lxyz, *grid, offsets, pos, d2)
+        return np.repeat(rows, out), self.rows[pos], d2
+
+
+def _chord_to_deg(d2: np.ndarray) -> np.ndarray:
+    # the angle of a chord: 2 asin(c / 2), well conditioned for every radius allowed (<= 10 deg);
+    # it equals Vincenty's formula (separation_deg) to 1e-12 deg there
+    return np.degrees(2.0 * np.arcsin(np.sqrt(d2) * 0.5))
 
 
 def match_pairs(ra1: np.ndarray, dec1: np.ndarray, ra2: np.ndarray, dec2: np.ndarray, radius: float,
@@ -250,13 +275,13 @@ def match_pairs(ra1: np.ndarray, dec1: np.ndarray, ra2: np.ndarray, dec2: np.nda
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
     chord = 2.0 * math.sin(math.radians(radius) / 2.0)
     grid = _Grid(_unit_vectors(ra2[right], dec2[right]), right, chord)
-    # the chord test only drops pairs clearly outside; Vincenty's separation decides the rest
+    # the chord test in the kernel keeps a little more; the separation decides
     chord2 = (chord * (1 + 1e-6)) ** 2 + 1e-24
     parts_l, parts_r, parts_s = [], [], []
     for start in range(0, left.size, _CHUNK_ROWS):
         rows = left[start:start + _CHUNK_ROWS]
-        li, ri = grid.pairs(_unit_vectors(ra1[rows], dec1[rows]), rows, chord2, how)
-        sep = np.asarray(separation_deg(ra1[li], dec1[li], ra2[ri], dec2[ri]), dtype=np.float64)
+        li, ri, d2 = grid.pairs(_unit_vectors(ra1[rows], dec1[rows]), rows, chord2, how)
+        sep = _chord_to_deg(d2)
         keep = np.flatnonzero(sep <= radius)
         parts_l.append(li[keep])
         parts_r.append(ri[keep])
