@@ -133,7 +133,8 @@ def split_piece(piece: Any, offset: int, read: list[str], ra: str, dec: str, npa
             keep = extra_parts != own[extra_rows]
             rows = np.concatenate([ok, ok[extra_rows[keep]]])
             parts = np.concatenate([own, extra_parts[keep]])
-    order = np.argsort(parts, kind="stable")
+    # by partition, then row: inside a partition positions follow the row numbers
+    order = np.lexsort((rows, parts))
     rows, parts = rows[order], parts[order]
     bounds = np.searchsorted(parts, np.arange(nparts + 1))
     return [table.take(pa.array(rows[bounds[p]:bounds[p + 1]])) for p in range(nparts)]

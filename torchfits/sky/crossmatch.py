@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ..errors import ColumnNotFoundError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -101,7 +102,7 @@ def _find(names: Sequence[str], name: str, side: str) -> str:
     folded = [n for n in names if n.lower() == name.lower()]
     if len(folded) == 1:
         return folded[0]
-    raise KeyError(f"column {name!r} is not in the {side} catalog (columns: {', '.join(names)})")
+    raise ColumnNotFoundError(f"column {name!r} is not in the {side} catalog (columns: {', '.join(names)})")
 
 
 def _is_path_list(source: Any) -> bool:
@@ -363,8 +364,8 @@ def crossmatch(left: Any, right: Any, radius_deg: float, *, ra: str | tuple[str,
     ValueError
         On a radius outside (0, 10] degrees, an unknown ``how``, declinations outside
         [-90, 90], or result columns that would share a name.
-    KeyError
-        On a column a side does not have.
+    ColumnNotFoundError
+        On a column a side does not have (a ``KeyError``).
     """
     plan = plan_match(radius_deg, ra=ra, dec=dec, columns=columns, how=how, suffixes=suffixes)
     lt, lra, ldec, lcols = read_side(left, plan.ra[0], plan.dec[0], plan.columns[0], "left")
