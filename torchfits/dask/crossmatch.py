@@ -62,7 +62,8 @@ class _Side:
             source = pa.Table.from_batches([source])
         if isinstance(source, pa.Table):
             schema = source.schema
-            pieces: list[Any] = [source.slice(k, fragment_rows) for k in range(0, source.num_rows, fragment_rows)]
+            pieces: list[Any] = [source.slice(k, fragment_rows)
+                                 for k in range(0, source.num_rows, fragment_rows)]
             counts = [p.num_rows for p in pieces]
         else:
             if isinstance(source, FitsDataset):
@@ -88,7 +89,7 @@ class _Side:
         self.nullable = _nullable(pieces, self.schema)
 
 
-def _nullable(pieces: Sequence[Any], schema: Any) -> frozenset:
+def _nullable(pieces: Sequence[Any], schema: Any) -> frozenset[str]:
     import pyarrow as pa
 
     from .partitions import nullable_columns
@@ -141,7 +142,8 @@ def split_piece(piece: Any, offset: int, read: list[str], ra: str, dec: str, npa
 
 
 def match_partition(left: list[Any], right: list[Any], lside: dict[str, Any], rside: dict[str, Any],
-                    radius: float, how: str, suffixes: tuple[str, str], nullable: frozenset) -> Any:
+                    radius: float, how: str, suffixes: tuple[str, str],
+                    nullable: frozenset[str]) -> Any:
     """One partition's matches as a pandas DataFrame indexed by the left row number."""
     import pandas as pd
     import pyarrow as pa
@@ -187,9 +189,9 @@ def crossmatch(left: Any, right: Any, radius_deg: float, *, ra: str | tuple[str,
         then by separation, so ``ddf.compute().sort_index(kind="stable")`` equals the local
         result.
     """
-    import dask
     import dask.dataframe as dd
     import pandas as pd
+    from dask.delayed import delayed
 
     from .partitions import arrow_to_pandas
 
@@ -199,8 +201,8 @@ def crossmatch(left: Any, right: Any, radius_deg: float, *, ra: str | tuple[str,
     sides = [_Side(src, plan.ra[k], plan.dec[k], plan.columns[k], name, fragment_rows)
              for k, (src, name) in enumerate(((left, "left"), (right, "right")))]
     lnames, rnames = output_names(sides[0].columns, sides[1].columns, plan.suffixes)
-    nullable = frozenset([n for c, n in zip(sides[0].columns, lnames, strict=True) if c in sides[0].nullable]
-                         + [n for c, n in zip(sides[1].columns, rnames, strict=True) if c in sides[1].nullable])
+    nullable = frozenset(n for s, names in zip(sides, (lnames, rnames), strict=True)
+                         for c, n in zip(s.columns, names, strict=True) if c in s.nullable)
     nparts = max(1, int(npartitions) if npartitions is not None else len(sides[0].pieces))
     depth = margin_depth(check_radius(plan.radius))
     part_depth = _partition_depth(nparts, depth)
@@ -211,13 +213,13 @@ def crossmatch(left: Any, right: Any, radius_deg: float, *, ra: str | tuple[str,
     meta = arrow_to_pandas(empty, nullable)
     meta.index = pd.Index([], dtype="int64")
     if not sides[0].pieces or not sides[1].pieces:
-        return dd.from_pandas(meta, npartitions=1)
+        return dd.from_pandas(meta, npartitions=1)  # type: ignore[no-untyped-call]
 
-    split = dask.delayed(split_piece, pure=True, nout=nparts)
+    split = delayed(split_piece, pure=True, nout=nparts)
     cut = [[split(p, off, s.read, s.ra, s.dec, nparts, depth, part_depth, k == 1)
             for p, off in zip(s.pieces, s.offsets, strict=True)] for k, s in enumerate(sides)]
     info = [{"ra": s.ra, "dec": s.dec, "columns": s.columns} for s in sides]
-    match = dask.delayed(match_partition, pure=True)
+    match = delayed(match_partition, pure=True)
     parts = [match([c[g] for c in cut[0]], [c[g] for c in cut[1]], info[0], info[1], plan.radius,
                    plan.how, plan.suffixes, nullable) for g in range(nparts)]
     return dd.from_delayed(parts, meta=meta, verify_meta=False)

@@ -53,7 +53,8 @@ def _pair_of(value: Any, what: str) -> tuple[Any, Any]:
 def _column_list(value: Any, side: str) -> list[str] | None:
     if value is None:
         return None
-    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(c, str) for c in value):
+    if isinstance(value, str) or not isinstance(value, Sequence) or \
+            not all(isinstance(c, str) for c in value):
         raise TypeError(f"columns of the {side} side must be a list of names or None, got {value!r}")
     return list(value)
 
@@ -65,7 +66,8 @@ def check_radius(radius_deg: Any) -> float:
     except (TypeError, ValueError):
         raise TypeError(f"radius_deg must be a number of degrees, got {radius_deg!r}") from None
     if not (math.isfinite(r) and 0.0 < r <= MAX_RADIUS_DEG):
-        raise ValueError(f"radius_deg must be finite, positive and at most {MAX_RADIUS_DEG:g} degrees, got {r}")
+        raise ValueError(f"radius_deg must be finite, positive and at most {MAX_RADIUS_DEG:g} degrees, "
+                         f"got {r}")
     return r
 
 
@@ -81,7 +83,8 @@ def plan_match(radius_deg: Any, *, ra: Any, dec: Any, columns: Any, how: str, su
             raise TypeError(f"coordinate column names must be strings, got {name!r}")
     if columns is None:
         cols: tuple[list[str] | None, list[str] | None] = (None, None)
-    elif isinstance(columns, tuple | list) and len(columns) == 2 and not all(isinstance(c, str) for c in columns):
+    elif isinstance(columns, tuple | list) and len(columns) == 2 and \
+            not all(isinstance(c, str) for c in columns):
         cols = (_column_list(columns[0], "left"), _column_list(columns[1], "right"))
     else:
         raise TypeError("columns must be None (every column of both sides) or a pair "
@@ -110,7 +113,8 @@ def _is_path_list(source: Any) -> bool:
         isinstance(s, str | os.PathLike) for s in source)
 
 
-def read_side(source: Any, ra: str, dec: str, columns: list[str] | None, side: str) -> tuple[pa.Table, str, str, list[str]]:
+def read_side(source: Any, ra: str, dec: str, columns: list[str] | None,
+              side: str) -> tuple[pa.Table, str, str, list[str]]:
     """One side as an Arrow table holding its output columns and coordinates.
 
     Returns the table, the spelling of its RA and Dec columns, and its output columns.
@@ -180,7 +184,7 @@ def _axis_cells(h: float) -> int:
 
 
 def _keys(cells: np.ndarray, n: int) -> np.ndarray:
-    return (cells[:, 0] * n + cells[:, 1]) * n + cells[:, 2]
+    return np.asarray((cells[:, 0] * n + cells[:, 1]) * n + cells[:, 2])
 
 
 def _argsort(keys: np.ndarray, n: int) -> np.ndarray:
@@ -261,7 +265,7 @@ class _Grid:
 def _chord_to_deg(d2: np.ndarray) -> np.ndarray:
     # the angle of a chord: 2 asin(c / 2), well conditioned for every radius allowed (<= 10 deg);
     # it equals Vincenty's formula (separation_deg) to 1e-12 deg there
-    return np.degrees(2.0 * np.arcsin(np.sqrt(d2) * 0.5))
+    return np.asarray(np.degrees(2.0 * np.arcsin(np.sqrt(d2) * 0.5)))
 
 
 def match_pairs(ra1: np.ndarray, dec1: np.ndarray, ra2: np.ndarray, dec2: np.ndarray, radius: float,
