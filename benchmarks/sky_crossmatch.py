@@ -134,8 +134,8 @@ def dask_section(lpath: Path, rpath: Path, rows: int, repeat: int, workers: int 
         convert = time.perf_counter() - t0
 
         def theirs() -> pd.DataFrame:
-            return cats[0].crossmatch(cats[1], radius_arcsec=1.0, n_neighbors=1,
-                                      suffixes=("_left", "_right")).compute()
+            return cats[0].crossmatch(cats[1], radius_arcsec=1.0, n_neighbors=1, suffixes=("_left", "_right"),
+                                      suffix_method="all_columns").compute()
 
         want = theirs()
         if len(want) != len(local) or set(want["id_left"]) != set(local["id_left"]):
