@@ -55,7 +55,7 @@ class _Side:
                  fragment_rows: int) -> None:
         import pyarrow as pa
 
-        from ..sky.crossmatch import _find, _is_path_list
+        from ..sky.crossmatch import find_column, is_path_list
         from ..tables.dataset import FitsDataset, dataset
 
         if isinstance(source, pa.RecordBatch):
@@ -68,7 +68,7 @@ class _Side:
         else:
             if isinstance(source, FitsDataset):
                 ds = source
-            elif isinstance(source, str) or hasattr(source, "__fspath__") or _is_path_list(source):
+            elif isinstance(source, str) or hasattr(source, "__fspath__") or is_path_list(source):
                 ds = dataset(source)
             else:
                 raise TypeError(f"the {side} catalog must be a path, glob, list of paths, FitsDataset or "
@@ -80,8 +80,8 @@ class _Side:
             pieces = list(ds.split(fragment_rows).get_fragments())
             counts = [f.num_rows for f in pieces]
         names = list(schema.names)
-        self.ra, self.dec = _find(names, ra, side), _find(names, dec, side)
-        self.columns = names if columns is None else [_find(names, c, side) for c in columns]
+        self.ra, self.dec = find_column(names, ra, side), find_column(names, dec, side)
+        self.columns = names if columns is None else [find_column(names, c, side) for c in columns]
         self.read = list(dict.fromkeys([*self.columns, self.ra, self.dec]))
         self.schema = pa.schema([schema.field(n) for n in self.columns])
         self.pieces = pieces

@@ -99,7 +99,8 @@ def plan_match(radius_deg: Any, *, ra: Any, dec: Any, columns: Any, how: str, su
 # reading each side
 
 
-def _find(names: Sequence[str], name: str, side: str) -> str:
+def find_column(names: Sequence[str], name: str, side: str) -> str:
+    """``name`` as the catalog spells it (an exact match first, else the one case-insensitive one)."""
     if name in names:
         return name
     folded = [n for n in names if n.lower() == name.lower()]
@@ -108,7 +109,8 @@ def _find(names: Sequence[str], name: str, side: str) -> str:
     raise ColumnNotFoundError(f"column {name!r} is not in the {side} catalog (columns: {', '.join(names)})")
 
 
-def _is_path_list(source: Any) -> bool:
+def is_path_list(source: Any) -> bool:
+    """Whether ``source`` is a non-empty list or tuple of paths."""
     return isinstance(source, list | tuple) and len(source) > 0 and all(
         isinstance(s, str | os.PathLike) for s in source)
 
@@ -128,13 +130,13 @@ def read_side(source: Any, ra: str, dec: str, columns: list[str] | None,
         source = pa.Table.from_batches([source])
     if isinstance(source, pa.Table | FitsDataset):
         names = list(source.schema.names)
-    elif isinstance(source, str | os.PathLike) or _is_path_list(source):
+    elif isinstance(source, str | os.PathLike) or is_path_list(source):
         names = list(scan(source).schema.names)
     else:
         raise TypeError(f"the {side} catalog must be a path, URL, glob, list of paths, FitsDataset or "
                         f"pyarrow Table/RecordBatch, got {type(source).__name__}")
-    ra_name, dec_name = _find(names, ra, side), _find(names, dec, side)
-    out = names if columns is None else [_find(names, c, side) for c in columns]
+    ra_name, dec_name = find_column(names, ra, side), find_column(names, dec, side)
+    out = names if columns is None else [find_column(names, c, side) for c in columns]
     wanted = list(dict.fromkeys([*out, ra_name, dec_name]))
     if isinstance(source, pa.Table):
         table = source.select(wanted)
