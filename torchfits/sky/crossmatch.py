@@ -1,9 +1,10 @@
 """Cross-matching two catalogs on the sky: pairs of rows within a radius, nearest or all.
 
 ``crossmatch`` reads both sides (files, datasets, Arrow tables) through the scanner with a
-projection, finds the pairs on a 3-D grid of unit vectors and decides each one by the Vincenty
-separation of :mod:`torchfits.query.sky`; ``torchfits.dask.crossmatch`` runs the same pair
-finder per HEALPix partition (docs/sky.md).
+projection, finds the pairs on a 3-D grid of unit vectors (the ``_skymatch`` kernel) and
+decides each one by its separation, 2 asin(c/2) of the chord c (equal to the Vincenty
+separation of :mod:`torchfits.query.sky` to 1e-12 deg); ``torchfits.dask.crossmatch`` runs the
+same pair finder per HEALPix partition (docs/sky.md).
 """
 from __future__ import annotations
 
