@@ -10,7 +10,7 @@ pairs whose squared chord is at most ``chord2`` and reports that squared chord. 
 is ``(cx * n + cy) * n + cz`` for cell indices below ``n`` (the caller's ``_keys``);
 ``argsort_keys`` sorts such keys by radix, in linear time.
 """
-from libc.math cimport floor
+from libc.math cimport M_PI, cos, floor, sin
 from libc.stdint cimport int64_t
 
 
@@ -26,6 +26,20 @@ cdef inline Py_ssize_t _find(const int64_t[::1] keys, int64_t key) noexcept nogi
     if lo < keys.shape[0] and keys[lo] == key:
         return lo
     return -1
+
+
+def unit_vectors(const double[::1] ra, const double[::1] dec, double[:, ::1] out):
+    """(n, 3) unit vectors of RA and Dec in degrees into ``out``: one pass, no temporaries."""
+    cdef Py_ssize_t i
+    cdef double a, d, cd
+    with nogil:
+        for i in range(ra.shape[0]):
+            a = ra[i] * (M_PI / 180.0)
+            d = dec[i] * (M_PI / 180.0)
+            cd = cos(d)
+            out[i, 0] = cd * cos(a)
+            out[i, 1] = cd * sin(a)
+            out[i, 2] = sin(d)
 
 
 cdef inline int64_t _key(int64_t cx, int64_t cy, int64_t cz, int64_t n) noexcept nogil:

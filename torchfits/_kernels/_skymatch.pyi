@@ -1,6 +1,8 @@
 """Type stub for the compiled cross-match kernel (cython_src/_skymatch.pyx)."""
 from typing import Any
 
+def unit_vectors(ra: Any, dec: Any, out: Any) -> None: ...
+
 def nearest(lxyz: Any, rxyz: Any, rrow: Any, cell_keys: Any, cell_start: Any, cell_count: Any,
             n: int, h: float, reach: float, chord2: float, out: Any, out_d2: Any) -> int: ...
 def count_pairs(lxyz: Any, rxyz: Any, rrow: Any, cell_keys: Any, cell_start: Any, cell_count: Any,

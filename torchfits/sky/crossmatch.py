@@ -168,12 +168,10 @@ def coordinates(table: pa.Table, name: str) -> np.ndarray:
 
 def _unit_vectors(ra: np.ndarray, dec: np.ndarray) -> np.ndarray:
     """(n, 3) unit vectors: a row gather then reads one cache line a point."""
-    a, d = np.radians(ra), np.radians(dec)
+    from .._kernels import _skymatch
+
     out = np.empty((ra.size, 3), np.float64)
-    cd = np.cos(d)
-    np.multiply(cd, np.cos(a), out=out[:, 0])
-    np.multiply(cd, np.sin(a), out=out[:, 1])
-    np.sin(d, out=out[:, 2])
+    _skymatch.unit_vectors(np.ascontiguousarray(ra, np.float64), np.ascontiguousarray(dec, np.float64), out)
     return out
 
 
