@@ -46,6 +46,19 @@ cdef inline int64_t _key(int64_t cx, int64_t cy, int64_t cz, int64_t n) noexcept
     return (cx * n + cy) * n + cz
 
 
+def cell_keys(const double[:, ::1] xyz, double h, int64_t n, int64_t[::1] out):
+    """The key of each unit vector's cell (side ``h``, ``n`` cells an axis, indices from 1)."""
+    cdef Py_ssize_t i
+    cdef double inv_h = 1.0 / h
+    cdef int64_t cx, cy, cz
+    with nogil:
+        for i in range(xyz.shape[0]):
+            cx = <int64_t>floor((xyz[i, 0] + 1.0) * inv_h) + 1
+            cy = <int64_t>floor((xyz[i, 1] + 1.0) * inv_h) + 1
+            cz = <int64_t>floor((xyz[i, 2] + 1.0) * inv_h) + 1
+            out[i] = _key(cx, cy, cz, n)
+
+
 cdef Py_ssize_t _scan(const double[:, ::1] lxyz, const double[:, ::1] rxyz, const int64_t[::1] rrow,
                       const int64_t[::1] cell_keys, const int64_t[::1] cell_start,
                       const int64_t[::1] cell_count, int64_t n, double h, double reach, double chord2,

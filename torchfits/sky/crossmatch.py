@@ -175,17 +175,17 @@ def _unit_vectors(ra: np.ndarray, dec: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cells(xyz: np.ndarray, h: float) -> np.ndarray:
-    # +1: room for a -1 neighbour (indices stay below _axis_cells(h))
-    return np.floor((xyz + 1.0) * (1.0 / h)).astype(np.int64) + 1
+def _cell_keys(xyz: np.ndarray, h: float, n: int) -> np.ndarray:
+    # cell indices from 1 (room for a -1 neighbour) and below n = _axis_cells(h)
+    from .._kernels import _skymatch
+
+    out = np.empty(xyz.shape[0], np.int64)
+    _skymatch.cell_keys(xyz, h, n, out)
+    return out
 
 
 def _axis_cells(h: float) -> int:
     return int(2.0 / h) + 3
-
-
-def _keys(cells: np.ndarray, n: int) -> np.ndarray:
-    return np.asarray((cells[:, 0] * n + cells[:, 1]) * n + cells[:, 2])
 
 
 def _argsort(keys: np.ndarray, n: int) -> np.ndarray:
@@ -220,7 +220,7 @@ class _Grid:
         h = max(h_min, math.sqrt(4 * math.pi / max(count, 1)))
         for _ in range(3):
             n = _axis_cells(h)
-            keys = _keys(_cells(xyz, h), n)
+            keys = _cell_keys(xyz, h, n)
             order = _argsort(keys, n)
             sorted_keys = keys[order]
             starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
@@ -244,7 +244,7 @@ class _Grid:
         from .._kernels import _skymatch
 
         # left points in cell order: consecutive lookups touch neighbouring cells
-        by_cell = _argsort(_keys(_cells(xyz, self.h), self.n), self.n)
+        by_cell = _argsort(_cell_keys(xyz, self.h, self.n), self.n)
         lxyz, rows = np.ascontiguousarray(xyz[by_cell]), rows[by_cell]
         reach = (self.chord * (1 + 1e-9) + 1e-15) / self.h
         grid = (self.xyz, self.rows, self.cell_keys, self.cell_start, self.cell_count, self.n, self.h,
