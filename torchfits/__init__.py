@@ -21,6 +21,7 @@ _LAZY = {
     "sql": "tables.sql",
     "scan_polars": "tables.polars_source",
     "polars_cone": "tables.polars_source",
+    "crossmatch": "sky.crossmatch",
     "open_image": "image.plain",
     "read_numpy": "image.plain",
     "read_groups": "image.groups",

@@ -8,10 +8,12 @@ the ``dask`` extra). See docs/dask.md.
 - `read_images`: one large image in blocks, or a stack of same-shaped images →
   ``dask.array.Array`` (each block decodes only its region).
 - `to_fits`: a DataFrame → one FITS file per partition plus a statistics sidecar.
+- `crossmatch`: `torchfits.crossmatch` per HEALPix partition, for catalogs larger than memory.
 """
 from __future__ import annotations
 
 from .arrays import ImageBlocks, read_images
+from .crossmatch import crossmatch
 from .frames import read_table, to_fits
 
-__all__ = ["read_table", "read_images", "to_fits", "ImageBlocks"]
+__all__ = ["read_table", "read_images", "to_fits", "crossmatch", "ImageBlocks"]
