@@ -12,7 +12,8 @@ read_num_hdus read_shape read_table_info read_tensor read_hdus read_subset open_
 open_table_reader read_batch read_batch_info get_cache_performance clear_all_caches
 clear_file_cache verify_checksums insert_hdu replace_hdu delete_hdu write_checksums write_tensor
 to_pandas to_arrow to_polars to_astropy Header Card HDUList TensorHDU TableHDU TableHDURef""".split()
-NATIVE = "scan dataset sql scan_polars polars_cone open_image read_numpy info cutouts".split()
+NATIVE = ("scan dataset sql scan_polars polars_cone open_image read_numpy info cutouts crossmatch "
+          "sort_healpix").split()
 
 
 def test_all_names_exist_and_are_unique():
