@@ -1,4 +1,6 @@
 """What the REPL shows: `info()` as a table (and HTML), and reprs that say what an object is."""
+import shutil
+
 import numpy as np
 import pytest
 
@@ -114,3 +116,29 @@ def test_hdulist_info_columns_align_for_any_length(mixed_file):
 def torch_dtype(name):
     torch = pytest.importorskip("torch")
     return getattr(torch, name)
+
+
+def test_notebook_html_of_header_image_scanner_and_dataset(samples, tmp_path):
+    image, catalog = samples
+    hdr = torchfits.read_header(image, 1)
+    html = hdr._repr_html_()
+    assert html.count("<tr>") == len(hdr.cards) + 1  # the header row, then a row a card
+    assert "<td style=\"text-align:left\">NAXIS1</td>" in html
+    # values are file content, not markup; long headers are cut and counted
+    path = str(tmp_path / "odd.fits")
+    cards = [("OBJECT", "<b>M31</b> & co", "a <comment>")] + [(f"K{i}", i, "") for i in range(250)]
+    torchfits.write(path, np.zeros((2, 2), np.float32), header=cards, overwrite=True)
+    odd = torchfits.read_header(path, 0)._repr_html_()
+    assert "<b>" not in odd and "&lt;b&gt;M31&lt;/b&gt; &amp; co" in odd and "a &lt;comment&gt;" in odd
+    assert odd.count("<tr>") == 201 and f"… {len(torchfits.read_header(path, 0).cards) - 200} more" in odd
+
+    img = torchfits.open_image(image, 1)._repr_html_()
+    assert "<strong>Image</strong>" in img and "(256, 256)" in img and "float32" in img
+
+    sc = torchfits.scan(catalog, columns=["ra", "dec"], where="ra > 10")._repr_html_()
+    assert "<strong>Scanner</strong>" in sc and "ra, dec" in sc and "ra &gt; 10" in sc
+
+    second = str(tmp_path / "second.fits")
+    shutil.copyfile(catalog, second)
+    ds = torchfits.dataset([catalog, second])._repr_html_()
+    assert "<strong>FitsDataset</strong>" in ds and "2 files, first" in ds and "ra: double" in ds

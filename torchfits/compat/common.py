@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
-from html import escape
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["check_mmap", "require_module", "hdu_name", "html_summary"]
+__all__ = ["check_mmap", "require_module", "hdu_name"]
 
 
 def check_mmap(mmap: Any) -> None:
@@ -37,11 +36,3 @@ def hdu_name(header: Mapping[str, Any], index: int | None, default: str = "") ->
     if index is None:
         return default
     return "PRIMARY" if index == 0 else f"HDU{index}"
-
-
-def html_summary(class_name: str, fields: Sequence[tuple[str, Any]]) -> str:
-    """A Jupyter ``_repr_html_`` body: the class name over a two-column table of ``fields``,
-    every value escaped (an EXTNAME is file content, not markup)."""
-    rows = "".join(f"<tr><th style=\"text-align:left\">{escape(str(k))}</th>"
-                   f"<td style=\"text-align:left\">{escape(str(v))}</td></tr>" for k, v in fields)
-    return f"<div><strong>{escape(class_name)}</strong><table>{rows}</table></div>"

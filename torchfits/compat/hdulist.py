@@ -18,9 +18,10 @@ from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError
 from ..fits.aliases import InputArg
 from ..fits.hdu_index import HduIndex, get_index
 from ..fits.header import Header
+from ..fits.notebook_html import html_summary
 from ..fits.paths import display_name, fspath, is_local_path, with_storage_options
 from ..image.plain import Image
-from .common import hdu_name, html_summary
+from .common import hdu_name
 from .table_hdu import TableDataAccessor, TableHDU, TableHDURef
 
 __all__ = ["HDUList", "TensorHDU", "TableHDURef", "TableHDU", "DataView", "TableDataAccessor", "open"]

@@ -14,9 +14,10 @@ import numpy as np
 
 from .._torch_adapter import is_tensor, validate_device
 from ..fits.header import Header
+from ..fits.notebook_html import html_summary
 from ..fits.paths import fspath
 from ..fits.rows import row_window
-from .common import check_mmap, hdu_name, html_summary
+from .common import check_mmap, hdu_name
 from .tensor_columns import as_numpy, column_length, decode_byte_rows, is_byte_matrix, is_vla, vla_lengths
 
 __all__ = ["TableHDURef", "TableHDU", "TableDataAccessor"]

@@ -16,6 +16,8 @@ __all__ = ["Card", "CommentaryLines", "Header", "format_card", "header_from_pars
 
 COMMENTARY = frozenset({"HISTORY", "COMMENT", ""})
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+# a notebook shows this many cards of a header; the rest are counted under the table
+_HTML_CARDS = 200
 
 
 class Card(NamedTuple):
@@ -302,6 +304,13 @@ class Header(dict[str, Any]):
     def __repr__(self) -> str:
         return "\n".join(format_card(c.key, _printable(c.value), c.comment)[0].rstrip()
                          for c in self._cards)
+
+    def _repr_html_(self) -> str:
+        from .notebook_html import html_table
+
+        shown = self._cards[:_HTML_CARDS]
+        rows = [(c.key, _printable(c.value), c.comment or "") for c in shown]
+        return html_table(("keyword", "value", "comment"), rows, more=len(self._cards) - len(shown))
 
     # -- serialisation ----------------------------------------------------------------------------
     def tostring(self, sep: str = "", endcard: bool = True, padding: bool = True) -> str:

@@ -489,6 +489,12 @@ class Image:
     def __repr__(self) -> str:
         return f"Image(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, dtype={self.dtype})"
 
+    def _repr_html_(self) -> str:
+        from ..fits.notebook_html import html_summary
+
+        return html_summary("Image", [("path", self.path), ("HDU", self.hdu),
+                                      ("shape", self.shape), ("dtype", self.dtype)])
+
 
 def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: np.dtype | None) -> Image:
     """Unpickle an `Image`: reopen (path, HDU) in this process with the same options."""

@@ -752,6 +752,20 @@ class FitsDataset(pds.Dataset):  # type: ignore[misc]  # pyarrow ships no type s
                 f"{len(self._fragments)} fragment{'s' if len(self._fragments) != 1 else ''}, "
                 f"columns=[{shown}]{extra}>")
 
+    def _repr_html_(self) -> str:
+        from ..fits.notebook_html import html_summary
+
+        paths = self.files
+        first = paths[0] if paths else ""
+        fields: list[tuple[str, Any]] = [
+            ("files", first if len(paths) == 1 else f"{len(paths)} files, first {first}"),
+            ("HDU", self._fragments[0].hdu if self._fragments else None),
+            ("fragments", len(self._fragments)),
+            ("columns", ", ".join(f"{f.name}: {f.type}" for f in self._schema))]
+        if self._filter is not None:
+            fields.append(("filter", str(self._filter)))
+        return html_summary("FitsDataset", fields)
+
     # -- properties -------------------------------------------------------------------------------
     @property
     def schema(self) -> Any:

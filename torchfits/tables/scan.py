@@ -678,6 +678,24 @@ class Scanner:
             parts.append(f"row_slice={self._row_slice}")
         return f"Scanner({', '.join(parts)})"
 
+    def _repr_html_(self) -> str:
+        from ..fits.notebook_html import html_summary
+
+        first = self._sources[0]
+        files = len(self._sources)
+        fields: list[tuple[str, Any]] = [
+            ("files", first.path if files == 1 else f"{files} files, first {first.path}"),
+            ("HDU", first.entry.index), ("columns", ", ".join(self._projection))]
+        if self._where is not None:
+            fields.append(("where", self._where))
+        if self._filter is not None:
+            fields.append(("filter", str(self._filter)))
+        if self._rows is not None:
+            fields.append(("rows", f"{len(self._rows[0])} selected"))
+        if self._row_slice is not None:
+            fields.append(("row_slice", self._row_slice))
+        return html_summary("Scanner", fields)
+
 
 def _rebuild_scanner(sources: list[Any], state: dict[str, Any], rows: list[np.ndarray] | None,
                      columns_chosen: bool) -> Scanner:
