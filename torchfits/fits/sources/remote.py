@@ -535,20 +535,9 @@ def open_remote(url: str, storage_options: dict | None = None) -> ByteSource:
     url = normalize_url(url)
     name = redacted_url(url)
     fs, path = guarded_filesystem(url, storage_options)
-    http = None
-    if _is_http(url):
-        http = HttpObject(fs, url, http_checks.settings_of(ours))
-        info = http.run(http.probe())
-        if info["body"] is not None:  # the server sent it all: nothing more to ask
-            return BytesSource(info["body"], name)
-    else:
-        failure = None
-        try:
-            info = fs.info(path)
-        except Exception as exc:  # noqa: BLE001 - any store error, reported without its text
-            failure = _store_error(exc, name, "opening")
-        if failure is not None:
-            raise failure
+    http, info = _probe(fs, url, path, ours, name)
+    if info.get("body") is not None:  # the server sent it all: nothing more to ask
+        return BytesSource(info["body"], name)
     size = info.get("size")
     if info.get("type") == "directory":
         raise FitsFileNotFoundError(f"Could not open FITS file: {name} (a directory)")
@@ -700,22 +689,27 @@ def write_small(url: str, data: bytes, storage_options: dict | None = None) -> N
 def remote_identity(url: str, storage_options: dict | None = None) -> dict:
     """What a statistics entry records of one remote object version: its size and the
     validator `open_remote` compares (ETag, modification time, ... as the store gives them)."""
-    name = redacted_url(url)
+    ours, _ = split_storage_options(storage_options)
     fs, path = guarded_filesystem(url, storage_options)
+    _, info = _probe(fs, url, path, ours, redacted_url(url))
+    size = len(info["body"]) if info.get("body") is not None else info["size"]
+    return {"size": int(size), "validator": validator_of(info)}
+
+
+def _probe(fs: Any, url: str, path: str, ours: dict, name: str) -> tuple[HttpObject | None, dict]:
+    """Size and validator of one object: http(s) by a checked HEAD (or one-byte GET; its
+    ``body`` holds the whole object when the server sent it all), other stores by ``fs.info``."""
     if _is_http(url):
-        ours, _ = split_storage_options(storage_options)
         http = HttpObject(fs, url, http_checks.settings_of(ours))
-        info = http.run(http.probe())
-        info["size"] = len(info["body"]) if info["body"] is not None else info["size"]
-    else:
-        failure = None
-        try:
-            info = fs.info(path)
-        except Exception as exc:  # noqa: BLE001 - any store error, reported without its text
-            failure = _store_error(exc, name, "opening")
-        if failure is not None:
-            raise failure
-    return {"size": int(info["size"]), "validator": validator_of(info)}
+        return http, http.run(http.probe())
+    failure = None
+    try:
+        info = fs.info(path)
+    except Exception as exc:  # noqa: BLE001 - any store error, reported without its text
+        failure = _store_error(exc, name, "opening")
+    if failure is not None:
+        raise failure  # outside the except block: no chained exception carries the URL's secrets
+    return None, info
 
 
 def fetch_vos(url: str, storage_options: dict | None = None) -> str:
