@@ -28,14 +28,16 @@ import random
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from _http_server import LocalServer
 
 
 def etag_of(data: bytes) -> str:
     return '"' + hashlib.md5(data).hexdigest() + '"'
 
 
-class FaultServer:
+class FaultServer(LocalServer):
     def __init__(self, files: dict[str, bytes]) -> None:
         self.files = dict(files)
         self.fault: str | None = None
@@ -199,17 +201,4 @@ class FaultServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> FaultServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(5)
+        self._listen(Handler)

@@ -14,9 +14,33 @@ import os
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TypeVar
+
+_S = TypeVar("_S", bound="LocalServer")
 
 
-class FileServer:
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port) serving one handler class; a context
+    manager that starts it and stops it. The servers of the tests share this lifecycle."""
+
+    def _listen(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self: _S) -> _S:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(5)
+
+
+class FileServer(LocalServer):
     def __init__(self, root: str, *, honour_range: bool = True, redirect_to: str | None = None,
                  listing: bool = False) -> None:
         self.root = root
@@ -117,20 +141,7 @@ class FileServer:
                 with server._lock:
                     server.bytes_sent += len(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> FileServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(5)
+        self._listen(Handler)
 
     def reset(self) -> None:
         with self._lock:
