@@ -36,14 +36,23 @@ def _write_table(path, N):
     byte = rng.integers(0, 255, N).astype(np.uint8)
     flag = rng.random(N) < 0.5
     names = np.array([f"s{int(v) % 20}" for v in rng.integers(0, 100, N)])
+    # sky positions for cone(): RA over the whole circle (a few stored as -180..180), DEC
+    # crowding both poles, NaN in both
+    ra = rng.uniform(0, 360, N)
+    ra[::7] -= 360.0
+    ra[::19] = np.nan
+    dec = np.degrees(np.arcsin(rng.uniform(-1, 1, N))).astype(np.float32)
+    dec[:6] = [90, -90, 89.99999, -89.99999, 0, 0]
+    dec[::23] = np.nan
     # Raw stored values written by fitsio, scaling/null keywords added after (fitsio writes
     # the bytes as given), so the file holds exactly the conventions under test.
     rec = np.zeros(N, dtype=[("I16", ">i2"), ("U16", ">i2"), ("I32", ">i4"), ("I64", ">i8"),
                              ("F32", ">f4"), ("F64", ">f8"), ("SC", ">i2"), ("B", "u1"),
-                             ("L", "?"), ("S", "S4")])
+                             ("L", "?"), ("S", "S4"), ("RA", ">f8"), ("DEC", ">f4")])
     rec["I16"], rec["I32"], rec["I64"], rec["F32"], rec["F64"] = i16, i32, i64, f32, f64
     rec["U16"] = (u16.astype(np.int32) - 32768).astype(np.int16)
     rec["SC"], rec["B"], rec["L"], rec["S"] = scaled, byte, flag, names.astype("S4")
+    rec["RA"], rec["DEC"] = ra, dec
     keys = [{"name": "TNULL1", "value": -999}, {"name": "TZERO2", "value": 32768},
             {"name": "TSCAL2", "value": 1}, {"name": "TSCAL7", "value": 0.25},
             {"name": "TZERO7", "value": 3.5}]
@@ -83,7 +92,7 @@ def _literal(v):
 
 @st.composite
 def predicates(draw, depth=0):
-    kind = draw(st.sampled_from(["cmp", "cmp", "between", "in", "null", "bool"] +
+    kind = draw(st.sampled_from(["cmp", "cmp", "between", "in", "null", "bool", "cone"] +
                                 (["and", "or", "not"] if depth < 3 else [])))
     col = draw(st.sampled_from(sorted(_COLUMNS)))
     if kind == "cmp":
@@ -103,6 +112,14 @@ def predicates(draw, depth=0):
         return f"{draw(st.sampled_from(['I16', 'F32', 'L']))} IS {'NOT ' if draw(st.booleans()) else ''}NULL"
     if kind == "bool":
         return f"L {draw(st.sampled_from(['==', '!=']))} {draw(st.sampled_from(['True', 'False', '1', '0']))}"
+    if kind == "cone":
+        # centres off the ends of the RA range and at the poles, radii from 1e-9 to 180 deg (0 is refused)
+        ra0 = draw(st.floats(-400, 400, allow_nan=False) | st.sampled_from([0.0, 360.0, -180.0]))
+        dec0 = draw(st.floats(-90, 90, allow_nan=False) | st.sampled_from([90.0, -90.0, 0.0]))
+        r = draw(st.floats(1e-9, 120) | st.sampled_from([1e-9, 90.0, 180.0]))
+        if draw(st.booleans()):
+            return f"cone(RA, DEC, {ra0!r}, {dec0!r}, {r!r})"
+        return f"separation(RA, DEC, {ra0!r}, {dec0!r}) {draw(st.sampled_from(['<', '<=']))} {r!r}"
     if kind == "not":
         return f"NOT ({draw(predicates(depth + 1))})"
     op = "AND" if kind == "and" else "OR"
