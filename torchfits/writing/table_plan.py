@@ -18,7 +18,7 @@ from ..fits.header import Card
 from ..fits.layout import flip_sign_bit
 
 __all__ = ["ColumnValues", "ColumnPlan", "plan_column", "encode_rows", "column_cards",
-           "parse_tform", "apply_header_tnulls"]
+           "parse_tform", "apply_header_tnulls", "tnull_sentinel"]
 
 # NumPy dtype → (TFORM code, TZERO for the offset-binary conventions)
 _NUMERIC = {
@@ -140,7 +140,7 @@ def _number(x: float) -> Any:
 # ------------------------------------------------------------------------------ planning
 
 
-def _tnull_sentinel(code: str, flip: bool) -> int:
+def tnull_sentinel(code: str, flip: bool) -> int:
     """A stored value for nulls that is least likely to collide with real data."""
     bits = np.dtype(STORAGE[code]).itemsize * 8
     if code == "B":
@@ -253,7 +253,7 @@ def plan_column(name: str, sample: ColumnValues, *, nullable: bool = False,
         if hinted is not None:
             plan.tnull = hinted
         elif plan.tnull is None and (has_nulls or nullable):
-            plan.tnull = _tnull_sentinel(plan.code, plan.flip)
+            plan.tnull = tnull_sentinel(plan.code, plan.flip)
         avoid_valid_values(plan, _valid_values(data, sample.mask))
     return plan
 
@@ -271,7 +271,7 @@ def avoid_valid_values(plan: ColumnPlan, valid: np.ndarray) -> None:
     offset = int(plan.header_tzero or 0) if plan.flip else 0
     if not (valid == plan.tnull + offset).any():
         return
-    tnull = _tnull_sentinel(plan.code, plan.flip)
+    tnull = tnull_sentinel(plan.code, plan.flip)
     used = {int(v) - offset for v in np.unique(valid)}
     bits = np.dtype(STORAGE[plan.code]).itemsize * 8
     lo, hi = (0, 255) if plan.code == "B" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)

@@ -20,6 +20,7 @@ from ..errors import UInt64WriteError
 from ..fits.header import Card, Header, format_card
 from ..fits.layout import CARD, finish_header
 from .atomic import Sink
+from .stream_nulls import StreamNulls
 from .table_inputs import (
     TIME_CARDS,
     arrow_column,
@@ -56,6 +57,8 @@ class TablePlan:
     columns: list[ColumnValues] | None = None  # whole columns, for dict inputs
     #: Header cards the data bring (astropy ``meta``, the time convention); the caller's win.
     cards: list = field(default_factory=list)
+    #: Batches come from a stream: TNULLs were chosen before the data were seen.
+    streamed: bool = False
 
 
 def _numpy_plan(columns: Mapping[str, Any], schema: Mapping[str, Any] | None) -> TablePlan:
@@ -165,7 +168,8 @@ def _arrow_plan(stream: Any, schema: Mapping[str, Any] | None) -> TablePlan:
     # The source's own time keywords win over the defaults of the datetime columns (which
     # name their scale in TCTYPn anyway).
     cards = {c[0]: c for c in (list(TIME_CARDS) if timed else []) + carried}
-    return TablePlan(plans, convert(), extname, cards=list(cards.values()))
+    return TablePlan(plans, convert(), extname, cards=list(cards.values()),
+                     streamed=not isinstance(stream, pa.Table))
 
 
 #: Column keywords a table read by torchfits carries back to a write (by column name): the
@@ -314,7 +318,10 @@ def write_table_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[i
     nrows = 0
     heap_size = 0
     with tempfile.SpooledTemporaryFile(max_size=64 << 20) as heap:
+        nulls = StreamNulls(plans) if plan.streamed else None
         for columns in plan.batches:
+            if nulls is not None:
+                nulls.watch(columns, nrows)
             rows, heap_size = encode_rows(plans, columns, heap, heap_size)
             sink.write(rows.view(np.uint8) if rows.size else b"")
             nrows += len(rows)
@@ -323,6 +330,8 @@ def write_table_hdu(sink: Sink, item: Any, *, checksum: bool = False) -> tuple[i
             shutil.copyfileobj(heap, _SinkWriter(sink), 1 << 20)
     data_size = sink.offset - data_offset
     sink.pad()
+    if nulls is not None:
+        nulls.rewrite(sink, data_offset)
 
     def patch(key: str, value: Any, comment: str) -> None:
         sink.patch(header_offset + where[key] * CARD, format_card(key, value, comment)[0].encode("ascii"))
