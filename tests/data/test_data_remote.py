@@ -232,3 +232,25 @@ def test_iterable_images_over_http(www):
     fluxes = [b["flux"] for b in make_loader(sds, batch_size=1, num_workers=2,
                                              multiprocessing_context="fork")]
     assert len(fluxes) == 4
+
+
+def test_hdu_suffixes_on_urls_name_the_hdu_on_every_route(www):
+    """``https://.../cat.fits[CAT]`` names the HDU in datasets and SQL as in ``read``/``scan``."""
+    import torchfits
+
+    root, srv = www
+    url, local = f"{srv.url}/cat.fits", os.path.join(root, "cat.fits")
+    want = torchfits.scan(local, hdu="CAT").to_arrow()
+    for suffix in ("[CAT]", "[1]"):
+        got = torchfits.dataset(url + suffix, storage_options=LOCAL).to_table()
+        assert got.equals(want)
+        count = torchfits.sql(f"select count(*) from '{url + suffix}'", storage_options=LOCAL)
+        assert count.fetchall() == [(want.num_rows,)]
+        assert len(FitsTableDataset(url + suffix, storage_options=LOCAL)) == want.num_rows
+    (stamp,) = [f"{srv.url}/s0.fits"]
+    item, _ = FitsImageDataset([stamp + "[0]"], storage_options=LOCAL)[0]
+    assert torch.equal(item, FitsImageDataset([os.path.join(root, "s0.fits")])[0][0])
+    with pytest.raises(torchfits.errors.HDUNotFoundError, match="cat.fits.*HDU 5"):
+        torchfits.dataset(url + "[5]", storage_options=LOCAL)
+    with pytest.raises(ValueError, match="section"):
+        torchfits.dataset(url + "[1][1:3]", storage_options=LOCAL)

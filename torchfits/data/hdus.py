@@ -126,7 +126,7 @@ class FileHdus:
             check_hdu(h)
         self.ivar_hdus = companion_hdus(ivar_hdu, len(self.hdus), "ivar_hdu")
         self.mask_hdus = companion_hdus(mask_hdu, len(self.hdus), "mask_hdu")
-        self._targets = suffix_targets(self.files, self.hdus, 0)
+        self._targets = suffix_targets(self.files, self.hdus, 0, self.storage_options)
 
     def _target(self, path: str) -> tuple[str, list[Any]]:
         """The file and flux HDUs of one dataset path (a ``[SCI,2]`` suffix names its HDU)."""

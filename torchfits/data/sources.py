@@ -48,7 +48,8 @@ def index_of(path: str, storage_options: dict | None) -> HduIndex:
     return get_index(path, storage_options) if is_remote(path) else get_index(path)
 
 
-def suffix_targets(files: list[str], hdus: list[Any], default: Any) -> dict[str, tuple[str, Any]]:
+def suffix_targets(files: list[str], hdus: list[Any], default: Any,
+                   storage_options: dict | None = None) -> dict[str, tuple[str, Any]]:
     """``{path as given: (file, HDU)}`` for the dataset paths that carry an HDU suffix
     (``img.fits[SCI,2]``, ``img.fits[1]``: a path that does not exist whose part before the
     brackets does). The suffix wins over the dataset's default ``hdu``; an ``hdu`` (``hdus``,
@@ -64,7 +65,8 @@ def suffix_targets(files: list[str], hdus: list[Any], default: Any) -> dict[str,
                              "('img.fits[SCI,2]') and cut boxes with FitsCutoutDataset")
         if target is None:
             continue
-        get_index(target[0]).resolve(target[1])  # an HDU the file lacks fails here, listing its HDUs
+        # an HDU the file lacks fails here, listing its HDUs
+        index_of(target[0], storage_options).resolve(target[1])
         out[text] = target
     return out
 

@@ -193,15 +193,21 @@ def parse_path(path: Any) -> FitsPath:
 
 
 def hdu_suffix(path: Any) -> FitsPath | None:
-    """What a local path names where brackets may also be glob characters (``dataset``,
-    ``sql``, the torch datasets): a path that exists is a file (None); else a name ending in
-    ``[...]`` whose part before the brackets exists is that file with its CFITSIO suffix (the
-    `FitsPath`); else None (a glob, or a missing file)."""
+    """What a path names where brackets may also be glob characters (``dataset``, ``sql``, the
+    torch datasets): a local path that exists is a file (None); else a name ending in ``[...]``
+    whose part before the brackets exists is that file with its CFITSIO suffix (the
+    `FitsPath`); else None (a glob, or a missing file). A URL ending in ``[...]`` always names
+    an HDU (as in `read` and `scan`): telling an object from a glob would cost a request, and
+    object globs do not end in ``]``."""
     if not isinstance(path, (str, os.PathLike)):
         return None
     p = fspath(path)
-    if not p.endswith("]") or "[" not in os.path.basename(p) or "://" in p \
-            or p.startswith(("vos:", "vault:")) or os.path.exists(p):
+    if not p.endswith("]") or "[" not in p.rsplit("/", 1)[-1] or p.startswith(("vos:", "vault:")):
+        return None
+    if "://" in p:
+        fp = parse_path(p)
+        return fp if isinstance(fp.path, str) and fp.path != p else None
+    if os.path.exists(p):
         return None
     fp = parse_path(p)
     return fp if isinstance(fp.path, str) and fp.path != p and os.path.isfile(fp.path) else None

@@ -1007,7 +1007,7 @@ def _paths_and_hdus(source: Any, hdu: Any, storage_options: dict[str, Any] | Non
         if fp.section is not None or fp.hdu is None:
             raise ValueError(f"{item!r}: an image section cannot select table rows; name the "
                              "HDU alone ('cat.fits[CAT,2]') and filter rows with where=")
-        paths.append(fp.path)
+        paths.append(with_storage_options(fp.path, storage_options))
         hdus.append(suffix_hdu(fp.path, fp.hdu, hdu, 1))
     return paths, hdus
 
