@@ -137,6 +137,127 @@ cdef extern from *:
     unsigned long long tf_load_be64(const uint8_t* p) noexcept nogil
 
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #if defined(__GNUC__) && defined(__x86_64__)
+    #include <cpuid.h>
+    #define TF_RICE_X86 1
+    #define TF_RICE_LZ __attribute__((target("lzcnt,bmi2")))
+    #endif
+
+    /* Split-code blocks (q zeros, a one, fs low bits) of 2- and 4-byte pixels, while a whole
+       8-byte load stays inside the stream (p <= stop). The buffer b holds nbits unread bits,
+       left-aligned; a refill ORs in the next 8 bytes at bit nbits and advances p by whole
+       bytes only, so the bits below nbits that came with it are the stream's own next bits
+       (Giesen's branch-free refill). kmax codes are decoded per refill (about 40 bits of
+       typical codes), each checked to lie below nbits; the loop's critical path is then one
+       leading-zero count and two shifts per code. A code that does not fit right after a
+       refill (a long run of zeros) is left to the careful loop. On return b is cut back to
+       its nbits (the careful loop's `_refill` and `_zeros` expect zeros past them); last is
+       the running pixel modulo 2^64, which the caller masks. */
+    static const unsigned char tf_rice_kmax[32] = {  /* 40 / (fs + 3), at least 1 */
+        13, 10, 8, 6, 5, 5, 4, 4, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+    #define TF_RICE_SPLIT(NAME, T, ATTR)                                                     \\
+    static ATTR Py_ssize_t NAME(const unsigned char *src, Py_ssize_t *pp, Py_ssize_t stop,     \\
+                                uint64_t *pb, int *pnbits, T *out, Py_ssize_t i,                \\
+                                Py_ssize_t imax, int fs, uint64_t *plast) {                     \\
+        Py_ssize_t p = *pp;                                                                     \\
+        uint64_t b = *pb, last = *plast, b1, diff, z, used;                                     \\
+        const uint64_t base = (uint64_t)1 << fs, c = (uint64_t)fs + 1, hi = 63 - fs;            \\
+        int nbits = *pnbits, k, kmax = tf_rice_kmax[fs & 31];                                   \\
+        while (i < imax && p <= stop) {                                                         \\
+            b |= tf_load_be64(src + p) >> nbits;                                                \\
+            p += (63 - nbits) >> 3;                                                             \\
+            nbits |= 56;                                                                        \\
+            for (k = 0; k < kmax; k++) {                                                        \\
+                z = b ? __builtin_clzll(b) : 64;                                                \\
+                used = z + c;                                                                   \\
+                if (used > (uint64_t)nbits) {                                                   \\
+                    if (k == 0) goto done;                                                      \\
+                    break;                                                                      \\
+                }                                                                               \\
+                b1 = b << z;                                                                    \\
+                diff = (z << fs) + (b1 >> hi) - base;                                           \\
+                b <<= used;                                                                     \\
+                nbits -= (int)used;                                                             \\
+                last += (diff >> 1) ^ ((uint64_t)0 - (diff & 1));                               \\
+                out[i++] = (T)last;                                                             \\
+                if (i >= imax) goto done;                                                       \\
+            }                                                                                   \\
+        }                                                                                       \\
+    done:                                                                                       \\
+        b = nbits ? b & (~(uint64_t)0 << (64 - nbits)) : 0;                                     \\
+        *pp = p;                                                                                \\
+        *pb = b;                                                                                \\
+        *pnbits = nbits;                                                                        \\
+        *plast = last;                                                                          \\
+        return i;                                                                               \\
+    }
+
+    TF_RICE_SPLIT(tf_rice_split16_any, uint16_t, )
+    TF_RICE_SPLIT(tf_rice_split32_any, uint32_t, )
+    #ifdef TF_RICE_X86
+    TF_RICE_SPLIT(tf_rice_split16_lz, uint16_t, TF_RICE_LZ)
+    TF_RICE_SPLIT(tf_rice_split32_lz, uint32_t, TF_RICE_LZ)
+    #endif
+
+    /* LZCNT and BMI2 (shifts by a register without the CL dance): the x86-64 baseline that
+       the wheels build for lacks them, and BSR (its leading-zero count) costs 3-4 cycles on
+       the critical path of every code. Checked once, at import. */
+    static int tf_rice_use_lz = 0;
+
+    static int tf_rice_init(int want) {
+    #ifdef TF_RICE_X86
+        unsigned int a, b, c, d;
+        int lz = 0, bmi2 = 0;
+        if (__get_cpuid(0x80000001u, &a, &b, &c, &d)) lz = (c >> 5) & 1;
+        if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) bmi2 = (b >> 8) & 1;
+        tf_rice_use_lz = want && lz && bmi2;
+    #endif
+        return tf_rice_use_lz;
+    }
+
+    static Py_ssize_t tf_rice_split16(const unsigned char *src, Py_ssize_t *pp, Py_ssize_t stop,
+                                      uint64_t *pb, int *pnbits, uint16_t *out, Py_ssize_t i,
+                                      Py_ssize_t imax, int fs, uint64_t *plast) {
+    #ifdef TF_RICE_X86
+        if (tf_rice_use_lz)
+            return tf_rice_split16_lz(src, pp, stop, pb, pnbits, out, i, imax, fs, plast);
+    #endif
+        return tf_rice_split16_any(src, pp, stop, pb, pnbits, out, i, imax, fs, plast);
+    }
+
+    static Py_ssize_t tf_rice_split32(const unsigned char *src, Py_ssize_t *pp, Py_ssize_t stop,
+                                      uint64_t *pb, int *pnbits, uint32_t *out, Py_ssize_t i,
+                                      Py_ssize_t imax, int fs, uint64_t *plast) {
+    #ifdef TF_RICE_X86
+        if (tf_rice_use_lz)
+            return tf_rice_split32_lz(src, pp, stop, pb, pnbits, out, i, imax, fs, plast);
+    #endif
+        return tf_rice_split32_any(src, pp, stop, pb, pnbits, out, i, imax, fs, plast);
+    }
+    """
+    int tf_rice_init(int want) noexcept nogil
+    Py_ssize_t tf_rice_split16(const uint8_t* src, Py_ssize_t* pp, Py_ssize_t stop, uint64_t* pb,
+                               int* pnbits, uint16_t* out, Py_ssize_t i, Py_ssize_t imax, int fs,
+                               uint64_t* plast) noexcept nogil
+    Py_ssize_t tf_rice_split32(const uint8_t* src, Py_ssize_t* pp, Py_ssize_t stop, uint64_t* pb,
+                               int* pnbits, uint32_t* out, Py_ssize_t i, Py_ssize_t imax, int fs,
+                               uint64_t* plast) noexcept nogil
+
+
+tf_rice_init(1)
+
+
+def use_lzcnt(bint on) -> bool:
+    """Decode split-code blocks with the LZCNT/BMI2 loop when ``on`` and the CPU has them
+    (the default, set at import), else with the portable loop; both give the same pixels (the
+    tests run both). Not to be switched while a decode runs. Returns whether LZCNT is used."""
+    return bool(tf_rice_init(on))
+
+
 cdef inline Py_ssize_t _split_block(_Reader* r, uint8_t* out, Py_ssize_t i, Py_ssize_t imax,
                                     int fs, uint64_t* lastpix, uint64_t vmask,
                                     int bytepix) noexcept nogil:
@@ -228,7 +349,10 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, uint8_t* out, Py_ssize_t npix
         elif fs > fsmax:
             return C_ERR_OVERFLOW
         elif bytepix == 2:
-            i = _split_block(&r, out, i, imax, fs, &lastpix, vmask, 2)
+            if r.n >= 8:
+                i = tf_rice_split16(r.src, &r.p, r.n - 8, &r.b, &r.nbits, <uint16_t*>out, i,
+                                    imax, fs, &lastpix)
+                lastpix &= vmask
             while i < imax:
                 if _zeros(&r, &nzero) < 0:
                     return C_ERR_TRUNCATED
@@ -243,7 +367,10 @@ cdef int _decode(const uint8_t* src, Py_ssize_t n, uint8_t* out, Py_ssize_t npix
                 (<int16_t*>out)[i] = <int16_t>lastpix
                 i += 1
         elif bytepix == 4:
-            i = _split_block(&r, out, i, imax, fs, &lastpix, vmask, 4)
+            if r.n >= 8:
+                i = tf_rice_split32(r.src, &r.p, r.n - 8, &r.b, &r.nbits, <uint32_t*>out, i,
+                                    imax, fs, &lastpix)
+                lastpix &= vmask
             while i < imax:
                 if _zeros(&r, &nzero) < 0:
                     return C_ERR_TRUNCATED

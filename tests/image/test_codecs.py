@@ -76,6 +76,54 @@ def test_rice_long_codes_and_stream_ends(bytepix, dtype):
             assert np.array_equal(out, a), (trial, blocksize)
 
 
+@pytest.mark.parametrize("lzcnt", [True, False])
+@pytest.mark.parametrize("bytepix,dtype", [(2, np.int16), (4, np.int32)])
+def test_rice_every_split_code_width(bytepix, dtype, lzcnt):
+    """Blocks at every split-code width fs (0 .. fsmax - 1) next to zero blocks and raw blocks,
+    in tiles whose length is not a multiple of the block, through both split-code loops (LZCNT
+    and portable); and a file written by CFITSIO (fitsio) with the same pixels."""
+    fsmax = 14 if bytepix == 2 else 25
+    rng = np.random.default_rng(7 + bytepix)
+    parts = []
+    for fs in range(fsmax + 1):
+        step = rng.integers(-(1 << fs), (1 << fs) + 1, 45)  # mapped differences near 2^fs
+        parts += [step, np.zeros(37, np.int64)]
+    parts.append(rng.integers(-(1 << (8 * bytepix - 2)), 1 << (8 * bytepix - 2), 50))  # raw blocks
+    a = np.concatenate(parts).cumsum()
+    info = np.iinfo(dtype)
+    a = ((a - info.min) % (1 << (8 * bytepix)) + info.min).astype(dtype)
+    was = _rice.use_lzcnt(lzcnt)
+    try:
+        for n in (len(a), len(a) - 1, 33, 31, 9):
+            for blocksize in (16, 32):
+                codec = Rice1(blocksize, bytepix)
+                out = np.empty(n, dtype)
+                codec.decode(codec.encode(a[:n]), out)
+                assert np.array_equal(out, a[:n]), (n, blocksize)
+    finally:
+        _rice.use_lzcnt(was)
+
+
+def test_rice_split_loops_match_cfitsio(tmp_path):
+    """Both split-code loops read a CFITSIO-written RICE_1 image (quiet and busy rows) as
+    fitsio does."""
+    fitsio = pytest.importorskip("fitsio")
+    rng = np.random.default_rng(3)
+    img = (1000 + rng.normal(0, 1, (64, 300)) * np.logspace(0, 3.5, 64)[:, None]).astype(np.int16)
+    img[5] = 7
+    path = tmp_path / "rice.fits"
+    fitsio.write(str(path), img, compress="RICE_1")
+    want = fitsio.read(str(path), ext=1)
+    import torchfits
+
+    for lzcnt in (True, False):
+        was = _rice.use_lzcnt(lzcnt)
+        try:
+            assert np.array_equal(torchfits.read_numpy(path, 1), want)
+        finally:
+            _rice.use_lzcnt(was)
+
+
 def test_gzip_and_shuffle():
     a = np.arange(1000, dtype=">i4")
     raw = Gzip1().decode(Gzip1().encode(a))

@@ -127,3 +127,19 @@ def test_bad_boxes(tmp_path):
         img.cutouts([[0, 0, 3.5, 3]])
     with pytest.raises(ValueError, match="edge must be"):
         img.cutouts([[0, 0, 3, 3]], edge="wrap")
+
+
+@pytest.mark.parametrize("kind", ["float32", "scaled", "cube"])
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_large_batches_split_among_threads(tmp_path, monkeypatch, kind, threads):
+    """A batch large enough to split among the pool's threads (each writing its own slots, some
+    boxes at the edge cut on the caller) gives what one thread and NumPy slicing give."""
+    monkeypatch.setenv("TORCHFITS_THREADS", threads)
+    path, data = _write(tmp_path, kind)
+    rng = np.random.default_rng(5)
+    boxes = _boxes(rng, 700, H, W, size=(5, 7), margin=2)
+    img = torchfits.open_image(path, 0)
+    got = img.cutouts(boxes, edge="pad", pad_value=0)
+    assert got.shape == (700,) + data.shape[:-2] + (5, 7)
+    for box, cut in zip(boxes, got):
+        np.testing.assert_array_equal(cut, _sliced(data, box, "pad", 0))

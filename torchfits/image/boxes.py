@@ -12,6 +12,7 @@ import numpy as np
 from .._kernels import _image
 from ..errors import CutoutEdgeError
 from ..fits.sources.base import faults_seen
+from ..fits.threads import default_threads, fault_in, run_parallel
 
 __all__ = ["EDGES", "edge_args", "edge_error", "check_boxes", "clamped", "inside", "fill_value",
            "cut_boxes"]
@@ -94,6 +95,23 @@ def fill_value(dtype: np.dtype, pad_value: Any, path: str, hdu: Any) -> Any:
     return int(value)
 
 
+#: Boxes per thread below which a batch is cut on the calling thread alone.
+_BOXES_PER_THREAD = 128
+
+
+def _batch(reader: Any, rows: np.ndarray, height: int, width: int, out: np.ndarray) -> None:
+    """`_image.cutout_batch` over ``rows``, split among the pool's threads when the batch is
+    large (the kernel releases the GIL; each thread writes its own slots of ``out``)."""
+    nthreads = min(default_threads(), len(rows) // _BOXES_PER_THREAD)
+    if nthreads < 2:
+        _image.cutout_batch(reader, rows, height, width, out)
+        return
+    fault_in(out)  # the fresh output's huge pages, once, before the threads write them
+    bounds = [len(rows) * i // nthreads for i in range(nthreads + 1)]
+    run_parallel(lambda k: _image.cutout_batch(reader, rows[bounds[k]:bounds[k + 1]], height, width, out),
+                 range(nthreads))
+
+
 def cut_boxes(image: Any, boxes: Any, *, edge: str = "raise",
               pad_value: Any = None) -> np.ndarray | list[np.ndarray]:
     """The cutouts of ``boxes`` from ``image`` (an `Image`): see `Image.cutouts`."""
@@ -124,10 +142,10 @@ def cut_boxes(image: Any, boxes: Any, *, edge: str = "raise",
             for x1, y1, x2, y2 in arr[inner].tolist():
                 image.prefetch_cutout(x1, y1, x2, y2)
         if dtype == image.plan.dtype:
-            _image.cutout_batch(reader, rows, bh, bw, out)
+            _batch(reader, rows, bh, bw, out)
         else:  # astype(): decode in the file's type, then cast
             native = np.empty((len(arr),) + lead + (bh, bw), image.plan.dtype)
-            _image.cutout_batch(reader, rows, bh, bw, native)
+            _batch(reader, rows, bh, bw, native)
             out[inner] = native[inner]
         if faults_seen():
             image._index.source.check()

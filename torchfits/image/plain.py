@@ -417,7 +417,8 @@ class Image:
         """Many cutouts at once: box ``i`` is ``image[..., y1:y2, x1:x2]``.
 
         Boxes of one size inside the image decode in one kernel call (the GIL released) into
-        one array; compressed images cut box by box through their tile cache.
+        one array, a large batch split among the threads (``$TORCHFITS_THREADS``, else every
+        core); compressed images cut box by box through their tile cache.
 
         Parameters
         ----------
