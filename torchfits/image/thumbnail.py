@@ -160,7 +160,7 @@ def stretched(values: np.ndarray, vmin: float, vmax: float, stretch: str = "asin
         raise ValueError(f"stretch must be one of {', '.join(STRETCHES)}; got {stretch!r}")
     if a is not None and stretch not in DEFAULT_A:
         raise ValueError(f"the {stretch} stretch takes no parameter a (asinh and log do)")
-    x = np.subtract(values, vmin, dtype=np.float64)
+    x: np.ndarray = np.subtract(values, vmin, dtype=np.float64)
     span = vmax - vmin
     if span != 0 and math.isfinite(span):
         x /= span
@@ -180,7 +180,8 @@ def stretched(values: np.ndarray, vmin: float, vmax: float, stretch: str = "asin
 
 def quantized(y: np.ndarray) -> np.ndarray:
     """[0, 1] values → uint8 levels ``rint(255 y)``; NaN (no data) is 0, black."""
-    return np.rint(np.nan_to_num(y, nan=0.0) * 255.0).astype(np.uint8)
+    levels: np.ndarray = np.rint(np.nan_to_num(y, nan=0.0) * 255.0).astype(np.uint8)
+    return levels
 
 
 def encode_png(levels: np.ndarray) -> bytes:
