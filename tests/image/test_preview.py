@@ -195,6 +195,8 @@ def test_errors_name_the_file_and_hdu(image_file):
         torchfits.preview(image_file, hdu="NOPE")
     with pytest.raises(ValueError, match="no two axes"):
         torchfits.preview(np.arange(5.0))
+    with pytest.raises(ValueError, match="no pixels"):
+        torchfits.preview(np.zeros((4, 0, 5)))
     with pytest.raises(ValueError, match="stretch"):
         torchfits.preview(ARRAYS["sky"], stretch="cubic")
     with pytest.raises(ValueError, match="interval"):

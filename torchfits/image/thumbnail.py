@@ -111,10 +111,12 @@ def sample(pixels: Any, size: int | None, where: str | None = None) -> np.ndarra
     through `picture_key`: only the sampled pixels are decoded from an `Image`."""
     shape = tuple(int(n) for n in pixels.shape)
     found = picture_key(shape, size)
-    if found is None:
+    if found is None or 0 in shape:
         what = f"{where} has" if where else "an array of"
         message = (f"{what} shape {shape}: a picture needs two axes longer than 1" if where
                    else f"{what} shape {shape} has no two axes longer than 1 to draw")
+        if found is not None:
+            message = f"{what} shape {shape}: no pixels to draw"
         raise HDUTypeError(message) if where else ValueError(message)
     key, _ = found
     values = _as_float64(pixels[key])
