@@ -80,9 +80,9 @@ def picture_key(shape: Sequence[int], size: int | None) -> tuple[tuple[Any, ...]
 
     Axes of length 1 are dropped; of a cube, the first plane (index 0 on every axis before the
     last two longer than 1). Both picture axes take every ``step``-th pixel, ``step`` the
-    largest that leaves the longest side at least ``size`` (1 when ``size`` is None), so a
-    20k x 20k image decodes about 2 x ``size`` rows of 2 x ``size`` pixels. None when the
-    array has fewer than two axes longer than 1.
+    largest that leaves the longest side at least ``size`` (1 when ``size`` is None), so the
+    sample's longest side is between ``size`` and 2 x ``size`` (a 20k x 20k image with size 256
+    decodes 257 rows of 257 pixels). None when the array has fewer than two axes longer than 1.
     """
     long_axes = [k for k, n in enumerate(shape) if n > 1]
     if len(long_axes) < 2:

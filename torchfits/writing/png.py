@@ -69,8 +69,8 @@ def preview(source: PreviewSource, out: str | os.PathLike[str] | None = None, *,
         (``99.5``, ``"99.5"``, or ``"percentile"`` for 99.5) or explicit ``(vmin, vmax)``.
     size : int, optional
         Longest side of the picture in pixels (never enlarged). A file's image is then read
-        through a strided slice (every k-th row and column, about 2 x ``size`` of each), so a
-        huge image is not decoded whole; None draws every pixel.
+        through a strided slice (every k-th row and column, between ``size`` and 2 x ``size``
+        of each), so a huge image is not decoded whole; None draws every pixel.
     contrast : float
         zscale's contrast (default 0.25).
     a : float, optional
