@@ -13,7 +13,7 @@ open_table_reader read_batch read_batch_info get_cache_performance clear_all_cac
 clear_file_cache verify_checksums insert_hdu replace_hdu delete_hdu write_checksums write_tensor
 to_pandas to_arrow to_polars to_astropy Header Card HDUList TensorHDU TableHDU TableHDURef""".split()
 NATIVE = ("scan dataset sql scan_polars polars_cone open_image read_numpy info cutouts crossmatch "
-          "sort_healpix").split()
+          "sort_healpix preview").split()
 
 
 def test_all_names_exist_and_are_unique():

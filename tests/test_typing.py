@@ -16,7 +16,8 @@ PUBLIC = ["torchfits/__init__.py", "torchfits/errors.py", "torchfits/_progress.p
           "torchfits/fits/aliases.py", "torchfits/fits/metadata.py", "torchfits/fits/header.py",
           "torchfits/image/plain.py", "torchfits/tables/scan.py", "torchfits/tables/dataset.py",
           "torchfits/tables/sql.py", "torchfits/writing/api.py", "torchfits/cli/common.py",
-          "torchfits/sky/cutouts.py", "torchfits/sky/crossmatch.py"]
+          "torchfits/sky/cutouts.py", "torchfits/sky/crossmatch.py",
+          "torchfits/writing/png.py", "torchfits/image/thumbnail.py"]
 
 
 def _mypy(tmp_path, *args):

@@ -74,6 +74,8 @@ _LAZY = {
     "FitsError": "errors",
     # sky-native operations
     "sort_healpix": "sky.healpix_sort",
+    # pictures
+    "preview": "writing.png",
 }
 _SUBMODULES = {
     # the 1.x module paths (compat shims) and the errors module

@@ -501,4 +501,5 @@ def test_every_command_is_tested():
     build_parser()
     assert sorted(COMMANDS) == sorted(["info", "header", "demo", "stats", "table", "diff", "copy",
                                        "cutout", "convert", "sql", "index", "verify", "setkey",
-                                       "compress", "decompress", "sort"])
+                                       "compress", "decompress", "sort",
+                                       "preview"])  # preview: tests/image/test_preview.py

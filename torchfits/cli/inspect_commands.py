@@ -1,4 +1,4 @@
-"""CLI commands that inspect, copy, cut and convert files (docs/cli.md; diff is in `diff_command`).
+"""CLI commands that inspect, copy, cut, convert and draw files (docs/cli.md; diff is in `diff_command`).
 
 Each ``cmd_*`` takes the parsed arguments and returns the exit code; `add_parsers` wires them.
 """
@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..fits.hdu_index import image_with_data
+from ..image.thumbnail import STRETCHES
 from .common import (
     Batch,
     Target,
@@ -253,6 +254,52 @@ def cmd_cutout(args: argparse.Namespace) -> int:
     return batch.code
 
 
+def cmd_preview(args: argparse.Namespace) -> int:
+    """Write a PNG picture of an image HDU (zscale/asinh by default; `torchfits.preview`)."""
+    from ..fits.hdu_index import get_index
+    from ..image.plain import Image
+    from ..image.thumbnail import picture_key, pillow
+    from ..writing.png import preview
+
+    pillow()  # Pillow missing: one error naming the extra, before any file is read
+    if args.size is not None and args.size < 1:
+        raise UsageError("--size must be a positive number of pixels")
+    interval: Any = "minmax" if args.minmax else args.percentile if args.percentile else "zscale"
+    if args.percentile is not None and not 0 < args.percentile <= 100:
+        raise UsageError(f"--percentile {args.percentile}: give the percent of pixels kept, 0 < P <= 100")
+    pairs = _outputs(args, lambda b: os.path.splitext(b)[0] + ".png", stdout=True)
+    spec = hdus(args.hdu)
+    batch = Batch("preview")
+
+    def one(pair: tuple[str, str]) -> None:
+        src, dst = pair
+        (t,) = targets([src], sections=True)
+        index = get_index(t.path)
+        wanted = select_hdus(index, t, spec, default=lambda ix: [ix.autodetect()])
+        if len(wanted) != 1:
+            raise UsageError(f"{src}: preview draws one HDU")
+        entry = index.entries[wanted[0]]
+        if wanted[0] not in _image_hdus(index) or entry.is_groups:
+            what = "a table" if entry.is_table else (
+                "a random-groups HDU" if entry.is_groups else "not an image with data")
+            raise UsageError(f"{src}: HDU {entry.index} ({entry.display_name}) is {what}; "
+                             "preview draws images")
+        shape = Image(t.path, entry.index, index=index).shape
+        if picture_key(shape, None) is None:
+            raise UsageError(f"{src}: HDU {entry.index} ({entry.display_name}) has shape {shape}; "
+                             "preview draws two axes longer than 1")
+        source = src if t.section is not None else t.path
+        hdu = None if t.section is not None and t.hdu is not None else wanted[0]
+        png = preview(source, None if dst == "-" else dst, hdu=hdu, stretch=args.stretch,
+                      interval=interval, size=args.size, overwrite=True)
+        if dst == "-":
+            sys.stdout.buffer.write(png)
+            sys.stdout.buffer.flush()
+
+    batch.run(pairs, one, name=lambda p: p[0], workers=jobs(args.file_jobs, len(pairs)))
+    return batch.code
+
+
 #: Lookup-table distortions: (the image's keyword naming one, its record-valued parameters,
 #: the EXTNAME of the HDUs holding the tables).
 _LOOKUPS = (("CPDIS", "DP", "WCSDVARR"), ("D2IMDIS", "D2IM", "D2IMARR"))
@@ -442,6 +489,21 @@ def add_parsers(sub: Any, commands: dict[str, Callable[[argparse.Namespace], int
     output_options(p)
     file_jobs_option(p, "cut")
     commands["cutout"] = cmd_cutout
+
+    p = sub.add_parser("preview", help="write a PNG picture of an image HDU (zscale, asinh)")
+    p.add_argument("paths", nargs="+", help="INPUT OUTPUT.png, or inputs with --out-dir")
+    p.add_argument("-e", "--hdu", help="the image HDU: index or EXTNAME (default: the first image)")
+    p.add_argument("--stretch", choices=STRETCHES, default="asinh", help="default: asinh")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--zscale", action="store_true", help="IRAF zscale limits (the default)")
+    g.add_argument("--percentile", type=float, metavar="P",
+                   help="limits keeping the central P percent of the pixels (99.5)")
+    g.add_argument("--minmax", action="store_true", help="the pixels' minimum and maximum")
+    p.add_argument("--size", type=int, help="longest side in pixels (default: every pixel); "
+                                            "a big image is then read through a strided slice")
+    output_options(p)
+    file_jobs_option(p, "drawn")
+    commands["preview"] = cmd_preview
 
     p = sub.add_parser("convert", help="export a table HDU to Parquet, CSV/TSV, Arrow, JSON or FITS")
     p.add_argument("paths", nargs="+", help="INPUT OUTPUT, INPUT -o OUTPUT, or inputs with --out-dir")

@@ -218,16 +218,31 @@ class TensorHDU:
         return (f"TensorHDU(name={self.name!r}, shape={tuple(self.shape)}, "
                 f"dtype={self._result_dtype_str})")
 
+    def _repr_png_(self) -> bytes | None:
+        """The image's zscale/asinh thumbnail (see `Image._repr_png_`); None when closed, empty
+        or not drawable."""
+        if self._closed:
+            return None
+        if self._index is not None:
+            return self._open_image()._repr_png_()
+        if self._tensor is None:
+            return None
+        from ..image.thumbnail import thumbnail_png
+
+        return thumbnail_png(self._tensor)
+
     def _repr_html_(self) -> str:
-        """Class, escaped name, shape and dtype as an HTML table (Jupyter)."""
+        """Class, escaped name, shape and dtype as an HTML table, and the thumbnail (Jupyter)."""
         if self._closed:
             return html_summary("TensorHDU", [("name", self.name), ("state", "closed")])
+        picture = None
         try:
             fields: list[tuple[str, Any]] = [("name", self.name), ("shape", tuple(self.shape)),
                                              ("dtype", self._result_dtype_str)]
+            picture = self._repr_png_()
         except Exception as exc:  # a display must not raise, even for a vanished file
             fields = [("name", self.name), ("unavailable", exc)]
-        return html_summary("TensorHDU", fields)
+        return html_summary("TensorHDU", fields, picture)
 
 
 class HDUList:

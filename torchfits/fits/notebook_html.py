@@ -4,6 +4,7 @@ Every value is escaped: a keyword, an EXTNAME or a path is file content, not mar
 """
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from html import escape
 from typing import Any
@@ -11,11 +12,17 @@ from typing import Any
 __all__ = ["html_summary", "html_table"]
 
 
-def html_summary(class_name: str, fields: Sequence[tuple[str, Any]]) -> str:
-    """The class name over a two-column table of ``(name, value)`` fields."""
+def html_summary(class_name: str, fields: Sequence[tuple[str, Any]],
+                 picture: bytes | None = None) -> str:
+    """The class name over a two-column table of ``(name, value)`` fields, then ``picture`` (PNG
+    bytes) inline when given: Jupyter shows the HTML of an object that has both, so a thumbnail
+    appears only if the HTML carries it."""
     rows = "".join(f"<tr><th style=\"text-align:left\">{escape(str(k))}</th>"
                    f"<td style=\"text-align:left\">{escape(str(v))}</td></tr>" for k, v in fields)
-    return f"<div><strong>{escape(class_name)}</strong><table>{rows}</table></div>"
+    img = "" if picture is None else (
+        "<img alt=\"thumbnail\" src=\"data:image/png;base64,"
+        f"{base64.b64encode(picture).decode('ascii')}\"/>")
+    return f"<div><strong>{escape(class_name)}</strong><table>{rows}</table>{img}</div>"
 
 
 def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, more: int = 0) -> str:

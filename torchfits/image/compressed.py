@@ -565,17 +565,24 @@ class CompressedImage(Image):
             cols: Any = slice(starts[-1], stop, steps[-1])
         else:
             cols = starts[-1] + steps[-1] * np.arange(counts[-1])
-        local = slice(int(rows[0]) - first * t, int(rows[-1]) - first * t + 1, steps[-2])
+        local: Any = slice(int(rows[0]) - first * t, int(rows[-1]) - first * t + 1, steps[-2])
+        band_rows: Any = range(first, last + 1)
+        if steps[-2] > t:
+            # A stride longer than a tile (a thumbnail's sample) skips tiles: decode only those
+            # holding a selected row, and pick the rows out of their stack.
+            band_rows = np.unique(rows // t).tolist()
+            local = np.searchsorted(band_rows, rows // t) * t + rows % t
         lead = [range(s, s + st * c, st) if c else range(0) for s, st, c in
                 zip(starts[:-2], steps[:-2], counts[:-2])]
         grid_rows = lay.grid[-2]
         combos = list(itertools.product(*lead))
         lead_grid = lay.grid[:-2]
         bases = [(int(np.ravel_multi_index(c, lead_grid)) * grid_rows if c else 0) for c in combos]
-        needed = [b + r for b in bases for r in range(first, last + 1)]
+        needed = [b + r for b in bases for r in band_rows]
         tiles = self._fetch(needed)
         for n, b in enumerate(bases):
-            parts = [tiles[b + r][:, cols] for r in range(first, last + 1)]
+            # a tile of a cube is (1, ..., rows, width): its last two axes are the band's
+            parts = [tiles[b + r].reshape(tiles[b + r].shape[-2:])[:, cols] for r in band_rows]
             band = parts[0] if len(parts) == 1 else np.concatenate(parts)
             dest = full[np.unravel_index(n, counts[:-2])] if combos[0] else full
             self._convert(band[local], dest)

@@ -92,6 +92,10 @@ class GroupsImage(Image):
         return (f"GroupsImage(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, "
                 f"dtype={self.dtype})")
 
+    def _repr_png_(self) -> bytes | None:
+        """None: the group arrays of a random-groups HDU (visibilities, mostly) are no picture."""
+        return None
+
 
 Image._engines[GROUPS_ENGINE] = GroupsImage
 

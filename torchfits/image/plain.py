@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._kernels import _image
-from ..errors import HDUTypeError, TooManyAxesError
+from ..errors import FitsError, HDUTypeError, TooManyAxesError
 from ..fits.aliases import HduArg, PathArg
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.header import Header
@@ -232,6 +232,8 @@ class Image:
     _out_dtype: np.dtype | None = None
     _raw_scale: bool = False
     _uint64_as_float: bool = False
+    # The notebook thumbnail, drawn once: (PNG bytes or None,).
+    _thumbnail: tuple[bytes | None] | None = None
 
     def __new__(cls, source: Any = None, hdu: Any = 0, *, index: HduIndex | None = None,
                 **kwargs: Any) -> Image:
@@ -279,6 +281,7 @@ class Image:
         """
         clone = copy.copy(self)
         clone.__dict__.pop("_cutouts", None)
+        clone.__dict__.pop("_thumbnail", None)
         clone._out_dtype = result_dtype(dtype)
         return clone
 
@@ -490,11 +493,27 @@ class Image:
     def __repr__(self) -> str:
         return f"Image(path={self.path!r}, hdu={self.hdu}, shape={self.shape}, dtype={self.dtype})"
 
+    def _repr_png_(self) -> bytes | None:
+        """A zscale/asinh thumbnail, longest side 256 px, decoded from a strided sample of the
+        pixels (Jupyter); None when it cannot be drawn (no Pillow or torch, fewer than two axes
+        longer than 1, no finite pixel, an unreadable file)."""
+        cached = self._thumbnail
+        if cached is None:
+            from .thumbnail import thumbnail_png
+
+            try:
+                cached = (thumbnail_png(self),)
+            except (FitsError, OSError):  # a display must not raise, even for a vanished file
+                cached = (None,)
+            self._thumbnail = cached  # Jupyter asks for the PNG and the HTML of one display
+        return cached[0]
+
     def _repr_html_(self) -> str:
         from ..fits.notebook_html import html_summary
 
         return html_summary("Image", [("path", self.path), ("HDU", self.hdu),
-                                      ("shape", self.shape), ("dtype", self.dtype)])
+                                      ("shape", self.shape), ("dtype", self.dtype)],
+                            self._repr_png_())
 
 
 def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: np.dtype | None) -> Image:
