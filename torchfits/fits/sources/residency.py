@@ -13,6 +13,7 @@ any view, maps the same file bytes again.
 """
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -30,6 +31,16 @@ _lock = threading.Lock()
 # (id of the source, offset) -> (weak reference to the source, size), least recently read first.
 _ranges: OrderedDict[tuple[int, int], tuple[weakref.ref[ByteSource], int]] = OrderedDict()
 _held = 0
+
+
+def _after_fork() -> None:
+    """A forked child gets a fresh lock: a thread of the parent may have held it at the fork."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def done(source: ByteSource, offset: int, size: int) -> None:
