@@ -108,11 +108,13 @@ cdef extern from *:
     void tf_unregister(int slot) nogil
     int tf_faulted[8192]
     int tf_faults
+    long tf_page
 
 cdef extern from "<sys/mman.h>" nogil:
     void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset)
     int munmap(void *addr, size_t length)
     int madvise(void *addr, size_t length, int advice)
+    int MADV_DONTNEED
     int PROT_READ
     int MAP_SHARED
     int MAP_FAILED_INT "((intptr_t)MAP_FAILED)"
@@ -192,6 +194,33 @@ cdef class SafeMap:
 
     def __len__(self):
         return self.length
+
+    def release(self, Py_ssize_t offset, Py_ssize_t size):
+        """Drop this process's pages of ``[offset, offset + size)`` (whole pages inside it).
+
+        ``madvise(MADV_DONTNEED)`` on a shared read-only file map: the pages leave this
+        process's resident set (RSS) but stay in the page cache, and the next access maps them
+        again with the file's bytes, so a view over a released range still reads its data.
+        Returns the bytes released (0 when the range holds no whole page).
+        """
+        cdef Py_ssize_t page = tf_page, lo, hi
+        cdef int rc
+        if self.addr == NULL or size <= 0:
+            return 0
+        if offset < 0:
+            size += offset
+            offset = 0
+        if offset + size > self.length:
+            size = self.length - offset
+        lo = (offset + page - 1) // page * page
+        hi = (offset + size) // page * page
+        if offset + size == self.length:
+            hi = offset + size  # the map's last page, partial or not, is this map's own
+        if hi <= lo:
+            return 0
+        with nogil:
+            rc = madvise(self.addr + lo, <size_t>(hi - lo), MADV_DONTNEED)
+        return hi - lo if rc == 0 else 0
 
     @property
     def faulted(self):

@@ -18,6 +18,7 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.header import Header
 from ..fits.image_plan import ImagePlan, plan_image
 from ..fits.paths import FitsPath, parse_path, with_storage_options
+from ..fits.sources import residency
 from ..fits.sources.base import faults_seen
 from ..fits.threads import default_threads, run_parallel
 from .boxes import cut_boxes
@@ -375,8 +376,12 @@ class Image:
         if out is not None:
             out = check_out(out, self.shape, self._plan.dtype)
         # Without ``out``, the array is allocated once the file is known to hold the pixels.
-        return decode_region(self._index, self._entry, self._plan, full_region(self.shape), out,
-                             threads, self.shape)
+        pixels = decode_region(self._index, self._entry, self._plan, full_region(self.shape), out,
+                               threads, self.shape)
+        # The result is a copy: the image's map pages may leave RSS beyond the residency budget
+        # (an epoch over many images keeps RSS bounded; docs/architecture.md, "Bounded memory").
+        residency.done(self._index.source, self._entry.data_offset, self._entry.data_size)
+        return pixels
 
     def _read_region_native(self, region: Region, out_shape: tuple[int, ...],
                             out: Any = None) -> np.ndarray:

@@ -414,23 +414,29 @@ class Scanner:
         for rows, rng in self._chunks(k, src):
             if mine is not None and not mine():
                 continue  # another DataLoader worker's chunk: not even decoded here
-            if not self._has_predicate:
-                batch = src.decode(columns=self._projection, rows=rows, row_range=rng, options=self._options)
-            elif self._one_pass(src, rows):
-                batch = self._select_decode(src, rng)
-                if batch.num_rows == 0:
-                    continue
-            else:
-                selected, decoded = self._select(src, rows, rng)
-                if selected.size == 0:
-                    continue
-                if (decoded is not None and set(self._projection) <= set(self._residual_columns)
-                        and self._predicate_options == self._options):
-                    # Everything projected is already decoded: gather, don't decode again.
-                    batch = decoded.select(self._projection)
-                else:
-                    batch = src.decode(columns=self._projection, rows=selected, options=self._options)
-            yield batch.replace_schema_metadata(meta) if meta is not None else batch
+            batch = self._chunk_batch(src, rows, rng)
+            if rng is not None:
+                # The batch is a copy: the map pages of its rows may leave RSS (bounded memory
+                # on files larger than RAM; docs/architecture.md, "Bounded memory").
+                src.done(rng)
+            if batch is not None:
+                yield batch.replace_schema_metadata(meta) if meta is not None else batch
+
+    def _chunk_batch(self, src: TableSource, rows: np.ndarray | None, rng: Any) -> Any:
+        """One chunk's batch of projected, selected rows; None when no row is selected."""
+        if not self._has_predicate:
+            return src.decode(columns=self._projection, rows=rows, row_range=rng, options=self._options)
+        if self._one_pass(src, rows):
+            batch = self._select_decode(src, rng)
+            return batch if batch.num_rows else None
+        selected, decoded = self._select(src, rows, rng)
+        if selected.size == 0:
+            return None
+        if (decoded is not None and set(self._projection) <= set(self._residual_columns)
+                and self._predicate_options == self._options):
+            # Everything projected is already decoded: gather, don't decode again.
+            return decoded.select(self._projection)
+        return src.decode(columns=self._projection, rows=selected, options=self._options)
 
     def selected_rows(self) -> list[np.ndarray]:
         """For each file, the 0-based row numbers the scan yields, in order (no column is
@@ -441,6 +447,8 @@ class Scanner:
             for rows, rng in self._chunks(k, src):
                 if self._has_predicate:
                     parts.append(self._select(src, rows, rng)[0])
+                    if rng is not None:
+                        src.done(rng)
                 else:
                     parts.append(rows if rows is not None else np.arange(rng[0], rng[1], dtype=np.int64))
             out.append(np.concatenate(parts) if parts else np.empty(0, np.int64))

@@ -16,6 +16,7 @@ from ..errors import CorruptHeaderError, FitsError, HDUTypeError, TruncatedFileE
 from ..fits.columns import ColumnSpec
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import SourcePath, fspath, is_glob, is_url, with_storage_options
+from ..fits.sources import residency
 from ..fits.sources.base import faults_seen
 from .decode import decode_table, decode_table_where
 from .decode_options import DecodeOptions
@@ -166,6 +167,14 @@ class TableSource:
                                        fetch=fetch if self.index.lazy else None)
             known[key] = found
         return found
+
+    def done(self, row_range: tuple[int, int]) -> None:
+        """Rows ``row_range`` are decoded (batches are copies): their map pages may leave RSS
+        once the process holds more finished ranges than its budget (`residency`)."""
+        a, b = row_range
+        if b > a:
+            rb = self.entry.row_bytes
+            residency.done(self.index.source, self.entry.data_offset + a * rb, (b - a) * rb)
 
     def buffers(self, *, fetched: bool = False) -> tuple[memoryview, memoryview]:
         """Row bytes and heap, clipped to what the file holds (rows past a truncation raise).

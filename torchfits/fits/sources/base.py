@@ -29,6 +29,7 @@ class ByteSource(ABC):
     path: str
     size: int
     supports_mmap: bool = False
+    maps_file: bool = False  # whether read bytes become resident pages of a file map (`release`)
     cache_key: str | None = None
     version: tuple[int, int, int, int, int] | None = None
 
@@ -56,6 +57,16 @@ class ByteSource(ABC):
     def view(self) -> memoryview:
         """The whole-file buffer, valid for the ranges passed to ``ensure``."""
         return self.buffer()
+
+    def release(self, offset: int, size: int) -> int:
+        """Let go of this process's resident pages of a range a sequential reader is done with.
+
+        Only a memory-mapped file has such pages (`LocalSource`, ``maps_file``); the bytes stay
+        readable through ``view()`` and ``buffer()`` (a later access maps them again). Readers
+        hand finished ranges to `residency.done`, which calls this beyond its budget. Returns
+        the bytes released; 0 here.
+        """
+        return 0
 
     def check(self) -> None:
         """Raise :class:`TruncatedFileError` if the file shrank while it was being read.

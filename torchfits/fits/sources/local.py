@@ -40,6 +40,7 @@ class LocalSource(ViewSource):
     """
 
     supports_mmap = True
+    maps_file = True
 
     def __init__(self, path: str, size: int) -> None:
         self.path = path
@@ -66,6 +67,11 @@ class LocalSource(ViewSource):
     @property
     def faulted(self) -> bool:
         return self._map.faulted
+
+    def release(self, offset: int, size: int) -> int:
+        # madvise(MADV_DONTNEED) on the shared read-only map: the pages leave RSS, stay in the
+        # page cache, and map again (same bytes) if a view reads them later.
+        return int(self._map.release(offset, size))
 
 
 class InMemoryFileSource(ViewSource):

@@ -1,0 +1,88 @@
+"""Bounded residency of mapped files: byte ranges that sequential readers are done with, kept
+resident up to a process-wide budget and released (least recently read first) beyond it.
+
+A memory-mapped file's pages count in the process's RSS once read, and a map stays open while
+its HDU index is cached, so a scan over files larger than memory would grow RSS by their size
+(a Dask worker's monitor, which reads RSS, pauses or restarts such a worker). Readers that have
+copied what they need out of a range hand it to `done`; the ranges of every source are kept in
+one least-recently-read order, and once they add up to more than `BUDGET` the oldest are
+released (`ByteSource.release`: ``madvise(MADV_DONTNEED)`` on a map). Under the budget nothing
+is released, so a file re-read in one process (epochs, repeated queries) keeps its pages and is
+read as fast as before. Releasing never loses bytes: a later access to a released range, through
+any view, maps the same file bytes again.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .base import ByteSource
+
+__all__ = ["BUDGET", "done", "held", "forget_all"]
+
+BUDGET = 64 << 20
+"""Bytes of finished ranges kept resident in this process before the oldest are released."""
+
+_lock = threading.Lock()
+# (id of the source, offset) -> (weak reference to the source, size), least recently read first.
+_ranges: OrderedDict[tuple[int, int], tuple[weakref.ref[ByteSource], int]] = OrderedDict()
+_held = 0
+
+
+def _after_fork() -> None:
+    """A forked child gets a fresh lock: a thread of the parent may have held it at the fork."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def done(source: ByteSource, offset: int, size: int) -> None:
+    """Record that a sequential reader has copied what it needs out of ``[offset, offset + size)``
+    of ``source``; release the least recently read ranges while more than `BUDGET` are held.
+
+    Sources that hold no mapped pages (remote, in-memory) are not recorded.
+    """
+    global _held
+    if size <= 0 or not source.maps_file:
+        return
+    key = (id(source), offset)
+    victims: list[tuple[weakref.ref[ByteSource], int, int]] = []
+    with _lock:
+        old = _ranges.pop(key, None)  # read again (or a dead source's range under a reused id)
+        if old is not None:
+            _held -= old[1]
+        _ranges[key] = (weakref.ref(source), size)
+        _held += size
+        while _held > BUDGET and _ranges:
+            (_, off), (ref, n) = _ranges.popitem(last=False)
+            _held -= n
+            victims.append((ref, off, n))
+    for ref, off, n in victims:  # outside the lock: madvise takes the map's page-table lock
+        src = ref()
+        if src is not None:
+            src.release(off, n)
+
+
+def held() -> int:
+    """Bytes of finished ranges currently kept resident (for tests and benchmarks)."""
+    return _held
+
+
+def forget_all() -> None:
+    """Release every recorded range now (tests and benchmarks; a forked child's fresh start)."""
+    global _held
+    with _lock:
+        items = list(_ranges.items())
+        _ranges.clear()
+        _held = 0
+    for (_, off), (ref, n) in items:
+        src = ref()
+        if src is not None:
+            src.release(off, n)
