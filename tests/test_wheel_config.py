@@ -4,7 +4,8 @@ each installed wheel with the demo and ``.ci/wheel_smoke.py``; ``.ci/run`` build
 Linux wheel after the README's test command.
 
 cibuildwheel itself needs Docker to build here; its ``--print-build-identifiers`` does not, and
-runs when ``cibuildwheel`` is on PATH (``.ci/wheel`` puts it there).
+runs when ``cibuildwheel`` is on PATH (``.ci/wheel`` makes the same check with the cibuildwheel
+it installs).
 """
 from __future__ import annotations
 
