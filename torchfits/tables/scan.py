@@ -824,6 +824,8 @@ def tensor_null_columns(sources: Sequence[TableSource], schema: pa.Schema,
 
 def _true_rows(mask: Any) -> np.ndarray:
     """The positions where a boolean Arrow array is true (null counts as false)."""
+    if hasattr(mask, "combine_chunks"):  # a ChunkedArray
+        mask = mask.combine_chunks()
     n, offset = len(mask), mask.offset
     validity, data = mask.buffers()
     if data is None or mask.null_count == n:
