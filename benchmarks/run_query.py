@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     samples: dict[str, Any] = {}
     info = machine_info()
     out.append(f"{info['date']}; {info['cpu']}, {info['cores']} cores; {info['python']}. "
-               f"Command: `python benchmarks/run_query.py --repeat {args.repeat}`; medians of "
+               f"Command: `python benchmarks/run_query.py {' '.join(argv or sys.argv[1:])}`; medians of "
                "interleaved rounds, warm page cache.")
     out.append("")
 

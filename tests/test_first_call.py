@@ -59,6 +59,7 @@ def test_header_and_image_paths(files):
 
 
 def test_1x_image_read_imports_torch_only(files):
+    pytest.importorskip("torch")
     img, _ = files
     assert loaded_after("""
         import sys, torchfits
