@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -60,14 +60,16 @@ def _offsets(src: TableSource, names: Sequence[str]) -> tuple[int | None, ...]:
     return tuple(specs[n].offset if n in specs else None for n in names)
 
 
-@dataclass
 class _KernelPlan:
     """The where-kernel for one byte layout of the tested columns: its tests, whether they were
     ordered on a sample yet, and their fused form. Shared by the scanner's copies."""
 
-    tests: list[Any]
-    ordered: bool = False
-    fused: Any = None
+    __slots__ = ("tests", "ordered", "fused")
+
+    def __init__(self, tests: list[Any]) -> None:
+        self.tests = tests
+        self.ordered = False
+        self.fused: Any = None
 
 
 def filter_error(exc: Exception, path: str, hdu: int) -> WhereEvaluationError:
