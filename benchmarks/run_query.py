@@ -1,5 +1,6 @@
 """Query benchmarks: where-queries at four selectivities, the full read to Arrow, first rows
-(Polars ``head(n)``, DuckDB ``LIMIT n``) and a DuckDB aggregate against uncompressed Parquet.
+(Polars ``head(n)``, DuckDB ``LIMIT n``), a DuckDB aggregate against uncompressed Parquet, and
+first calls (whole processes: a where-scan and ``torchfits sql`` in a fresh interpreter).
 
 Usage: ``python benchmarks/run_query.py [--repeat N] [--json PATH]`` with the dev venv.
 
@@ -9,12 +10,17 @@ fraction of rows a predicate keeps is set by its literals. Every ratio is a medi
 median of the floor (``np.frombuffer(mm, '>u4', ...).astype('<u4')`` of the table's bytes,
 fresh mapping, fresh allocation) timed in the same interleaved rounds. Every result is first
 checked against NumPy on fitsio's values.
+
+First calls (``--only first``) run on ``catalog_2m``: wall clock of whole fresh interpreters
+(``python -c``, this repository's checkout, bytecode compiled), interleaved, beside the same
+call timed warm in this process.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import mmap
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +29,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import generate  # noqa: E402
-from _harness import Case, fmt_ms, fmt_ratio, log, machine_info, markdown_table, measure_group  # noqa: E402
+from _harness import (  # noqa: E402
+    REPO_ROOT,
+    Case,
+    fmt_ms,
+    fmt_ratio,
+    log,
+    machine_info,
+    markdown_table,
+    measure_group,
+    time_processes,
+)
 
 COLUMNS = ["id", "ra", "mag_r"]
 # (label, where, NumPy mask on the reference columns): ~0.1 %, ~4 %, ~25 %, ~50 % of rows kept.
@@ -39,6 +55,8 @@ SELECTIVITY: list[tuple[str, str, Callable[[dict], np.ndarray]]] = [
 ]
 AGGREGATE = "SELECT count(*), avg(mag_g) FROM {t} WHERE mag_r < 16 AND ra BETWEEN 10 AND 100"
 HEAD_N = (1, 100)
+FIRST_WHERE = "mag_r < 16 AND ra BETWEEN 10 AND 100"
+FIRST_SQL = "select count(*) from '{path}' where mag_r < 16"
 
 
 def table_layout(path: Path) -> tuple[int, int]:
@@ -82,11 +100,68 @@ def section(title: str, note: str, timings: dict, floor_key: str | None, unit: s
     return "\n".join([f"### {title}", "", note, "", markdown_table(head, rows), ""])
 
 
+def first_calls(runs: int, repeat: int) -> dict[str, Any]:
+    """Whole fresh processes (wall clock, interleaved) and the same calls warm in this process."""
+    import compileall
+    import contextlib
+    import io
+
+    import torchfits
+    from torchfits.cli.main import main as cli_main
+
+    path = generate.ensure("catalog_2m")
+    rel = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    compileall.compile_dir(REPO_ROOT / "torchfits", quiet=1)  # as an installed package is
+    scan_code = (f"import torchfits; torchfits.scan({str(rel)!r}, columns={COLUMNS!r}, "
+                 f"where={FIRST_WHERE!r}).to_arrow()")
+    query = FIRST_SQL.format(path=rel)
+    py = sys.executable
+    commands = {
+        "python -c 'import numpy, pyarrow' (baseline)": ([py, "-c", "import numpy, pyarrow"], REPO_ROOT),
+        f"first where-scan: scan(catalog_2m, where={FIRST_WHERE!r}).to_arrow()":
+            ([py, "-c", scan_code], REPO_ROOT),
+        f'torchfits sql "{FIRST_SQL.format(path="catalog_2m.fits")}"':
+            ([py, "-m", "torchfits.cli", "sql", query], REPO_ROOT),
+    }
+    log("timing first calls (fresh processes) ...")
+    cold = time_processes(commands, runs)
+
+    def cli_sql() -> None:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert cli_main(["sql", FIRST_SQL.format(path=path)]) == 0
+
+    labels = list(commands)
+    warm_cases = {labels[1]: Case(lambda: torchfits.scan(str(path), columns=COLUMNS,
+                                                          where=FIRST_WHERE).to_arrow()),
+                  labels[2]: Case(cli_sql)}
+    log("timing the same calls warm ...")
+    warm = measure_group(warm_cases, repeat=repeat, warmup=1)
+    return {"cold": cold, "warm": warm, "labels": labels, "load": os.getloadavg()}
+
+
+def first_section(t: dict[str, Any]) -> str:
+    cold, warm, labels = t["cold"], t["warm"], t["labels"]
+    base = cold[labels[0]].median
+    rows = []
+    for label in labels:
+        c = cold[label]
+        w = warm.get(label)
+        rows.append([label, fmt_ms(c.median), fmt_ms(c.best), fmt_ms(c.median - base) if label != labels[0]
+                     else "—", fmt_ms(w.median) if w else "—"])
+    head = ["case", "fresh process median ms", "best ms", "above baseline ms", "warm, in process ms"]
+    note = ("Whole processes, wall clock, interleaved; `warm` is the same call repeated in one "
+            "process (the CLI row: `main([...])` in process). Targets: the first where-scan ≤ 100 ms "
+            "above the baseline; `torchfits sql` ≤ 500 ms. Load average at the end: "
+            + ", ".join(f"{x:.2f}" for x in t["load"]) + ".")
+    return "\n".join(["### First call (whole process)", "", note, "", markdown_table(head, rows), ""])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--json", type=Path, default=None, help="write every sample here")
-    parser.add_argument("--only", default="", help="comma list of sections: where,full,head,duckdb")
+    parser.add_argument("--only", default="", help="comma list of sections: where,full,head,duckdb,first")
+    parser.add_argument("--runs", type=int, default=7, help="fresh processes per first-call row")
     args = parser.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
 
@@ -102,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     samples: dict[str, Any] = {}
     info = machine_info()
     out.append(f"{info['date']}; {info['cpu']}, {info['cores']} cores; {info['python']}. "
-               f"Command: `python benchmarks/run_query.py --repeat {args.repeat}`; medians of "
+               f"Command: `python benchmarks/run_query.py {' '.join(argv or sys.argv[1:])}`; medians of "
                "interleaved rounds, warm page cache.")
     out.append("")
 
@@ -182,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         out.append(section(f"DuckDB `{AGGREGATE.format(t='t')}`",
                            "Ratio: over the Parquet row. Target: ≤ 1.0×.", t,
                            "DuckDB over Parquet (uncompressed)").replace("× floor", "× Parquet"))
+
+    if not only or "first" in only:
+        t = first_calls(args.runs, args.repeat)
+        samples["first"] = {part: {k: v.to_json() for k, v in t[part].items()} for part in ("cold", "warm")}
+        out.append(first_section(t))
 
     print("\n".join(out))
     if args.json:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import importlib
 import sys
 import traceback
 from collections.abc import Sequence
@@ -161,7 +162,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} -h)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser: every command, or with ``command`` (the first argument) the built-in
+    commands and that command's module only."""
     parser = _Parser(prog="torchfits", description="Fast FITS access: inspect, query, convert.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -181,27 +184,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the sample files")
     COMMANDS["demo"] = cmd_demo
 
-    from . import (
-        compress_commands,
-        diff_command,
-        edit_commands,
-        index_commands,
-        inspect_commands,
-        sql_commands,
-    )
-
-    inspect_commands.add_parsers(sub, COMMANDS)
-    diff_command.add_parsers(sub, COMMANDS)
-    sql_commands.add_parsers(sub, COMMANDS)
-    index_commands.add_parsers(sub, COMMANDS)
-    edit_commands.add_parsers(sub, COMMANDS)
-    compress_commands.add_parsers(sub, COMMANDS)
+    # A command's run registers only its own module: the others import NumPy, the image codecs
+    # and the writers, which `torchfits sql` or `info` would otherwise pay at every start.
+    if command in ("info", "header", "demo"):
+        modules: Sequence[str] = ()
+    elif command in _COMMAND_MODULES:
+        modules = (_COMMAND_MODULES[command],)
+    else:  # help, or a command to refuse with the list of every command
+        modules = list(dict.fromkeys(_COMMAND_MODULES.values()))
+    for name in modules:
+        importlib.import_module(f".{name}", __package__).add_parsers(sub, COMMANDS)
     return parser
 
 
+# subcommand → the module that registers it (in the order `torchfits -h` lists them)
+_COMMAND_MODULES = {
+    "stats": "inspect_commands", "table": "inspect_commands", "copy": "inspect_commands",
+    "cutout": "inspect_commands", "convert": "inspect_commands",
+    "diff": "diff_command",
+    "sql": "sql_commands",
+    "index": "index_commands", "sort": "index_commands",
+    "verify": "edit_commands", "setkey": "edit_commands",
+    "compress": "compress_commands", "decompress": "compress_commands",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)
     try:
         args = _parse(parser, argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help

@@ -1,6 +1,11 @@
 """The pyarrow side of where-expression trees: type checks and translation to and from filters.
 
 Loaded by :mod:`torchfits.query.expr` only when a tree meets a schema or a pyarrow expression.
+A type check (`validate_tree`) builds nothing: it runs the translator over stand-ins, so a
+predicate the row kernel takes whole never imports ``pyarrow.compute``. `evaluate_tree` runs
+the same translation on a batch's arrays (eager compute calls), where a filter on a table goes
+through Acero, which imports ``pyarrow.dataset`` and pandas. Literals are built by
+:mod:`.arrow_values`, since ``pyarrow.scalar`` imports pandas too.
 """
 from __future__ import annotations
 
@@ -11,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .arrow_values import arrow_array, arrow_scalar
 from .lexing import number_or_none
 from .sky import cone_box
 from .tree import (
@@ -109,30 +114,77 @@ _PC_COMPARE = {
 }
 
 
-class _ArrowCompiler:
-    """Type-checks a tree against column types and builds the pyarrow expression."""
+class _Stub:
+    """Stands for a pyarrow expression while a tree is only type-checked."""
 
-    def __init__(self, types: Mapping[str, Any]) -> None:
+    __slots__ = ()
+
+    def cast(self, *args: Any, **kwargs: Any) -> _Stub:
+        return self
+
+
+_STUB = _Stub()
+
+
+def _stub_call(*args: Any, **kwargs: Any) -> _Stub:
+    return _STUB
+
+
+class _StubCompute:
+    """A ``pyarrow.compute`` whose every function returns the stand-in: the translator's type
+    checks run unchanged and nothing is built (nor ``pyarrow.compute`` imported)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return _stub_call
+
+
+def _compute() -> Any:
+    import pyarrow.compute
+
+    return pyarrow.compute
+
+
+class _ArrowCompiler:
+    """Type-checks a tree against column types and builds the pyarrow expression.
+
+    ``mode`` ``"expression"`` builds a ``pyarrow.compute.Expression``; ``"check"`` only type-checks
+    (every compute call returns a stand-in); ``"eager"`` evaluates on the arrays of ``columns``
+    (a record batch or table), returning a boolean array or scalar."""
+
+    def __init__(self, types: Mapping[str, Any], mode: str = "expression", columns: Any = None) -> None:
         self.types = types
-        self.null_bool = pc.scalar(pa.scalar(None, pa.bool_()))
+        self.mode = mode
+        self.columns = columns
+        self.pc: Any = _StubCompute() if mode == "check" else _compute()
+        self.null_bool = self.scalar(None, pa.bool_())
 
     # -- helpers ----------------------------------------------------------------------------
     def scalar(self, value: Any, pa_type: Any) -> Any:
-        return pc.scalar(pa.scalar(value, pa_type))
+        if self.mode == "check":
+            return _STUB
+        scalar = arrow_scalar(value, pa_type)
+        return scalar if self.mode == "eager" else self.pc.scalar(scalar)
+
+    def field(self, name: str) -> Any:
+        if self.mode == "eager":
+            return self.columns.column(name)
+        return self.pc.field(name)
 
     def call(self, name: str, *args: Any) -> Any:
-        return getattr(pc, name)(*args)
+        return getattr(self.pc, name)(*args)
 
     def const(self, val: _Val, result: bool | None) -> Any:
         """``result`` for the rows where ``val`` is valid, unknown elsewhere."""
+        pc = self.pc
         if result is None:
             return self.null_bool
-        return pc.if_else(pc.is_valid(val.expr), pc.scalar(result), self.null_bool)
+        return pc.if_else(pc.is_valid(val.expr), self.scalar(result, pa.bool_()), self.null_bool)
 
     def nan_to_null(self, val: _Val) -> Any:
         """NaN is unknown in comparisons (docs/where.md)."""
         if val.kind != "float":
             return val.expr
+        pc = self.pc
         return pc.if_else(pc.is_nan(val.expr), self.scalar(None, val.type), val.expr)
 
     def cannot_compare(self, val: _Val, other: Any, why: str = "") -> ValueError:
@@ -211,7 +263,7 @@ class _ArrowCompiler:
             pa_type = self.types[expr.name]
             kind = _column_kind(expr.name, pa_type)
             label = f"column '{expr.name}' ({_type_name(pa_type)})"
-            return _Val(pc.field(expr.name), kind, pa_type, None, label)
+            return _Val(self.field(expr.name), kind, pa_type, None, label)
         if isinstance(expr, Literal):
             return _Val(None, "literal", None, expr.value, repr(expr.value))
         if isinstance(expr, Arith):
@@ -245,11 +297,11 @@ class _ArrowCompiler:
             if self.is_uint64(val):
                 if mask >= 2**64:
                     raise ValueError(f"where bitand() mask {mask} does not fit uint64")
-                result = pc.bit_wise_and(val.expr, self.scalar(mask, pa.uint64()))
+                result = self.pc.bit_wise_and(val.expr, self.scalar(mask, pa.uint64()))
                 return _Val(result, "int", pa.uint64(), None, label)
             if mask >= 2**63:
                 raise ValueError(f"where bitand() mask {mask} does not fit int64")
-            result = pc.bit_wise_and(self.to_int64(val), self.scalar(mask, pa.int64()))
+            result = self.pc.bit_wise_and(self.to_int64(val), self.scalar(mask, pa.int64()))
             return _Val(result, "int", pa.int64(), None, label)
         raise ValueError(f"where expects a value, got the condition '{to_string(expr)}'")
 
@@ -279,18 +331,18 @@ class _ArrowCompiler:
     # -- predicates -------------------------------------------------------------------------
     def predicate(self, expr: Expr) -> Any:
         if isinstance(expr, And):
-            return pc.and_kleene(self.predicate(expr.left), self.predicate(expr.right))
+            return self.pc.and_kleene(self.predicate(expr.left), self.predicate(expr.right))
         if isinstance(expr, Or):
-            return pc.or_kleene(self.predicate(expr.left), self.predicate(expr.right))
+            return self.pc.or_kleene(self.predicate(expr.left), self.predicate(expr.right))
         if isinstance(expr, Not):
-            return pc.invert(self.predicate(expr.operand))
+            return self.pc.invert(self.predicate(expr.operand))
         if isinstance(expr, Compare):
             return self.compare(expr)
         if isinstance(expr, Between):
             low = self.compare(Compare(">=", expr.operand, expr.low))
             high = self.compare(Compare("<=", expr.operand, expr.high))
-            both = pc.and_kleene(low, high)
-            return pc.invert(both) if expr.negated else both
+            both = self.pc.and_kleene(low, high)
+            return self.pc.invert(both) if expr.negated else both
         if isinstance(expr, InList):
             return self.in_list(expr)
         if isinstance(expr, Cone):
@@ -300,14 +352,14 @@ class _ArrowCompiler:
             if val.kind == "literal":
                 raise ValueError(f"where IS NULL needs a column, got {val.label}")
             if expr.negated:
-                return pc.is_valid(val.expr)
-            return pc.is_null(val.expr, nan_is_null=False)
+                return self.pc.is_valid(val.expr)
+            return self.pc.is_null(val.expr, nan_is_null=False)
         if isinstance(expr, IsNan):
             val = self.value(expr.operand)
             if val.kind == "literal":
                 raise ValueError(f"where isnan() needs a column, got {val.label}")
             if val.kind == "float":
-                return pc.is_nan(val.expr)
+                return self.pc.is_nan(val.expr)
             # only floats hold NaN; keep unknown for null rows so NOT isnan(x) stays SQL-like
             return self.const(val, False)
         if isinstance(expr, Like):
@@ -315,8 +367,8 @@ class _ArrowCompiler:
             if val.kind != "string":
                 word = "ILIKE" if expr.ignore_case else "LIKE"
                 raise ValueError(f"where {word} needs a string column, got {val.label}")
-            matched = pc.match_like(val.expr, expr.pattern, ignore_case=expr.ignore_case)
-            return pc.invert(matched) if expr.negated else matched
+            matched = self.pc.match_like(val.expr, expr.pattern, ignore_case=expr.ignore_case)
+            return self.pc.invert(matched) if expr.negated else matched
         if isinstance(expr, Column):
             raise ValueError(
                 "where expects a comparison operator or IN/BETWEEN/IS NULL variants after "
@@ -333,6 +385,11 @@ class _ArrowCompiler:
             if val.kind not in ("int", "float"):
                 raise ValueError(f"where cone() needs a numeric {what} column, got {val.label}")
             types.append(val.type)
+        if self.mode == "check":
+            return _STUB
+        if self.mode == "eager":
+            return _cone_test(expr, types[0], types[1], self.pc, self.field,
+                              lambda value: arrow_scalar(value, pa.float64()), self.null_bool)
         # built once per cone and column types: some 30 compute calls take milliseconds, and a
         # scan validates and translates its filter more than once
         return _cone_expression(expr, types[0], types[1])
@@ -349,17 +406,17 @@ class _ArrowCompiler:
         return self.compare_values(op, left, right)
 
     def compare_literal(self, op: str, val: _Val, literal: Any) -> Any:
-        fn = getattr(pc, _PC_COMPARE[op])
+        fn = getattr(self.pc, _PC_COMPARE[op])
         if literal is None:
             if op not in ("==", "!="):
                 raise ValueError("where NULL comparisons only support == and !=")
-            return pc.is_null(val.expr, nan_is_null=False) if op == "==" else pc.is_valid(val.expr)
+            return self.pc.is_null(val.expr, nan_is_null=False) if op == "==" else self.pc.is_valid(val.expr)
         if val.kind == "int":
             lo, hi = self.int_range(val.type)
             plan = integer_compare_plan(op, self.number(val, literal), lo, hi)
             if plan[0] == "const":
                 return self.const(val, plan[1])
-            return getattr(pc, _PC_COMPARE[plan[1]])(val.expr, self.scalar(plan[2], val.type))
+            return getattr(self.pc, _PC_COMPARE[plan[1]])(val.expr, self.scalar(plan[2], val.type))
         if val.kind == "float":
             plan = float_compare_plan(op, self.number(val, literal), val.type.bit_width)
             operand = self.nan_to_null(val)
@@ -368,7 +425,7 @@ class _ArrowCompiler:
             value = plan[2]
             if val.type.bit_width == 16:
                 value = np.float16(value)
-            return getattr(pc, _PC_COMPARE[plan[1]])(operand, self.scalar(value, val.type))
+            return getattr(self.pc, _PC_COMPARE[plan[1]])(operand, self.scalar(value, val.type))
         if val.kind == "bool":
             return fn(val.expr, self.scalar(self.boolean(val, literal), pa.bool_()))
         if val.kind == "string":
@@ -377,7 +434,7 @@ class _ArrowCompiler:
         return fn(val.expr.cast(pa.binary()), self.scalar(self.text(val, literal), pa.binary()))
 
     def compare_values(self, op: str, left: _Val, right: _Val) -> Any:
-        fn = getattr(pc, _PC_COMPARE[op])
+        fn = getattr(self.pc, _PC_COMPARE[op])
         numeric = ("int", "float")
         if left.kind in numeric and right.kind in numeric:
             if left.kind == "int" and right.kind == "int":
@@ -398,15 +455,15 @@ class _ArrowCompiler:
         signed = pa.types.is_signed_integer
         if self.is_uint64(right) and signed(left.type):
             left, right, op = right, left, FLIPPED[op]
-        fn = getattr(pc, _PC_COMPARE[op])
+        fn = getattr(self.pc, _PC_COMPARE[op])
         if self.is_uint64(left) and signed(right.type):
             # uint64 against signed: no common type, so split on the sign of the signed side
             exact = fn(left.expr, right.expr.cast(pa.uint64(), safe=False))
-            below = pc.less(right.expr, self.scalar(0, right.type))
-            always = pc.if_else(
-                pc.is_valid(left.expr), pc.scalar(op in (">", ">=", "!=")), self.null_bool
+            below = self.pc.less(right.expr, self.scalar(0, right.type))
+            always = self.pc.if_else(
+                self.pc.is_valid(left.expr), self.scalar(op in (">", ">=", "!="), pa.bool_()), self.null_bool
             )
-            return pc.if_else(below, always, exact)
+            return self.pc.if_else(below, always, exact)
         target = pa.uint64() if not (signed(left.type) or signed(right.type)) else pa.int64()
         return fn(left.expr.cast(target), right.expr.cast(target))
 
@@ -449,13 +506,14 @@ class _ArrowCompiler:
         elif val.kind == "float":
             # is_in hashes bit patterns, so -0.0 would miss 0.0: adding +0.0 turns every zero
             # into +0.0 (IEEE round-to-nearest) and changes nothing else.
-            operand = pc.add(operand, pa.scalar(0.0, set_type))
+            operand = self.pc.add(operand, self.scalar(0.0, set_type))
             members = [m + 0.0 for m in members]
-        hit = pc.is_in(operand, value_set=pa.array(members, type=set_type))
-        result = pc.if_else(pc.is_valid(operand), hit, self.null_bool)
+        value_set = _STUB if self.mode == "check" else arrow_array(members, set_type)
+        hit = self.pc.is_in(operand, value_set=value_set)
+        result = self.pc.if_else(self.pc.is_valid(operand), hit, self.null_bool)
         if unknown:
-            result = pc.or_kleene(result, self.null_bool)
-        return pc.invert(result) if expr.negated else result
+            result = self.pc.or_kleene(result, self.null_bool)
+        return self.pc.invert(result) if expr.negated else result
 
 
 def _column_name(node: Value) -> str:
@@ -467,12 +525,18 @@ def _column_name(node: Value) -> str:
 @functools.lru_cache(maxsize=64)
 def _cone_expression(expr: Cone, ra_type: Any, dec_type: Any) -> Any:
     """`_ArrowCompiler.cone` for a cone whose coordinate columns have these (numeric) types."""
+    pc = _compute()
+    return _cone_test(expr, ra_type, dec_type, pc, pc.field,
+                      lambda value: pc.scalar(arrow_scalar(value, pa.float64())),
+                      pc.scalar(arrow_scalar(None, pa.bool_())))
+
+
+def _cone_test(expr: Cone, ra_type: Any, dec_type: Any, pc: Any, field: Any, const: Any,
+               null: Any) -> Any:
+    """The cone's test built from ``pc`` calls on ``field(name)``, ``const(float)`` and the
+    unknown ``null``: an expression, or (given arrays) its values."""
     f64 = pa.float64()
-
-    def const(value: float) -> Any:
-        return pc.scalar(pa.scalar(value, f64))
-
-    ra, dec = (pc.field(name) if pa.types.is_float64(typ) else pc.field(name).cast(f64, safe=False)
+    ra, dec = (field(name) if pa.types.is_float64(typ) else field(name).cast(f64, safe=False)
                for name, typ in ((_column_name(expr.ra), ra_type), (_column_name(expr.dec), dec_type)))
     box = cone_box(expr.ra0, expr.dec0, expr.radius)
     band = pc.and_kleene(pc.greater_equal(dec, const(box.dec_lo)),
@@ -491,7 +555,6 @@ def _cone_expression(expr: Cone, ra_type: Any, dec_type: Any) -> Any:
     sep = pc.multiply(pc.atan2(norm, den), const(180.0 / math.pi))
     inside = pc.and_kleene(band, pc.less_equal(sep, const(expr.radius)))
     # unknown when either coordinate is null (the band alone could say false)
-    null = pc.scalar(pa.scalar(None, pa.bool_()))
     return pc.if_else(pc.and_kleene(pc.is_valid(ra), pc.is_valid(dec)), inside, null)
 
 
@@ -507,8 +570,25 @@ def _fold_arith(op: str, left: Any, right: Any) -> Any:
 
 
 def validate_tree(expr: Expr, types: Any) -> None:
-    """Implementation of :func:`torchfits.query.expr.validate`."""
-    tree_to_pyarrow(expr, types)
+    """Implementation of :func:`torchfits.query.expr.validate`: the translation's checks, with
+    nothing built."""
+    try:
+        _ArrowCompiler(_as_types(types), mode="check").predicate(expr)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+
+
+def evaluate_tree(expr: Expr, columns: Any, types: Any) -> Any:
+    """The predicate's values on ``columns`` (a record batch or table holding the columns it
+    names): a boolean array, null where unknown, as a filter with :func:`tree_to_pyarrow`'s
+    expression would see them, without a query plan (``pyarrow.dataset``, pandas)."""
+    try:
+        result = _ArrowCompiler(_as_types(types), mode="eager", columns=columns).predicate(expr)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+    if not isinstance(result, (pa.Array, pa.ChunkedArray)):  # a constant: one value for all rows
+        result = pa.repeat(result, columns.num_rows)
+    return result
 
 
 def tree_to_pyarrow(expr: Expr, schema: Any) -> Any:
@@ -922,6 +1002,7 @@ def tree_from_pyarrow(expression: Any, schema: Any) -> Predicate | None:
     if expression is None:
         return None
 
+    pc = _compute()
     if not isinstance(expression, pc.Expression):
         raise TypeError(f"expected a pyarrow.compute.Expression, not {type(expression).__name__}")
     types = None if schema is None else _as_types(schema)

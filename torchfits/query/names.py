@@ -3,12 +3,11 @@ unknown name, or one that matches several columns only by case, is a `ColumnNotF
 (an unknown one suggests the close names)."""
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Iterable, Sequence
 
 from ..errors import ColumnNotFoundError, WhereSyntaxError
-from .tree import TOO_DEEP, Column, Expr, columns
+from .tree import TOO_DEEP, Column, Expr, Node, columns
 
 __all__ = ["case_ambiguity", "did_you_mean", "match_column", "resolve_columns"]
 
@@ -86,8 +85,8 @@ def resolve_columns(tree: Expr, names: Iterable[str], *, context: str = "") -> E
 def _rename(node: Expr, mapping: dict[str, str]) -> Expr:
     if isinstance(node, Column):
         return Column(mapping.get(node.name, node.name))
-    if not dataclasses.is_dataclass(node):
+    if not isinstance(node, Node):
         return node
-    changes = {f.name: _rename(getattr(node, f.name), mapping) for f in dataclasses.fields(node)
-               if isinstance(getattr(node, f.name), Expr)}
-    return dataclasses.replace(node, **changes) if changes else node
+    changes = {name: _rename(getattr(node, name), mapping) for name in node.FIELDS
+               if isinstance(getattr(node, name), Expr)}
+    return node.replace(**changes) if changes else node

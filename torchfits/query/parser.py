@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import (
     Any,
     NamedTuple,
@@ -36,6 +35,7 @@ from .tree import (
     Literal,
     LiteralValue,
     Neg,
+    Node,
     Not,
     Or,
     Predicate,
@@ -134,19 +134,19 @@ def _native_tokens(text: str) -> list[_Tok]:
     return tokens
 
 
-@dataclass(frozen=True)
-class _BareWord(Value):
+class _BareWord(Node, Value):
     """A lone identifier whose role (column or string literal) depends on where it stands."""
 
+    FIELDS = ("name", "pos")
     name: str
     pos: int
 
 
-@dataclass(frozen=True)
-class _Separation(Value):
+class _Separation(Node, Value):
     """``separation(ra, dec, ra0, dec0)``: stands only where a comparison with a radius makes it
     a :class:`Cone`."""
 
+    FIELDS = ("ra", "dec", "ra0", "dec0", "pos")
     ra: Value
     dec: Value
     ra0: float

@@ -7,7 +7,6 @@ compares the values exactly as the decoder produces them, with the same literal 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,13 +34,19 @@ class _NotKernel(Exception):
     """The subtree needs pyarrow (strings, arithmetic, column-to-column, vectors, ...)."""
 
 
-@dataclass
 class KernelPlan:
-    """A compiled predicate: int64 instructions, float operands, and the columns it reads."""
+    """A compiled predicate: int64 instructions, float operands, and the columns it reads.
+    (A plain class: a dataclass decorator costs milliseconds of a where-scan's first call.)"""
 
-    program: np.ndarray  # (n, K.NFIELDS) int64
-    floats: np.ndarray  # (n, 4) float64: TSCAL, TZERO, float literal, second float literal
-    columns: list[str]
+    __slots__ = ("program", "floats", "columns")
+
+    def __init__(self, program: np.ndarray, floats: np.ndarray, columns: list[str]) -> None:
+        self.program = program  # (n, K.NFIELDS) int64
+        self.floats = floats  # (n, 4) float64: TSCAL, TZERO, float literal, second float literal
+        self.columns = columns
+
+    def __repr__(self) -> str:
+        return f"KernelPlan(columns={self.columns!r}, {len(self.program)} instructions)"
 
     def select(self, data: Any, row_bytes: int, *, first: int = 0, count: int = 0,
                rows: np.ndarray | None = None) -> np.ndarray:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
 import numpy as np
@@ -53,17 +52,76 @@ class Predicate(Expr):
     """A node that evaluates to true, false or unknown per row."""
 
 
-@dataclass(frozen=True)
-class Column(Value):
+class Node(Expr):
+    """An immutable node with the fields ``FIELDS`` (``DEFAULTS`` for the optional ones): built
+    positionally or by keyword, with the ``repr``, ``==``, hash, pickling and ``replace`` a
+    frozen dataclass gives. Not a dataclass: decorating the 20 node classes ran ``exec`` some
+    100 times, the largest import cost of a where-scan (docs/architecture.md, "Start-up")."""
+
+    __slots__ = ()
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = self.FIELDS
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes {len(names)} arguments, got {len(args)}")
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names or key in values:
+                raise TypeError(f"{type(self).__name__}() got an unexpected or repeated argument {key!r}")
+            values[key] = value
+        for name in names:
+            if name not in values:
+                if name not in self.DEFAULTS:
+                    raise TypeError(f"{type(self).__name__}() missing argument {name!r}")
+                values[name] = self.DEFAULTS[name]
+            object.__setattr__(self, name, values[name])
+        self._check()
+
+    def _check(self) -> None:
+        """Validate or normalise the fields (a dataclass's ``__post_init__``)."""
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def replace(self, **changes: Any) -> Node:
+        """A copy with ``changes`` to some fields (``dataclasses.replace``)."""
+        return type(self)(**{**dict(zip(self.FIELDS, self._values())), **changes})
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
+        return f"{type(self).__name__}({body})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of a {type(self).__name__}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of a {type(self).__name__}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), self._values()
+
+
+class Column(Node, Value):
     """A column referenced by name (case-sensitive)."""
 
+    FIELDS = ("name",)
     name: str
 
 
-@dataclass(frozen=True, eq=False)
-class Literal(Value):
+class Literal(Node, Value):
     """A constant: None (NULL), bool, int, float or str."""
 
+    FIELDS = ("value",)
     value: LiteralValue
 
     def __eq__(self, other: object) -> bool:
@@ -76,10 +134,10 @@ class Literal(Value):
         return hash((type(self.value), self.value))
 
 
-@dataclass(frozen=True)
-class _Binary:
+class _Binary(Node):
     """``left op right`` with ``op`` one of the class's ``OPS`` (a ValueError names another)."""
 
+    FIELDS = ("op", "left", "right")
     op: str
     left: Value
     right: Value
@@ -87,19 +145,18 @@ class _Binary:
     OPS: ClassVar[tuple[str, ...]] = ()
     KIND: ClassVar[str] = ""
 
-    def __post_init__(self) -> None:
+    def _check(self) -> None:
         if self.op not in self.OPS:
             raise ValueError(f"unknown {self.KIND} operator {self.op!r}")
 
 
-@dataclass(frozen=True)
-class _Unary:
+class _Unary(Node):
     """A function of one value."""
 
+    FIELDS = ("operand",)
     operand: Value
 
 
-@dataclass(frozen=True)
 class Arith(_Binary, Value):
     """``left op right`` with op one of ``+ - * /`` (``/`` is true division)."""
 
@@ -107,25 +164,22 @@ class Arith(_Binary, Value):
     KIND = "arithmetic"
 
 
-@dataclass(frozen=True)
 class Neg(_Unary, Value):
     """Unary minus."""
 
 
-@dataclass(frozen=True)
 class Abs(_Unary, Value):
     """Absolute value."""
 
 
-@dataclass(frozen=True)
-class BitAnd(Value):
+class BitAnd(Node, Value):
     """``operand & mask`` on an integer value; ``mask`` is a non-negative int."""
 
+    FIELDS = ("operand", "mask")
     operand: Value
     mask: int
 
 
-@dataclass(frozen=True)
 class Compare(_Binary, Predicate):
     """``left op right`` with op one of ``== != < <= > >=``."""
 
@@ -133,58 +187,61 @@ class Compare(_Binary, Predicate):
     KIND = "comparison"
 
 
-@dataclass(frozen=True)
-class InList(Predicate):
+class InList(Node, Predicate):
     """``operand [NOT] IN (values...)``; a None among the values makes a miss unknown (SQL)."""
 
+    FIELDS = ("operand", "values", "negated")
+    DEFAULTS = {"negated": False}
     operand: Value
     values: tuple[LiteralValue, ...]
-    negated: bool = False
+    negated: bool
 
-    def __post_init__(self) -> None:
+    def _check(self) -> None:
         object.__setattr__(self, "values", tuple(self.values))
 
 
-@dataclass(frozen=True)
-class Between(Predicate):
+class Between(Node, Predicate):
     """``operand [NOT] BETWEEN low AND high``, both bounds inclusive."""
 
+    FIELDS = ("operand", "low", "high", "negated")
+    DEFAULTS = {"negated": False}
     operand: Value
     low: Value
     high: Value
-    negated: bool = False
+    negated: bool
 
 
-@dataclass(frozen=True)
-class IsNull(Predicate):
+class IsNull(Node, Predicate):
     """``operand IS [NOT] NULL``; never unknown, and NaN is not null."""
 
+    FIELDS = ("operand", "negated")
+    DEFAULTS = {"negated": False}
     operand: Value
-    negated: bool = False
+    negated: bool
 
 
-@dataclass(frozen=True)
 class IsNan(_Unary, Predicate):
     """True for NaN, false for any other value (of any type), unknown for null."""
 
 
-@dataclass(frozen=True)
-class Like(Predicate):
+class Like(Node, Predicate):
     """``operand [NOT] LIKE 'pattern'`` (SQL): ``%`` matches any run of characters, ``_`` one
     character, ``\\`` escapes either; ``ILIKE`` ignores case. Unknown for null; strings only."""
 
+    FIELDS = ("operand", "pattern", "negated", "ignore_case")
+    DEFAULTS = {"negated": False, "ignore_case": False}
     operand: Value
     pattern: str
-    negated: bool = False
-    ignore_case: bool = False
+    negated: bool
+    ignore_case: bool
 
 
-@dataclass(frozen=True)
-class Cone(Predicate):
+class Cone(Node, Predicate):
     """``cone(ra, dec, ra0, dec0, radius)``: the row's position lies within ``radius`` degrees of
     (``ra0``, ``dec0``) on the sky (boundary included). Unknown when either coordinate is null;
     false for NaN. The geometry is :mod:`torchfits.query.sky`'s (docs/sky.md)."""
 
+    FIELDS = ("ra", "dec", "ra0", "dec0", "radius")
     ra: Value
     dec: Value
     ra0: float
@@ -192,28 +249,26 @@ class Cone(Predicate):
     radius: float
 
 
-@dataclass(frozen=True)
-class _Connective(Predicate):
+class _Connective(Node, Predicate):
     """Two conditions joined."""
 
+    FIELDS = ("left", "right")
     left: Predicate
     right: Predicate
 
 
-@dataclass(frozen=True)
 class And(_Connective):
     """Three-valued conjunction."""
 
 
-@dataclass(frozen=True)
 class Or(_Connective):
     """Three-valued disjunction."""
 
 
-@dataclass(frozen=True)
-class Not(Predicate):
+class Not(Node, Predicate):
     """Three-valued negation: unknown stays unknown."""
 
+    FIELDS = ("operand",)
     operand: Predicate
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -60,14 +60,16 @@ def _offsets(src: TableSource, names: Sequence[str]) -> tuple[int | None, ...]:
     return tuple(specs[n].offset if n in specs else None for n in names)
 
 
-@dataclass
 class _KernelPlan:
     """The where-kernel for one byte layout of the tested columns: its tests, whether they were
     ordered on a sample yet, and their fused form. Shared by the scanner's copies."""
 
-    tests: list[Any]
-    ordered: bool = False
-    fused: Any = None
+    __slots__ = ("tests", "ordered", "fused")
+
+    def __init__(self, tests: list[Any]) -> None:
+        self.tests = tests
+        self.ordered = False
+        self.fused: Any = None
 
 
 def filter_error(exc: Exception, path: str, hdu: int) -> WhereEvaluationError:
@@ -140,7 +142,13 @@ class Scanner:
         self._plans: dict[Any, _KernelPlan] = {}
         self._layout: dict[int, Any] = {}
         self._one_pass_ok: dict[tuple[int, tuple[str, ...]], bool] = {}  # per source (by id) and projection
-        self._residual = None
+        # the residual: a tree evaluated on each chunk's decoded arrays, and a pyarrow filter the
+        # tree cannot represent (filtered through Acero); `_residual` builds their Expression
+        self._residual_tree: Any = None
+        self._residual_types: dict[str, Any] = {}
+        self._residual_schema: Any = None
+        self._opaque: Any = None
+        self._residual_expr: Any = None
         self._residual_columns: list[str] = []
         self._cones: list[Any] = []  # top-level cone() terms, tested with NumPy after the kernel
         if where is None and filter is None:
@@ -197,17 +205,32 @@ class Scanner:
             terms = _expr.conjuncts(residual_tree)
             self._cones = [t for t in terms if isinstance(t, _expr.Cone)]
             residual_tree = _expr.and_all(t for t in terms if not isinstance(t, _expr.Cone))
-        parts = [] if residual_tree is None else [_expr.to_pyarrow(residual_tree, schema)]
+        self._residual_tree, self._residual_types, self._residual_schema = residual_tree, types, schema
         if opaque is not None:
-            parts.append(opaque)
+            self._opaque = opaque
             needed = names
-        if parts:
+        if self._has_residual or self._cones:
+            self._residual_columns = list(dict.fromkeys(needed))
+
+    @property
+    def _has_residual(self) -> bool:
+        return self._residual_tree is not None or self._opaque is not None
+
+    @property
+    def _residual(self) -> Any:
+        """The residual as one ``pyarrow.compute.Expression`` (None when the kernel and the
+        cone tests take the whole predicate); built on first use, only the opaque path filters
+        with it."""
+        if self._residual_expr is None and self._has_residual:
+            parts = [] if self._residual_tree is None \
+                else [_expr.to_pyarrow(self._residual_tree, self._residual_schema)]
+            if self._opaque is not None:
+                parts.append(self._opaque)
             residual = parts[0]
             for p in parts[1:]:
                 residual = residual & p
-            self._residual = residual
-        if parts or self._cones:
-            self._residual_columns = list(dict.fromkeys(needed))
+            self._residual_expr = residual
+        return self._residual_expr
 
     def _plan_kernels(self, tree: Any, types: dict[str, Any]) -> Any:
         """Plan the kernel once per byte layout of the tested columns and return the residual
@@ -240,8 +263,7 @@ class Scanner:
 
     @property
     def _has_predicate(self) -> bool:
-        return (any(p.tests for p in self._plans.values()) or self._residual is not None
-                or bool(self._cones))
+        return any(p.tests for p in self._plans.values()) or self._has_residual or bool(self._cones)
 
     @property
     def sources(self) -> list[TableSource]:
@@ -351,7 +373,7 @@ class Scanner:
         contiguous range of a binary table, a conjunction of kernel tests and nothing left for
         pyarrow, fixed-width projected columns."""
         plan = self._plan_of(src)
-        if rows is not None or plan is None or self._residual is not None or self._cones:
+        if rows is not None or plan is None or self._has_residual or self._cones:
             return False
         key = (id(src), tuple(self._projection))  # copies may project other columns
         ok = self._one_pass_ok.get(key)
@@ -376,6 +398,9 @@ class Scanner:
         exactly those rows holding the residual's columns, or None)."""
         import pyarrow as pa
 
+        from ..query.arrow import evaluate_tree
+        from ..query.arrow_values import int64_array
+
         candidates = rows
         if self._plan_of(src) is not None:
             data, plan = self._kernel_data(src, rows, rng)
@@ -389,7 +414,7 @@ class Scanner:
             if faults_seen():
                 src.index.source.check()
             rng = None
-            if self._residual is None and not self._cones:
+            if not self._has_residual and not self._cones:
                 return candidates, None
         if candidates is not None and candidates.size == 0:
             return candidates, None
@@ -398,16 +423,21 @@ class Scanner:
         kept = np.arange(batch.num_rows, dtype=np.int64)
         if self._cones:
             kept = kept[_inside_cones(batch, self._cones)]
-        if self._residual is not None:
-            table = pa.Table.from_batches([batch]).take(pa.array(kept)) if self._cones \
-                else pa.Table.from_batches([batch])
-            table = table.append_column("__torchfits_row__", pa.array(kept))
+        if self._has_residual:
+            table = batch.take(int64_array(kept)) if self._cones else batch
             try:
-                kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
+                if self._opaque is None:
+                    # evaluated on the arrays: a filter on a table plans through Acero, which
+                    # imports pyarrow.dataset and pandas (docs/architecture.md, "Start-up")
+                    kept = kept[_true_rows(evaluate_tree(self._residual_tree, table, self._residual_types))]
+                else:
+                    table = pa.Table.from_batches([table]).append_column("__torchfits_row__",
+                                                                         int64_array(kept))
+                    kept = table.filter(self._residual).column("__torchfits_row__").to_numpy()
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
                 raise filter_error(exc, src.path, src.entry.index) from None
         selected = candidates[kept] if candidates is not None else kept + rng[0]
-        return selected, batch.take(pa.array(kept))
+        return selected, batch.take(int64_array(kept))
 
     def _batches_of(self, k: int, src: TableSource, mine: Any = None) -> Iterator[Any]:
         meta = self._table_metadata(src) if self._schema_metadata else None
@@ -800,6 +830,25 @@ def tensor_null_columns(sources: Sequence[TableSource], schema: pa.Schema,
                 continue
             break
     return out
+
+
+def _true_rows(mask: Any) -> np.ndarray:
+    """The positions where a boolean Arrow array is true (null counts as false)."""
+    if hasattr(mask, "combine_chunks"):  # a ChunkedArray
+        mask = mask.combine_chunks()
+    n, offset = len(mask), mask.offset
+    validity, data = mask.buffers()
+    if data is None or mask.null_count == n:
+        return np.empty(0, np.int64)
+
+    def bits(buffer: Any) -> np.ndarray:
+        return np.unpackbits(np.frombuffer(buffer, np.uint8), count=offset + n,
+                             bitorder="little")[offset:].astype(bool)
+
+    values = bits(data)
+    if mask.null_count and validity is not None:
+        values &= bits(validity)
+    return np.flatnonzero(values)
 
 
 def _inside_cones(batch: Any, cones: Sequence[Any]) -> np.ndarray:
