@@ -23,7 +23,8 @@ interpreter, right after ours workload by workload, when that venv is present; o
 report says so and leaves its rows out.
 
 Usage: python benchmarks/run_loader.py [--files 1024] [--cutouts 4096] [--rows 1000000]
-       [--repeat 3] [--only stamps,compressed,cutouts,rows] [--json PATH]
+       [--repeat 3] [--only stamps,compressed,cutouts,rows] [--steps 5] [--json PATH]
+       [--data-dir DIR]
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ INCUMBENT = HERE / ".venv-tf123" / "bin" / "python"
 WORKLOADS = ("stamps", "compressed", "cutouts", "rows")
 COLUMNS = ["a", "b", "c", "d"]
 TARGET_AU = 0.90
+STEPS = [5]  # bisection steps of the rate search (--steps)
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -213,7 +215,7 @@ def measure(name: str, data: dict[str, Any], workers: int, cold: bool, repeat: i
     if a >= TARGET_AU:
         passed = (hi, a, got)
     else:
-        for _ in range(5):
+        for _ in range(STEPS[0]):
             mid = math.sqrt(lo * hi)
             a, got = au(mid)
             if a >= TARGET_AU:
@@ -253,7 +255,7 @@ def run_all(data: dict[str, Any], only: list[str], repeat: int, sums: dict | Non
 def run_incumbent(data: dict[str, Any], only: list[str], repeat: int, sums: dict) -> dict[str, Any]:
     if not INCUMBENT.exists():
         return {"error": "benchmarks/.venv-tf123 is not present (bash benchmarks/setup_incumbent.sh)"}
-    job = {"data": data, "only": only, "repeat": repeat, "sums": sums}
+    job = {"data": data, "only": only, "repeat": repeat, "sums": sums, "steps": STEPS[0]}
     proc = subprocess.run([str(INCUMBENT), "-I", str(Path(__file__)), "--incumbent-worker"],
                           input=json.dumps(job), capture_output=True, text=True, timeout=7200,
                           cwd="/")
@@ -295,10 +297,10 @@ def render(results: dict[str, Any], incumbent: dict[str, Any], sums: dict, repea
     lines = [
         "### Loaders under a simulated accelerator (MLPerf Storage style)",
         "",
-        f"{shapes}. AU = accelerator compute time / epoch time (clock from the first batch); "
-        f"rates found by bisection, each probe best of {max(1, repeat // 2)} epochs; loader alone "
-        f"best of {repeat} after a warm-up. Every epoch's sum equals the astropy anchor's "
-        f"(astropy loop, one epoch: {anchor}).",
+        f"{shapes}. AU = accelerator compute time / epoch time (clock from the first batch to "
+        f"the end of the last step); rates found by bisection ({STEPS[0]} steps), each probe "
+        f"best of {max(1, repeat // 2)} epochs; loader alone best of {repeat} after a warm-up. "
+        f"Every epoch's sum equals the astropy anchor's (astropy loop, one epoch: {anchor}).",
         "",
         table,
     ]
@@ -308,11 +310,21 @@ def render(results: dict[str, Any], incumbent: dict[str, Any], sums: dict, repea
 
 
 def report(repeat: int = 3, files: int = 1024, cutouts: int = 4096, rows: int = 1_000_000,
-           only: list[str] | None = None, raw: dict | None = None) -> str:
-    """The markdown section of this benchmark (data made in a temp dir)."""
+           only: list[str] | None = None, raw: dict | None = None,
+           data_dir: str | None = None) -> str:
+    """The markdown section of this benchmark (data made in a temp dir, or kept in
+    ``data_dir`` and reused by the next run with the same sizes)."""
     only = list(only or WORKLOADS)
     with tempfile.TemporaryDirectory(prefix="tf-loader-") as tmp:
-        data = make_data(Path(tmp), files, cutouts, rows)
+        folder = Path(data_dir) if data_dir else Path(tmp)
+        made = folder / f"loader_{files}_{cutouts}_{rows}.json"
+        if data_dir and made.exists():
+            data = json.loads(made.read_text())
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            data = make_data(folder, files, cutouts, rows)
+            if data_dir:
+                made.write_text(json.dumps(data))
         sums = anchors(data, only)
         results: dict[str, Any] = {}
         incumbent: dict[str, Any] = {}
@@ -336,6 +348,7 @@ def report(repeat: int = 3, files: int = 1024, cutouts: int = 4096, rows: int = 
 
 def _incumbent_worker() -> int:
     job = json.loads(sys.stdin.read())
+    STEPS[0] = int(job.get("steps", STEPS[0]))
     import torchfits
 
     out = run_all(job["data"], job["only"], job["repeat"], job["sums"])
@@ -355,12 +368,17 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", type=str, default=None)
     ap.add_argument("--json", type=str, default=None)
+    ap.add_argument("--steps", type=int, default=5,
+                    help="bisection steps of the rate search (5: rates within ~9 %%)")
+    ap.add_argument("--data-dir", type=str, default=None,
+                    help="make the files there once and reuse them in later runs")
     args = ap.parse_args()
     only = None if args.only is None else [s.strip() for s in args.only.split(",") if s.strip()]
     if only is not None and set(only) - set(WORKLOADS):
         ap.error(f"unknown workloads {sorted(set(only) - set(WORKLOADS))}")
+    STEPS[0] = max(1, args.steps)
     raw: dict = {}
-    print(report(args.repeat, args.files, args.cutouts, args.rows, only, raw))
+    print(report(args.repeat, args.files, args.cutouts, args.rows, only, raw, args.data_dir))
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=2))
     return 0
