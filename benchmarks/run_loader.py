@@ -25,6 +25,7 @@ report says so and leaves its rows out.
 Usage: python benchmarks/run_loader.py [--files 1024] [--cutouts 4096] [--rows 1000000]
        [--repeat 3] [--only stamps,compressed,cutouts,rows] [--steps 5] [--json PATH]
        [--data-dir DIR]
+       python benchmarks/run_loader.py --runs A.json B.json C.json   (one table over runs)
 """
 from __future__ import annotations
 
@@ -309,6 +310,40 @@ def render(results: dict[str, Any], incumbent: dict[str, Any], sums: dict, repea
     return "\n".join(lines) + "\n"
 
 
+def render_runs(raws: list[dict[str, Any]]) -> str:
+    """One table over several runs' ``--json`` files: per case, each run's highest rate at
+    AU >= 90 % (ours / 1.2.3 → ratio) and its loader-alone ratio to 1.2.3."""
+    sys.path.insert(0, str(HERE))
+    from _harness import markdown_table
+
+    def cell(values: list[str]) -> str:
+        return " / ".join(values)
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return "—" if not a or not b else f"{a / b:.1f}×"
+
+    keys = list(raws[0]["results"])
+    rows = []
+    for key in keys:
+        name, workers, cache = key.split("/")
+        ours = [raw["results"].get(key, {}) for raw in raws]
+        inc = [raw["incumbent"].get(key, {}) if isinstance(raw["incumbent"], dict) else {}
+               for raw in raws]
+        rates = [r.get("rate") for r in ours]
+        inc_rates = [i.get("rate") if isinstance(i, dict) else None for i in inc]
+        met = [bool(a and b and a >= 2 * b) for a, b in zip(rates, inc_rates)]
+        rows.append([name, workers, cache, cell([_rate(r) for r in rates]),
+                     cell([f"{100 * r['au']:.0f} %" if "au" in r else "—" for r in ours]),
+                     cell([_rate(r) for r in inc_rates]),
+                     cell([ratio(a, b) for a, b in zip(rates, inc_rates)]),
+                     cell([ratio(r.get("alone_per_s"), i.get("alone_per_s"))
+                           for r, i in zip(ours, inc)]),
+                     f"{sum(met)} of {len(met)}"])
+    return markdown_table(["workload", "workers", "page cache", "rate at AU ≥ 90 % (samples/s)",
+                           "AU there", "1.2.3 rate", "vs 1.2.3", "loader alone vs 1.2.3",
+                           "≥ 2× 1.2.3"], rows, align="lllrrrrrl") + "\n"
+
+
 def report(repeat: int = 3, files: int = 1024, cutouts: int = 4096, rows: int = 1_000_000,
            only: list[str] | None = None, raw: dict | None = None,
            data_dir: str | None = None) -> str:
@@ -360,6 +395,9 @@ def _incumbent_worker() -> int:
 def main() -> int:
     if "--incumbent-worker" in sys.argv:
         return _incumbent_worker()
+    if sys.argv[1:2] == ["--runs"]:  # --runs A.json B.json ...: one table over those runs
+        print(render_runs([json.loads(Path(p).read_text()) for p in sys.argv[2:]]))
+        return 0
     sys.path.insert(0, str(HERE.parent))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1024)
