@@ -35,7 +35,7 @@ class _ByValue(torch.Tensor):
     being scheduled; for batch-sized tensors copying the bytes costs less. Operations on it
     give plain tensors."""
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (_tensor_of, (self.as_subclass(torch.Tensor).detach().numpy(),))
