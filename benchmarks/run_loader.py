@@ -119,7 +119,13 @@ def loader_for(name: str, data: dict[str, Any], workers: int) -> tuple[Any, int]
         specs = [(data["big"], 0, x, y, 64) for x, y in data["corners"]]
         return td.make_loader(td.FitsCutoutDataset(specs), batch_size=256, shuffle=True, **kw), len(specs)
     ds = td.FitsTableIterableDataset(data["cat"], columns=COLUMNS, batch_size=16384, as_batches=True)
-    return td.make_loader(ds, batch_size=None, **kw), int(data["rows"])
+    # 1.2.3's make_loader sets its fits_collate_fn even without batching, which fails on a
+    # dict of columns: both take the batches as they come.
+    return td.make_loader(ds, batch_size=None, collate_fn=_as_is, **kw), int(data["rows"])
+
+
+def _as_is(batch: Any) -> Any:
+    return batch
 
 
 def _samples_and_sum(batch: Any) -> tuple[int, float]:
