@@ -1,7 +1,8 @@
 """Batching: `fits_collate_fn` and `make_loader` (a DataLoader, or torchdata's
 ``StatefulDataLoader`` with ``stateful=True``, that given a CUDA device pins host batches and
 copies them with ``non_blocking``); what the map-style
-datasets' ``__getitem__``/``__getitems__`` share (`item_position`, `finish_batch`)."""
+datasets' ``__getitem__``/``__getitems__`` share (`item_position`, `finish_batch`); how batches
+leave a DataLoader worker (`for_transfer`: by value, not through shared memory)."""
 from __future__ import annotations
 
 import warnings
@@ -12,7 +13,57 @@ import torch
 from .._torch_adapter import validate_device
 from .remote import is_http_url, prefetch_urls
 
-__all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position"]
+__all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position",
+           "for_transfer"]
+
+_BY_VALUE_MAX = 16 << 20  # bytes; a larger tensor leaves a worker through shared memory
+_BY_VALUE_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+                              torch.int64, torch.uint16, torch.uint32, torch.uint64, torch.float16,
+                              torch.float32, torch.float64, torch.complex64, torch.complex128})
+
+
+def _tensor_of(array: Any) -> torch.Tensor:
+    """Unpickling a `_ByValue`: a plain tensor over the received array."""
+    return torch.from_numpy(array if array.flags.writeable else array.copy())
+
+
+class _ByValue(torch.Tensor):
+    """A batch tensor on its way out of a DataLoader worker: it pickles as its bytes (through
+    the worker's result pipe) and unpickles as a plain tensor. torch's own reduction moves
+    every tensor into a new shared-memory segment whose descriptor the main process then
+    fetches from the worker over a socket, a round trip per tensor that waits on the worker
+    being scheduled; for batch-sized tensors copying the bytes costs less. Operations on it
+    give plain tensors."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_tensor_of, (self.as_subclass(torch.Tensor).detach().numpy(),))
+
+
+def _by_value(t: torch.Tensor) -> bool:
+    return (type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
+            and not t.requires_grad and t.dtype in _BY_VALUE_DTYPES
+            and t.numel() * t.element_size() <= _BY_VALUE_MAX)
+
+
+def for_transfer(obj: Any) -> Any:
+    """``obj`` (a tensor, or dicts, lists and tuples of them) with its CPU tensors of up to
+    16 MiB marked to leave this DataLoader worker by value (`_ByValue`); unchanged outside a
+    worker. The main process receives plain tensors with the same values, shapes and dtypes."""
+    if torch.utils.data.get_worker_info() is None:
+        return obj
+    return _mark(obj)
+
+
+def _mark(obj: Any) -> Any:
+    if torch.is_tensor(obj):
+        return obj.as_subclass(_ByValue) if _by_value(obj) else obj
+    if type(obj) is dict:
+        return {k: _mark(v) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(_mark(v) for v in obj)
+    return obj
 
 
 def item_position(i: Any, n: int,
@@ -99,7 +150,11 @@ def fits_collate_fn(batch: list) -> Any:
         Tensors of different shapes (from ``torch.stack``).
     """
     if isinstance(batch, FitsBatch) and batch.collated is not None:
-        return batch.collated  # decoded as one batch already (a dataset's __getitems__)
+        return for_transfer(batch.collated)  # decoded as one batch already (__getitems__)
+    return for_transfer(_collate(batch))
+
+
+def _collate(batch: list) -> Any:
     if not batch:
         return []
     first = batch[0]
@@ -108,7 +163,7 @@ def fits_collate_fn(batch: list) -> Any:
     if isinstance(first, dict):
         return {k: _stack_values([item[k] for item in batch], k) for k in first}
     if isinstance(first, tuple) and len(first) == 2 and torch.is_tensor(first[1]):
-        payloads = fits_collate_fn([item[0] for item in batch])
+        payloads = _collate([item[0] for item in batch])
         return payloads, torch.stack([item[1] for item in batch])
     raise TypeError(f"Unsupported sample type {type(first).__name__} for fits_collate_fn; pass a "
                     "custom collate_fn")

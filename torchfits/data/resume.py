@@ -15,6 +15,7 @@ from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
 from .._torch_adapter import worker_slot
+from .loader import for_transfer
 
 __all__ = ["EpochMixin", "MAX_WORKERS"]
 
@@ -118,12 +119,13 @@ class EpochMixin:
         return len(getattr(self, "files", ()))
 
     def _counted(self, stream: Iterable[Any]) -> Iterator[Any]:
-        """``stream``, counting what it yields into the pass's state."""
+        """``stream``, counting what it yields into the pass's state (in a DataLoader worker its
+        tensors leave by value: `for_transfer`)."""
         state = self._pass
         assert state is not None
         for item in stream:
             state["yielded"] += 1
-            yield item
+            yield for_transfer(item)
 
     # -- the StatefulDataLoader protocol --------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
