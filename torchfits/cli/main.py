@@ -200,7 +200,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 # subcommand → the module that registers it (in the order `torchfits -h` lists them)
 _COMMAND_MODULES = {
     "stats": "inspect_commands", "table": "inspect_commands", "copy": "inspect_commands",
-    "cutout": "inspect_commands", "convert": "inspect_commands",
+    "cutout": "inspect_commands", "convert": "inspect_commands", "preview": "inspect_commands",
     "diff": "diff_command",
     "sql": "sql_commands",
     "index": "index_commands", "sort": "index_commands",

@@ -341,6 +341,7 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                                           legacy_logical=src.legacy_logical)
                 if faults_seen():
                     src.index.source.check()
+                src.done((c0, c1))  # decoded into fresh arrays: the map pages may leave RSS
                 chunk = {n: torch.from_numpy(cols[n]) for n in names}
                 for k in range(0, c1 - c0, bs):
                     part = {n: t[k:k + bs] for n, t in chunk.items()}
