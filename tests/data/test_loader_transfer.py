@@ -100,3 +100,50 @@ def test_worker_batches_equal_in_process_batches(tmp_path, context):
                 assert all(torch.equal(g[k], w[k]) and g[k].dtype == w[k].dtype for k in w)
             else:
                 assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(g, w))
+
+
+# A worker's queue pickles and drops each batch on a daemon feeder thread; when a spawned worker
+# is shut down mid-epoch its interpreter exits while that thread may still hold the last batches.
+# Any torch call there (pickling, or the tensor's deallocation) could abort the worker with
+# "terminate called without an active exception". This child does what such a worker does: a
+# steady stream of batches, then a burst the feeder has not sent yet, then exit.
+_FEEDER_AT_EXIT = """
+import collections, sys, threading, time
+import torch
+from multiprocessing.reduction import ForkingPickler
+from torch.utils.data._utils import worker
+from torchfits.data.loader import for_transfer
+
+worker._worker_info = worker.WorkerInfo(id=0, num_workers=1, seed=0, dataset=None)
+buf, ready = collections.deque(), threading.Condition()
+
+def feed():
+    while True:
+        with ready:
+            while not buf:
+                ready.wait()
+            obj = buf.popleft()
+        obj = ForkingPickler.dumps(obj)
+        del obj
+
+threading.Thread(target=feed, daemon=True).start()
+for k in range(20):
+    batch = for_transfer(torch.full((32, 256, 256), float(k)))
+    with ready:
+        buf.append((k, batch))
+        ready.notify()
+    del batch
+    if k < 16:
+        time.sleep(0.002)
+sys.exit(0)
+"""
+
+
+def test_worker_exit_while_its_feeder_sends_batches():
+    """Before the fix 5 of 6 such children aborted (SIGABRT); none may now."""
+    import subprocess
+    import sys
+    for _ in range(3):
+        run = subprocess.run([sys.executable, "-c", _FEEDER_AT_EXIT], capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]

@@ -6,6 +6,7 @@ leave a DataLoader worker (`for_transfer`: by value, not through shared memory).
 from __future__ import annotations
 
 import warnings
+from collections import deque
 from typing import Any
 
 import torch
@@ -36,9 +37,26 @@ class _ByValue(torch.Tensor):
     give plain tensors."""
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+    _tf_array: Any  # the bytes to send, taken on the worker's thread (`_mark`)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        return (_tensor_of, (self.as_subclass(torch.Tensor).detach().numpy(),))
+        # The worker's queue pickles this on its feeder thread, which the interpreter may stop
+        # at exit mid-call; a torch call there can abort the worker (see `_KEEP`), so the array
+        # was taken on the worker's own thread when the tensor was marked.
+        array = self.__dict__.get("_tf_array")
+        if array is None:  # not made by `_mark`
+            array = self.as_subclass(torch.Tensor).numpy()
+        return (_tensor_of, (array,))
+
+
+# A worker's queue pickles and then drops each batch on a daemon feeder thread. When the loader
+# shuts its workers down, a spawned worker's interpreter exits while that thread may still be on
+# the last batches, and Python stops a daemon thread that asks for the GIL at exit mid-call: in
+# a tensor's C++ deallocation that kills the worker ("terminate called without an active
+# exception", SIGABRT). The last marked batches are held here, so their last reference, and the
+# deallocation, fall on the worker's own thread. Enough for the batches a worker has in flight
+# (prefetch_factor per worker; 2 by default).
+_KEEP: deque[Any] = deque(maxlen=16)
 
 
 def _by_value(t: torch.Tensor) -> bool:
@@ -53,12 +71,18 @@ def for_transfer(obj: Any) -> Any:
     worker. The main process receives plain tensors with the same values, shapes and dtypes."""
     if torch.utils.data.get_worker_info() is None:
         return obj
-    return _mark(obj)
+    marked = _mark(obj)
+    _KEEP.append(marked)
+    return marked
 
 
 def _mark(obj: Any) -> Any:
     if torch.is_tensor(obj):
-        return obj.as_subclass(_ByValue) if _by_value(obj) else obj
+        if not _by_value(obj):
+            return obj
+        marked = obj.as_subclass(_ByValue)
+        marked._tf_array = obj.numpy()  # here, on the worker's thread: see __reduce_ex__
+        return marked
     if type(obj) is dict:
         return {k: _mark(v) for k, v in obj.items()}
     if type(obj) in (list, tuple):
