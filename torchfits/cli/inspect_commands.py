@@ -207,9 +207,25 @@ def _box(text: str) -> tuple[int, int, int, int]:
     return x1, y1, x2, y2
 
 
+def _one_image_hdu(src: str, t: Any, spec: Any, one: str, images: str) -> tuple[Any, Any]:
+    """(HDU index, entry) of the single image HDU a path names, or a UsageError that says why
+    not (``one``: several HDUs named; ``images``: the HDU is no image)."""
+    from ..fits.hdu_index import get_index
+
+    index = get_index(t.path)
+    wanted = select_hdus(index, t, spec, default=lambda ix: [ix.autodetect()])
+    if len(wanted) != 1:
+        raise UsageError(f"{src}: {one}")
+    entry = index.entries[wanted[0]]
+    if wanted[0] not in _image_hdus(index) or entry.is_groups:
+        what = "a table" if entry.is_table else (
+            "a random-groups HDU" if entry.is_groups else "not an image with data")
+        raise UsageError(f"{src}: HDU {entry.index} ({entry.display_name}) is {what}; {images}")
+    return index, entry
+
+
 def cmd_cutout(args: argparse.Namespace) -> int:
     """Write a cutout of an image HDU: ``--box x1,y1,x2,y2`` or a CFITSIO section on the path."""
-    from ..fits.hdu_index import get_index
     from ..fits.section_header import section_header
     from ..image.plain import Image, region_from_key
     from ..writing.api import write
@@ -224,17 +240,8 @@ def cmd_cutout(args: argparse.Namespace) -> int:
         (t,) = targets([src], sections=True)
         if (t.section is None) == (box is None):
             raise UsageError(f"{src}: give exactly one of --box or an image section on the path")
-        index = get_index(t.path)
-        wanted = select_hdus(index, t, spec, default=lambda ix: [ix.autodetect()])
-        if len(wanted) != 1:
-            raise UsageError(f"{src}: cutout takes one HDU")
-        entry = index.entries[wanted[0]]
-        if wanted[0] not in _image_hdus(index) or entry.is_groups:
-            what = "a table" if entry.is_table else (
-                "a random-groups HDU" if entry.is_groups else "not an image with data")
-            raise UsageError(f"{src}: HDU {entry.index} ({entry.display_name}) is {what}; "
-                             "cutout cuts images")
-        img = Image(t.path, wanted[0])
+        index, entry = _one_image_hdu(src, t, spec, "cutout takes one HDU", "cutout cuts images")
+        img = Image(t.path, entry.index)
         if box is not None:
             x1, y1, x2, y2 = box
             h, w = img.shape[-2:]
@@ -256,7 +263,6 @@ def cmd_cutout(args: argparse.Namespace) -> int:
 
 def cmd_preview(args: argparse.Namespace) -> int:
     """Write a PNG picture of an image HDU (zscale/asinh by default; `torchfits.preview`)."""
-    from ..fits.hdu_index import get_index
     from ..image.plain import Image
     from ..image.thumbnail import picture_key, pillow
     from ..writing.png import preview
@@ -274,22 +280,13 @@ def cmd_preview(args: argparse.Namespace) -> int:
     def one(pair: tuple[str, str]) -> None:
         src, dst = pair
         (t,) = targets([src], sections=True)
-        index = get_index(t.path)
-        wanted = select_hdus(index, t, spec, default=lambda ix: [ix.autodetect()])
-        if len(wanted) != 1:
-            raise UsageError(f"{src}: preview draws one HDU")
-        entry = index.entries[wanted[0]]
-        if wanted[0] not in _image_hdus(index) or entry.is_groups:
-            what = "a table" if entry.is_table else (
-                "a random-groups HDU" if entry.is_groups else "not an image with data")
-            raise UsageError(f"{src}: HDU {entry.index} ({entry.display_name}) is {what}; "
-                             "preview draws images")
+        index, entry = _one_image_hdu(src, t, spec, "preview draws one HDU", "preview draws images")
         shape = Image(t.path, entry.index, index=index).shape
         if picture_key(shape, None) is None:
             raise UsageError(f"{src}: HDU {entry.index} ({entry.display_name}) has shape {shape}; "
                              "preview draws two axes longer than 1")
         source = src if t.section is not None else t.path
-        hdu = None if t.section is not None and t.hdu is not None else wanted[0]
+        hdu = None if t.section is not None and t.hdu is not None else entry.index
         png = preview(source, None if dst == "-" else dst, hdu=hdu, stretch=args.stretch,
                       interval=interval, size=args.size, overwrite=True)
         if dst == "-":
