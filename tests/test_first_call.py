@@ -132,6 +132,14 @@ def test_cli_imports_only_the_module_of_its_command(files):
         with contextlib.redirect_stdout(io.StringIO()):
             assert main(["diff", sys.argv[1], sys.argv[1]]) == 0
     """, img, watch=modules) == ["torchfits.cli.diff_command"]
+    _, tab = files
+    pytest.importorskip("duckdb")
+    assert loaded_after("""
+        import contextlib, io, sys
+        from torchfits.cli.main import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["sql", f"select count(*) from '{sys.argv[1]}' where a > 2"]) == 0
+    """, tab, watch=(*modules, "torchfits.image")) == ["torchfits.cli.sql_commands"]
 
 
 def test_cli_command_table_names_every_module_command():

@@ -31,13 +31,13 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except ImportError:
         raise ImportError("torchfits sql needs duckdb: pip install 'torchfits[sql]'") from None
     from ..tables.sql import sql
-    from .inspect_commands import output_format, write_arrow_table
 
     spec = hdus(args.hdu)
     if spec is None or len(spec) != 1:
         raise UsageError("-e/--hdu takes one table HDU (index or EXTNAME)")
     fmt = None
-    if args.out:
+    if args.out:  # the writers (NumPy, the image modules) only when the rows go to a file
+        from .inspect_commands import output_format
         check_outputs([args.out], args.overwrite)
         fmt = output_format(args.out, args.to)
     elif args.to:
@@ -57,6 +57,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except ValueError as exc:  # fits(...) arguments the rewriter cannot read
         raise UsageError(str(exc)) from None
     if args.out:
+        from .inspect_commands import write_arrow_table
         write_arrow_table(table, args.out, fmt or "csv", overwrite=args.overwrite)
         if args.out != "-":
             print(f"{table.num_rows} rows -> {args.out}", file=sys.stderr)
