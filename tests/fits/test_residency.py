@@ -143,3 +143,34 @@ def test_views_survive_released_pages(tmp_path, monkeypatch):
     assert np.array_equal(image, pixels)
     assert np.array_equal(row_bytes, rows)
     assert residency.held() == 0
+
+
+def test_budget_from_the_environment(monkeypatch):
+    """``TORCHFITS_RESIDENT_MB`` sets the process budget (docs/environment.md); a bad value is
+    an error naming the variable."""
+    monkeypatch.delenv("TORCHFITS_RESIDENT_MB", raising=False)
+    assert residency.budget() == residency.BUDGET
+    for value, want in (("0", 0), ("16", 16 << 20), ("0.5", 1 << 19), (" 8 ", 8 << 20)):
+        monkeypatch.setenv("TORCHFITS_RESIDENT_MB", value)
+        assert residency.budget() == want
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "inf")
+    assert residency.budget() >= 1 << 60
+    for bad in ("-1", "lots", "nan"):
+        monkeypatch.setenv("TORCHFITS_RESIDENT_MB", bad)
+        with pytest.raises(ValueError, match="TORCHFITS_RESIDENT_MB"):
+            residency.budget()
+
+
+@needs_proc
+def test_zero_budget_from_the_environment_releases_every_range(tmp_path, monkeypatch):
+    residency.forget_all()
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "0")
+    path = tmp_path / "rows.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(
+        [fits.Column("X", "K", array=np.arange(200_000, dtype=np.int64))])]).writeto(path)
+    total = sum(b.num_rows for b in torchfits.scan(str(path), batch_size=8192).to_batches())
+    assert total == 200_000 and residency.held() == 0
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "inf")
+    sum(b.num_rows for b in torchfits.scan(str(path), batch_size=8192).to_batches())
+    assert residency.held() >= 200_000 * 8 * 0.9  # every finished range kept
+    residency.forget_all()

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .base import ByteSource
 
-__all__ = ["BUDGET", "done", "held", "forget_all"]
+__all__ = ["BUDGET", "budget", "done", "held", "forget_all"]
 
 BUDGET = 64 << 20
-"""Bytes of finished ranges kept resident in this process before the oldest are released."""
+"""Bytes of finished ranges kept resident in this process before the oldest are released,
+unless ``TORCHFITS_RESIDENT_MB`` says otherwise (`budget`)."""
 
 _lock = threading.Lock()
 # (id of the source, offset) -> (weak reference to the source, size), least recently read first.
@@ -43,15 +44,39 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
+def budget() -> int:
+    """Bytes of finished ranges kept resident: ``$TORCHFITS_RESIDENT_MB`` MiB when set (``0``
+    releases each range as soon as its reader is done, ``inf`` never releases;
+    docs/environment.md), else `BUDGET`.
+
+    Raises
+    ------
+    ValueError
+        The variable is not a non-negative number.
+    """
+    env = os.environ.get("TORCHFITS_RESIDENT_MB", "").strip()
+    if not env:
+        return BUDGET
+    try:
+        mib = float(env)
+    except ValueError:
+        mib = -1.0
+    if not mib >= 0:  # also NaN
+        raise ValueError(f"TORCHFITS_RESIDENT_MB={env!r}: expected a number of MiB >= 0 (default "
+                         f"{BUDGET >> 20})")
+    return int(min(mib, 1 << 40) * (1 << 20))  # "inf": never release
+
+
 def done(source: ByteSource, offset: int, size: int) -> None:
     """Record that a sequential reader has copied what it needs out of ``[offset, offset + size)``
-    of ``source``; release the least recently read ranges while more than `BUDGET` are held.
+    of ``source``; release the least recently read ranges while more than `budget` are held.
 
     Sources that hold no mapped pages (remote, in-memory) are not recorded.
     """
     global _held
     if size <= 0 or not source.maps_file:
         return
+    limit = budget()
     key = (id(source), offset)
     victims: list[tuple[weakref.ref[ByteSource], int, int]] = []
     with _lock:
@@ -60,7 +85,7 @@ def done(source: ByteSource, offset: int, size: int) -> None:
             _held -= old[1]
         _ranges[key] = (weakref.ref(source), size)
         _held += size
-        while _held > BUDGET and _ranges:
+        while _held > limit and _ranges:
             (_, off), (ref, n) = _ranges.popitem(last=False)
             _held -= n
             victims.append((ref, off, n))
