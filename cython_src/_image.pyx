@@ -140,6 +140,8 @@ cdef extern from *:
 
 cdef enum:
     PREFETCH_ROWS = 8
+    # A batch streams rows box after box with no per-call start: it asks further ahead.
+    BATCH_PREFETCH_ROWS = 16
 
 
 cdef inline void _prefetch_run(const uint8_t* p, Py_ssize_t nbytes) noexcept nogil:
@@ -466,6 +468,8 @@ cdef class CutoutReader:
     cdef bint ready
     cdef tuple lead
     cdef int64_t c_shape[MAX_NDIM]
+    cdef int64_t touched, touch_limit
+    cdef object on_touched
 
     def __init__(self, const uint8_t[::1] src, Py_ssize_t data_offset, int bitpix, int mode,
                  tuple shape, object dtype, double bscale=1.0, double bzero=0.0,
@@ -559,6 +563,24 @@ cdef class CutoutReader:
             tf_stream_fence()
         return 0
 
+    def set_residency(self, int64_t limit, on_touched=None):
+        """Call ``on_touched()`` after every ``limit`` bytes of file pages the cutouts read (a
+        page or more per row; ``limit <= 0``: never). Random boxes leave no finished range
+        behind them, so a loop over an image larger than memory releases the image's map pages
+        from there (they map again, the same bytes, on the next read)."""
+        self.touch_limit = limit if on_touched is not None else 0
+        self.on_touched = on_touched
+        self.touched = 0
+
+    cdef void _touch(self, int64_t rows, int64_t nx) except *:
+        """Count ``rows`` rows of ``nx`` pixels read; run ``on_touched`` past the limit."""
+        if self.touch_limit <= 0:
+            return
+        self.touched += rows * ((((nx * (abs(self.bitpix) // 8)) >> 12) + 1) << 12)
+        if self.touched >= self.touch_limit:
+            self.touched = 0
+            self.on_touched()
+
     def set_result(self, wrap=None, faults=None, on_fault=None):
         """How :meth:`read` and calls finish a cutout: ``wrap(array)`` makes the result (e.g. a
         tensor); after the decode, ``on_fault()`` runs when ``faults()`` says a map faulted.
@@ -618,6 +640,8 @@ cdef class CutoutReader:
                                   _live_bytes >= _STREAM_MIN)
         if rc != 0:
             raise ValueError("cutout outside the image or the buffer")
+        if self.touch_limit > 0:
+            self._touch(self.planes * ny, nx)
         out = cnp.PyArray_SimpleNewFromData(n, dims, self.typenum, mem.ptr)
         Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
         cnp.PyArray_SetBaseObject(out, mem)
@@ -637,7 +661,7 @@ cdef inline const uint8_t* _batch_row(const uint8_t* base, const int64_t[:, ::1]
 cdef void _batch_raw(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t height,
                      int64_t width, uint8_t* out, Py_ssize_t slot_bytes, bint stream) noexcept nogil:
     """Unscaled boxes (checked inside the image and the buffers), row after row of box after
-    box, asking for the row PREFETCH_ROWS ahead across box boundaries, so the next box's first
+    box, asking for the row BATCH_PREFETCH_ROWS ahead across box boundaries, so the next box's first
     rows are on their way while the last ones of this box copy. ``stream``: stores that bypass
     the caches (an output larger than them is not read before it is written)."""
     cdef int size = abs(reader.bitpix) // 8
@@ -650,7 +674,7 @@ cdef void _batch_raw(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t h
     cdef const uint8_t* base = &reader.src[0] + reader.data_offset
     cdef const uint8_t* row
     cdef uint8_t* d
-    for j in range(total if total < PREFETCH_ROWS else PREFETCH_ROWS):
+    for j in range(total if total < BATCH_PREFETCH_ROWS else BATCH_PREFETCH_ROWS):
         _prefetch_run(_batch_row(base, boxes, j, per_box, height, row_stride, plane_stride, size),
                       nbytes)
     j = 0
@@ -658,8 +682,8 @@ cdef void _batch_raw(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t h
         d = out + boxes[i, 0] * slot_bytes
         row = base + boxes[i, 2] * row_stride + boxes[i, 1] * size
         for k in range(per_box):
-            if j + PREFETCH_ROWS < total:
-                _prefetch_run(_batch_row(base, boxes, j + PREFETCH_ROWS, per_box, height,
+            if j + BATCH_PREFETCH_ROWS < total:
+                _prefetch_run(_batch_row(base, boxes, j + BATCH_PREFETCH_ROWS, per_box, height,
                                          row_stride, plane_stride, size), nbytes)
             if not (stream and tf_swap_copy_nt(row + (k // height) * plane_stride
                                                + (k % height) * row_stride, d, nbytes, size, flip)):
@@ -716,15 +740,17 @@ def cutout_batch(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t heigh
         stream = nboxes * slot_bytes >= _STREAM_MIN or _live_bytes >= _STREAM_MIN
         with nogil:
             _batch_raw(reader, boxes, height, width, d, slot_bytes, stream)
-        return
-    with nogil:
-        for i in range(nboxes):
-            rc = reader._decode_box(d + boxes[i, 0] * slot_bytes, slot_bytes, boxes[i, 1],
-                                    boxes[i, 2], width, height, False)
-            if rc != 0:
-                break
-    if rc != 0:
-        raise ValueError("cutout outside the image or the buffer")
+    else:
+        with nogil:
+            for i in range(nboxes):
+                rc = reader._decode_box(d + boxes[i, 0] * slot_bytes, slot_bytes, boxes[i, 1],
+                                        boxes[i, 2], width, height, False)
+                if rc != 0:
+                    break
+        if rc != 0:
+            raise ValueError("cutout outside the image or the buffer")
+    if reader.touch_limit > 0:
+        reader._touch(nboxes * reader.planes * height, width)
 
 
 def cutout_array(tuple shape, dtype):

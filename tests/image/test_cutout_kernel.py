@@ -3,6 +3,7 @@ reused from dropped cutouts without touching kept ones, and the C call path of S
 from __future__ import annotations
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -176,3 +177,62 @@ def test_batched_arrays_reuse_their_memory(tmp_path, fits):
     assert _image.cutout_array((2, 3), np.dtype(">f4")).dtype == np.dtype(">f4")  # not pooled
     del again
     _image.release_cutout_memory()
+
+
+def _rss_file() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) * 1024
+    pytest.skip("/proc/self/status has no RssFile")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/self/status")
+@pytest.mark.parametrize("route", ["reader", "image", "batch"])
+def test_cutout_loops_over_images_beyond_the_budget_keep_rss_bounded(tmp_path, fits, monkeypatch, route):
+    from torchfits.fits.sources import residency
+
+    path = tmp_path / "big.fits"
+    side = 2048  # 16 MiB of float32, against a budget of 1 MiB
+    fits.PrimaryHDU(np.arange(side * side, dtype=np.float32).reshape(side, side)).writeto(path)
+    torchfits.clear_file_cache()
+    residency.forget_all()
+    monkeypatch.setattr(residency, "BUDGET", 1 << 20)
+    calls = []
+    real_done = residency.done
+    monkeypatch.setattr(residency, "done", lambda *a: (calls.append(a[1:]), real_done(*a)))
+    boxes = [(x, y, x + 64, y + 64) for y in range(0, side, 64) for x in range(0, side, 512)]
+    before = _rss_file()
+    peak = 0
+    if route == "reader":
+        r = torchfits.open_subset_reader(str(path), 0)
+        for b in boxes:
+            r(*b)
+            peak = max(peak, _rss_file() - before)
+    elif route == "image":
+        img = torchfits.open_image(str(path), 0)
+        for x1, y1, x2, y2 in boxes:
+            img[y1:y2, x1:x2]
+            peak = max(peak, _rss_file() - before)
+    else:
+        img = torchfits.open_image(str(path), 0)
+        for k in range(0, len(boxes), 8):
+            img.cutouts(np.array(boxes[k:k + 8]))
+            peak = max(peak, _rss_file() - before)
+    # 128 boxes x 64 rows x 4 KiB: 32 MiB of pages read, the limit every 1 MiB.
+    assert len(calls) >= 16 and all(c == (2880, side * side * 4) for c in calls)
+    assert peak < 8 << 20, peak  # the file is 16 MiB; every 1 MiB of it leaves RSS again
+    torchfits.clear_file_cache()
+    residency.forget_all()
+
+
+def test_cutouts_within_the_budget_keep_their_pages(tmp_path, fits, monkeypatch):
+    from torchfits.fits.sources import residency
+
+    path = _image_file(tmp_path, fits, np.float32, (256, 256))
+    calls = []
+    monkeypatch.setattr(residency, "done", lambda *a: calls.append(a))
+    r = torchfits.open_subset_reader(str(path), 1)
+    for i in range(200):
+        r(i % 100, i % 90, i % 100 + 64, i % 90 + 64)
+    assert calls == []
