@@ -34,6 +34,8 @@ cdef extern from "_swap.h" nogil:
     void tf_swap_inplace16(uint8_t* d, size_t n, uint16_t flip)
     void tf_swap_inplace32(uint8_t* d, size_t n, uint32_t flip)
     void tf_swap_inplace64(uint8_t* d, size_t n, uint64_t flip)
+    int tf_swap_copy_nt(const uint8_t* s, uint8_t* d, size_t nbytes, int size, uint64_t flip)
+    void tf_stream_fence()
 
 
 cdef void _run_raw(const uint8_t* s, Py_ssize_t n, Py_ssize_t stride, uint8_t* d,
@@ -138,6 +140,8 @@ cdef extern from *:
 
 cdef enum:
     PREFETCH_ROWS = 8
+    # A batch streams rows box after box with no per-call start: it asks further ahead.
+    BATCH_PREFETCH_ROWS = 16
 
 
 cdef inline void _prefetch_run(const uint8_t* p, Py_ssize_t nbytes) noexcept nogil:
@@ -305,10 +309,32 @@ def decode_region(const uint8_t[::1] src, Py_ssize_t data_offset, cnp.ndarray ou
 
 # -- cutout memory ---------------------------------------------------------------------------------
 # Fresh memory costs a page fault per 4 KiB page on first touch, as much as the decode of a small
-# cutout. Cutouts come from blocks that return to a bounded free list when their array dies, so
-# a loop that keeps a batch of cutouts, drops it and reads the next one reuses memory already
-# faulted in. The list holds at most POOL_BYTES; release_cutout_memory() empties it.
-from libc.stdlib cimport malloc, realloc, free
+# cutout. Cutouts (and the arrays of batched calls, `cutout_array`) come from blocks that return
+# to a bounded free list when their array dies, so a loop that keeps a batch of cutouts, drops it
+# and reads the next one reuses memory already faulted in. The list holds at most POOL_BYTES;
+# release_cutout_memory() empties it.
+from libc.stdlib cimport realloc, free
+
+
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    /* A block of `size` bytes; big ones on 2 MiB boundaries with transparent huge pages asked
+       for (as NumPy does for its large arrays): fewer faults and TLB misses on first use. */
+    static void *tf_block_alloc(size_t size) {
+        void *p = NULL;
+        if (size < ((size_t)4 << 20)) return malloc(size);
+        if (posix_memalign(&p, (size_t)2 << 20, size) != 0) return NULL;
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        madvise(p, size, MADV_HUGEPAGE);
+    #endif
+        return p;
+    }
+    """
+    void* tf_block_alloc(size_t size) nogil
 
 cdef enum:
     POOL_CLASSES = 8
@@ -322,7 +348,7 @@ cdef struct _FreeList:
 cdef _FreeList _pool[POOL_CLASSES]
 cdef Py_ssize_t _pool_bytes = 0
 cdef Py_ssize_t POOL_BYTES = 64 << 20
-cdef Py_ssize_t _POOL_MAX_BLOCK = 1 << 20  # bigger results are rare and plain malloc'd
+cdef Py_ssize_t _POOL_MAX_BLOCK = 32 << 20  # a batch's array up to half the pool is kept too
 
 for _k in range(POOL_CLASSES):
     _pool[_k].size = 0
@@ -331,22 +357,45 @@ for _k in range(POOL_CLASSES):
     _pool[_k].items = NULL
 
 
+# Bytes of cutout memory handed out and not given back yet: the results the caller keeps. Once
+# they outgrow the caches (STREAM_MIN_BYTES), the next results are written with streaming stores:
+# a kept result goes to memory anyway, and a plain store would first read each of its lines.
+cdef Py_ssize_t _live_bytes = 0
+cdef Py_ssize_t _STREAM_MIN = 4 << 20
+
+
+def set_stream_min_bytes(Py_ssize_t nbytes):
+    """Set the kept-cutout bytes (and batch size) from which cutouts are written with streaming
+    stores (default 4 MiB, about a last-level cache); returns the previous value. For benchmarks:
+    a huge value turns streaming off, 0 turns it always on."""
+    global _STREAM_MIN
+    old = _STREAM_MIN
+    _STREAM_MIN = nbytes
+    return old
+
+
 cdef void* _take(Py_ssize_t size) noexcept:
-    global _pool_bytes
+    global _pool_bytes, _live_bytes
     cdef int k
+    cdef void* ptr
     for k in range(POOL_CLASSES):
         if _pool[k].size == size and _pool[k].n > 0:
             _pool[k].n -= 1
             _pool_bytes -= size
+            _live_bytes += size
             return _pool[k].items[_pool[k].n]
-    return malloc(size)
+    ptr = tf_block_alloc(size)
+    if ptr != NULL:
+        _live_bytes += size
+    return ptr
 
 
 cdef void _give(void* ptr, Py_ssize_t size) noexcept:
-    global _pool_bytes
+    global _pool_bytes, _live_bytes
     cdef int k, slot = -1
     cdef void** grown
     cdef Py_ssize_t cap
+    _live_bytes -= size
     if size <= _POOL_MAX_BLOCK and _pool_bytes + size <= POOL_BYTES:
         for k in range(POOL_CLASSES):
             if _pool[k].size == size:
@@ -419,6 +468,8 @@ cdef class CutoutReader:
     cdef bint ready
     cdef tuple lead
     cdef int64_t c_shape[MAX_NDIM]
+    cdef int64_t touched, touch_limit
+    cdef object on_touched
 
     def __init__(self, const uint8_t[::1] src, Py_ssize_t data_offset, int bitpix, int mode,
                  tuple shape, object dtype, double bscale=1.0, double bzero=0.0,
@@ -473,10 +524,11 @@ cdef class CutoutReader:
                           self.mode, self.bscale, self.bzero, self.has_blank, self.blank)
 
     cdef int _decode_box(self, uint8_t* out, Py_ssize_t out_len, int64_t x1, int64_t y1,
-                         int64_t nx, int64_t ny) noexcept nogil:
+                         int64_t nx, int64_t ny, bint stream) noexcept nogil:
         """Decode ``image[..., y1:y1+ny, x1:x1+nx]`` (every leading plane; a box inside the
         image, nx and ny > 0) into ``out``. Returns 0, or -1 when the box does not fit the
-        buffers (nothing is written then). The one decode of `cutout` and `cutout_batch`."""
+        buffers (nothing is written then). The decode of `cutout` (and of scaled batches).
+        ``stream``: unscaled rows are written with streaming stores (see `_live_bytes`)."""
         cdef int size = abs(self.bitpix) // 8
         cdef int64_t row_stride, plane_stride, plane, r, last
         cdef Py_ssize_t nbytes
@@ -503,10 +555,31 @@ cdef class CutoutReader:
             for r in range(ny):
                 if r + PREFETCH_ROWS < ny:
                     _prefetch_run(row + PREFETCH_ROWS * row_stride, nbytes)
-                _run_raw(row, nx, size, d, size, flip)
+                if not (stream and tf_swap_copy_nt(row, d, nbytes, size, flip)):
+                    _run_raw(row, nx, size, d, size, flip)
                 d += nbytes
                 row += row_stride
+        if stream:
+            tf_stream_fence()
         return 0
+
+    def set_residency(self, int64_t limit, on_touched=None):
+        """Call ``on_touched()`` after every ``limit`` bytes of file pages the cutouts read (a
+        page or more per row; ``limit <= 0``: never). Random boxes leave no finished range
+        behind them, so a loop over an image larger than memory releases the image's map pages
+        from there (they map again, the same bytes, on the next read)."""
+        self.touch_limit = limit if on_touched is not None else 0
+        self.on_touched = on_touched
+        self.touched = 0
+
+    cdef void _touch(self, int64_t rows, int64_t nx) except *:
+        """Count ``rows`` rows of ``nx`` pixels read; run ``on_touched`` past the limit."""
+        if self.touch_limit <= 0:
+            return
+        self.touched += rows * ((((nx * (abs(self.bitpix) // 8)) >> 12) + 1) << 12)
+        if self.touched >= self.touch_limit:
+            self.touched = 0
+            self.on_touched()
 
     def set_result(self, wrap=None, faults=None, on_fault=None):
         """How :meth:`read` and calls finish a cutout: ``wrap(array)`` makes the result (e.g. a
@@ -563,13 +636,63 @@ cdef class CutoutReader:
         if mem.ptr == NULL:
             raise MemoryError()
         with nogil:
-            rc = self._decode_box(<uint8_t*>mem.ptr, mem.size, x1, y1, nx, ny)
+            rc = self._decode_box(<uint8_t*>mem.ptr, mem.size, x1, y1, nx, ny,
+                                  _live_bytes >= _STREAM_MIN)
         if rc != 0:
             raise ValueError("cutout outside the image or the buffer")
+        if self.touch_limit > 0:
+            self._touch(self.planes * ny, nx)
         out = cnp.PyArray_SimpleNewFromData(n, dims, self.typenum, mem.ptr)
         Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
         cnp.PyArray_SetBaseObject(out, mem)
         return out
+
+
+cdef inline const uint8_t* _batch_row(const uint8_t* base, const int64_t[:, ::1] boxes,
+                                      int64_t j, int64_t per_box, int64_t height,
+                                      int64_t row_stride, int64_t plane_stride,
+                                      int size) noexcept nogil:
+    """Row ``j`` of a batch read box after box (each box: its planes' rows in order)."""
+    cdef int64_t i = j // per_box, k = j % per_box
+    return (base + (k // height) * plane_stride + (boxes[i, 2] + k % height) * row_stride
+            + boxes[i, 1] * size)
+
+
+cdef void _batch_raw(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t height,
+                     int64_t width, uint8_t* out, Py_ssize_t slot_bytes, bint stream) noexcept nogil:
+    """Unscaled boxes (checked inside the image and the buffers), row after row of box after
+    box, asking for the row BATCH_PREFETCH_ROWS ahead across box boundaries, so the next box's first
+    rows are on their way while the last ones of this box copy. ``stream``: stores that bypass
+    the caches (an output larger than them is not read before it is written)."""
+    cdef int size = abs(reader.bitpix) // 8
+    cdef int64_t row_stride = reader.width * size
+    cdef int64_t plane_stride = reader.height * row_stride
+    cdef int64_t per_box = reader.planes * height
+    cdef int64_t total = boxes.shape[0] * per_box, j, k, i
+    cdef Py_ssize_t nbytes = width * size
+    cdef uint64_t flip = (<uint64_t>1) << (8 * size - 1) if reader.mode == 1 else 0
+    cdef const uint8_t* base = &reader.src[0] + reader.data_offset
+    cdef const uint8_t* row
+    cdef uint8_t* d
+    for j in range(total if total < BATCH_PREFETCH_ROWS else BATCH_PREFETCH_ROWS):
+        _prefetch_run(_batch_row(base, boxes, j, per_box, height, row_stride, plane_stride, size),
+                      nbytes)
+    j = 0
+    for i in range(boxes.shape[0]):
+        d = out + boxes[i, 0] * slot_bytes
+        row = base + boxes[i, 2] * row_stride + boxes[i, 1] * size
+        for k in range(per_box):
+            if j + BATCH_PREFETCH_ROWS < total:
+                _prefetch_run(_batch_row(base, boxes, j + BATCH_PREFETCH_ROWS, per_box, height,
+                                         row_stride, plane_stride, size), nbytes)
+            if not (stream and tf_swap_copy_nt(row + (k // height) * plane_stride
+                                               + (k % height) * row_stride, d, nbytes, size, flip)):
+                _run_raw(row + (k // height) * plane_stride + (k % height) * row_stride, width,
+                         size, d, size, flip)
+            d += nbytes
+            j += 1
+    if stream:
+        tf_stream_fence()
 
 
 def cutout_batch(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t height,
@@ -585,9 +708,10 @@ def cutout_batch(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t heigh
     cdef int rc = 0
     cdef Py_ssize_t i, nboxes = boxes.shape[0], slots
     cdef Py_ssize_t slot_bytes
-    cdef int64_t slot, x1, y1
+    cdef int64_t slot, x1, y1, size, last
     cdef uint8_t* d = _writable_data(out)
     cdef object arr = out
+    cdef bint stream
     if not reader.ready:
         raise ValueError("this reader has no uncompressed image to cut")
     if arr.dtype != reader.dtype:
@@ -601,17 +725,60 @@ def cutout_batch(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t heigh
         raise ValueError("cutouts must have a positive height and width")
     slots = arr.shape[0]
     slot_bytes = cnp.PyArray_NBYTES(out) // slots if slots else 0
+    size = abs(reader.bitpix) // 8
     for i in range(nboxes):
         slot, x1, y1 = boxes[i, 0], boxes[i, 1], boxes[i, 2]
         if not (0 <= slot < slots and 0 <= x1 and x1 + width <= reader.width
                 and 0 <= y1 and y1 + height <= reader.height):
             raise ValueError(f"box {i} (slot {slot}, x {x1}, y {y1}, {height}x{width}) is outside "
                              f"the image ({reader.height}x{reader.width}) or the output")
-    with nogil:
-        for i in range(nboxes):
-            rc = reader._decode_box(d + boxes[i, 0] * slot_bytes, slot_bytes, boxes[i, 1],
-                                    boxes[i, 2], width, height)
-            if rc != 0:
-                break
-    if rc != 0:
-        raise ValueError("cutout outside the image or the buffer")
+        last = (((reader.planes - 1) * reader.height + y1 + height - 1) * reader.width
+                + x1 + width) * size
+        if last > reader.src.shape[0] - reader.data_offset:
+            raise ValueError("cutout outside the image or the buffer")
+    if reader.mode != 2:
+        stream = nboxes * slot_bytes >= _STREAM_MIN or _live_bytes >= _STREAM_MIN
+        with nogil:
+            _batch_raw(reader, boxes, height, width, d, slot_bytes, stream)
+    else:
+        with nogil:
+            for i in range(nboxes):
+                rc = reader._decode_box(d + boxes[i, 0] * slot_bytes, slot_bytes, boxes[i, 1],
+                                        boxes[i, 2], width, height, False)
+                if rc != 0:
+                    break
+        if rc != 0:
+            raise ValueError("cutout outside the image or the buffer")
+    if reader.touch_limit > 0:
+        reader._touch(nboxes * reader.planes * height, width)
+
+
+def cutout_array(tuple shape, dtype):
+    """An uninitialised C-contiguous array of ``shape`` and the (native, built-in) ``dtype``, on
+    memory from the cutout pool: given back for reuse when the array dies, so a loop of batched
+    calls that drops each result writes into memory already faulted in."""
+    cdef cnp.npy_intp dims[MAX_NDIM]
+    cdef int k, n = len(shape)
+    cdef Py_ssize_t nbytes
+    cdef _CutoutMemory mem
+    cdef cnp.ndarray out
+    dt = np.dtype(dtype)
+    if n > MAX_NDIM or not dt.isbuiltin or not dt.isnative:
+        return np.empty(shape, dt)
+    nbytes = dt.itemsize
+    for k in range(n):
+        dims[k] = shape[k]
+        if dims[k] < 0:
+            raise ValueError(f"negative dimension in {shape}")
+        nbytes *= dims[k]
+    if nbytes == 0:
+        return np.empty(shape, dt)
+    mem = _CutoutMemory.__new__(_CutoutMemory)
+    mem.size = nbytes
+    mem.ptr = _take(nbytes)
+    if mem.ptr == NULL:
+        raise MemoryError()
+    out = cnp.PyArray_SimpleNewFromData(n, dims, dt.num, mem.ptr)
+    Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
+    cnp.PyArray_SetBaseObject(out, mem)
+    return out

@@ -43,4 +43,57 @@ TF_CLONES static void tf_swap_inplace64(uint8_t *d, size_t n, uint64_t flip) {
         uint64_t v; memcpy(&v, d + 8 * i, 8); v = __builtin_bswap64(v) ^ flip; memcpy(d + 8 * i, &v, 8);
     }
 }
+/* Streaming (non-temporal) swap-copies for outputs larger than the caches: the stores bypass
+ * the caches, so no output line is read from memory before it is written (a plain store first
+ * reads the line it fills). Whole 8-byte words, 8-byte aligned destination; returns 0 when
+ * it cannot (another CPU, an unaligned run): the caller copies with the plain kernels then.
+ * Call tf_stream_fence() after the last one. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* 32 bytes at a time (vpshufb, vmovntdq): a 32-byte aligned destination, whole 32-byte words. */
+__attribute__((target("avx2"))) static int tf_swap_copy_nt_avx2(const uint8_t *s, uint8_t *d,
+                                                                 size_t nbytes, int size, uint64_t f) {
+    __m256i mask, v, fv = _mm256_set1_epi64x((long long)f);
+    if (size == 2)
+        mask = _mm256_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14,
+                                1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    else if (size == 4)
+        mask = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+                                3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    else
+        mask = _mm256_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8,
+                                7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
+    for (size_t i = 0; i < nbytes; i += 32) {
+        v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(s + i)), mask);
+        _mm256_stream_si256((__m256i *)(d + i), _mm256_xor_si256(v, fv));
+    }
+    return 1;
+}
+static inline int tf_swap_copy_nt(const uint8_t *s, uint8_t *d, size_t nbytes, int size, uint64_t flip) {
+    uint64_t v, f;
+    if (size < 2 || (nbytes & 7) != 0 || ((uintptr_t)d & 7) != 0) return 0;
+    f = size == 2 ? 0x0001000100010001ULL * (flip & 0xFFFF)
+        : size == 4 ? 0x0000000100000001ULL * (flip & 0xFFFFFFFFULL) : flip;
+    if (__builtin_cpu_supports("avx2") && (nbytes & 31) == 0 && ((uintptr_t)d & 31) == 0)
+        return tf_swap_copy_nt_avx2(s, d, nbytes, size, f);
+    for (size_t i = 0; i < nbytes; i += 8) {
+        memcpy(&v, s + i, 8);
+        if (size == 2)
+            v = ((v & 0x00FF00FF00FF00FFULL) << 8) | ((v >> 8) & 0x00FF00FF00FF00FFULL);
+        else if (size == 4)
+            v = __builtin_bswap64(v), v = (v << 32) | (v >> 32);
+        else
+            v = __builtin_bswap64(v);
+        _mm_stream_si64((long long *)(d + i), (long long)(v ^ f));
+    }
+    return 1;
+}
+static inline void tf_stream_fence(void) { _mm_sfence(); }
+#else
+static inline int tf_swap_copy_nt(const uint8_t *s, uint8_t *d, size_t nbytes, int size, uint64_t flip) {
+    (void)s; (void)d; (void)nbytes; (void)size; (void)flip;
+    return 0;
+}
+static inline void tf_stream_fence(void) {}
+#endif
 #endif

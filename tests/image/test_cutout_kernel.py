@@ -3,6 +3,7 @@ reused from dropped cutouts without touching kept ones, and the C call path of S
 from __future__ import annotations
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -123,3 +124,115 @@ def test_compressed_subset_reader_has_no_map_cutouts(tmp_path, fits):
         np.testing.assert_array_equal(r(3, 4, 10, 20).numpy(), data[4:20, 3:10])
         with pytest.raises(ValueError, match="no uncompressed image"):
             r.cutout(0, 0, 2, 2)
+
+
+@pytest.fixture
+def streaming():
+    """Cutouts written with streaming stores from the first byte (normally from 4 MiB kept)."""
+    old = _image.set_stream_min_bytes(0)
+    yield
+    _image.set_stream_min_bytes(old)
+
+
+@pytest.mark.parametrize("dtype,cards", [
+    (np.uint8, {}), (np.int8, {}), (np.int16, {}), (np.int32, {}), (np.int64, {}),
+    (np.float32, {}), (np.float64, {}), (np.uint16, {}), (np.uint32, {}),
+    (np.int16, {"BSCALE": 0.5, "BZERO": 3.0}),
+], ids=lambda v: str(v))
+@pytest.mark.parametrize("shape", [(40, 72), (2, 40, 72)], ids=["2d", "3d"])
+def test_streamed_cutouts_match_astropy(tmp_path, fits, streaming, dtype, cards, shape):
+    # Rows of 8, 16, 32 and 64 px and odd widths: streaming stores take whole aligned 32-byte
+    # and 8-byte words, and every other row falls back to the plain copy.
+    if np.dtype(dtype) == np.int8:
+        path = _image_file(tmp_path, fits, np.uint8, shape, BZERO=-128)
+    else:
+        path = _image_file(tmp_path, fits, dtype, shape, **cards)
+    want = fits.getdata(path, 1)
+    img = torchfits.open_image(str(path), 1)
+    reader = img._cutout_reader()
+    for x1, y1, x2, y2 in [(0, 0, 8, 5), (3, 1, 19, 9), (5, 7, 37, 40), (8, 2, 72, 31), (1, 1, 8, 4),
+                           (60, 30, 72, 40)]:
+        np.testing.assert_array_equal(reader.cutout(x1, y1, x2, y2), want[..., y1:y2, x1:x2])
+    for w in (8, 16, 32, 7):
+        boxes = np.array([[x, y, x + w, y + 6] for x, y in [(0, 0), (3, 5), (72 - w, 34), (17, 11)]])
+        got = img.cutouts(boxes)
+        for b, g in zip(boxes.tolist(), got):
+            np.testing.assert_array_equal(g, want[..., b[1]:b[3], b[0]:b[2]])
+
+
+def test_batched_arrays_reuse_their_memory(tmp_path, fits):
+    path = _image_file(tmp_path, fits, np.float32, (64, 64))
+    img = torchfits.open_image(str(path), 1)
+    _image.release_cutout_memory()
+    boxes = np.array([[i, i, i + 16, i + 16] for i in range(40)])
+    first = img.cutouts(boxes)
+    address = first.__array_interface__["data"][0]
+    del first
+    gc.collect()
+    assert _image.cutout_memory_kept() == 40 * 16 * 16 * 4
+    again = img.cutouts(boxes)  # the same block, already faulted in
+    assert again.__array_interface__["data"][0] == address
+    np.testing.assert_array_equal(again[5], fits.getdata(path, 1)[5:21, 5:21])
+    assert _image.cutout_array((0, 3), np.float32).shape == (0, 3)
+    assert _image.cutout_array((2, 3), np.dtype(">f4")).dtype == np.dtype(">f4")  # not pooled
+    del again
+    _image.release_cutout_memory()
+
+
+def _rss_file() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) * 1024
+    pytest.skip("/proc/self/status has no RssFile")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/self/status")
+@pytest.mark.parametrize("route", ["reader", "image", "batch"])
+def test_cutout_loops_over_images_beyond_the_budget_keep_rss_bounded(tmp_path, fits, monkeypatch, route):
+    from torchfits.fits.sources import residency
+
+    path = tmp_path / "big.fits"
+    side = 2048  # 16 MiB of float32, against a budget of 1 MiB
+    fits.PrimaryHDU(np.arange(side * side, dtype=np.float32).reshape(side, side)).writeto(path)
+    torchfits.clear_file_cache()
+    residency.forget_all()
+    monkeypatch.setattr(residency, "BUDGET", 1 << 20)
+    calls = []
+    real_done = residency.done
+    monkeypatch.setattr(residency, "done", lambda *a: (calls.append(a[1:]), real_done(*a)))
+    boxes = [(x, y, x + 64, y + 64) for y in range(0, side, 64) for x in range(0, side, 512)]
+    before = _rss_file()
+    peak = 0
+    if route == "reader":
+        r = torchfits.open_subset_reader(str(path), 0)
+        for b in boxes:
+            r(*b)
+            peak = max(peak, _rss_file() - before)
+    elif route == "image":
+        img = torchfits.open_image(str(path), 0)
+        for x1, y1, x2, y2 in boxes:
+            img[y1:y2, x1:x2]
+            peak = max(peak, _rss_file() - before)
+    else:
+        img = torchfits.open_image(str(path), 0)
+        for k in range(0, len(boxes), 8):
+            img.cutouts(np.array(boxes[k:k + 8]))
+            peak = max(peak, _rss_file() - before)
+    # 128 boxes x 64 rows x 4 KiB: 32 MiB of pages read, the limit every 1 MiB.
+    assert len(calls) >= 16 and all(c == (2880, side * side * 4) for c in calls)
+    assert peak < 8 << 20, peak  # the file is 16 MiB; every 1 MiB of it leaves RSS again
+    torchfits.clear_file_cache()
+    residency.forget_all()
+
+
+def test_cutouts_within_the_budget_keep_their_pages(tmp_path, fits, monkeypatch):
+    from torchfits.fits.sources import residency
+
+    path = _image_file(tmp_path, fits, np.float32, (256, 256))
+    calls = []
+    monkeypatch.setattr(residency, "done", lambda *a: calls.append(a))
+    r = torchfits.open_subset_reader(str(path), 1)
+    for i in range(200):
+        r(i % 100, i % 90, i % 100 + 64, i % 90 + 64)
+    assert calls == []

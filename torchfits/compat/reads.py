@@ -20,7 +20,7 @@ from ..fits.paths import FitsPath, display_name, fspath, parse_path, with_storag
 from ..fits.section_header import section_header
 from ..fits.sources.base import faults_seen
 from ..image.compressed import CompressedImage
-from ..image.plain import Image, region_from_key
+from ..image.plain import Image, region_from_key, watch_residency
 from .common import check_mmap
 
 if TYPE_CHECKING:  # typing only: torch stays optional
@@ -359,6 +359,7 @@ class SubsetReader(_image.CutoutReader):
                 self, index.source.view(), entry.data_offset, plan.bitpix, plan.mode, plan.shape,
                 plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
                 plan.blank if plan.blank is not None else 0)
+            watch_residency(self, index.source, entry.data_offset, entry.data_size)
         self._fast = self._device == "cpu" and plan.dtype != np.uint64
         if self._fast:
             from .._torch_adapter import require_torch

@@ -474,6 +474,7 @@ class Image:
                     self._index.source.view(), e.data_offset, plan.bitpix, plan.mode, plan.shape,
                     plan.dtype, plan.bscale, plan.bzero, plan.blank is not None,
                     plan.blank if plan.blank is not None else 0)
+                watch_residency(reader, self._index.source, e.data_offset, e.data_size)
             self.__dict__["_cutouts"] = reader
         return reader
 
@@ -519,6 +520,15 @@ class Image:
         return html_summary("Image", [("path", self.path), ("HDU", self.hdu),
                                       ("shape", self.shape), ("dtype", self.dtype)],
                             self._repr_png_())
+
+
+def watch_residency(reader: Any, source: Any, offset: int, size: int) -> None:
+    """Bound the map pages a cutout loop keeps resident: once an image larger than the residency
+    budget has had that many bytes of pages read by ``reader``'s cutouts, its range goes to
+    `residency.done` (released beyond the budget; docs/architecture.md, "Bounded memory").
+    Images within the budget keep their pages, as whole reads do."""
+    if source.maps_file and size > residency.BUDGET:
+        reader.set_residency(residency.BUDGET, lambda: residency.done(source, offset, size))
 
 
 def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: np.dtype | None) -> Image:
