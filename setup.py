@@ -23,7 +23,10 @@ def _has_header(name: str) -> bool:
 # GZIP_2 read: 162 -> 111 ms on one thread, docs/compression.md).
 # TORCHFITS_NO_LIBDEFLATE=1 builds without it even when it is there.
 USE_LIBDEFLATE = _has_header("libdeflate.h") and not os.environ.get("TORCHFITS_NO_LIBDEFLATE")
-LIBRARIES = {"_gziptiles": ["z"] + (["deflate"] if USE_LIBDEFLATE else [])}
+# libdl: the GZIP decoder can switch to a newer libdeflate at run time (dlopen; in libc itself
+# from glibc 2.34, a separate library before).
+LIBRARIES = {"_gziptiles": ["z"] + (["deflate"] if USE_LIBDEFLATE else [])
+             + (["dl"] if sys.platform.startswith("linux") else [])}
 MACROS = {"_gziptiles": [("TF_HAVE_LIBDEFLATE", "1")] if USE_LIBDEFLATE else []}
 
 extensions = [

@@ -9,7 +9,9 @@ A tile is a whole stream in memory whose inflated size is known, the case libdef
 for: when the build found it (``setup.py`` looks for ``libdeflate.h``), tiles inflate through
 it, which is faster than zlib (docs/benchmarks.md, "Measured choices in the code"). zlib's C API
 (a stream reset per tile, not rebuilt) is the fallback, and has the last word on any tile
-libdeflate refuses, so both give the same verdicts.
+libdeflate refuses, so both give the same verdicts. `load_libdeflate` switches at run time to
+another copy of libdeflate's stable ABI (torchfits offers it the one the ``deflate`` package
+ships, a newer release that inflates faster than the system's).
 """
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
@@ -39,39 +41,87 @@ cdef extern from "zlib.h" nogil:
 
 cdef extern from *:
     """
+    /* libdeflate's one-call API through pointers: the build-linked library by default, or
+       another copy of the same stable ABI that load_libdeflate() found at run time (a newer
+       release inflates faster). */
+    typedef void *(*tf_ld_alloc_fn)(void);
+    typedef void (*tf_ld_free_fn)(void *);
+    typedef int (*tf_ld_dec_fn)(void *, const void *, size_t, void *, size_t, size_t *, size_t *);
+    typedef struct { tf_ld_alloc_fn alloc; tf_ld_free_fn free; tf_ld_dec_fn gzip, zlib; } tf_ld_api;
     #ifdef TF_HAVE_LIBDEFLATE
     #include <libdeflate.h>
-    static void *tf_ld_alloc(void) { return (void *)libdeflate_alloc_decompressor(); }
-    static void tf_ld_free(void *d) {
-        if (d) libdeflate_free_decompressor((struct libdeflate_decompressor *)d);
-    }
-    /* 0 when the gzip- or zlib-framed stream inflates to exactly `want` bytes. Bytes after the
-       stream are ignored, as zlib ignores them. */
-    static int tf_ld_inflate(void *d, const uint8_t *src, size_t n, uint8_t *dst, size_t want) {
-        struct libdeflate_decompressor *z = (struct libdeflate_decompressor *)d;
-        size_t used = 0, got = 0;
-        enum libdeflate_result r;
-        if (n >= 2 && src[0] == 0x1f && src[1] == 0x8b)
-            r = libdeflate_gzip_decompress_ex(z, src, n, dst, want, &used, &got);
-        else
-            r = libdeflate_zlib_decompress_ex(z, src, n, dst, want, &used, &got);
-        return (r == LIBDEFLATE_SUCCESS && got == want) ? 0 : 1;
-    }
+    #define TF_LD_FN(T, f) ((T)(void (*)(void))(f))
+    static tf_ld_api tf_ld_cur = {
+        TF_LD_FN(tf_ld_alloc_fn, libdeflate_alloc_decompressor),
+        TF_LD_FN(tf_ld_free_fn, libdeflate_free_decompressor),
+        TF_LD_FN(tf_ld_dec_fn, libdeflate_gzip_decompress_ex),
+        TF_LD_FN(tf_ld_dec_fn, libdeflate_zlib_decompress_ex)};
     static const char *tf_ld_version(void) { return LIBDEFLATE_VERSION_STRING; }
     #else
-    static void *tf_ld_alloc(void) { return NULL; }
-    static void tf_ld_free(void *d) { (void)d; }
-    static int tf_ld_inflate(void *d, const uint8_t *src, size_t n, uint8_t *dst, size_t want) {
-        (void)d; (void)src; (void)n; (void)dst; (void)want;
-        return 1;
-    }
+    static tf_ld_api tf_ld_cur = {NULL, NULL, NULL, NULL};
     static const char *tf_ld_version(void) { return NULL; }
     #endif
+    /* A decode call copies the table (with the GIL held, as tf_ld_load writes it) and uses its
+       copy throughout, so a switch never pairs one library's decompressor with another's. */
+    static tf_ld_api tf_ld_snapshot(void) { return tf_ld_cur; }
+    static void *tf_ld_alloc(const tf_ld_api *api) { return api->alloc ? api->alloc() : NULL; }
+    static void tf_ld_free(const tf_ld_api *api, void *d) { if (d) api->free(d); }
+    /* 0 when the gzip- or zlib-framed stream inflates to exactly `want` bytes (0 is
+       LIBDEFLATE_SUCCESS). Bytes after the stream are ignored, as zlib ignores them. */
+    static int tf_ld_inflate(const tf_ld_api *api, void *d, const uint8_t *src, size_t n,
+                             uint8_t *dst, size_t want) {
+        size_t used = 0, got = 0;
+        int r;
+        if (n >= 2 && src[0] == 0x1f && src[1] == 0x8b)
+            r = api->gzip(d, src, n, dst, want, &used, &got);
+        else
+            r = api->zlib(d, src, n, dst, want, &used, &got);
+        return (r == 0 && got == want) ? 0 : 1;
+    }
+    #if defined(__unix__) || defined(__APPLE__)
+    #include <dlfcn.h>
+    #include <string.h>
+    /* Switch to the libdeflate in the shared library at `path`: 0 when it has the four entry
+       points and inflates a known stream right; 1 (nothing changed) otherwise. RTLD_LOCAL: its
+       symbols do not leak into the process's namespace. */
+    static int tf_ld_load(const char *path) {
+        static const uint8_t probe[] = {  /* zlib stream of "torchfits" */
+            0x78, 0x9c, 0x2b, 0xc9, 0x2f, 0x4a, 0xce, 0x48, 0xcb, 0x2c, 0x29, 0x06, 0x00,
+            0x13, 0x3b, 0x03, 0xd7};
+        uint8_t got[9];
+        size_t used = 0, n = 0;
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        tf_ld_alloc_fn a; tf_ld_free_fn f; tf_ld_dec_fn g, z;
+        void *d;
+        int r;
+        if (h == NULL) return 1;
+        a = (tf_ld_alloc_fn)dlsym(h, "libdeflate_alloc_decompressor");
+        f = (tf_ld_free_fn)dlsym(h, "libdeflate_free_decompressor");
+        g = (tf_ld_dec_fn)dlsym(h, "libdeflate_gzip_decompress_ex");
+        z = (tf_ld_dec_fn)dlsym(h, "libdeflate_zlib_decompress_ex");
+        if (!a || !f || !g || !z || (d = a()) == NULL) { dlclose(h); return 1; }
+        r = z(d, probe, sizeof probe, got, sizeof got, &used, &n);
+        f(d);
+        if (r != 0 || n != sizeof got || memcmp(got, "torchfits", sizeof got) != 0) {
+            dlclose(h);
+            return 1;
+        }
+        tf_ld_cur.alloc = a; tf_ld_cur.free = f; tf_ld_cur.gzip = g; tf_ld_cur.zlib = z;
+        return 0;  /* the handle stays open for the life of the process */
+    }
+    #else
+    static int tf_ld_load(const char *path) { (void)path; return 1; }
+    #endif
     """
-    void* tf_ld_alloc() nogil
-    void tf_ld_free(void* d) nogil
-    int tf_ld_inflate(void* d, const uint8_t* src, size_t n, uint8_t* dst, size_t want) nogil
+    ctypedef struct tf_ld_api:
+        void* alloc
+    tf_ld_api tf_ld_snapshot()
+    void* tf_ld_alloc(const tf_ld_api* api) nogil
+    void tf_ld_free(const tf_ld_api* api, void* d) nogil
+    int tf_ld_inflate(const tf_ld_api* api, void* d, const uint8_t* src, size_t n, uint8_t* dst,
+                      size_t want) nogil
     const char* tf_ld_version()
+    int tf_ld_load(const char* path)
 
 cdef extern from "_swap.h" nogil:
     void tf_swap_inplace16(uint8_t* d, size_t n, uint16_t flip)
@@ -126,12 +176,28 @@ def zlib_version() -> str:
 
 
 cdef bint _libdeflate_on = True
+cdef object _loaded = None  # (path, label) of the libdeflate load_libdeflate switched to
 
 
 def libdeflate_version():
-    """The version of libdeflate the kernel was built with, or None (zlib only)."""
+    """The version of the libdeflate that inflates tiles: the build's, the ``label`` given to
+    `load_libdeflate` after a load, or None (zlib only)."""
+    if _loaded is not None:
+        return _loaded[1]
     v = tf_ld_version()
     return None if v == NULL else v.decode()
+
+
+def load_libdeflate(path, label) -> bool:
+    """Inflate through the libdeflate in the shared library ``path`` from now on (``label``
+    names it in `inflater`); returns whether it did. Nothing changes when the file does not
+    load, lacks one of the entry points, or inflates a known stream wrong. Call it with no
+    decode running (torchfits does once, at the first GZIP full read)."""
+    global _loaded
+    if tf_ld_load(str(path).encode()) != 0:
+        return False
+    _loaded = (str(path), str(label))
+    return True
 
 
 def use_libdeflate(bint enabled) -> bool:
@@ -149,12 +215,12 @@ def inflater() -> str:
     return f"libdeflate {v}" if v is not None and _libdeflate_on else f"zlib {zlib_version()}"
 
 
-cdef int _inflate_exact(z_stream* zs, void* ld, const uint8_t* src, int64_t n, uint8_t* dst,
-                        int64_t want) noexcept nogil:
+cdef int _inflate_exact(z_stream* zs, const tf_ld_api* api, void* ld, const uint8_t* src, int64_t n,
+                        uint8_t* dst, int64_t want) noexcept nogil:
     """Inflate one gzip- or zlib-framed stream into exactly ``want`` bytes; 0 on success.
     libdeflate first when ``ld`` is one; zlib decides every tile it refuses."""
     cdef int rc
-    if ld != NULL and tf_ld_inflate(ld, src, <size_t>n, dst, <size_t>want) == 0:
+    if ld != NULL and tf_ld_inflate(api, ld, src, <size_t>n, dst, <size_t>want) == 0:
         return 0
     if n > <int64_t>0xFFFFFFFF or want > <int64_t>0xFFFFFFFF:
         return 1
@@ -193,6 +259,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
     cdef uint8_t* target
     cdef z_stream zs
     cdef void* ld = NULL
+    cdef tf_ld_api api = tf_ld_snapshot()
     if out.itemsize != itemsize or itemsize not in (1, 2, 4, 8) or not out.flags.c_contiguous \
             or not out.flags.writeable:
         raise ValueError("out must be a writable C-contiguous array of itemsize 1, 2, 4 or 8")
@@ -212,7 +279,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
         free(scratch)
         raise MemoryError("zlib could not start an inflate stream")
     if _libdeflate_on:
-        ld = tf_ld_alloc()  # one per call: a decompressor is not shared between threads
+        ld = tf_ld_alloc(&api)  # one per call: a decompressor is not shared between threads
     try:
         with nogil:
             for i in range(n):
@@ -230,13 +297,13 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                     continue
                 target = o + dest[i] * itemsize
                 if scratch != NULL:
-                    if _inflate_exact(&zs, ld, b + offsets[i], sizes[i], scratch, want):
+                    if _inflate_exact(&zs, &api, ld, b + offsets[i], sizes[i], scratch, want):
                         status[i] = TILE_MISMATCH
                         bad += 1
                         continue
                     tf_unshuffle_swap(scratch, target, npix[i], itemsize)
                 else:
-                    if _inflate_exact(&zs, ld, b + offsets[i], sizes[i], target, want):
+                    if _inflate_exact(&zs, &api, ld, b + offsets[i], sizes[i], target, want):
                         status[i] = TILE_MISMATCH
                         bad += 1
                         continue
@@ -249,6 +316,6 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                 status[i] = TILE_OK
     finally:
         inflateEnd(&zs)
-        tf_ld_free(ld)
+        tf_ld_free(&api, ld)
         free(scratch)
     return bad

@@ -469,3 +469,93 @@ def test_gzip_tile_with_trailing_bytes(inflater):
     assert _gziptiles.decode_many(buf, offsets, sizes, np.array([500]), np.array([0]), out, 4,
                                   False, status, np.zeros(1, np.uint8)) == 0
     assert np.array_equal(out, tile)
+
+
+def test_gzip_load_libdeflate_refuses_what_is_not_libdeflate(inflater):
+    """A path that does not load, or a library without libdeflate's entry points, changes
+    nothing: the kernel keeps inflating through what it had."""
+    before = _gziptiles.inflater()
+    assert not _gziptiles.load_libdeflate("/nonexistent/libdeflate.so", "x")
+    assert not _gziptiles.load_libdeflate(_plio.__file__, "x")  # a library, not libdeflate
+    assert _gziptiles.inflater() == before
+
+
+_LOAD_AND_DECODE = """
+import sys, zlib
+import numpy as np
+from torchfits._kernels import _gziptiles
+assert _gziptiles.load_libdeflate(sys.argv[1], "from the test")
+assert _gziptiles.inflater() == "libdeflate from the test", _gziptiles.inflater()
+tile = (np.arange(5000, dtype=np.float32) * 1.37).astype(np.float32)
+planes = tile.astype(">f4").view(np.uint8).reshape(-1, 4).T.copy()  # GZIP_2: byte planes
+for shuffled, raw in ((True, planes.tobytes()), (False, tile.astype(">f4").tobytes())):
+    buf = np.frombuffer(zlib.compress(raw), np.uint8)
+    out = np.empty(5000, np.float32)
+    status = np.empty(1, np.uint8)
+    assert _gziptiles.decode_many(buf, np.array([0]), np.array([len(buf)]), np.array([5000]),
+                                  np.array([0]), out, 4, shuffled, status,
+                                  np.zeros(1, np.uint8)) == 0
+    assert np.array_equal(out, tile)
+print("ok")
+"""
+
+
+def test_gzip_load_libdeflate_switches_inflater():
+    """Another copy of libdeflate (here the system's, in a fresh process) takes over the tiles
+    and decodes them the same."""
+    import ctypes.util
+    import subprocess
+    import sys
+
+    name = ctypes.util.find_library("deflate")
+    if name is None:
+        pytest.skip("no libdeflate shared library on this system")
+    # dlopen finds a bare soname on the loader's path
+    done = subprocess.run([sys.executable, "-c", _LOAD_AND_DECODE, name], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_plio_many_tile_kernel_zeroed():
+    """Told its int32 output holds zeros already, the PLIO kernel writes only the non-zero
+    pixels (a full read's fresh ``np.zeros``); other widths go through its scratch and are
+    written whole."""
+    rng = np.random.default_rng(22)
+    tiles = [np.zeros(n, np.int32) for n in (300, 4100, 77)]
+    for t in tiles:
+        t[rng.integers(0, len(t), len(t) // 4)] = rng.integers(1, 1 << 20, len(t) // 4)
+    blobs = [_plio.encode(t) for t in tiles]
+    buf = np.frombuffer(b"".join(blobs), np.uint8)
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    offsets = np.cumsum(sizes) - sizes
+    npix = np.array([len(t) for t in tiles], np.int64)
+    dest = np.cumsum(npix) - npix
+    want = np.concatenate(tiles)
+    status = np.empty(3, np.uint8)
+    go = np.zeros(1, np.uint8)
+    out = np.zeros(int(npix.sum()), np.int32)
+    assert _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, go, True) == 0
+    assert np.array_equal(out, want)
+    marked = np.full(int(npix.sum()), 99, np.int32)  # zeros left unwritten show as 99
+    assert _plio.decode_many(buf, offsets, sizes, npix, dest, marked, status, go, True) == 0
+    assert np.array_equal(marked, np.where(want == 0, 99, want))
+    narrow = np.full(int(npix.sum()), 99, np.int64)
+    assert _plio.decode_many(buf, offsets, sizes, npix, dest, narrow, status, go, True) == 0
+    assert np.array_equal(narrow, want)
+
+
+def test_gzip_newer_libdeflate_from_the_deflate_package():
+    """With the optional ``deflate`` package installed, the kernel inflates through the
+    libdeflate it ships (found without importing it), and the tiles decode the same."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("deflate") is None:
+        pytest.skip("the deflate package is not installed")
+    code = ("from torchfits.image.codec_registry import newer_libdeflate\n"
+            "import sys\n"
+            "print(newer_libdeflate(), 'deflate' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("libdeflate from deflate") and done.stdout.split()[-1] == "False"

@@ -142,6 +142,24 @@ def test_plio_mask(tmp_path, fitsio):
     assert np.array_equal(got, mask)
 
 
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_plio_full_read_into_fresh_zeros_or_callers_out(tmp_path, fitsio, threads):
+    """A full PLIO_1 read decodes into its own ``np.zeros`` and writes only the set pixels;
+    into a caller's ``out`` (any content) it writes every pixel."""
+    mask = np.zeros((300, 257), np.int32)
+    mask[40:90, 10:200] = 5
+    mask[150:, 100:110] = 1 << 23
+    mask[::11, ::13] = 2
+    p = tmp_path / "m.fits"
+    fitsio.write(str(p), mask, compress="PLIO_1", tile_dims=[7, 257])
+    img = open_image(p, 1)
+    _equal(img.read(threads=threads), mask)
+    mine = np.full(mask.shape, -1, np.int32)
+    img.read(out=mine, threads=threads)
+    assert np.array_equal(mine, mask)
+
+
 @pytest.mark.parametrize("dtype", [np.int16, np.float32])
 def test_three_d_tiles(tmp_path, fitsio, dtype):
     data = _data(dtype, (5, 21, 19), seed=6)

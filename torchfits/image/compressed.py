@@ -123,7 +123,8 @@ class _TileDecoder:
         return ok, self.heap_start + offset, size
 
     def decode_many(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
-                    dest: np.ndarray, out: np.ndarray, stop: np.ndarray) -> np.ndarray:
+                    dest: np.ndarray, out: np.ndarray, stop: np.ndarray,
+                    zeroed: bool = False) -> np.ndarray:
         """Run the codec's many-tile kernel over tiles ``ks`` into the flat ``out``.
 
         Tile i goes to ``out[dest[i]:dest[i] + npix[i]]`` (int32 for quantised images, else the
@@ -138,18 +139,19 @@ class _TileDecoder:
             width = lay.tile[-1]
             ncols = np.minimum(width, lay.shape[-1] - (ks % lay.grid[-1]) * width).astype(np.int64)
         status = np.empty(len(ks), np.uint8)
-        self.codec.decode_many(self.buf, offsets, sizes, npix, dest, out, status, stop, ncols)
+        self.codec.decode_many(self.buf, offsets, sizes, npix, dest, out, status, stop, ncols, zeroed)
         return status
 
     def decode_into(self, ks: np.ndarray, plan: tuple[np.ndarray, np.ndarray, np.ndarray],
                     npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
-                    stop: np.ndarray) -> None:
+                    stop: np.ndarray, zeroed: bool = False) -> None:
         """Decode tiles ``ks`` (``npix[i]`` pixels each) into ``values[dest[i]:...]``, the flat
         storage values.
 
         The many-tile kernel takes the tiles it can; the others (no kernel, an unusual tile, a
         bad one) are decoded one by one, raising the error that names the tile. On any error
-        ``stop[0]`` is raised so sibling chunks on the pool stop early.
+        ``stop[0]`` is raised so sibling chunks on the pool stop early. ``zeroed``: those values
+        are zeros already (see `Codec.skips_zeros`).
         """
         try:
             if stop[0]:
@@ -168,7 +170,7 @@ class _TileDecoder:
                     if bad is None:
                         return
                 else:
-                    status = self.decode_many(fast, foff, fsize, fnpix, fdest, values, stop)
+                    status = self.decode_many(fast, foff, fsize, fnpix, fdest, values, stop, zeroed)
                     if (status == TILE_STOPPED).any():
                         return
                     bad = status != TILE_OK
@@ -594,7 +596,13 @@ class CompressedImage(Image):
         # Every tile once, in parallel (the public `read` casts when a dtype was asked for);
         # always owned memory (``copy`` is accepted for the plain-image signature).
         nthreads = default_threads() if threads is None else max(1, int(threads))
-        if out is None:
+        zeroed = False
+        if out is None and self._tiles().codec.skips_zeros:
+            # calloc'd: the kernel writes the non-zero pixels only, and the threads fault in the
+            # pages they write in parallel (docs/benchmarks.md, "Tile-compressed images")
+            out = np.zeros(self.shape, self._plan.dtype)
+            zeroed = True
+        elif out is None:
             out = np.empty(self.shape, self._plan.dtype)
             if nthreads > 1:
                 fault_in(out)
@@ -602,7 +610,7 @@ class CompressedImage(Image):
             out = check_out(out, self.shape, self._plan.dtype)
         if not self._layout.shape or out.size == 0:
             return out
-        return self._read_all(out, nthreads)
+        return self._read_all(out, nthreads, zeroed)
 
     def _contiguous(self) -> bool:
         """Each tile is one run of the image in C order (row tiles and their stacks)."""
@@ -610,7 +618,7 @@ class CompressedImage(Image):
         k = next((i for i, t in enumerate(lay.tile) if t != 1), len(lay.tile) - 1)
         return all(t == n for t, n in zip(lay.tile[k + 1:], lay.shape[k + 1:]))
 
-    def _read_all(self, out: np.ndarray, nthreads: int) -> np.ndarray:
+    def _read_all(self, out: np.ndarray, nthreads: int, zeroed: bool = False) -> np.ndarray:
         dec = self._tiles()
         dec.prefetch(np.arange(self._layout.nrows))
         lay = self._layout
@@ -621,6 +629,7 @@ class CompressedImage(Image):
         contiguous = self._contiguous()
         direct = contiguous and (plan.mode == 0 or (dec.float_image and plan.mode != 2)) \
             and out.dtype == dec.storage
+        zeroed = zeroed and direct
         if direct:
             values = out.reshape(-1)
         else:
@@ -637,7 +646,7 @@ class CompressedImage(Image):
 
         def chunk(bounds: tuple[int, int]) -> None:
             a, b = bounds
-            dec.decode_into(ks_all[a:b], kplan, npix[a:b], dest[a:b], values, stop)
+            dec.decode_into(ks_all[a:b], kplan, npix[a:b], dest[a:b], values, stop, zeroed)
 
         # A few chunks per thread, taken by whichever thread is free (the caller included), so
         # a pool thread that starts late leaves its chunks to the others instead of to a wait.
