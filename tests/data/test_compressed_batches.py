@@ -166,7 +166,7 @@ def test_non_contiguous_tiles_fall_back(codec_files):
 def test_torchfits_written_stamps(tmp_path):
     rng = np.random.default_rng(5)
     paths = []
-    for i, codec in enumerate(["RICE_1", "GZIP_1", "GZIP_2", "HCOMPRESS_1", "PLIO_1"] * 2):
+    for i, codec in enumerate(["RICE_1", "GZIP_1", "GZIP_2", "HCOMPRESS_1", "PLIO_1", "BZIP2_1"] * 2):
         p = str(tmp_path / f"t{i}.fits")
         torchfits.write(p, [np.empty(0, np.uint8), rng.integers(0, 4000, (64, 64)).astype(np.int16)],
                         compress=codec, overwrite=True)

@@ -30,7 +30,7 @@ from ..fits.sources.local import stat_key
 from ..fits.sources.resolve import per_process
 from ..image.plain import Image
 from .remote import local_copy
-from .tiled import open_stamp
+from .tiled import clear_layouts, open_stamp
 
 __all__ = ["image_reader", "cutout_reader", "batch_cutouts", "batch_images", "to_tensor_batch",
            "read_pixels",
@@ -290,9 +290,11 @@ def to_tensor_batch(arr: np.ndarray, dtype: Any, device: str) -> torch.Tensor:
 
 
 def clear_readers() -> None:
-    """Forget every open reader (tests; after files were rewritten in place)."""
+    """Forget every open reader and what the batch path learnt of the files (tests; after files
+    were rewritten in place)."""
     with _lock:
         _readers.clear()
+    clear_layouts()
 
 
 @per_process

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import threading
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -21,14 +22,14 @@ import numpy as np
 
 from .._kernels import _header
 from ..fits.image_plan import ImagePlan
+from ..fits.sources.resolve import per_process
 from ..fits.tile_layout import TileLayout
 from ..image.codec_registry import TILE_OK, Codec, lookup
-from ..image.compressed import _TileDecoder, convert_tile
+from ..image.compressed import convert_tile, tile_decoder
 
 __all__ = ["CompressedStamp", "open_stamp", "clear_layouts"]
 
 _BLOCK = 2880
-_FIRST_READ = 64 << 10
 _SMALL_FILE = 1 << 20  # larger files go through the general reader and its map
 _MAX_DECODED = 256 << 20  # tile_layout's floor for the size check against the file
 # Keywords of the HDUs before the target whose data size the scan works out itself.
@@ -37,11 +38,15 @@ _BEFORE = frozenset({"SIMPLE", "XTENSION", "BITPIX", "NAXIS", "PCOUNT", "GCOUNT"
 # Cards of the compressed HDU that decide its layout and plan but differ between files that
 # share one: the heap size and the checksums.
 _PER_FILE = frozenset({b"PCOUNT  ", b"CHECKSUM", b"DATASUM ", b"ZHECKSUM", b"ZDATASUM"})
+_PER_FILE_EQ = tuple(k + b"=" for k in sorted(_PER_FILE))
 _DECIDING = frozenset({b"XTENSION", b"BITPIX  ", b"NAXIS   ", b"NAXIS1  ", b"NAXIS2  ", b"GCOUNT  ",
                        b"BSCALE  ", b"BZERO   ", b"BLANK   ",
                        b"HIERARCH", b"CONTINUE", b"EXTEND  ", b"SIMPLE  "})
-_CAPACITY = 64
-_STORAGE = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
+_CAPACITY = 128
+_FILES = 1 << 16  # files whose layout and offsets are remembered (per file version)
+_MISSING: Any = object()
+_GO = np.zeros(1, np.uint8)  # the kernels' stop flag, never raised here (one call, no siblings)
+_STORAGE: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
             64: np.dtype(np.int64), -32: np.dtype(np.float32), -64: np.dtype(np.float64)}
 
 
@@ -52,6 +57,11 @@ class _Known:
 
     __slots__ = ("layout", "plan", "npix", "dest", "ks", "codec", "storage", "desc", "desc_at",
                  "itemsize", "ncols")
+    storage: np.dtype
+    desc: np.dtype
+    desc_at: int
+    itemsize: int
+    ncols: np.ndarray | None
 
     def __init__(self, layout: TileLayout, plan: ImagePlan) -> None:
         self.layout, self.plan = layout, plan
@@ -89,13 +99,27 @@ class _Known:
 
 
 _lock = threading.Lock()
-_layouts: dict[tuple, _Known] = {}
+# (hdu, `_header_key`) and (hdu, `_layout_key`) → the layout's `_Known`, or None for a layout
+# the general reader takes whole (tiles that are not runs of the image, huge images).
+_layouts: dict[tuple, _Known | None] = {}
+# (path, hdu) → (file version, `_Known`, data offset, heap offset, heap size) of the files read.
+_files: dict[tuple, tuple] = {}
 
 
 def clear_layouts() -> None:
-    """Forget the cached layouts (tests)."""
+    """Forget the cached layouts and the files scanned (`clear_readers` calls it)."""
     with _lock:
         _layouts.clear()
+        _files.clear()
+
+
+@per_process
+def _new_process() -> None:
+    """A forked child keeps what its parent learnt (keyed by file version and header cards,
+    nothing open) but takes a new lock: a parent thread may have held the old one across the
+    fork."""
+    global _lock
+    _lock = threading.Lock()
 
 
 def _layout_key(buf: bytes, start: int, ncards: int) -> tuple:
@@ -121,6 +145,38 @@ def _layout_key(buf: bytes, start: int, ncards: int) -> tuple:
     return tuple(cards)
 
 
+def _header_key(buf: bytes, start: int, ncards: int) -> bytes:
+    """The compressed header's cards as written but the per-file ones (each left as a newline
+    and its keyword) and the ``(max)`` of each TFORMn (a newline): cheaper than `_layout_key`,
+    and files with equal header keys have equal layout keys (it keeps everything that one
+    keeps). A newline cannot occur in the printable header, so the key is unambiguous."""
+    stop = start + 80 * ncards
+    cuts = []
+    for kw in _PER_FILE_EQ:
+        i = buf.find(kw, start, stop)
+        while i >= 0:
+            if (i - start) % 80 == 0:
+                cuts.append((i, i + 80, kw))
+            i = buf.find(kw, i + 1, stop)
+    i = buf.find(b"TFORM", start, stop)
+    while i >= 0:
+        if (i - start) % 80 == 0:
+            j = buf.find(b"(", i + 10, i + 80)
+            if j > 0:
+                cuts.append((j, i + 80, b""))
+        i = buf.find(b"TFORM", i + 1, stop)
+    if not cuts:
+        return buf[start:stop]
+    cuts.sort()
+    pieces: list[bytes] = []
+    last = start
+    for a, b, kw in cuts:
+        pieces += (buf[last:a], b"\n", kw)
+        last = b
+    pieces.append(buf[last:stop])
+    return b"".join(pieces)
+
+
 def _int(found: dict, key: str, default: Any = None) -> Any:
     v = found.get(key, default)
     return v if type(v) is int else None
@@ -132,8 +188,8 @@ class CompressedStamp:
     __slots__ = ("path", "hdu", "known", "layout", "plan", "buf", "data_offset", "heap_offset",
                  "heap_size")
 
-    def __init__(self, path: str, hdu: int, known: _Known, buf: bytes, data_offset: int,
-                 heap_offset: int, heap_size: int) -> None:
+    def __init__(self, path: str, hdu: int, known: _Known, data_offset: int, heap_offset: int,
+                 heap_size: int, *, buf: bytes) -> None:
         self.path, self.hdu = path, hdu
         self.known, self.layout, self.plan = known, known.layout, known.plan
         self.buf = buf
@@ -164,15 +220,18 @@ class CompressedStamp:
         known, lay = self.known, self.layout
         assert known.codec is not None
         nrows = len(known.ks)
-        desc = np.ndarray((nrows, 2), known.desc, self.buf, self.data_offset + known.desc_at,
-                          (lay.row_bytes, known.desc.itemsize)).astype(np.int64)
-        count, offset = desc[:, 0], desc[:, 1]
+        # (count, offset) of every row's descriptor, as two contiguous int64 rows
+        desc = np.ndarray((2, nrows), known.desc, self.buf, self.data_offset + known.desc_at,
+                          (known.desc.itemsize, lay.row_bytes)).astype(np.int64, order="C")
+        count, offset = desc[0], desc[1]
         size = count * known.itemsize
-        if nrows == 0 or count.min() <= 0 or offset.min() < 0 or (offset + size).max() > self.heap_size:
+        offset += self.heap_offset  # absolute: the heap checks below use the absolute end
+        if nrows == 0 or count.min() <= 0 or offset.min() < self.heap_offset \
+                or (offset + size).max() > self.heap_offset + self.heap_size:
             return False
         status = np.empty(nrows, np.uint8)
-        known.codec.decode_many(self.buf, offset + self.heap_offset, size, known.npix, known.dest,
-                                values, status, np.zeros(1, np.uint8), known.ncols)
+        known.codec.decode_many(self.buf, offset, size, known.npix, known.dest, values, status,
+                                _GO, known.ncols)
         return bool((status == TILE_OK).all())
 
     def _decode_tiles(self, values: np.ndarray) -> None:
@@ -183,7 +242,7 @@ class CompressedStamp:
                                 check_data=_no_check, data_view=lambda entry, ranges: self.buf)
         entry = SimpleNamespace(index=self.hdu, data_offset=self.data_offset,
                                 heap_offset=self.heap_offset, heap_size=self.heap_size)
-        dec = _TileDecoder(index, entry, self.layout)  # type: ignore[arg-type]
+        dec = tile_decoder(index, entry, self.layout)
         ntiles = len(known.ks)
         kplan = dec.kernel_plan() or (np.zeros(ntiles, bool), np.zeros(ntiles, np.int64),
                                       np.zeros(ntiles, np.int64))
@@ -201,20 +260,19 @@ def _contiguous(lay: TileLayout) -> bool:
     return all(t == n for t, n in zip(lay.tile[k + 1:], lay.shape[k + 1:]))
 
 
-def _read_small(path: str) -> bytes | None:
+def _read_small(path: str) -> tuple[bytes, tuple] | None:
+    """The bytes of a local file up to `_SMALL_FILE` and the identity of the version read
+    (device, inode, size, mtime and ctime, taken before the read), or None."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        buf = os.pread(fd, _FIRST_READ, 0)
-        if len(buf) < _FIRST_READ:
-            return buf
-        size = os.fstat(fd).st_size
-        if size > _SMALL_FILE:
+        st = os.fstat(fd)
+        if st.st_size > _SMALL_FILE or not stat.S_ISREG(st.st_mode):
             return None
-        rest = os.pread(fd, size - len(buf), len(buf))
-        return buf + rest
+        buf = os.pread(fd, st.st_size, 0)
+        return buf, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     finally:
         os.close(fd)
 
@@ -250,8 +308,15 @@ def open_stamp(path: str, hdu: Any, opener: Callable[[str, Any], Any]) -> Compre
     `Image`), which raises the error naming the file and HDU where the file is bad."""
     if type(hdu) is not int or hdu < 1:
         return None
-    buf = _read_small(path)
-    if buf is None or len(buf) % _BLOCK:
+    got = _read_small(path)
+    if got is None:
+        return None
+    buf, version = got
+    seen = _files.get((path, hdu))
+    if seen is not None and seen[0] == version:
+        # This version of the file was scanned before: its layout and offsets are known.
+        return CompressedStamp(path, hdu, *seen[1:], buf=buf)
+    if len(buf) % _BLOCK or len(buf) != version[2]:
         return None
     pos = 0
     for _ in range(hdu):
@@ -277,21 +342,33 @@ def open_stamp(path: str, hdu: Any, opener: Callable[[str, Any], Any]) -> Compre
         return None
     if end + table_bytes + pcount > len(buf):
         return None  # truncated: the general reader words it
-    key = (hdu, _layout_key(buf, pos, found["__ncards__"]))
+    if buf.count(b"PCOUNT  =", pos, end) != 1:
+        return None  # the heap size must be the one the general reader takes
+    ncards = found["__ncards__"]
+    quick = (hdu, _header_key(buf, pos, ncards))
     with _lock:
-        known = _layouts.get(key)
-    if known is None:
-        img = opener(path, hdu)
-        if not getattr(img, "is_compressed", False):
-            return None
-        layout, plan = img.layout, img.plan
-        if math.prod(layout.shape) * (abs(layout.zbitpix) // 8) > _MAX_DECODED \
-                or not layout.shape or not _contiguous(layout):
-            return None
-        known = _Known(layout, plan)
+        known = _layouts.get(quick, _MISSING)
+    if known is _MISSING:
+        key = (hdu, _layout_key(buf, pos, ncards))
+        with _lock:
+            known = _layouts.get(key, _MISSING)
+        if known is _MISSING:
+            img = opener(path, hdu)
+            if not getattr(img, "is_compressed", False):
+                return None
+            layout, plan = img.layout, img.plan
+            fits_path = bool(layout.shape) and _contiguous(layout) \
+                and math.prod(layout.shape) * (abs(layout.zbitpix) // 8) <= _MAX_DECODED
+            known = _Known(layout, plan) if fits_path else None
         with _lock:
             if len(_layouts) >= _CAPACITY:
                 _layouts.clear()
-            _layouts[key] = known
-    return CompressedStamp(path, hdu, known, buf, end, end + theap,
-                           max(0, table_bytes + pcount - theap))
+            _layouts[key] = _layouts[quick] = known
+    if known is None:
+        return None
+    place = (known, end, end + theap, max(0, table_bytes + pcount - theap))
+    with _lock:
+        if len(_files) >= _FILES:
+            _files.clear()
+        _files[(path, hdu)] = (version,) + place
+    return CompressedStamp(path, hdu, *place, buf=buf)

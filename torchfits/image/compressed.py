@@ -27,7 +27,8 @@ from ..fits.tile_layout import TileLayout, image_header, tile_layout
 from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup
 from .plain import Image, Region, check_out, region_from_key
 
-__all__ = ["CompressedImage", "CompressedTileError", "convert_tile", "open_compressed"]
+__all__ = ["CompressedImage", "CompressedTileError", "convert_tile", "open_compressed",
+           "tile_decoder"]
 
 _INT_DTYPES: dict[int, np.dtype[Any]] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16),
                                          32: np.dtype(np.int32), 64: np.dtype(np.int64)}
@@ -362,6 +363,13 @@ def _axis_selection(start: int, step: int, count: int, tile: int, grid: int) -> 
             stop = None
         out[t] = (slice(int(a), int(b)), slice(lo, stop, step))
     return out
+
+
+def tile_decoder(index: Any, entry: Any, layout: TileLayout) -> _TileDecoder:
+    """The tile decoder of one compressed HDU: ``decode_into``, ``kernel_plan`` and ``decode``
+    over ``index.data_view(entry, ...)`` (batch readers pass the bytes of a small file they
+    read whole, with the HDU's offsets in ``entry``)."""
+    return _TileDecoder(index, entry, layout)
 
 
 def convert_tile(plan: ImagePlan, zbitpix: int, tile: np.ndarray, dest: np.ndarray) -> None:
