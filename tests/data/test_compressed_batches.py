@@ -183,6 +183,9 @@ def test_mixed_shapes_and_plain_files_take_the_item_path(codec_files, tmp_path):
     arr = batch_images(paths, 1)
     for slot, p in enumerate(paths):
         assert _equal(arr[slot], _reference(p))
+    assert tiled._files[(plain, 1)][1] is None  # this version is left to the general reader
+    assert tiled.open_stamp(plain, 1, image_reader) is None
+    assert _equal(batch_images(paths, 1)[1], _reference(plain))
     other = _comp(tmp_path / "other.fits", np.zeros((8, 8), np.int16), compression_type="RICE_1")
     assert batch_images([codec_files["rice_i16"][0], other], 1) is None  # shapes differ
     ds = FitsImageDataset([codec_files["rice_i16"][0], other], hdu=1)

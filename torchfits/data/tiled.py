@@ -102,7 +102,8 @@ _lock = threading.Lock()
 # (hdu, `_header_key`) and (hdu, `_layout_key`) → the layout's `_Known`, or None for a layout
 # the general reader takes whole (tiles that are not runs of the image, huge images).
 _layouts: dict[tuple, _Known | None] = {}
-# (path, hdu) → (file version, `_Known`, data offset, heap offset, heap size) of the files read.
+# (path, hdu) → (file version, `_Known`, data offset, heap offset, heap size) of the files read,
+# or (file version, None) for those the batch path leaves to the general reader.
 _files: dict[tuple, tuple] = {}
 
 
@@ -260,9 +261,11 @@ def _contiguous(lay: TileLayout) -> bool:
     return all(t == n for t, n in zip(lay.tile[k + 1:], lay.shape[k + 1:]))
 
 
-def _read_small(path: str) -> tuple[bytes, tuple] | None:
-    """The bytes of a local file up to `_SMALL_FILE` and the identity of the version read
-    (device, inode, size, mtime and ctime, taken before the read), or None."""
+def _read_small(path: str, hdu: int) -> tuple[bytes, tuple, tuple | None] | None:
+    """(bytes, version, what `_files` holds of this version) of a local file up to
+    `_SMALL_FILE`, or None: a larger file, or one this version of which the batch path has
+    already found it does not take (nothing read then). The version (device, inode, size,
+    mtime and ctime) is taken before the read."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -271,8 +274,12 @@ def _read_small(path: str) -> tuple[bytes, tuple] | None:
         st = os.fstat(fd)
         if st.st_size > _SMALL_FILE or not stat.S_ISREG(st.st_mode):
             return None
+        version = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        seen = _files.get((path, hdu))
+        if seen is not None and seen[0] == version and seen[1] is None:
+            return None
         buf = os.pread(fd, st.st_size, 0)
-        return buf, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return buf, version, seen if seen is not None and seen[0] == version else None
     finally:
         os.close(fd)
 
@@ -308,15 +315,28 @@ def open_stamp(path: str, hdu: Any, opener: Callable[[str, Any], Any]) -> Compre
     `Image`), which raises the error naming the file and HDU where the file is bad."""
     if type(hdu) is not int or hdu < 1:
         return None
-    got = _read_small(path)
+    got = _read_small(path, hdu)
     if got is None:
         return None
-    buf, version = got
-    seen = _files.get((path, hdu))
-    if seen is not None and seen[0] == version:
+    buf, version, seen = got
+    if len(buf) != version[2]:
+        return None  # the file changed under the read
+    if seen is not None:
         # This version of the file was scanned before: its layout and offsets are known.
         return CompressedStamp(path, hdu, *seen[1:], buf=buf)
-    if len(buf) % _BLOCK or len(buf) != version[2]:
+    place = _scan(path, hdu, buf, opener)
+    with _lock:
+        if len(_files) >= _FILES:
+            _files.clear()
+        # None too: this version is left to the general reader without reading it again
+        _files[(path, hdu)] = (version,) + place if place is not None else (version, None)
+    return CompressedStamp(path, hdu, *place, buf=buf) if place is not None else None
+
+
+def _scan(path: str, hdu: int, buf: bytes, opener: Callable[[str, Any], Any]) -> tuple | None:
+    """(`_Known`, data offset, heap offset, heap size) of HDU ``hdu`` in the file's bytes
+    ``buf``, or None where the general reader must judge the file."""
+    if len(buf) % _BLOCK:
         return None
     pos = 0
     for _ in range(hdu):
@@ -366,9 +386,4 @@ def open_stamp(path: str, hdu: Any, opener: Callable[[str, Any], Any]) -> Compre
             _layouts[key] = _layouts[quick] = known
     if known is None:
         return None
-    place = (known, end, end + theap, max(0, table_bytes + pcount - theap))
-    with _lock:
-        if len(_files) >= _FILES:
-            _files.clear()
-        _files[(path, hdu)] = (version,) + place
-    return CompressedStamp(path, hdu, *place, buf=buf)
+    return (known, end, end + theap, max(0, table_bytes + pcount - theap))
