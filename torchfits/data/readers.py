@@ -30,6 +30,7 @@ from ..fits.sources.local import stat_key
 from ..fits.sources.resolve import per_process
 from ..image.plain import Image
 from .remote import local_copy
+from .tiled import clear_layouts, open_stamp
 
 __all__ = ["image_reader", "cutout_reader", "batch_cutouts", "batch_images", "to_tensor_batch",
            "read_pixels",
@@ -236,7 +237,9 @@ def batch_images(paths: list[str], hdu: Any,
 
     Plain uncompressed primary images (``hdu=0``, local files) are read with one ``pread``,
     their structural keywords scanned by the C card scanner and their pixels decoded straight
-    into the batch's slot; every other file goes through its open-once `Image`. Values equal
+    into the batch's slot; so are small tile-compressed images (an extension given by number:
+    `open_stamp`, the tiles decoded on this thread); every other file goes through its
+    open-once `Image`. Values equal
     `read_pixels` for every file.
     """
     out: np.ndarray | None = None
@@ -244,7 +247,16 @@ def batch_images(paths: list[str], hdu: Any,
     start: tuple[int, ...] = ()
     step: tuple[int, ...] = ()
     for slot, path in enumerate(paths):
-        got = _primary_plain(path) if fast and "://" not in path and not is_remote(path) else None
+        local = "://" not in path and not is_remote(path)
+        got = _primary_plain(path) if fast and local else None
+        stamp = open_stamp(path, hdu, image_reader) if not fast and local else None
+        if stamp is not None:
+            if out is None:
+                out = np.empty((len(paths),) + stamp.shape, stamp.dtype)
+            elif out.shape[1:] != stamp.shape or out.dtype != stamp.dtype:
+                return None
+            stamp.decode_into(out[slot])
+            continue
         if got is None:
             arr = image_reader(path, hdu, storage_options).read()
             if out is None:
@@ -278,9 +290,11 @@ def to_tensor_batch(arr: np.ndarray, dtype: Any, device: str) -> torch.Tensor:
 
 
 def clear_readers() -> None:
-    """Forget every open reader (tests; after files were rewritten in place)."""
+    """Forget every open reader and what the batch path learnt of the files (tests; after files
+    were rewritten in place)."""
     with _lock:
         _readers.clear()
+    clear_layouts()
 
 
 @per_process

@@ -20,14 +20,15 @@ from .._kernels import _quantize
 from ..errors import CodecError, CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.header import Header
-from ..fits.image_plan import plan_image
+from ..fits.image_plan import ImagePlan, plan_image
 from ..fits.sources.base import faults_seen
 from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
 from ..fits.tile_layout import TileLayout, image_header, tile_layout
 from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup
 from .plain import Image, Region, check_out, region_from_key
 
-__all__ = ["CompressedImage", "CompressedTileError", "open_compressed"]
+__all__ = ["CompressedImage", "CompressedTileError", "convert_tile", "open_compressed",
+           "tile_decoder"]
 
 _INT_DTYPES: dict[int, np.dtype[Any]] = {8: np.dtype(np.uint8), 16: np.dtype(np.int16),
                                          32: np.dtype(np.int32), 64: np.dtype(np.int64)}
@@ -366,6 +367,32 @@ def _axis_selection(start: int, step: int, count: int, tile: int, grid: int) -> 
     return out
 
 
+def tile_decoder(index: Any, entry: Any, layout: TileLayout) -> _TileDecoder:
+    """The tile decoder of one compressed HDU: ``decode_into``, ``kernel_plan`` and ``decode``
+    over ``index.data_view(entry, ...)`` (batch readers pass the bytes of a small file they
+    read whole, with the HDU's offsets in ``entry``)."""
+    return _TileDecoder(index, entry, layout)
+
+
+def convert_tile(plan: ImagePlan, zbitpix: int, tile: np.ndarray, dest: np.ndarray) -> None:
+    """Storage values ``tile`` (a tile or a band of tiles) written into ``dest`` as result
+    values: the plan's unsigned conventions and BSCALE/BZERO/BLANK."""
+    if plan.mode == 0 or zbitpix < 0 and plan.mode != 2:
+        dest[...] = tile
+    elif plan.mode == 1:  # unsigned / signed-byte conventions: flip the sign bit
+        bits = tile.dtype.itemsize * 8
+        u = tile.view(np.dtype(f"u{tile.dtype.itemsize}"))
+        dest[...] = (u ^ np.array(1 << (bits - 1), u.dtype)).view(dest.dtype)
+    else:
+        # in double precision, rounded once to the result type (as plain images, and CFITSIO)
+        vals = tile.astype(np.float64)
+        if (plan.bscale, plan.bzero) != (1.0, 0.0):
+            vals = vals * plan.bscale + plan.bzero
+        if plan.blank is not None and tile.dtype.kind in "iu":
+            vals[tile == plan.blank] = np.nan
+        dest[...] = vals
+
+
 class CompressedImage(Image):
     """An open tile-compressed image HDU: only the tiles a region touches are decoded.
 
@@ -460,21 +487,7 @@ class CompressedImage(Image):
 
     # -- conversion storage → result ---------------------------------------------------------------
     def _convert(self, tile: np.ndarray, dest: np.ndarray) -> None:
-        plan = self._plan
-        if plan.mode == 0 or self._layout.zbitpix < 0 and plan.mode != 2:
-            dest[...] = tile
-        elif plan.mode == 1:  # unsigned / signed-byte conventions: flip the sign bit
-            bits = tile.dtype.itemsize * 8
-            u = tile.view(np.dtype(f"u{tile.dtype.itemsize}"))
-            dest[...] = (u ^ np.array(1 << (bits - 1), u.dtype)).view(dest.dtype)
-        else:
-            # in double precision, rounded once to the result type (as plain images, and CFITSIO)
-            vals = tile.astype(np.float64)
-            if (plan.bscale, plan.bzero) != (1.0, 0.0):
-                vals = vals * plan.bscale + plan.bzero
-            if plan.blank is not None and tile.dtype.kind in "iu":
-                vals[tile == plan.blank] = np.nan
-            dest[...] = vals
+        convert_tile(self._plan, self._layout.zbitpix, tile, dest)
 
     def _fetch(self, ks: list[int]) -> dict[int, np.ndarray]:
         """Tiles ``ks`` from the LRU cache, decoding the missing ones in one batch."""
