@@ -104,3 +104,26 @@ def test_a_column_without_a_free_value_near_its_sentinel_is_refused(tmp_path):
     with pytest.raises(ValueError, match="'x'.*TNULL"):
         _write_stream(tmp_path / "r.fits", schema, batches)
     assert leftovers(tmp_path) == [] and not (tmp_path / "r.fits").exists()
+
+
+@pytest.mark.parametrize("backing", ["file", "buffer"])
+def test_sink_patch_many(tmp_path, backing):
+    """`Sink.patch_many` overwrites each place and leaves the stream where it was, through a
+    file descriptor (pwrite) or a plain buffer (seek and write)."""
+    import io
+
+    from torchfits.writing.atomic import Sink
+
+    fh = open(tmp_path / "s.bin", "w+b") if backing == "file" else io.BytesIO()
+    with fh:
+        sink = Sink(fh, "s.bin")
+        sink.write(bytes(range(32)))
+        sink.patch_many([1, 9, 30], b"\xff\xee")
+        sink.write(b"\x01")
+        fh.flush()
+        fh.seek(0)
+        got = fh.read()
+    want = bytearray(range(32)) + b"\x01"
+    for at in (1, 9, 30):
+        want[at:at + 2] = b"\xff\xee"
+    assert got == bytes(want)

@@ -12,7 +12,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
@@ -93,10 +93,25 @@ class Sink:
 
     def patch(self, offset: int, data: bytes) -> None:
         """Overwrite bytes already written (a header card fixed up after streaming)."""
+        self.patch_many([offset], data)
+
+    def patch_many(self, offsets: Iterable[int], data: bytes) -> None:
+        """Overwrite ``data`` at each of ``offsets`` (bytes already written), in one pass: the
+        stream is flushed once and sought back once, however many places change."""
         self.fh.flush()
+        try:
+            fd: int | None = self.fh.fileno()
+        except (AttributeError, OSError, ValueError):  # not backed by a file descriptor
+            fd = None
+        if fd is not None and hasattr(os, "pwrite"):  # one syscall a place; the position stays
+            for offset in offsets:
+                os.pwrite(fd, data, offset)
+            return
         here = self.fh.tell()
-        self.fh.seek(offset)
-        self.fh.write(data)
+        for offset in offsets:
+            self.fh.seek(offset)
+            self.fh.write(data)
+        self.fh.flush()
         self.fh.seek(here)
 
 

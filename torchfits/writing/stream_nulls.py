@@ -99,5 +99,4 @@ class StreamNulls:
             if watched.plan.tnull == watched.start:
                 continue
             offsets, cell = watched.cells(self.row_bytes)
-            for offset in offsets.tolist():
-                sink.patch(data_offset + offset, cell)
+            sink.patch_many((offsets + data_offset).tolist(), cell)
