@@ -137,6 +137,16 @@ def test_gzip_and_shuffle():
     assert NoCompress().decode(NoCompress().encode(a)) == a.tobytes()
 
 
+def _plio_heap(tiles):
+    """PLIO_1-encode ``tiles`` into one heap: the bytes, each tile's offset and size, its pixel
+    count and where it lands in the flat output (what `_plio.decode_many` takes)."""
+    blobs = [_plio.encode(t) for t in tiles]
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    npix = np.array([len(t) for t in tiles], np.int64)
+    return (np.frombuffer(b"".join(blobs), np.uint8), np.cumsum(sizes) - sizes, sizes, npix,
+            np.cumsum(npix) - npix)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.int64])
 def test_plio_many_tile_kernel(dtype):
     """The batched PLIO kernel writes each tile at its place in an output of any integer width
@@ -147,12 +157,7 @@ def test_plio_many_tile_kernel(dtype):
     for t in tiles:
         if len(t):
             t[rng.integers(0, len(t), max(1, len(t) // 5))] = rng.integers(1, 100, max(1, len(t) // 5))
-    blobs = [_plio.encode(t) for t in tiles]
-    buf = np.frombuffer(b"".join(blobs), np.uint8)
-    sizes = np.array([len(b) for b in blobs], np.int64)
-    offsets = np.cumsum(sizes) - sizes
-    npix = np.array([len(t) for t in tiles], np.int64)
-    dest = np.cumsum(npix) - npix
+    buf, offsets, sizes, npix, dest = _plio_heap(tiles)
     out = np.full(int(npix.sum()), 99, dtype)  # overwritten everywhere, zeros included
     status = np.full(5, 9, np.uint8)
     go = np.zeros(1, np.uint8)
@@ -524,12 +529,7 @@ def test_plio_many_tile_kernel_zeroed():
     tiles = [np.zeros(n, np.int32) for n in (300, 4100, 77)]
     for t in tiles:
         t[rng.integers(0, len(t), len(t) // 4)] = rng.integers(1, 1 << 20, len(t) // 4)
-    blobs = [_plio.encode(t) for t in tiles]
-    buf = np.frombuffer(b"".join(blobs), np.uint8)
-    sizes = np.array([len(b) for b in blobs], np.int64)
-    offsets = np.cumsum(sizes) - sizes
-    npix = np.array([len(t) for t in tiles], np.int64)
-    dest = np.cumsum(npix) - npix
+    buf, offsets, sizes, npix, dest = _plio_heap(tiles)
     want = np.concatenate(tiles)
     status = np.empty(3, np.uint8)
     go = np.zeros(1, np.uint8)
