@@ -197,7 +197,7 @@ def test_cutout_loops_over_images_beyond_the_budget_keep_rss_bounded(tmp_path, f
     fits.PrimaryHDU(np.arange(side * side, dtype=np.float32).reshape(side, side)).writeto(path)
     torchfits.clear_file_cache()
     residency.forget_all()
-    monkeypatch.setattr(residency, "BUDGET", 1 << 20)
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "1")  # the variable reaches cutout loops too
     calls = []
     real_done = residency.done
     monkeypatch.setattr(residency, "done", lambda *a: (calls.append(a[1:]), real_done(*a)))

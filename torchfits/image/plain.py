@@ -527,8 +527,9 @@ def watch_residency(reader: Any, source: Any, offset: int, size: int) -> None:
     budget has had that many bytes of pages read by ``reader``'s cutouts, its range goes to
     `residency.done` (released beyond the budget; docs/architecture.md, "Bounded memory").
     Images within the budget keep their pages, as whole reads do."""
-    if source.maps_file and size > residency.BUDGET:
-        reader.set_residency(residency.BUDGET, lambda: residency.done(source, offset, size))
+    limit = residency.budget()
+    if source.maps_file and size > limit:
+        reader.set_residency(limit, lambda: residency.done(source, offset, size))
 
 
 def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: np.dtype | None) -> Image:

@@ -32,6 +32,7 @@ _lock = threading.Lock()
 # (id of the source, offset) -> (weak reference to the source, size), least recently read first.
 _ranges: OrderedDict[tuple[int, int], tuple[weakref.ref[ByteSource], int]] = OrderedDict()
 _held = 0
+_parsed = ("", BUDGET)  # the last TORCHFITS_RESIDENT_MB value seen, and its budget in bytes
 
 
 def _after_fork() -> None:
@@ -54,9 +55,12 @@ def budget() -> int:
     ValueError
         The variable is not a non-negative number.
     """
+    global _parsed
     env = os.environ.get("TORCHFITS_RESIDENT_MB", "").strip()
     if not env:
         return BUDGET
+    if env == _parsed[0]:  # `done` asks once per finished chunk: parse once per value
+        return _parsed[1]
     try:
         mib = float(env)
     except ValueError:
@@ -64,7 +68,8 @@ def budget() -> int:
     if not mib >= 0:  # also NaN
         raise ValueError(f"TORCHFITS_RESIDENT_MB={env!r}: expected a number of MiB >= 0 (default "
                          f"{BUDGET >> 20})")
-    return int(min(mib, 1 << 40) * (1 << 20))  # "inf": never release
+    _parsed = (env, int(min(mib, 1 << 40) * (1 << 20)))  # "inf": never release
+    return _parsed[1]
 
 
 def done(source: ByteSource, offset: int, size: int) -> None:
