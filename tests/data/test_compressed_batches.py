@@ -193,6 +193,35 @@ def test_mixed_shapes_and_plain_files_take_the_item_path(codec_files, tmp_path):
     assert tuple(got[1][0].shape) == (1, 8, 8)
 
 
+def test_stamps_after_hdus_with_data(tmp_path):
+    """The stamp scan steps over earlier HDUs by the HDU index's own size rule: a primary
+    with data, an image extension and a table with a heap before the stamp; random groups
+    are left to the general reader."""
+    rng = np.random.default_rng(11)
+    stamp = rng.integers(0, 4000, (40, 48)).astype(np.int16)
+    heap = fits.Column("V", "PJ()", array=np.array([np.arange(n, dtype=np.int32) for n in (3, 0, 7)],
+                                                   dtype=object))
+    before = [fits.PrimaryHDU(rng.integers(0, 9, (7, 5)).astype(np.int16)),
+              fits.ImageHDU(rng.normal(size=(3, 11))),
+              fits.BinTableHDU.from_columns([heap])]
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"deep{i}.fits"
+        fits.HDUList(before + [fits.CompImageHDU(stamp + i, compression_type="RICE_1")]).writeto(p)
+        paths.append(str(p))
+    s = tiled.open_stamp(paths[0], 3, image_reader)
+    assert s is not None and s.data_offset == get_index(paths[0]).entries[3].data_offset
+    arr = batch_images(paths, 3)
+    for slot, p in enumerate(paths):
+        assert _equal(arr[slot], torchfits.read(p, hdu=3).numpy())
+    groups = tmp_path / "groups.fits"
+    g = fits.GroupsHDU(fits.GroupData(np.zeros((2, 1, 3), np.float32), parnames=["a"],
+                                      pardata=[np.zeros(2, np.float32)], bitpix=-32))
+    fits.HDUList([g, fits.CompImageHDU(stamp, compression_type="RICE_1")]).writeto(groups)
+    assert tiled.open_stamp(str(groups), 1, image_reader) is None
+    assert _equal(batch_images([str(groups)], 1)[0], torchfits.read(str(groups), hdu=1).numpy())
+
+
 def test_rewritten_file_is_read_again(tmp_path):
     p = tmp_path / "s.fits"
     _comp(p, np.arange(64, dtype=np.int16).reshape(8, 8), compression_type="RICE_1")

@@ -21,6 +21,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .._kernels import _header
+from ..errors import FitsError
+from ..fits.hdu_index import data_unit
 from ..fits.image_plan import ImagePlan
 from ..fits.sources.resolve import per_process
 from ..fits.tile_layout import TileLayout
@@ -292,18 +294,10 @@ def _skip_hdu(buf: bytes, pos: int) -> int:
     found = _header.scan_structural(buf, pos, end)
     if not _BEFORE.issuperset(k for k in found if not k.startswith("NAXIS")):
         return -1
-    bitpix, naxis = _int(found, "BITPIX"), _int(found, "NAXIS")
-    if bitpix not in (8, 16, 32, 64, -32, -64) or naxis is None or not 0 <= naxis <= 999:
+    try:
+        nbytes = data_unit(found, 0 if pos == 0 else 1, "")[4]  # the index's own size rule
+    except FitsError:
         return -1
-    naxes = [_int(found, f"NAXIS{k}") for k in range(1, naxis + 1)]
-    if any(n is None or n < 0 for n in naxes):
-        return -1
-    pcount, gcount = _int(found, "PCOUNT", 0), _int(found, "GCOUNT", 1)
-    if pcount is None or gcount is None or pcount < 0 or gcount < 0:
-        return -1
-    if pos == 0 and (naxis and naxes[0] == 0 or pcount or gcount != 1):
-        return -1  # random groups
-    nbytes = abs(bitpix) // 8 * gcount * (pcount + (math.prod(naxes) if naxis else 0))
     return end + -(-nbytes // _BLOCK) * _BLOCK
 
 

@@ -36,7 +36,7 @@ from .sources import ByteSource, open_source
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .columns import ColumnSpec
 
-__all__ = ["HduEntry", "HduIndex", "get_index", "suffix_hdu", "cache_stats", "clear_index_cache",
+__all__ = ["HduEntry", "HduIndex", "data_unit", "get_index", "suffix_hdu", "cache_stats", "clear_index_cache",
            "check_hdu_arg", "NEGATIVE_HDU"]
 
 NEGATIVE_HDU = "HDU index must be a non-negative integer"  # the 1.x wording
@@ -157,23 +157,18 @@ def _int_keyword(s: dict, key: str, path: str, index: int, default: Any = None) 
     return value
 
 
-def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_size: int) -> HduEntry:
-    s = _header.scan_structural(buf, pos, end)
-    first = bytes(buf[pos:pos + 10])
-    if index == 0:
-        if not first.startswith(b"SIMPLE  ="):
-            raise NotFitsError(f"{path}: not a FITS file (first card is not SIMPLE)")
-        kind = KIND_PRIMARY
-    else:
-        xtension = str(s.get("XTENSION", "")).strip().upper()
-        if xtension in ("IMAGE", "IUEIMAGE"):
-            kind = KIND_IMAGE
-        elif xtension in ("BINTABLE", "A3DTABLE"):
-            kind = KIND_COMPRESSED if s.get("ZIMAGE") is True else KIND_BINTABLE
-        elif xtension == "TABLE":
-            kind = KIND_TABLE
-        else:
-            raise CorruptHeaderError(f"{path}: HDU {index}: unknown XTENSION {xtension!r}")
+def data_unit(s: dict, index: int, path: str) -> tuple[int, list[int], int, int, int]:
+    """(BITPIX, NAXISn, PCOUNT, GCOUNT, data size in bytes before padding) of HDU ``index``
+    from its structural cards ``s`` (`_header.scan_structural`): the one rule for how large a
+    data unit is, for the index and for readers that skip HDUs on their own.
+
+    Raises
+    ------
+    CorruptHeaderError
+        A structural card is missing, not an integer, or out of range.
+    NaxisOverflowError
+        The data size overflows.
+    """
     bitpix = _int_keyword(s, "BITPIX", path, index)
     if bitpix not in (8, 16, 32, 64, -32, -64):
         raise CorruptHeaderError(f"{path}: HDU {index}: invalid BITPIX {bitpix}")
@@ -202,6 +197,27 @@ def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_s
         raise NaxisOverflowError(
             f"{path}: HDU {index}: NAXIS product overflow ({' x '.join(map(str, naxes))})"
         )
+    return bitpix, naxes, pcount, gcount, data_size
+
+
+def _describe(buf: memoryview, pos: int, end: int, index: int, path: str, file_size: int) -> HduEntry:
+    s = _header.scan_structural(buf, pos, end)
+    first = bytes(buf[pos:pos + 10])
+    if index == 0:
+        if not first.startswith(b"SIMPLE  ="):
+            raise NotFitsError(f"{path}: not a FITS file (first card is not SIMPLE)")
+        kind = KIND_PRIMARY
+    else:
+        xtension = str(s.get("XTENSION", "")).strip().upper()
+        if xtension in ("IMAGE", "IUEIMAGE"):
+            kind = KIND_IMAGE
+        elif xtension in ("BINTABLE", "A3DTABLE"):
+            kind = KIND_COMPRESSED if s.get("ZIMAGE") is True else KIND_BINTABLE
+        elif xtension == "TABLE":
+            kind = KIND_TABLE
+        else:
+            raise CorruptHeaderError(f"{path}: HDU {index}: unknown XTENSION {xtension!r}")
+    bitpix, naxes, pcount, gcount, data_size = data_unit(s, index, path)
     data_offset = end
     heap_offset = heap_size = 0
     if kind in TABLE_KINDS or kind == KIND_COMPRESSED:
