@@ -57,6 +57,9 @@ def test_what_stays_on_the_shared_memory_path(monkeypatch):
     monkeypatch.setattr(loader_mod, "_BY_VALUE_MAX", 8)
     assert type(_mark(torch.ones(4))) is torch.Tensor  # 16 bytes > 8
     assert type(_mark(torch.ones(2))) is _ByValue
+    monkeypatch.undo()
+    assert type(_mark(torch.ones(1 << 17))) is _ByValue  # 512 KiB: by value
+    assert type(_mark(torch.ones((1 << 17) + 1))) is torch.Tensor  # above: shared memory
 
 
 def test_nothing_changes_outside_a_worker():
@@ -112,8 +115,10 @@ import collections, sys, threading, time
 import torch
 from multiprocessing.reduction import ForkingPickler
 from torch.utils.data._utils import worker
+from torchfits.data import loader
 from torchfits.data.loader import for_transfer
 
+loader._BY_VALUE_MAX = 16 << 20  # 8 MiB batches by value: a long deallocation on the feeder
 worker._worker_info = worker.WorkerInfo(id=0, num_workers=1, seed=0, dataset=None)
 buf, ready = collections.deque(), threading.Condition()
 

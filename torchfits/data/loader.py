@@ -17,7 +17,11 @@ from .remote import is_http_url, prefetch_urls
 __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position",
            "for_transfer"]
 
-_BY_VALUE_MAX = 16 << 20  # bytes; a larger tensor leaves a worker through shared memory
+# Bytes; a larger tensor leaves a worker through shared memory. Per batch the main process pays
+# ~2 ms per MiB to read and unpickle bytes against ~1.3 ms flat for a shared-memory segment;
+# the two meet near 512 KiB (benchmarks/run_transfer.py; docs/architecture.md, "Batches leave a
+# worker by value").
+_BY_VALUE_MAX = 512 << 10
 _BY_VALUE_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
                               torch.int64, torch.uint16, torch.uint32, torch.uint64, torch.float16,
                               torch.float32, torch.float64, torch.complex64, torch.complex128})
@@ -33,8 +37,8 @@ class _ByValue(torch.Tensor):
     the worker's result pipe) and unpickles as a plain tensor. torch's own reduction moves
     every tensor into a new shared-memory segment whose descriptor the main process then
     fetches from the worker over a socket, a round trip per tensor that waits on the worker
-    being scheduled; for batch-sized tensors copying the bytes costs less. Operations on it
-    give plain tensors."""
+    being scheduled; for tensors up to half a megabyte copying the bytes costs less.
+    Operations on it give plain tensors."""
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
     _tf_array: Any  # the bytes to send, taken on the worker's thread (`_mark`)
@@ -67,7 +71,7 @@ def _by_value(t: torch.Tensor) -> bool:
 
 def for_transfer(obj: Any) -> Any:
     """``obj`` (a tensor, or dicts, lists and tuples of them) with its CPU tensors of up to
-    16 MiB marked to leave this DataLoader worker by value (`_ByValue`); unchanged outside a
+    512 KiB marked to leave this DataLoader worker by value (`_ByValue`); unchanged outside a
     worker. The main process receives plain tensors with the same values, shapes and dtypes."""
     if torch.utils.data.get_worker_info() is None:
         return obj
