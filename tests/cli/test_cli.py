@@ -439,6 +439,35 @@ def test_sql_writes_outputs(cats, capsys, monkeypatch):
     assert run(capsys, "sql", "SELECT 1", "--to", "csv")[0] == 2
 
 
+def test_sql_in_a_fresh_process_never_imports_pandas(cats):
+    """A fresh ``torchfits sql`` reports pandas absent to DuckDB (which imports it on registering
+    any Python object): every output format still comes out right, and a process that has
+    pandas already keeps it."""
+    query = "SELECT id, mag_r FROM 'cats/*.fits' WHERE mag_r < 14 ORDER BY id"
+    want = 2 * torchfits.scan(str(cats / "c0.fits"), columns=["id"], where="mag_r < 14").count_rows()
+    script = f"""
+import contextlib, io, json, sys
+from torchfits.cli.main import main
+query = {query!r}
+for out in ("out.parquet", "out.fits", "out.json", "out.csv", "out.arrow"):
+    assert main(["sql", query, "-o", out]) == 0, out
+with contextlib.redirect_stdout(io.StringIO()) as text:
+    assert main(["sql", query]) == 0
+assert "pandas" not in sys.modules and len(text.getvalue().splitlines()) == 1 + {want}
+import pyarrow.csv, pyarrow.ipc, pyarrow.parquet, torchfits
+assert pyarrow.parquet.read_table("out.parquet").num_rows == {want}
+assert pyarrow.csv.read_csv("out.csv").num_rows == {want}
+assert pyarrow.ipc.open_stream("out.arrow").read_all().num_rows == {want}
+assert torchfits.read_nrows("out.fits") == {want} and len(json.load(open("out.json"))) == {want}
+import pandas
+with contextlib.redirect_stdout(io.StringIO()):
+    assert main(["sql", query]) == 0
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=cats.parent, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
 # -- progress, demo ------------------------------------------------------------------------------
 def test_progress_bars_only_when_asked_or_on_a_terminal(samples, tmp_path):
     pytest.importorskip("tqdm")

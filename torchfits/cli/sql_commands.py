@@ -24,8 +24,30 @@ def _arrow_table(relation: Any) -> Any:
     return result.read_all() if hasattr(result, "read_all") else result
 
 
+class _PandasAbsent:
+    """An import hook that reports pandas absent. DuckDB imports pandas (~0.5 s, more than the
+    query) as soon as a Python object is registered, to ask whether it is a DataFrame; the
+    command hands DuckDB only Arrow streams and prints or writes Arrow tables, so its one-query
+    process never needs pandas. Installed only where pandas is not imported yet."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     """Run the query; print the rows or write them to ``-o``."""
+    hook = None if "pandas" in sys.modules else _PandasAbsent()
+    if hook is not None:
+        sys.meta_path.insert(0, hook)
+    try:
+        return _run_sql(args)
+    finally:
+        if hook is not None:
+            sys.meta_path.remove(hook)
+
+
+def _run_sql(args: argparse.Namespace) -> int:
     try:
         import duckdb
     except ImportError:
