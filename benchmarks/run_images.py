@@ -16,7 +16,10 @@ import importlib
 import inspect
 import json
 import mmap
+import os
+import shutil
 import sys
+import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -475,8 +478,87 @@ def cutout_boxes(n: int) -> list[tuple[int, int, int, int]]:
     return [(int(x), int(y), int(x) + CUTOUT_SIDE, int(y) + CUTOUT_SIDE) for x, y in zip(xs, ys)]
 
 
-def bench_cutouts(path: Path, tf: Any, inc: Incumbent, repeat: int, n: int) -> Section:
-    """``n`` random 64×64 cutouts through readers opened once."""
+# ------------------------------------------------------------- page-cache state
+
+FOLIOS = ("huge", "small", "as-is")
+
+
+def file_pmd_kib(path: Path) -> tuple[int, int] | None:
+    """(FilePmdMapped, Rss) in KiB of a fresh read-only map of ``path`` with every page touched:
+    how much of the file the page cache holds in 2 MiB folios, which every map of the file (any
+    library's) maps 2 MiB at a time. None where ``/proc/self/smaps`` is missing."""
+    if not os.path.exists("/proc/self/smaps"):
+        return None
+    real = os.path.realpath(path)
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        for off in range(0, len(mm), mmap.PAGESIZE):
+            mm[off]  # noqa: B018  (touch: map the page)
+        pmd = rss = 0
+        inside = False
+        with open("/proc/self/smaps") as fh:
+            for line in fh:
+                parts = line.split()
+                if parts and "-" in parts[0] and len(parts) >= 5:  # a mapping's first line
+                    inside = len(parts) >= 6 and parts[-1] == real
+                elif inside and parts[0] == "FilePmdMapped:":
+                    pmd += int(parts[1])
+                elif inside and parts[0] == "Rss:":
+                    rss += int(parts[1])
+        return pmd, rss
+    finally:
+        mm.close()
+
+
+def folio_copy(path: Path, state: str, workdir: Path) -> Path:
+    """A copy of ``path`` in ``workdir`` whose page cache is in ``state``: "small" as ``write()``
+    left it (4 KiB folios here), "huge" re-read cold through a ``MADV_HUGEPAGE`` map (2 MiB
+    folios: the state a file read from disk by torchfits, which advises its image maps, ends in).
+    Every library in the run reads this one copy, so all see the same page-cache state."""
+    dst = workdir / path.name
+    with open(path, "rb") as src, open(dst, "wb") as out:
+        while chunk := src.read(1 << 20):
+            out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    if state == "huge":
+        with open(dst, "rb") as fh:
+            os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages: dropped
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            mm.madvise(mmap.MADV_HUGEPAGE)
+            for off in range(0, len(mm), mmap.PAGESIZE):
+                mm[off]  # noqa: B018  (the cold read fills the cache in 2 MiB folios)
+        finally:
+            mm.close()
+    return dst
+
+
+def folio_note(path: Path, state: str) -> str:
+    """The page-cache state of ``path`` for a section title."""
+    kib = file_pmd_kib(path)
+    held = "FilePmdMapped unknown" if kib is None else f"FilePmdMapped {kib[0]:,} of {kib[1]:,} KiB"
+    return f"page cache: {state} ({held})"
+
+
+def bench_cutouts(path: Path, tf: Any, inc: Incumbent, repeat: int, n: int, folios: str = "as-is") -> Section:
+    """``n`` random 64×64 cutouts through readers opened once, every library on one copy of the
+    image whose page cache is in the state ``folios`` names (`folio_copy`; "as-is": the file)."""
+    if folios == "as-is":
+        return _bench_cutouts(path, tf, inc, repeat, n, folio_note(path, folios))
+    workdir = Path(tempfile.mkdtemp(prefix=".folios-", dir=path.parent))
+    try:
+        copy = folio_copy(path, folios, workdir)
+        return _bench_cutouts(copy, tf, inc, repeat, n, folio_note(copy, folios))
+    finally:
+        if tf is not None and hasattr(tf, "clear_file_cache"):
+            tf.clear_file_cache()  # our map of the copy
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _bench_cutouts(path: Path, tf: Any, inc: Incumbent, repeat: int, n: int, state: str) -> Section:
+    """`bench_cutouts` on ``path`` as it is; ``state`` goes into the section title."""
     from astropy.io import fits
 
     fitsio = optional("fitsio")
@@ -489,7 +571,7 @@ def bench_cutouts(path: Path, tf: Any, inc: Incumbent, repeat: int, n: int) -> S
     del full
 
     section = Section(f"{n:,} random {CUTOUT_SIDE}×{CUTOUT_SIDE} cutouts of the float32 image, "
-                      "reader opened once",
+                      f"reader opened once; {state}",
                       floor="floor: numpy mmap slice", per=f"{n:,} cutouts")
     cases: dict[str, Case] = {}
 
@@ -842,6 +924,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-runs", type=int, default=None,
                         help="runs per process case (default 21; ≥ 10)")
     parser.add_argument("--cutouts", type=int, default=1000, help="number of cutouts (default 1000)")
+    parser.add_argument("--folios", choices=FOLIOS, default="huge",
+                        help="page-cache state of the image the cutouts read (default huge: as a "
+                        "cold read through torchfits leaves it; small: as just written; as-is: the "
+                        "data file as it stands); the section title reports FilePmdMapped")
     parser.add_argument("--no-incumbent", action="store_true", help="skip torchfits 1.2.3")
     parser.add_argument("--json", type=Path, default=None, help="also write all samples to this file")
     parser.add_argument("--only", nargs="+", choices=("f32", "u16", "cutouts", "headers", "process"),
@@ -874,7 +960,8 @@ def main(argv: list[str] | None = None) -> int:
         sections["u16"] = bench_full_read("u16", paths["image_u16"], tf, inc, repeat)
     if "cutouts" in only:
         log("cutouts")
-        sections["cutouts"] = bench_cutouts(paths["image_f32"], tf, inc, repeat, args.cutouts)
+        sections["cutouts"] = bench_cutouts(paths["image_f32"], tf, inc, repeat, args.cutouts,
+                                           args.folios)
     if "headers" in only:
         log("headers")
         sections["hdr_one"], sections["hdr_all"] = bench_headers(paths["many_hdus"], tf, inc, repeat)

@@ -468,7 +468,7 @@ cdef class CutoutReader:
     cdef bint ready
     cdef tuple lead
     cdef int64_t c_shape[MAX_NDIM]
-    cdef int64_t touched, touch_limit
+    cdef int64_t touched, touch_limit, touch_granule
     cdef object on_touched
 
     def __init__(self, const uint8_t[::1] src, Py_ssize_t data_offset, int bitpix, int mode,
@@ -563,20 +563,27 @@ cdef class CutoutReader:
             tf_stream_fence()
         return 0
 
-    def set_residency(self, int64_t limit, on_touched=None):
+    def set_residency(self, int64_t limit, on_touched=None, int64_t granule=4096):
         """Call ``on_touched()`` after every ``limit`` bytes of file pages the cutouts read (a
         page or more per row; ``limit <= 0``: never). Random boxes leave no finished range
         behind them, so a loop over an image larger than memory releases the image's map pages
-        from there (they map again, the same bytes, on the next read)."""
+        from there (they map again, the same bytes, on the next read). ``granule``: the size of
+        a mapped page (2 MiB where the map may hold huge pages: a box then maps its whole band)."""
         self.touch_limit = limit if on_touched is not None else 0
         self.on_touched = on_touched
         self.touched = 0
+        self.touch_granule = granule if granule > 0 else 4096
 
-    cdef void _touch(self, int64_t rows, int64_t nx) except *:
-        """Count ``rows`` rows of ``nx`` pixels read; run ``on_touched`` past the limit."""
+    cdef void _touch(self, int64_t boxes, int64_t ny, int64_t nx) except *:
+        """Count the pages that ``boxes`` boxes of ``ny`` rows of ``nx`` pixels map (at most);
+        run ``on_touched`` past the limit."""
+        cdef int64_t g = self.touch_granule, size = abs(self.bitpix) // 8
+        cdef int64_t nbytes = nx * size, rows, band
         if self.touch_limit <= 0:
             return
-        self.touched += rows * ((((nx * (abs(self.bitpix) // 8)) >> 12) + 1) << 12)
+        rows = ny * (nbytes // g + 1)  # every row on pages of its own
+        band = ((ny - 1) * self.width * size + nbytes) // g + 2  # rows sharing pages
+        self.touched += boxes * self.planes * (rows if rows < band else band) * g
         if self.touched >= self.touch_limit:
             self.touched = 0
             self.on_touched()
@@ -641,7 +648,7 @@ cdef class CutoutReader:
         if rc != 0:
             raise ValueError("cutout outside the image or the buffer")
         if self.touch_limit > 0:
-            self._touch(self.planes * ny, nx)
+            self._touch(1, ny, nx)
         out = cnp.PyArray_SimpleNewFromData(n, dims, self.typenum, mem.ptr)
         Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
         cnp.PyArray_SetBaseObject(out, mem)
@@ -750,7 +757,7 @@ def cutout_batch(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t heigh
         if rc != 0:
             raise ValueError("cutout outside the image or the buffer")
     if reader.touch_limit > 0:
-        reader._touch(nboxes * reader.planes * height, width)
+        reader._touch(nboxes, height, width)
 
 
 def cutout_array(tuple shape, dtype):

@@ -174,3 +174,43 @@ def test_zero_budget_from_the_environment_releases_every_range(tmp_path, monkeyp
     sum(b.num_rows for b in torchfits.scan(str(path), batch_size=8192).to_batches())
     assert residency.held() >= 200_000 * 8 * 0.9  # every finished range kept
     residency.forget_all()
+
+
+def _thp_offered() -> bool:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as fh:
+            mode = fh.read()
+    except OSError:
+        return False
+    return "[always]" in mode or "[madvise]" in mode
+
+
+def test_safemap_advise_huge_covers_whole_2mib_pages(tmp_path):
+    path = tmp_path / "h.bin"
+    huge = 2 << 20
+    data = np.random.default_rng(1).integers(0, 256, 3 * huge + 1000, dtype=np.uint8)
+    path.write_bytes(data.tobytes())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        m = SafeMap(fd, data.size)
+    finally:
+        os.close(fd)
+    assert m.advise_huge(0, huge - 1) == 0  # no whole 2 MiB page inside
+    assert m.advise_huge(-5, 10) == 0
+    got = m.advise_huge(100, 3 * huge)  # [100, 3 MiB·2 + 100): pages 1 and 2
+    assert got in (0, 2 * huge)  # 0 where the platform has no such hint
+    assert m.advise_huge(0, 10 * huge) in (0, 3 * huge)  # clipped to the map
+    np.testing.assert_array_equal(np.frombuffer(m, np.uint8), data)  # bytes unchanged
+    del m
+
+
+def test_local_maps_of_large_files_ask_for_huge_pages(tmp_path):
+    from torchfits.fits.sources.local import HUGE_MIN_BYTES, LocalSource
+
+    small, large = tmp_path / "small.bin", tmp_path / "large.bin"
+    small.write_bytes(b"\1" * (HUGE_MIN_BYTES - 1))
+    large.write_bytes(b"\2" * (HUGE_MIN_BYTES + 4096))
+    assert not LocalSource(str(small), HUGE_MIN_BYTES - 1).huge_pages
+    src = LocalSource(str(large), HUGE_MIN_BYTES + 4096)
+    assert src.huge_pages == (_thp_offered() and os.uname().sysname == "Linux")
+    assert bytes(src.view()[-3:]) == b"\2\2\2"

@@ -236,3 +236,33 @@ def test_cutouts_within_the_budget_keep_their_pages(tmp_path, fits, monkeypatch)
     for i in range(200):
         r(i % 100, i % 90, i % 100 + 64, i % 90 + 64)
     assert calls == []
+
+
+def test_batched_cutouts_keep_the_callers_order(tmp_path, fits):
+    # The batch is cut in image-row order; each stamp still lands in its box's slot.
+    path = _image_file(tmp_path, fits, np.int16, (40, 50))
+    want = fits.getdata(path, 1)
+    rng = np.random.default_rng(3)
+    boxes = np.array([(x, y, x + 6, y + 5) for x, y in zip(rng.integers(0, 44, 300),
+                                                           rng.integers(0, 35, 300))])
+    got = torchfits.open_image(str(path), 1).cutouts(boxes[::-1])
+    for stamp, (x1, y1, x2, y2) in zip(got, boxes[::-1].tolist()):
+        np.testing.assert_array_equal(stamp, want[y1:y2, x1:x2])
+
+
+def test_residency_counts_huge_pages_by_the_band(tmp_path, fits):
+    # On a map of 2 MiB pages a box maps the 2 MiB pages of its rows' band, counted so.
+    path = _image_file(tmp_path, fits, np.float32, (64, 4096))  # rows 16 KiB apart
+    img = torchfits.open_image(str(path), 1)
+    calls = []
+    r = _image.CutoutReader(img._index.source.view(), img._entry.data_offset, -32, 0, (64, 4096),
+                            np.float32)
+    r.set_residency(4 << 20, lambda: calls.append(1), 2 << 20)
+    for _ in range(3):
+        r.cutout(0, 0, 64, 64)  # a 1 MiB band: at most two 2 MiB pages, 4 MiB a box
+    assert len(calls) == 3
+    calls.clear()
+    r.set_residency(4 << 20, lambda: calls.append(1))  # 4 KiB pages: 64 rows, 256 KiB a box
+    for _ in range(16):
+        r.cutout(0, 0, 64, 64)
+    assert len(calls) == 1

@@ -139,8 +139,10 @@ def cut_boxes(image: Any, boxes: Any, *, edge: str = "raise",
     alloc = _image.cutout_array if reader is not None and len(inner) else np.empty
     out = alloc((len(arr),) + lead + (bh, bw), dtype)
     if reader is not None and len(inner):
-        rows = np.ascontiguousarray(np.stack([inner, arr[inner, 0], arr[inner, 1]], axis=1),
-                                    dtype=np.int64)
+        rows = np.stack([inner, arr[inner, 0], arr[inner, 1]], axis=1).astype(np.int64)
+        # In row order (then column): boxes that share image rows follow each other, so their
+        # pages are still in the TLB; each box still lands in its own slot of ``out``.
+        rows = np.ascontiguousarray(rows[np.argsort(rows[:, 2] * w + rows[:, 1], kind="stable")])
         if image._index.lazy:  # a remote image: fetch the rows the boxes cover first
             for x1, y1, x2, y2 in arr[inner].tolist():
                 image.prefetch_cutout(x1, y1, x2, y2)

@@ -526,10 +526,12 @@ def watch_residency(reader: Any, source: Any, offset: int, size: int) -> None:
     """Bound the map pages a cutout loop keeps resident: once an image larger than the residency
     budget has had that many bytes of pages read by ``reader``'s cutouts, its range goes to
     `residency.done` (released beyond the budget; docs/architecture.md, "Bounded memory").
-    Images within the budget keep their pages, as whole reads do."""
+    Images within the budget keep their pages, as whole reads do. On a map with huge pages
+    (``source.huge_pages``) a box maps its rows' 2 MiB pages, and they are counted so."""
     limit = residency.budget()
     if source.maps_file and size > limit:
-        reader.set_residency(limit, lambda: residency.done(source, offset, size))
+        reader.set_residency(limit, lambda: residency.done(source, offset, size),
+                             (2 << 20) if source.huge_pages else 4096)
 
 
 def _reopen_image(path: str, hdu: int, options: dict[str, Any], out_dtype: np.dtype | None) -> Image:

@@ -30,6 +30,7 @@ class ByteSource(ABC):
     size: int
     supports_mmap: bool = False
     maps_file: bool = False  # whether read bytes become resident pages of a file map (`release`)
+    huge_pages: bool = False  # whether that map asked for 2 MiB pages (`LocalSource`)
     cache_key: str | None = None
     version: tuple[int, int, int, int, int] | None = None
 

@@ -9,7 +9,10 @@ from ..._kernels._safemap import SafeMap
 from ...errors import FitsFileNotFoundError
 from .base import ViewSource
 
-__all__ = ["LocalSource", "InMemoryFileSource", "stat_key"]
+__all__ = ["LocalSource", "InMemoryFileSource", "stat_key", "HUGE_MIN_BYTES"]
+
+HUGE_MIN_BYTES = 4 << 20
+"""Maps of files from this size on ask for transparent huge pages (`LocalSource`)."""
 
 
 def stat_key(path: str) -> tuple[int, int, int, int, int]:
@@ -37,6 +40,12 @@ class LocalSource(ViewSource):
     The map is a ``SafeMap``: an access past the end of a file that another process truncated
     reads zeros and flags the map (instead of killing the process with SIGBUS); :meth:`check`
     turns the flag into :class:`TruncatedFileError`.
+
+    A map of `HUGE_MIN_BYTES` or more asks for transparent huge pages (``MADV_HUGEPAGE``)
+    before its first access: a cold read then fills the page cache with 2 MiB folios, which
+    every map of the file (ours, other libraries') maps 2 MiB at a time, so reads that jump
+    between pages (cutout rows, a whole image row apart) walk no page tables. Pages already in
+    the cache keep their size (docs/architecture.md, "Cutouts read the file map").
     """
 
     supports_mmap = True
@@ -62,6 +71,10 @@ class LocalSource(ViewSource):
         finally:
             os.close(fd)
         self.size = len(self._map)
+        # Advised before any access: a sequential read's readahead keeps the folio size of its
+        # first miss, so a hint after the header was read would not reach the data behind it.
+        if self.size >= HUGE_MIN_BYTES:
+            self.huge_pages = self._map.advise_huge(0, self.size) > 0
         self._view = memoryview(self._map)
 
     @property
