@@ -296,6 +296,48 @@ def test_rice_fused_dequantise_agrees(method, ftype):
                                   ks, method, 7, False, 0, rand[:10])
 
 
+
+@pytest.mark.parametrize("method", [1, 2])
+@pytest.mark.parametrize("ftype", [np.float32, np.float64])
+def test_dithered_dequantise_against_formula(method, ftype):
+    """The dithered dequantisation (a vector loop on CPUs with AVX2, a scalar loop for the
+    rest) equals the convention's formula evaluated by NumPy in double precision, bit for bit:
+    tiles whose lengths are not a multiple of the vector width, a run crossing the end of the
+    random sequence, null and zero codes."""
+    rng = np.random.default_rng(5)
+    lengths = np.array([1, 2, 3, 5, 4099, 10003], np.int64)
+    dest = np.cumsum(lengths) - lengths
+    ints = rng.integers(-2**30, 2**30, int(lengths.sum())).astype(np.int32)
+    ints[::97] = _quantize.NULL_VALUE
+    ints[3::89] = _quantize.ZERO_VALUE
+    zs = rng.uniform(1e-3, 3.0, len(lengths))
+    zz = rng.uniform(-100, 100, len(lengths))
+    ks = np.array([3, 9999, 0, 41, 9990, 123], np.int64)
+    got = np.empty(ints.size, ftype)
+    _quantize.dequantize_many(ints, got, dest, lengths, zs, zz, ks, method, 2, True,
+                              _quantize.NULL_VALUE)
+    rand = _quantize.random_sequence()
+    want = np.empty(ints.size, ftype)
+    for d, n, s, z, k in zip(dest, lengths, zs, zz, ks):
+        seed = _quantize.dither_seed(int(k), 2)
+        r = np.empty(n)
+        done = 0
+        while done < n:  # the sequence restarts at a new offset every 10,000 - offset values
+            start = int(rand[seed] * 500)
+            run = min(n - done, 10000 - start)
+            r[done:done + run] = rand[start:start + run]
+            done += run
+            seed = (seed + 1) % 10000
+        i = ints[d:d + n]
+        v = ((i.astype(np.float64) - r) + 0.5) * s + z
+        if method == 2:
+            v[i == _quantize.ZERO_VALUE] = 0.0
+        v = v.astype(ftype)
+        v[i == _quantize.NULL_VALUE] = np.nan
+        want[d:d + n] = v
+    assert got.tobytes() == want.tobytes()
+
+
 def _hc_tiles(shapes, seed=0, scale=0):
     rng = np.random.default_rng(seed)
     tiles = []
