@@ -7,9 +7,11 @@ subtractive dither ``r`` drawn from the convention's 10,000-value random sequenc
 without dithering), ``C_NULL_VALUE`` for NaN and ``C_ZERO_VALUE`` for exact zeros
 (SUBTRACTIVE_DITHER_2).
 """
-from libc.math cimport NAN, fabs, floor, isnan
+from libc.math cimport fabs, floor, isnan
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
+
+from _dequant cimport dequant_tile
 
 import numpy as np
 
@@ -60,63 +62,19 @@ def dither_seed(Py_ssize_t tile_index, long long zdither0) -> int:
     return <int>((tile_index + zdither0 - 1) % 10000)
 
 
-cdef inline void _dequant_run(const int32_t* src, Py_ssize_t n, float* o32, double* o64,
-                              const float* r, double scale, double zero, int method, int has_null,
-                              int32_t null_value) noexcept nogil:
-    # One run of pixels whose dither values are r[0..n) (r is NULL without dithering), with no
-    # branch on the method inside the loop so the compiler can vectorise it. The arithmetic is
-    # the convention's, in the same order, so results stay bit for bit those of CFITSIO.
-    cdef Py_ssize_t i
-    cdef double v
-    cdef int32_t s
-    if r == NULL:
-        if o64 != NULL:
-            for i in range(n):
-                s = src[i]
-                v = <double>s * scale + zero
-                o64[i] = NAN if has_null and s == null_value else v
-        else:
-            for i in range(n):
-                s = src[i]
-                v = <double>s * scale + zero
-                o32[i] = NAN if has_null and s == null_value else <float>v
-    elif o64 != NULL:
-        for i in range(n):
-            s = src[i]
-            v = (<double>s - r[i] + 0.5) * scale + zero
-            if method == 2 and s == C_ZERO_VALUE:
-                v = 0.0
-            o64[i] = NAN if has_null and s == null_value else v
-    else:
-        for i in range(n):
-            s = src[i]
-            v = (<double>s - r[i] + 0.5) * scale + zero
-            if method == 2 and s == C_ZERO_VALUE:
-                v = 0.0
-            o32[i] = NAN if has_null and s == null_value else <float>v
+cdef inline void _dequant(const int32_t* src, Py_ssize_t n, void* out, int is64, double scale,
+                          double zero, int method, int iseed, int has_null,
+                          int32_t null_value) noexcept nogil:
+    dequant_tile(src, n, out, is64, scale, zero, method, iseed, has_null, null_value, _rand)
 
 
-cdef void _dequant(const int32_t* src, Py_ssize_t n, void* out, int is64, double scale,
-                   double zero, int method, int iseed, int has_null,
-                   int32_t null_value) noexcept nogil:
-    cdef Py_ssize_t done = 0, run
-    cdef int nextrand
-    cdef float* o32 = NULL if is64 else <float*>out
-    cdef double* o64 = <double*>out if is64 else NULL
-    if method == 0:
-        _dequant_run(src, n, o32, o64, NULL, scale, zero, 0, has_null, null_value)
-        return
-    # The dither sequence restarts at a new seed every 10,000 - start values: one run each.
-    nextrand = <int>(_rand[iseed] * 500)
-    while done < n:
-        run = min(n - done, 10000 - nextrand)
-        _dequant_run(src + done, run, NULL if is64 else o32 + done, o64 + done if is64 else NULL,
-                     &_rand[nextrand], scale, zero, method, has_null, null_value)
-        done += run
-        iseed += 1
-        if iseed == 10000:
-            iseed = 0
-        nextrand = <int>(_rand[iseed] * 500)
+def random_table() -> np.ndarray:
+    """The convention's random sequence as the float32 values the dequantisers use (a copy)."""
+    cdef cnp.ndarray[float, ndim=1] out = np.empty(10000, np.float32)
+    cdef int i
+    for i in range(10000):
+        out[i] = _rand[i]
+    return out
 
 
 def dequantize(const int32_t[::1] src, cnp.ndarray out, double scale, double zero, int method,

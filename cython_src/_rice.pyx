@@ -9,6 +9,8 @@ mapped difference is ``(q zeros, a one, k low bits)`` with value ``q << k | low`
 d are mapped to non-negative integers as ``2d`` (d >= 0) or ``-2d-1`` (d < 0), modulo 2^(8*BYTEPIX).
 """
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from _dequant cimport dequant_tile
 from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
 
 cimport numpy as cnp
@@ -582,4 +584,69 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                          blocksize)
             status[i] = TILE_OK if rc == 0 else TILE_MISMATCH
             bad += rc != 0
+    return bad
+
+
+def decode_many_dequant(const uint8_t[::1] buf, const int64_t[::1] offsets,
+                        const int64_t[::1] sizes, const int64_t[::1] npix,
+                        const int64_t[::1] dest, cnp.ndarray out, int blocksize,
+                        uint8_t[::1] status, const uint8_t[::1] stop, const double[::1] zscale,
+                        const double[::1] zzero, const int64_t[::1] tile_index, int method,
+                        long long zdither0, bint has_null, int null_value,
+                        const float[::1] rand) -> int:
+    """Decode several quantised tiles (4-byte RICE_1 integers) and dequantise each while it is
+    in cache, in one GIL-free pass: `decode_many` into a tile-sized scratch, then the
+    dequantisation of `_quantize.dequantize_many` (tile i with ``zscale[i]``, ``zzero[i]`` and
+    the dither seed of tile ``tile_index[i]``; ``rand`` is `_quantize.random_table()`) into
+    element ``dest[i]`` of the flat float32/float64 ``out``. Statuses and the return value as
+    in `decode_many`; a tile that is not OK leaves its output range undefined.
+    """
+    cdef Py_ssize_t n = offsets.shape[0], i, blen = buf.shape[0]
+    cdef Py_ssize_t olen = out.size, most = 0
+    cdef int is64 = out.dtype.itemsize == 8
+    cdef char* o = <char*>cnp.PyArray_DATA(out)
+    cdef const uint8_t* b = &buf[0] if blen else NULL
+    cdef int32_t* scratch
+    cdef int rc, iseed
+    cdef Py_ssize_t bad = 0
+    if not out.flags.c_contiguous or out.dtype.kind != "f" or not out.flags.writeable:
+        raise ValueError("out must be a writable C-contiguous float array")
+    if sizes.shape[0] != n or npix.shape[0] != n or dest.shape[0] != n or status.shape[0] != n \
+            or zscale.shape[0] != n or zzero.shape[0] != n or tile_index.shape[0] != n:
+        raise ValueError("offsets, sizes, npix, dest, status, zscale, zzero and tile_index must "
+                         "have the same length")
+    if stop.shape[0] < 1:
+        raise ValueError("stop must hold one byte")
+    if rand.shape[0] != 10000:
+        raise ValueError("rand must hold the 10,000 values of the random sequence")
+    for i in range(n):
+        if npix[i] > most:
+            most = npix[i]
+    scratch = <int32_t*>malloc(max(most, 1) * sizeof(int32_t))
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            for i in range(n):
+                if stop[0]:
+                    bad += stop_rest(status, i, n)
+                    break
+                if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
+                        or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
+                    status[i] = TILE_MISMATCH
+                    bad += 1
+                    continue
+                rc = _decode(b + offsets[i], sizes[i], <uint8_t*>scratch, npix[i], 4, blocksize)
+                if rc != 0:
+                    status[i] = TILE_MISMATCH
+                    bad += 1
+                    continue
+                status[i] = TILE_OK
+                if npix[i] == 0:
+                    continue
+                iseed = <int>((tile_index[i] + zdither0 - 1) % 10000) if method else 0
+                dequant_tile(scratch, npix[i], o + dest[i] * (8 if is64 else 4), is64, zscale[i],
+                             zzero[i], method, iseed, has_null, <int32_t>null_value, &rand[0])
+    finally:
+        free(scratch)
     return bad

@@ -234,6 +234,110 @@ def test_many_tile_kernels_agree():
     assert np.array_equal(single, floats[600:900])
 
 
+
+@pytest.mark.parametrize("method", [0, 1, 2])
+@pytest.mark.parametrize("ftype", [np.float32, np.float64])
+def test_rice_fused_dequantise_agrees(method, ftype):
+    """`_rice.decode_many_dequant` gives the pixels of `decode_many` then `dequantize_many`:
+    tiles of odd lengths (1 pixel, not a multiple of the block, a short last tile) put at
+    unaligned offsets, null and zero codes, dither runs that wrap the sequence, bad and
+    stopped tiles reported as `decode_many` reports them."""
+    rng = np.random.default_rng(11)
+    lengths = [1, 37, 4096, 300, 10001, 33]
+    tiles = [rng.integers(-5000, 5000, n).astype(np.int32) for n in lengths]
+    tiles[1][[0, 5]] = _quantize.NULL_VALUE
+    tiles[3][[2, 9]] = _quantize.ZERO_VALUE
+    blobs = [_rice.encode(t, 4, 32) for t in tiles]
+    buf = np.frombuffer(b"".join(blobs), np.uint8)
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    offsets = np.cumsum(sizes) - sizes
+    npix = np.array(lengths, np.int64)
+    dest = np.cumsum(npix) - npix + 3  # not at the start of the output
+    n = len(lengths)
+    total = int(npix.sum()) + 5
+    zs = rng.uniform(0.1, 2.0, n)
+    zz = rng.uniform(-10, 10, n)
+    ks = np.array([0, 9998, 5, 9999, 17, 2], np.int64)  # dither seeds across the wrap
+    ints = np.zeros(total, np.int32)
+    for t, d in zip(tiles, dest):
+        ints[d:d + len(t)] = t
+    want = np.full(total, -1, ftype)
+    _quantize.dequantize_many(ints, want, dest, npix, zs, zz, ks, method, 7, True,
+                              _quantize.NULL_VALUE)
+    got = np.full(total, -1, ftype)
+    status = np.full(n, 9, np.uint8)
+    go = np.zeros(1, np.uint8)
+    rand = _quantize.random_table()
+    assert np.array_equal(rand, _quantize.random_sequence().astype(np.float32))
+    assert _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, got, 32, status, go, zs, zz,
+                                     ks, method, 7, True, _quantize.NULL_VALUE, rand) == 0
+    assert (status == _rice.OK).all()
+    assert got.tobytes() == want.tobytes()
+    assert np.isnan(got[dest[1]]) and got[0] == -1 and got[-1] == -1
+    bad = offsets.copy()
+    bad[2] = len(buf)  # past the end: reported, never read
+    torn = sizes.copy()
+    torn[4] = 3  # a truncated tile: the decode fails
+    assert _rice.decode_many_dequant(buf, bad, torn, npix, dest, got, 32, status, go, zs, zz, ks,
+                                     method, 7, False, 0, rand) == 2
+    assert status.tolist() == [_rice.OK] * 2 + [_rice.MISMATCH, _rice.OK, _rice.MISMATCH, _rice.OK]
+    assert _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, got, 32, status,
+                                     np.ones(1, np.uint8), zs, zz, ks, method, 7, False, 0,
+                                     rand) == n
+    assert (status == _rice.STOPPED).all()
+    with pytest.raises(ValueError):
+        _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, got, 32, status, go, zs[:2], zz,
+                                  ks, method, 7, False, 0, rand)
+    with pytest.raises(ValueError):
+        _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, np.zeros(total, np.int32), 32, status,
+                                  go, zs, zz, ks, method, 7, False, 0, rand)
+    with pytest.raises(ValueError):
+        _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, got, 32, status, go, zs, zz,
+                                  ks, method, 7, False, 0, rand[:10])
+
+
+
+@pytest.mark.parametrize("method", [1, 2])
+@pytest.mark.parametrize("ftype", [np.float32, np.float64])
+def test_dithered_dequantise_against_formula(method, ftype):
+    """The dithered dequantisation (a vector loop on CPUs with AVX2, a scalar loop for the
+    rest) equals the convention's formula evaluated by NumPy in double precision, bit for bit:
+    tiles whose lengths are not a multiple of the vector width, a run crossing the end of the
+    random sequence, null and zero codes."""
+    rng = np.random.default_rng(5)
+    lengths = np.array([1, 2, 3, 5, 4099, 10003], np.int64)
+    dest = np.cumsum(lengths) - lengths
+    ints = rng.integers(-2**30, 2**30, int(lengths.sum())).astype(np.int32)
+    ints[::97] = _quantize.NULL_VALUE
+    ints[3::89] = _quantize.ZERO_VALUE
+    zs = rng.uniform(1e-3, 3.0, len(lengths))
+    zz = rng.uniform(-100, 100, len(lengths))
+    ks = np.array([3, 9999, 0, 41, 9990, 123], np.int64)
+    got = np.empty(ints.size, ftype)
+    _quantize.dequantize_many(ints, got, dest, lengths, zs, zz, ks, method, 2, True,
+                              _quantize.NULL_VALUE)
+    rand = _quantize.random_sequence()
+    want = np.empty(ints.size, ftype)
+    for d, n, s, z, k in zip(dest, lengths, zs, zz, ks):
+        seed = _quantize.dither_seed(int(k), 2)
+        r = np.empty(n)
+        done = 0
+        while done < n:  # the sequence restarts at a new offset every 10,000 - offset values
+            start = int(rand[seed] * 500)
+            run = min(n - done, 10000 - start)
+            r[done:done + run] = rand[start:start + run]
+            done += run
+            seed = (seed + 1) % 10000
+        i = ints[d:d + n]
+        v = ((i.astype(np.float64) - r) + 0.5) * s + z
+        if method == 2:
+            v[i == _quantize.ZERO_VALUE] = 0.0
+        v = v.astype(ftype)
+        v[i == _quantize.NULL_VALUE] = np.nan
+        want[d:d + n] = v
+    assert got.tobytes() == want.tobytes()
+
+
 def _hc_tiles(shapes, seed=0, scale=0):
     rng = np.random.default_rng(seed)
     tiles = []

@@ -92,6 +92,12 @@ def inflate_backend() -> Any:
     return isal_zlib
 
 
+@functools.lru_cache(maxsize=1)
+def _random_table() -> np.ndarray:
+    """The convention's dither sequence as float32 (`_quantize.random_table`), built once."""
+    return _quantize.random_table()
+
+
 def _as_bytes(buf: Any) -> np.ndarray:
     arr = np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf
     return np.ascontiguousarray(arr.reshape(-1).view(np.uint8))
@@ -144,6 +150,9 @@ class Codec:
     #: full reads then decode into a fresh ``np.zeros``, whose pages only the non-zero pixels
     #: fault in (sparse masks).
     skips_zeros: ClassVar[bool] = False
+    #: Has `decode_many_dequant`: quantised tiles decoded and dequantised one at a time in one
+    #: GIL-free call, each tile's integers still in cache when they are dequantised.
+    fuses_dequant: ClassVar[bool] = False
 
     # -- what writers ask ---------------------------------------------------------------------
     @classmethod
@@ -209,6 +218,17 @@ class Codec:
         may leave unwritten (others ignore it)."""
         raise NotImplementedError
 
+    def decode_many_dequant(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray,
+                            npix: np.ndarray, dest: np.ndarray, out: np.ndarray,
+                            status: np.ndarray, stop: np.ndarray, zscale: np.ndarray,
+                            zzero: np.ndarray, tile_index: np.ndarray, method: int, zdither0: int,
+                            null_value: int | None) -> None:
+        """`decode_many` of quantised tiles straight into the float ``out``: tile i is
+        dequantised with ``zscale[i]``, ``zzero[i]`` and the dither of tile ``tile_index[i]``
+        (``method``, ``zdither0``; integers equal to ``null_value`` become NaN). Only codecs
+        that `fuses_dequant`."""
+        raise NotImplementedError
+
     # -- one tile -----------------------------------------------------------------------------
     def decode(self, buf: Any, out: np.ndarray | None = None) -> Any:
         raise NotImplementedError
@@ -241,6 +261,7 @@ class Rice1(Codec):
     int64_ok = False
     max_ratio = 1100  # ~205:1 on constant blocks
     has_many = True
+    fuses_dequant = True
 
     def __init__(self, blocksize: int = 32, bytepix: int = 4) -> None:
         if bytepix not in (1, 2, 4, 8):
@@ -289,6 +310,17 @@ class Rice1(Codec):
                     ncols: np.ndarray | None = None, zeroed: bool = False) -> None:
         _rice.decode_many(buf, offsets, sizes, npix, dest, out, self.bytepix, self.blocksize,
                           status, stop)
+
+    def decode_many_dequant(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray,
+                            npix: np.ndarray, dest: np.ndarray, out: np.ndarray,
+                            status: np.ndarray, stop: np.ndarray, zscale: np.ndarray,
+                            zzero: np.ndarray, tile_index: np.ndarray, method: int, zdither0: int,
+                            null_value: int | None) -> None:
+        if self.bytepix != 4:
+            raise ValueError(f"quantised RICE_1 tiles hold 4-byte integers, not BYTEPIX {self.bytepix}")
+        _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, out, self.blocksize, status, stop,
+                                  zscale, zzero, tile_index, method, zdither0, null_value is not None,
+                                  0 if null_value is None else null_value, _random_table())
 
     def get_config(self) -> dict[str, Any]:
         return {"id": self.codec_id, "blocksize": self.blocksize, "bytepix": self.bytepix}

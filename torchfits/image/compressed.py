@@ -84,6 +84,10 @@ class _TileDecoder:
                 f"{self.where}: invalid {layout.zcmptype} parameters {layout.params!r} "
                 f"(ZNAMEn/ZVALn): {exc}") from None
 
+    #: Quantised tiles go through the codec's fused decode + dequantise when it has one (the
+    #: tests switch it off to run the scratch path too).
+    _fused_dequant = True
+
     def prefetch(self, ks: Any) -> None:
         """Fetch the heap bytes of tiles ``ks`` from a lazy source (coalesced, concurrent)."""
         if not self.index.lazy:
@@ -189,7 +193,18 @@ class _TileDecoder:
                           stop: np.ndarray) -> np.ndarray | None:
         """Quantised tiles: decode a few at a time into a cache-sized int32 scratch and dequantise
         them while they are still in cache. The mask of tiles left for the per-tile path, or
-        None when stopped."""
+        None when stopped. A codec that `fuses_dequant` does both per tile in one call."""
+        if self.codec.fuses_dequant and self._fused_dequant:
+            zs, zz = self._zscale_zzero(ks)
+            lay = self.layout
+            status = np.empty(len(ks), np.uint8)
+            self.codec.decode_many_dequant(self.buf, offsets, sizes, npix, dest, values, status, stop, zs,
+                                           zz, np.ascontiguousarray(ks), int(lay.quantize or 0),
+                                           lay.zdither0,
+                                           int(lay.zblank) if lay.zblank is not None else None)
+            if (status == TILE_STOPPED).any():
+                return None
+            return status != TILE_OK
         bad = np.zeros(len(ks), bool)
         limit = max(int(npix.max()), _SCRATCH_PIXELS)
         scratch = np.empty(limit, np.int32)
@@ -217,15 +232,20 @@ class _TileDecoder:
             pos = end
         return bad
 
-    def _dequantize_many(self, ks: np.ndarray, dest: np.ndarray, npix: np.ndarray, ints: np.ndarray,
-                         values: np.ndarray, src: np.ndarray | None = None) -> None:
+    def _zscale_zzero(self, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ZSCALE and ZZERO of tiles ``ks`` (columns, else the header's), contiguous float64."""
         lay = self.layout
         zs = self.scalars.get("ZSCALE")
         zz = self.scalars.get("ZZERO")
         zs = zs[ks] if zs is not None else np.full(ks.size, lay.zscale or 1.0)
         zz = zz[ks] if zz is not None else np.full(ks.size, lay.zzero or 0.0)
-        _quantize.dequantize_many(ints, values, dest, npix, np.ascontiguousarray(zs, np.float64),
-                                  np.ascontiguousarray(zz, np.float64), np.ascontiguousarray(ks),
+        return np.ascontiguousarray(zs, np.float64), np.ascontiguousarray(zz, np.float64)
+
+    def _dequantize_many(self, ks: np.ndarray, dest: np.ndarray, npix: np.ndarray, ints: np.ndarray,
+                         values: np.ndarray, src: np.ndarray | None = None) -> None:
+        lay = self.layout
+        zs, zz = self._zscale_zzero(ks)
+        _quantize.dequantize_many(ints, values, dest, npix, zs, zz, np.ascontiguousarray(ks),
                                   int(lay.quantize or 0), lay.zdither0, lay.zblank is not None,
                                   int(lay.zblank) if lay.zblank is not None else 0, src)
 
