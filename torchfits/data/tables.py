@@ -26,7 +26,7 @@ from .sources import storage_options_arg, suffix_file, table_source
 __all__ = ["FitsTableDataset", "FitsTableIterableDataset"]
 
 _PLAIN_CODES = frozenset("BIJKED")
-_CHUNK_BYTES = 32 << 20  # rows decoded per kernel call on the batch path (then sliced)
+_CHUNK_BYTES = 8 << 20  # bytes of rows (mapped or decoded, the larger) per kernel call on the batch path
 
 
 def _plain_numeric(specs: list) -> bool:
@@ -327,9 +327,12 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                 not _plain_numeric([specs[n] for n in self._batch_columns]):
             return None
         names = list(self._batch_columns)
-        row_out = max(1, sum(specs[n].width for n in names))
+        # A chunk's mapped rows and its decoded arrays are both resident while it is sliced into
+        # batches: bound the larger of the two, so an epoch's peak is the residency budget plus
+        # one chunk (not a chunk sized by its 4 decoded columns over 12 mapped ones).
+        row = max(1, sum(specs[n].width for n in names), src.entry.row_bytes)
         bs = self.batch_size
-        step = bs * max(1, _CHUNK_BYTES // (bs * row_out))
+        step = bs * max(1, _CHUNK_BYTES // (bs * row))
 
         def batches() -> Iterator[Any]:
             for c0 in range(a, b, step):
