@@ -107,12 +107,12 @@ def test_streaming_scan_keeps_rss_bounded(big_table):
 @needs_proc
 def test_training_batches_keep_rss_bounded(big_table, monkeypatch):
     """`FitsTableIterableDataset`'s plain numeric batches (decoded in 8 MiB chunks, not through
-    the scanner) release the pages behind them too: the budget plus one chunk stay mapped, and
-    with a budget of 0 only the chunk being sliced."""
+    the scanner) release the pages behind them too: a pass over more rows than the budget
+    releases each chunk once sliced, so about one chunk stays mapped, whatever the budget."""
     pytest.importorskip("torch")
     from torchfits.data import FitsTableIterableDataset
 
-    for env, bound in (("", residency.BUDGET + (24 << 20)), ("0", 24 << 20)):
+    for env in ("", "0", "128"):  # 8 MiB chunks, and shared libraries the first batch loads
         monkeypatch.setenv("TORCHFITS_RESIDENT_MB", env)
         residency.forget_all()
         file0 = _status("RssFile")
@@ -121,7 +121,7 @@ def test_training_batches_keep_rss_bounded(big_table, monkeypatch):
             total += int(batch["X"].sum())
             peak_file = max(peak_file, _status("RssFile") - file0)
         assert total == BIG_ROWS * (BIG_ROWS - 1) // 2
-        assert peak_file < bound, (env, peak_file)
+        assert peak_file < 32 << 20, (env, peak_file)
 
 
 @needs_proc

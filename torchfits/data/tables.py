@@ -12,6 +12,7 @@ import torch
 
 from .._torch_adapter import NullValue, apply_null_rule, check_null_options, mask_name, validate_device
 from ..fits.paths import fspath
+from ..fits.sources import residency
 from ..fits.sources.base import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
@@ -334,6 +335,10 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         bs = self.batch_size
         step = bs * max(1, _CHUNK_BYTES // (bs * row))
 
+        # A pass over more rows than the residency budget releases each chunk behind it: the
+        # budget would keep only the pass's tail, which the next epoch reads last.
+        behind = (b - a) * src.entry.row_bytes >= residency.budget()
+
         def batches() -> Iterator[Any]:
             for c0 in range(a, b, step):
                 c1 = min(c0 + step, b)
@@ -344,7 +349,7 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                                           legacy_logical=src.legacy_logical)
                 if faults_seen():
                     src.index.source.check()
-                src.done((c0, c1))  # decoded into fresh arrays: the map pages may leave RSS
+                src.done((c0, c1), behind=behind)  # decoded into fresh arrays: the pages may leave RSS
                 chunk = {n: torch.from_numpy(cols[n]) for n in names}
                 for k in range(0, c1 - c0, bs):
                     part = {n: t[k:k + bs] for n, t in chunk.items()}

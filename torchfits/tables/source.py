@@ -177,11 +177,14 @@ class TableSource:
             known[key] = found
         return found
 
-    def done(self, row_range: tuple[int, int], rows: np.ndarray | None = None) -> None:
+    def done(self, row_range: tuple[int, int], rows: np.ndarray | None = None, *,
+             behind: bool = False) -> None:
         """Rows ``row_range`` are decoded (batches are copies): their map pages, and the span of
         the heap their variable-length cells point at, may leave RSS once the process holds
         more finished ranges than its budget (`residency`). ``rows``: only these rows of the
-        range were read (their cells give the heap span; the others are not touched)."""
+        range were read (their cells give the heap span; the others are not touched).
+        ``behind``: release the rows' pages now (a pass over more rows than the budget, whose
+        least-recently-read order would keep only its tail, the part a next pass reads last)."""
         a, b = row_range
         e = self.entry
         source = self.index.source
@@ -189,7 +192,10 @@ class TableSource:
         if b <= a or not source.maps_file:
             return
         rb = e.row_bytes
-        residency.done(source, e.data_offset + a * rb, (b - a) * rb)
+        if behind:
+            source.release(e.data_offset + a * rb, (b - a) * rb)
+        else:
+            residency.done(source, e.data_offset + a * rb, (b - a) * rb)
         if not e.heap_size or not self._descriptors or rb == 0:
             return
         present = min(b, max(0, self.index.size - e.data_offset) // rb)  # a truncated file's rows
