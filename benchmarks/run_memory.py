@@ -10,7 +10,10 @@ Every workload runs in its own interpreter, which imports its library, reads its
 (``getrusage(RUSAGE_SELF).ru_maxrss``); the table shows the peak above the baseline, the
 baseline next to it, and the file size. Results are consumed the way a pipeline would
 (streamed batches discarded, reads kept until the end). Data: ``generate.py``'s catalog_2m
-(2,000,000 rows × 59 bytes, 118 MB) and image_4096_f32 (64 MiB).
+(2,000,000 rows × 59 bytes, 118 MB) and image_4096_f32 (64 MiB); the row-index scan streams every
+4th row of 2 columns (batches of 65,536 indices; 1.2.3 has no streamed take, and its whole
+``table.read(rows=...)`` of them took 270 s); the VLA heap scan streams a ``1PE`` column of
+524,288 cells of 64 floats (128 MiB of heap, written once and removed unless ``--keep``).
 
 ``--big`` adds two rows that need disk and minutes: a 2 GB catalog streamed batch by batch
 (torchfits and torchfits with release off), and a ``distributed`` LocalCluster with one worker
@@ -66,6 +69,7 @@ print(json.dumps({"base": _base, "peak": resource.getrusage(resource.RUSAGE_SELF
 RELEASE_OFF = """
 from torchfits.fits.sources import residency
 residency.done = lambda *args: None
+residency.budget = lambda: 1 << 60  # nor do whole-image reads and dataset passes release behind them
 """
 # The release variants of the A/B: today's behaviour (no release), the default budget, and
 # releasing every finished range at once (budget 0).
@@ -140,9 +144,36 @@ WORKLOADS: dict[str, dict[str, tuple[str, str]]] = {
                             "ds = torchfits.data.FitsTableIterableDataset(P, 1, columns=['ra', 'dec', "
                             "'mag_r', 'flags'], as_batches=True)\n    for b in ds: pass"),
     },
+    "row-index scan": {
+        "torchfits": ("import torchfits, torchfits.table\nimport numpy as np",
+                      "i = np.arange(0, 2_000_000, 4)\n"
+                      "    for b in torchfits.scan(P, columns=['ra', 'dec'], rows=i).to_batches(): pass"),
+        "astropy": ("from astropy.io import fits\nimport numpy as np",
+                    "d = fits.open(P)[1].data\n    i = np.arange(0, 2_000_000, 4)\n"
+                    "    for a in range(0, len(i), 65536):\n"
+                    "        b = (d['ra'][i[a:a + 65536]], d['dec'][i[a:a + 65536]])"),
+        "fitsio": ("import fitsio\nimport numpy as np",
+                   "f = fitsio.FITS(P)\n    i = np.arange(0, 2_000_000, 4)\n"
+                   "    for a in range(0, len(i), 65536):\n"
+                   "        b = f[1].read(columns=['ra', 'dec'], rows=i[a:a + 65536])"),
+    },
+    "VLA heap scan": {
+        "torchfits": ("import torchfits, torchfits.table",
+                      "for b in torchfits.scan(P).to_batches(): pass"),
+        "torchfits 1.2.3": ("import torchfits, torchfits.table",
+                            "for b in torchfits.table.scan(P, hdu=1): pass"),
+        "astropy": ("from astropy.io import fits",
+                    "d = fits.open(P)[1].data\n"
+                    "    for a in range(0, len(d), 65536): b = [c.copy() for c in d['V'][a:a + 65536]]"),
+        "fitsio": ("import fitsio",
+                   "f = fitsio.FITS(P)\n    n = f[1].get_nrows()\n"
+                   "    for a in range(0, n, 65536): b = f[1][a:a + 65536]"),
+    },
 }
 FILES = {"full catalog read": "catalog_2m", "streaming scan": "catalog_2m", "where scan": "catalog_2m",
-         "image full read": "image_f32", "1,000 cutouts": "image_f32", "dataset epoch": "catalog_2m"}
+         "image full read": "image_f32", "1,000 cutouts": "image_f32", "dataset epoch": "catalog_2m",
+         "row-index scan": "catalog_2m", "VLA heap scan": "vla_heap"}
+VLA_ROWS, VLA_CELL = 1 << 19, 64  # 524,288 rows of 64 float32 each: 128 MiB of heap
 
 
 def child(library: str, imports: str, body: str, path: Path, *, release: bool = True,
@@ -175,10 +206,41 @@ def mib(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def vla_table() -> Path:
+    """A one-column ``1PE`` table of `VLA_ROWS` rows, `VLA_CELL` floats a row, the cells in row
+    order in the heap (written once under ``benchmarks/data``, removed at the end unless --keep)."""
+    import numpy as np
+    from astropy.io import fits
+
+    out = generate.DATA_DIR / "vla_heap_128mb.fits"
+    heap = VLA_ROWS * VLA_CELL * 4
+    if out.exists() and out.stat().st_size % 2880 == 0 and out.stat().st_size > heap:
+        return out
+    log(f"writing {out}")
+    hdu = fits.BinTableHDU.from_columns([fits.Column("V", "PE()", array=np.array(
+        [np.zeros(VLA_CELL, np.float32)], dtype=object))])
+    hdu.header["NAXIS2"], hdu.header["PCOUNT"] = VLA_ROWS, heap
+    hdu.header["TFORM1"] = f"1PE({VLA_CELL})"
+    head = fits.PrimaryHDU().header.tostring().encode() + hdu.header.tostring().encode()
+    tmp = out.with_suffix(".part")
+    with open(tmp, "wb") as fh:
+        fh.write(head)
+        desc = np.empty((VLA_ROWS, 2), ">i4")
+        desc[:, 0], desc[:, 1] = VLA_CELL, np.arange(VLA_ROWS) * VLA_CELL * 4
+        fh.write(desc.tobytes())
+        rng = np.random.default_rng(0)
+        for _ in range(VLA_ROWS * VLA_CELL // (1 << 22)):
+            fh.write(rng.standard_normal(1 << 22).astype(">f4").tobytes())
+        fh.write(b"\0" * ((-(VLA_ROWS * 8 + heap)) % 2880))
+    os.replace(tmp, out)
+    return out
+
+
 def table_rows(libraries: list[str]) -> list[list[str]]:
     rows = []
     for workload, by_library in WORKLOADS.items():
-        path = generate.ensure(FILES[workload], verbose=False)
+        name = FILES[workload]
+        path = vla_table() if name == "vla_heap" else generate.ensure(name, verbose=False)
         size = path.stat().st_size / 2**20
         cases: list[tuple[str, str, str, bool]] = [
             ("torchfits", *by_library["torchfits"], True),
@@ -379,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     bare = bare_interpreter()
     rows = table_rows(libraries)
+    if not args.keep:
+        vla_table().unlink()
     notes: list[str] = []
     if args.big:
         big, notes = big_rows(args.keep)

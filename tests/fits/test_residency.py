@@ -104,20 +104,24 @@ def test_streaming_scan_keeps_rss_bounded(big_table):
     assert residency.held() <= residency.BUDGET
 
 
-def test_training_batches_keep_rss_bounded(big_table):
-    """`FitsTableIterableDataset`'s plain numeric batches (decoded in 32 MiB chunks, not through
-    the scanner) release the pages behind them too."""
+@needs_proc
+def test_training_batches_keep_rss_bounded(big_table, monkeypatch):
+    """`FitsTableIterableDataset`'s plain numeric batches (decoded in 8 MiB chunks, not through
+    the scanner) release the pages behind them too: a pass over more rows than the budget
+    releases each chunk once sliced, so about one chunk stays mapped, whatever the budget."""
     pytest.importorskip("torch")
     from torchfits.data import FitsTableIterableDataset
 
-    residency.forget_all()
-    file0 = _status("RssFile")
-    peak_file = total = 0
-    for batch in FitsTableIterableDataset(big_table, as_batches=True, batch_size=1 << 20):
-        total += int(batch["X"].sum())
-        peak_file = max(peak_file, _status("RssFile") - file0)
-    assert total == BIG_ROWS * (BIG_ROWS - 1) // 2
-    assert peak_file < residency.BUDGET + (48 << 20), peak_file
+    for env in ("", "0", "128"):  # 8 MiB chunks, and shared libraries the first batch loads
+        monkeypatch.setenv("TORCHFITS_RESIDENT_MB", env)
+        residency.forget_all()
+        file0 = _status("RssFile")
+        peak_file = total = 0
+        for batch in FitsTableIterableDataset(big_table, as_batches=True, batch_size=1 << 18):
+            total += int(batch["X"].sum())
+            peak_file = max(peak_file, _status("RssFile") - file0)
+        assert total == BIG_ROWS * (BIG_ROWS - 1) // 2
+        assert peak_file < 32 << 20, (env, peak_file)
 
 
 @needs_proc
@@ -214,3 +218,150 @@ def test_local_maps_of_large_files_ask_for_huge_pages(tmp_path):
     src = LocalSource(str(large), HUGE_MIN_BYTES + 4096)
     assert src.huge_pages == (_thp_offered() and os.uname().sysname == "Linux")
     assert bytes(src.view()[-3:]) == b"\2\2\2"
+
+
+@pytest.mark.parametrize("data", [
+    np.random.default_rng(2).standard_normal((301, 257)).astype(">f4"),
+    np.random.default_rng(3).integers(-30000, 30000, (7, 45, 33)).astype(">i2"),
+    np.random.default_rng(4).integers(0, 255, (513, 67)).astype(np.uint8),
+])
+def test_banded_whole_image_read_equals_astropy(tmp_path, monkeypatch, data):
+    """Whole images at least the budget are decoded in bands of rows, each band's map pages
+    released behind the decode; every band boundary (uneven last band, 3-D, scaled) reads the
+    file's pixels."""
+    import torchfits.image.plain as plain
+
+    monkeypatch.setattr(plain, "_BAND_BYTES", 4096)  # many bands, the last one shorter
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "0")
+    path = tmp_path / "img.fits"
+    hdu = fits.PrimaryHDU(data)
+    if data.dtype.kind == "i" and data.dtype.itemsize == 2:
+        hdu.header["BSCALE"], hdu.header["BZERO"] = 0.5, 3.0
+    hdu.writeto(path)
+    want = fits.getdata(path)
+    got = torchfits.read_numpy(str(path), 0)
+    assert got.dtype == want.dtype.newbyteorder("=") and np.array_equal(got, want)
+    out = np.empty_like(got)
+    assert torchfits.read_numpy(str(path), 0, out=out) is out and np.array_equal(out, want)
+    torchfits.clear_file_cache()
+
+
+@needs_proc
+def test_whole_image_read_keeps_one_band_mapped(tmp_path, monkeypatch):
+    """A whole-image read of an image over the budget holds the result and one band of the map,
+    not the result and the whole map (RssFile sampled at every band's release)."""
+    import torchfits.image.plain as plain
+
+    pixels = np.arange(4096 * 2048, dtype=">f4").reshape(4096, 2048)  # 32 MiB
+    path = tmp_path / "big_image.fits"
+    fits.PrimaryHDU(pixels).writeto(path)
+    residency.forget_all()
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "16")
+    source = get_index(str(path)).source
+    source.release(0, source.size)
+    file0, samples = _status("RssFile"), []
+    release = source.release
+
+    def sampled(offset, size):
+        samples.append(_status("RssFile") - file0)
+        return release(offset, size)
+
+    monkeypatch.setattr(source, "release", sampled)
+    got = torchfits.read_numpy(str(path), 0)
+    assert np.array_equal(got, pixels)
+    assert len(samples) == pixels.nbytes // plain._BAND_BYTES
+    assert max(samples) < 2 * plain._BAND_BYTES + (1 << 20), samples
+    torchfits.clear_file_cache()
+
+
+def _vla_table(path, nrows: int, cell: int) -> None:
+    """A one-column ``1PJ`` table: row ``i`` holds ints ``i*cell .. (i+1)*cell - 1``, its cells
+    written in row order after the rows (the heap), in chunks (never whole in memory)."""
+    hdu = fits.BinTableHDU.from_columns([fits.Column("V", "PJ()", array=np.array(
+        [np.zeros(cell, np.int32)], dtype=object))])
+    raw = fits_bytes([fits.PrimaryHDU(), hdu])
+    start = len(raw) - 2880  # the single data block: one descriptor, one cell
+    heap = nrows * cell * 4
+    raw = set_card(raw, b"NAXIS2", str(nrows).encode())
+    raw = set_card(raw, b"PCOUNT", str(heap).encode())
+    with open(path, "wb") as fh:
+        fh.write(raw[:start])
+        desc = np.empty((nrows, 2), ">i4")
+        desc[:, 0] = cell
+        desc[:, 1] = np.arange(nrows) * cell * 4
+        fh.write(desc.tobytes())
+        chunk = 1 << 20
+        for a in range(0, nrows * cell, chunk):
+            fh.write(np.arange(a, min(a + chunk, nrows * cell), dtype=">i4").tobytes())
+        fh.write(b"\0" * ((-(nrows * 8 + heap)) % 2880))
+
+
+@needs_proc
+def test_vla_heap_scan_keeps_rss_bounded(tmp_path, monkeypatch):
+    """A scan of a variable-length column hands the heap span of each batch's cells to the
+    residency too: 96 MiB of heap streamed with a 16 MiB budget keeps about the budget mapped."""
+    nrows, cell = 1 << 17, 192
+    path = tmp_path / "vla.fits"
+    _vla_table(path, nrows, cell)
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "16")
+    residency.forget_all()
+    file0 = _status("RssFile")
+    peak_file = total = n = 0
+    for batch in torchfits.scan(str(path), batch_size=8192).to_batches():
+        values = batch.column(0).flatten().to_numpy()
+        assert values.size == batch.num_rows * cell
+        assert values[0] == n * cell and values[-1] == (n + batch.num_rows) * cell - 1
+        total += values.size
+        n += batch.num_rows
+        if n == batch.num_rows:  # the first batch's lazy imports map shared libraries (RssFile)
+            file0 = _status("RssFile") - batch.num_rows * (8 + 4 * cell)
+        peak_file = max(peak_file, _status("RssFile") - file0)
+    assert n == nrows and total == nrows * cell
+    assert peak_file < (16 << 20) + (24 << 20), peak_file  # not the 97 MiB the file maps
+    assert residency.held() <= 16 << 20
+    # Rows taken by index (every third, ascending) release their rows' span and heap span too.
+    residency.forget_all()
+    take = np.arange(0, nrows, 3)
+    file0, peak_file, n = _status("RssFile"), 0, 0
+    for batch in torchfits.scan(str(path), rows=take, batch_size=8192).to_batches():
+        values = batch.column(0).flatten().to_numpy().reshape(-1, cell)
+        assert np.array_equal(values[:, 0], take[n:n + batch.num_rows] * cell)
+        n += batch.num_rows
+        peak_file = max(peak_file, _status("RssFile") - file0)
+    assert n == take.size
+    assert peak_file < (16 << 20) + (24 << 20), peak_file
+    torchfits.clear_file_cache()
+
+
+def test_released_heaps_and_taken_rows_equal_astropy(tmp_path, monkeypatch):
+    """With a budget of 0 every finished range (rows, heap spans, rows taken by index) is
+    released as soon as it is decoded: scans, row-index scans and the 1.x batches still equal
+    astropy's values."""
+    rng = np.random.default_rng(5)
+    nrows = 5000
+    cells = [rng.standard_normal(rng.integers(0, 40)).astype(np.float32) for _ in range(nrows)]
+    ints = [rng.integers(-9, 9, rng.integers(0, 5)).astype(np.int64) for _ in range(nrows)]
+    path = tmp_path / "vla_small.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns([
+        fits.Column("V", "PE()", array=np.array(cells, dtype=object)),
+        fits.Column("K", "QK()", array=np.array(ints, dtype=object)),
+        fits.Column("X", "J", array=np.arange(nrows, dtype=np.int32))])]).writeto(path)
+    want = fits.getdata(path, 1)
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "0")
+    residency.forget_all()
+    for _ in range(2):  # the second pass maps every released range again
+        got = torchfits.scan(str(path), batch_size=333).to_arrow()
+        for name in ("V", "K"):
+            assert all(np.array_equal(a, b) for a, b in zip(got.column(name).to_pylist(), want[name]))
+        take = np.sort(rng.choice(nrows, 700, replace=False))
+        picked = torchfits.scan(str(path), rows=take, batch_size=64).to_arrow()
+        assert np.array_equal(picked.column("X").to_numpy(), take)
+        assert all(np.array_equal(a, want["V"][r]) for a, r in zip(picked.column("V").to_pylist(), take))
+        assert residency.held() == 0
+    from torchfits.compat.table import scan_torch
+
+    batches = list(scan_torch(str(path), 1, columns=["X", "V"], batch_size=1000))
+    assert np.array_equal(np.concatenate([b["X"].numpy() for b in batches]), np.arange(nrows))
+    flat = [t.numpy() for b in batches for t in b["V"]]
+    assert all(np.array_equal(a, b) for a, b in zip(flat, want["V"]))
+    torchfits.clear_file_cache()

@@ -666,6 +666,7 @@ def scan_torch(path: Any, hdu: Any = 1, columns: Any = None, row_slice: Any = No
     def batches() -> Iterator[dict[str, Any]]:
         for a in range(start, stop, batch_size):
             arrays = decode_numpy(src, columns=projection, row_range=(a, min(a + batch_size, stop)))
+            src.done((a, min(a + batch_size, stop)))  # the batch's map pages may leave RSS (`residency`)
             yield tensor_dict(arrays, device, non_blocking=non_blocking, pin_memory=pin_memory)
 
     return batches()

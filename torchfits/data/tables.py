@@ -12,6 +12,7 @@ import torch
 
 from .._torch_adapter import NullValue, apply_null_rule, check_null_options, mask_name, validate_device
 from ..fits.paths import fspath
+from ..fits.sources import residency
 from ..fits.sources.base import faults_seen
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
@@ -26,7 +27,7 @@ from .sources import storage_options_arg, suffix_file, table_source
 __all__ = ["FitsTableDataset", "FitsTableIterableDataset"]
 
 _PLAIN_CODES = frozenset("BIJKED")
-_CHUNK_BYTES = 32 << 20  # rows decoded per kernel call on the batch path (then sliced)
+_CHUNK_BYTES = 8 << 20  # bytes of rows (mapped or decoded, the larger) per kernel call on the batch path
 
 
 def _plain_numeric(specs: list) -> bool:
@@ -327,9 +328,16 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                 not _plain_numeric([specs[n] for n in self._batch_columns]):
             return None
         names = list(self._batch_columns)
-        row_out = max(1, sum(specs[n].width for n in names))
+        # A chunk's mapped rows and its decoded arrays are both resident while it is sliced into
+        # batches: bound the larger of the two, so an epoch's peak is the residency budget plus
+        # one chunk (not a chunk sized by its 4 decoded columns over 12 mapped ones).
+        row = max(1, sum(specs[n].width for n in names), src.entry.row_bytes)
         bs = self.batch_size
-        step = bs * max(1, _CHUNK_BYTES // (bs * row_out))
+        step = bs * max(1, _CHUNK_BYTES // (bs * row))
+
+        # A pass over more rows than the residency budget releases each chunk behind it: the
+        # budget would keep only the pass's tail, which the next epoch reads last.
+        behind = (b - a) * src.entry.row_bytes >= residency.budget()
 
         def batches() -> Iterator[Any]:
             for c0 in range(a, b, step):
@@ -341,7 +349,7 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
                                           legacy_logical=src.legacy_logical)
                 if faults_seen():
                     src.index.source.check()
-                src.done((c0, c1))  # decoded into fresh arrays: the map pages may leave RSS
+                src.done((c0, c1), behind=behind)  # decoded into fresh arrays: the pages may leave RSS
                 chunk = {n: torch.from_numpy(cols[n]) for n in names}
                 for k in range(0, c1 - c0, bs):
                     part = {n: t[k:k + bs] for n, t in chunk.items()}

@@ -28,6 +28,7 @@ _MAX_AXES = 64  # NumPy's limit on array dimensions
 __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "result_dtype", "check_out"]
 
 _PARALLEL_BYTES = 4 << 20  # below this a thread hand-off costs more than it saves
+_BAND_BYTES = 8 << 20  # file bytes per band of a whole read that releases its map behind it
 
 
 # -- regions ------------------------------------------------------------------------------------
@@ -375,13 +376,35 @@ class Image:
             return view
         if out is not None:
             out = check_out(out, self.shape, self._plan.dtype)
+        index, entry, plan = self._index, self._entry, self._plan
+        if not index.lazy and index.source.maps_file and len(self.shape) > 1 \
+                and entry.data_size >= max(residency.budget(), _BAND_BYTES):
+            return self._read_banded(out, threads)
         # Without ``out``, the array is allocated once the file is known to hold the pixels.
-        pixels = decode_region(self._index, self._entry, self._plan, full_region(self.shape), out,
-                               threads, self.shape)
+        pixels = decode_region(index, entry, plan, full_region(self.shape), out, threads, self.shape)
         # The result is a copy: the image's map pages may leave RSS beyond the residency budget
         # (an epoch over many images keeps RSS bounded; docs/architecture.md, "Bounded memory").
-        residency.done(self._index.source, self._entry.data_offset, self._entry.data_size)
+        residency.done(index.source, entry.data_offset, entry.data_size)
         return pixels
+
+    def _read_banded(self, out: np.ndarray | None, threads: int | None) -> np.ndarray:
+        """A whole image at least the residency budget, decoded in bands of rows of about
+        `_BAND_BYTES` of the file, each band's map pages released once it is decoded: the read
+        peaks at the result plus one band, not the result plus the image's map (kept, it would
+        displace every other finished range anyway; docs/architecture.md, "Bounded memory")."""
+        index, entry, plan, shape = self._index, self._entry, self._plan, self.shape
+        index.check_data(entry, math.prod(shape) * plan.storage_dtype.itemsize)
+        if out is None:
+            out = np.empty(shape, plan.dtype)
+        row = math.prod(shape[1:]) * plan.storage_dtype.itemsize  # file bytes of one first-axis row
+        step = max(1, _BAND_BYTES // max(1, row))
+        rest = tuple(shape[1:])
+        for a in range(0, shape[0], step):
+            b = min(a + step, shape[0])
+            region = ((a,) + (0,) * len(rest), (1,) * len(shape), (b - a,) + rest)
+            decode_region(index, entry, plan, region, out[a:b], threads)
+            index.source.release(entry.data_offset + a * row, (b - a) * row)
+        return out
 
     def _read_region_native(self, region: Region, out_shape: tuple[int, ...],
                             out: Any = None) -> np.ndarray:

@@ -445,10 +445,12 @@ class Scanner:
             if mine is not None and not mine():
                 continue  # another DataLoader worker's chunk: not even decoded here
             batch = self._chunk_batch(src, rows, rng)
+            # The batch is a copy: the map pages of its rows may leave RSS (bounded memory
+            # on files larger than RAM; docs/architecture.md, "Bounded memory").
             if rng is not None:
-                # The batch is a copy: the map pages of its rows may leave RSS (bounded memory
-                # on files larger than RAM; docs/architecture.md, "Bounded memory").
                 src.done(rng)
+            else:
+                src.done_rows(rows)
             if batch is not None:
                 yield batch.replace_schema_metadata(meta) if meta is not None else batch
 
@@ -479,6 +481,8 @@ class Scanner:
                     parts.append(self._select(src, rows, rng)[0])
                     if rng is not None:
                         src.done(rng)
+                    else:
+                        src.done_rows(rows)
                 else:
                     parts.append(rows if rows is not None else np.arange(rng[0], rng[1], dtype=np.int64))
             out.append(np.concatenate(parts) if parts else np.empty(0, np.int64))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob as _glob
 import os
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, cast
@@ -129,14 +130,23 @@ class TableSource:
         if rows is not None:
             table = table[rows - lo]
         ranges: list[tuple[int, int]] = []
+        for offset, nbytes in self._heap_cells(table, chosen):
+            ranges += [(e.heap_offset + int(o), int(n)) for o, n in zip(offset, nbytes)]
+        src.ensure(ranges)
+
+    def _heap_cells(self, table: np.ndarray,
+                    chosen: list[ColumnSpec]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(heap offsets, byte counts) of the non-empty cells inside the heap of the
+        variable-length columns ``chosen``, for ``table``'s rows (row bytes, one row a line)."""
+        heap_size = self.entry.heap_size
         for spec in chosen:
             dt = np.dtype(">i4" if spec.descriptor == "P" else ">i8")
             desc = np.ascontiguousarray(table[:, spec.offset:spec.offset + 2 * dt.itemsize]).view(dt)
             desc = desc.reshape(-1, 2).astype(np.int64)
             count, offset = desc[:, 0], desc[:, 1]
-            # Only cells inside the heap are fetched (the decoder names the others); the limit
-            # is compared before multiplying so that absurd counts cannot overflow int64.
-            room = np.maximum(e.heap_size - offset, 0)
+            # Only cells inside the heap (the decoder names the others); the limit is compared
+            # before multiplying so that absurd counts cannot overflow int64.
+            room = np.maximum(heap_size - offset, 0)
             ok = (count > 0) & (offset >= 0)
             if spec.code == "X":
                 ok &= count <= room * 8
@@ -145,8 +155,7 @@ class TableSource:
                 itemsize = _HEAP_ITEMSIZE.get(spec.code, 1)
                 ok &= count <= room // itemsize
                 nbytes = np.where(ok, count, 0) * itemsize
-            ranges += [(e.heap_offset + int(o), int(n)) for o, n in zip(offset[ok], nbytes[ok])]
-        src.ensure(ranges)
+            yield offset[ok], nbytes[ok]
 
     def legacy_logical(self, spec: ColumnSpec) -> bool:
         """Whether the logical variable-length column ``spec`` holds old astropy's 0x00/0x01
@@ -168,13 +177,66 @@ class TableSource:
             known[key] = found
         return found
 
-    def done(self, row_range: tuple[int, int]) -> None:
-        """Rows ``row_range`` are decoded (batches are copies): their map pages may leave RSS
-        once the process holds more finished ranges than its budget (`residency`)."""
+    def done(self, row_range: tuple[int, int], rows: np.ndarray | None = None, *,
+             behind: bool = False) -> None:
+        """Rows ``row_range`` are decoded (batches are copies): their map pages, and the span of
+        the heap their variable-length cells point at, may leave RSS once the process holds
+        more finished ranges than its budget (`residency`). ``rows``: only these rows of the
+        range were read (their cells give the heap span; the others are not touched).
+        ``behind``: release the rows' pages now (a pass over more rows than the budget, whose
+        least-recently-read order would keep only its tail, the part a next pass reads last)."""
         a, b = row_range
-        if b > a:
-            rb = self.entry.row_bytes
-            residency.done(self.index.source, self.entry.data_offset + a * rb, (b - a) * rb)
+        e = self.entry
+        source = self.index.source
+        b = min(b, e.nrows)
+        if b <= a or not source.maps_file:
+            return
+        rb = e.row_bytes
+        if behind:
+            source.release(e.data_offset + a * rb, (b - a) * rb)
+        else:
+            residency.done(source, e.data_offset + a * rb, (b - a) * rb)
+        if not e.heap_size or not self._descriptors or rb == 0:
+            return
+        present = min(b, max(0, self.index.size - e.data_offset) // rb)  # a truncated file's rows
+        if present <= a:
+            return
+        table = np.frombuffer(source.view(), np.uint8, (present - a) * rb,
+                              e.data_offset + a * rb).reshape(present - a, rb)
+        if rows is not None:
+            table = table[rows[rows < present] - a]
+        lo, hi = e.heap_size, 0
+        for spec in self._descriptors:  # the span only: fewer passes than `_heap_cells`
+            dt = np.dtype(">i4" if spec.descriptor == "P" else ">i8")
+            desc = table[:, spec.offset:spec.offset + 2 * dt.itemsize].copy().view(dt).astype(np.int64)
+            count, offset = desc[:, 0], desc[:, 1]
+            np.minimum(count, e.heap_size, out=count)  # absurd counts cannot overflow below
+            if spec.code == "X":
+                count += 7
+                count //= 8
+            else:
+                count *= _HEAP_ITEMSIZE.get(spec.code, 1)
+            used = count > 0
+            if not used.any():
+                continue
+            count += offset  # the cells' ends
+            lo = min(lo, max(0, int(offset.min(where=used, initial=e.heap_size))))
+            hi = max(hi, int(count.max(where=used, initial=0)))
+        hi = min(hi, e.heap_size)
+        if hi > lo:  # cells are written in row order: the rows' cells are one span of the heap
+            residency.done(source, e.heap_offset + lo, hi - lo)
+
+    def done_rows(self, rows: np.ndarray) -> None:
+        """Rows taken by index (a row-index or sorted-index route) are decoded: the span of
+        rows they lie in goes to `done` (ascending rows, as indexes give them, make the spans
+        of successive chunks disjoint; other orders may release pages a later chunk maps again)."""
+        if rows.size:
+            self.done((int(rows.min()), int(rows.max()) + 1), rows)
+
+    @cached_property
+    def _descriptors(self) -> list[ColumnSpec]:
+        """The variable-length (``P``/``Q``) columns, whose cells live in the heap."""
+        return [c for c in self.specs if c.descriptor]
 
     def buffers(self, *, fetched: bool = False) -> tuple[memoryview, memoryview]:
         """Row bytes and heap, clipped to what the file holds (rows past a truncation raise).

@@ -171,6 +171,7 @@ def _file_entry(path: Any, hdu: Any, columns: Sequence[str] | None, chunk_rows: 
         stats: dict[str, Any] = {}
         if decoded:
             batch = src.decode(columns=decoded, row_range=(start, stop), options=DecodeOptions(threads=1))
+            src.done((start, stop))  # a copy: the chunk's map pages may leave RSS (`residency`)
             if chosen:
                 stats = _chunk_stats(batch.select(chosen))
             if sky_names is not None:
