@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
 from ..errors import CorruptHeaderError, UnsupportedColumnError
+from .record import FrozenRecord
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -54,8 +54,7 @@ _TORCH_TZERO_TOLERANCE = 1e-5
 MAX_REPEAT = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class ColumnSpec:
+class ColumnSpec(FrozenRecord):
     """One column of a FITS table, as its header describes it.
 
     Attributes
@@ -98,8 +97,14 @@ class ColumnSpec:
         ``d`` of an ASCII ``Fw.d``/``Ew.d``/``Dw.d`` format.
     tdim_text : str or None
         ``TDIMn`` as written, kept for metadata even when it does not parse.
+
+    A `FrozenRecord` (repr, equality, hashing and pickling as a frozen dataclass), not a
+    dataclass: the decorator's ``exec`` was the largest import cost of a where-scan's first call.
     """
 
+    __slots__ = ("index", "name", "tform", "code", "repeat", "width", "offset", "tdim", "tnull",
+                 "tscal", "tzero", "tunit", "tucd", "tdisp", "is_vla", "descriptor", "max_elements",
+                 "kind", "tbcol", "decimals", "tdim_text")
     index: int
     name: str
     tform: str
@@ -107,20 +112,32 @@ class ColumnSpec:
     repeat: int
     width: int
     offset: int
-    tdim: tuple[int, ...] | None = None
-    tnull: int | str | None = None
-    tscal: float = 1.0
-    tzero: float = 0.0
-    tunit: str | None = None
-    tucd: str | None = None
-    tdisp: str | None = None
-    is_vla: bool = False
-    descriptor: str | None = None
-    max_elements: int | None = None
-    kind: str = "bintable"
-    tbcol: int | None = None
-    decimals: int | None = None
-    tdim_text: str | None = None
+    tdim: tuple[int, ...] | None
+    tnull: int | str | None
+    tscal: float
+    tzero: float
+    tunit: str | None
+    tucd: str | None
+    tdisp: str | None
+    is_vla: bool
+    descriptor: str | None
+    max_elements: int | None
+    kind: str
+    tbcol: int | None
+    decimals: int | None
+    tdim_text: str | None
+
+    def __init__(self, index: int, name: str, tform: str, code: str, repeat: int, width: int,
+                 offset: int, tdim: tuple[int, ...] | None = None, tnull: int | str | None = None,
+                 tscal: float = 1.0, tzero: float = 0.0, tunit: str | None = None,
+                 tucd: str | None = None, tdisp: str | None = None, is_vla: bool = False,
+                 descriptor: str | None = None, max_elements: int | None = None,
+                 kind: str = "bintable", tbcol: int | None = None, decimals: int | None = None,
+                 tdim_text: str | None = None) -> None:
+        values = (index, name, tform, code, repeat, width, offset, tdim, tnull, tscal, tzero, tunit,
+                  tucd, tdisp, is_vla, descriptor, max_elements, kind, tbcol, decimals, tdim_text)
+        for field, value in zip(self.__slots__, values):
+            object.__setattr__(self, field, value)
 
     @property
     def number(self) -> int:

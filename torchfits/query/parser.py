@@ -15,7 +15,6 @@ import numpy as np
 
 from ..errors import WhereSyntaxError
 from .lexing import RESERVED_WORDS, in_list, number_or_none, scan_quoted
-from .sky import check_cone
 from .tree import (
     FLIPPED,
     TOO_DEEP,
@@ -43,7 +42,6 @@ from .tree import (
     chain,
     walk,
 )
-from .where_compat import from_compat_ast, parse_where_expression
 
 # ---------------------------------------------------------------------------------------------
 # Native parser
@@ -392,6 +390,8 @@ class _Parser:
 
     def make_cone(self, name: str, ra: Value, dec: Value, ra0: float, dec0: float, r: float,
                   pos: int) -> Cone:
+        from .sky import check_cone
+
         try:
             ra0, dec0, r = check_cone(ra0, dec0, r)
         except ValueError as exc:
@@ -545,6 +545,8 @@ class _Parser:
         ra0 = self.cone_number(name, "centre RA", *args[2])
         dec0 = self.cone_number(name, "centre declination", *args[3])
         if name == "separation":
+            from .sky import check_cone
+
             try:
                 check_cone(ra0, dec0, 0.0)
             except ValueError as exc:
@@ -585,6 +587,8 @@ def parse(
         With the position of the offending token.
     """
     if dialect == "compat":
+        from .where_compat import from_compat_ast, parse_where_expression
+
         return from_compat_ast(parse_where_expression(text))
     if dialect != "native":
         raise ValueError(f"dialect must be 'native' or 'compat', not {dialect!r}")
