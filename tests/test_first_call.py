@@ -17,6 +17,12 @@ from _oracles import write_image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("pandas", "polars", "torch", "pyarrow.dataset", "pyarrow.acero", "duckdb")
+# what a native where-scan of a binary table does not need, so does not load: the 1.x where
+# dialect, cone geometry, ASCII-table and variable-length decoding, globbing and the
+# did-you-mean suggestions of error messages
+OFF_WHERE_PATH = ("pyarrow.compute", "torchfits.query.where_compat", "torchfits.query.sky",
+                  "torchfits.tables.ascii_decode", "torchfits._kernels._asciitable",
+                  "torchfits.tables.variable_length", "glob", "difflib")
 
 
 def loaded_after(code: str, *args: str, watch: tuple[str, ...] = HEAVY) -> list[str]:
@@ -82,7 +88,30 @@ def test_where_the_kernel_takes_builds_no_expression(files):
         import sys, torchfits
         got = torchfits.scan(sys.argv[1], where="a > 1 AND b BETWEEN 1 AND 2").to_arrow()
         assert got.column("a").to_pylist() == [2, 3, 4]
-    """, tab, watch=(*HEAVY, "pyarrow.compute")) == []
+    """, tab, watch=(*HEAVY, *OFF_WHERE_PATH)) == []
+
+
+def test_where_path_runs_no_dataclass_decorator(files):
+    # the decorator execs generated code per class: the value types of the where path are
+    # records (torchfits.fits.record), so a where-scan creates no dataclass of ours
+    _, tab = files
+    script = textwrap.dedent("""
+        import dataclasses, sys
+        made = []
+        real = dataclasses._process_class
+        def spy(cls, *args, **kwargs):
+            made.append(f"{cls.__module__}.{cls.__qualname__}")
+            return real(cls, *args, **kwargs)
+        dataclasses._process_class = spy
+        import torchfits
+        got = torchfits.scan(sys.argv[1], columns=["a"], where="a > 1 AND b BETWEEN 1 AND 2").to_arrow()
+        assert got.column("a").to_pylist() == [2, 3, 4]
+        print([m for m in made if m.startswith("torchfits")])
+    """)
+    proc = subprocess.run([sys.executable, "-c", script, tab], capture_output=True, text=True,
+                          timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize("where, want", [

@@ -429,14 +429,13 @@ def test_table_datasets_judge_old_logical_columns_once(tmp_path, monkeypatch):
     """The table datasets decode old astropy's 0x00/0x01 logical heaps as booleans and judge
     each such column once per file version, not once per batch or row range."""
     from torchfits.data import FitsTableDataset, FitsTableIterableDataset
-    from torchfits.tables import source as _source
     from torchfits.tables import variable_length as _variable_length
 
     calls = []
-    for module in (_source, _variable_length):  # the cached judgement and the per-call one
-        real = module.legacy_logical_vla
-        monkeypatch.setattr(module, "legacy_logical_vla",
-                            lambda *a, real=real, **k: calls.append(1) or real(*a, **k))
+    # the cached judgement (the source imports it when first needed) and the per-call one
+    real = _variable_length.legacy_logical_vla
+    monkeypatch.setattr(_variable_length, "legacy_logical_vla",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
     path = _old_logical_table(tmp_path / "old.fits", 200)
     expected = [[False, False]] * 199 + [[True, False]]
     rows = list(FitsTableIterableDataset(path, batch_size=3))

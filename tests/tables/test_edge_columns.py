@@ -270,11 +270,11 @@ def _old_logical_file(path, nrows: int, far: int = 2) -> str:
 def test_legacy_logical_vla_is_judged_once_per_column(tmp_path, monkeypatch):
     """The whole-column judgement runs once per file version and column, not once per batch
     (which made a scan quadratic in its batches)."""
-    from torchfits.tables import source as _source
+    from torchfits.tables import variable_length as _vla  # imported by the source when needed
 
     calls = []
-    real = _source.legacy_logical_vla
-    monkeypatch.setattr(_source, "legacy_logical_vla", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = _vla.legacy_logical_vla
+    monkeypatch.setattr(_vla, "legacy_logical_vla", lambda *a, **k: calls.append(1) or real(*a, **k))
     path = _old_logical_file(tmp_path / "old.fits", 200)
     expected = [[False, False]] * 199 + [[True, False]]
     batches = list(torchfits.scan(path, hdu=1, batch_size=3).to_batches())
@@ -291,17 +291,15 @@ def test_legacy_logical_vla_is_judged_once_per_column(tmp_path, monkeypatch):
 def test_legacy_logical_vla_is_judged_once_per_column_on_the_1x_routes(tmp_path, monkeypatch):
     """The 1.x tensor routes (``scan_torch``, ``read_torch``, ``torchfits.read``) share the
     engine's per-file-version judgement: not once per batch, nor again on every call."""
-    from torchfits.tables import source as _source
     from torchfits.tables import variable_length as _variable_length
 
     calls = []
-    real = _source.legacy_logical_vla
+    real = _variable_length.legacy_logical_vla
 
     def counted(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(_source, "legacy_logical_vla", counted)
     monkeypatch.setattr(_variable_length, "legacy_logical_vla", counted)
     path = _old_logical_file(tmp_path / "old.fits", 200)
     expected = [[False, False]] * 199 + [[True, False]]

@@ -14,7 +14,6 @@ of ``__all__``.
 from __future__ import annotations
 
 import codecs
-import dataclasses
 import importlib
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -204,7 +203,7 @@ def _source_view(src: TableSource, keep: Iterable[str]) -> TableSource:
     unused = [s for s in src.specs if not s.is_ascii and s.code in "CM" and s.name not in wanted]
     if not unused:
         return src
-    return dataclasses.replace(src, specs=[s for s in src.specs if s not in unused])
+    return src.replace(specs=[s for s in src.specs if s not in unused])
 
 
 @dataclass

@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
 from ..errors import CorruptHeaderError, UnsupportedColumnError
+from .record import FrozenRecord
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -42,9 +42,11 @@ _UNSIGNED_ZERO = {"B": -128.0, "I": 32768.0, "J": 2147483648.0, "K": 92233720368
 _UNSIGNED_DTYPE = {"B": "i1", "I": "u2", "J": "u4", "K": "u8"}
 
 _BIN_TFORM = re.compile(r"^\s*(\d*)\s*([A-Z])(.*)$")
-_VLA_REST = re.compile(r"^([LXBIJKAEDCM])\s*(?:\(\s*(\d+)\s*\))?\s*$")
-_ASCII_TFORM = re.compile(r"^\s*([AIFED])\s*(\d+)(?:\.(\d+))?\s*$")
-_TDIM = re.compile(r"^\s*\(\s*(\d+(?:\s*,\s*\d+)*)\s*\)\s*$")
+# Compiled where first used (``re`` caches them): a plain binary table has no variable-length
+# column, no ASCII TFORM and often no TDIM, and each compile costs a fresh process ~0.25 ms.
+_VLA_REST = r"^([LXBIJKAEDCM])\s*(?:\(\s*(\d+)\s*\))?\s*$"
+_ASCII_TFORM = r"^\s*([AIFED])\s*(\d+)(?:\.(\d+))?\s*$"
+_TDIM = r"^\s*\(\s*(\d+(?:\s*,\s*\d+)*)\s*\)\s*$"
 
 # The torch mapping follows the 1.x contract (docs/compatibility.md): an unsigned TZERO within this
 # distance of the convention still counts (files written with imprecise floats exist).
@@ -54,8 +56,7 @@ _TORCH_TZERO_TOLERANCE = 1e-5
 MAX_REPEAT = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class ColumnSpec:
+class ColumnSpec(FrozenRecord):
     """One column of a FITS table, as its header describes it.
 
     Attributes
@@ -98,8 +99,14 @@ class ColumnSpec:
         ``d`` of an ASCII ``Fw.d``/``Ew.d``/``Dw.d`` format.
     tdim_text : str or None
         ``TDIMn`` as written, kept for metadata even when it does not parse.
+
+    A `FrozenRecord` (repr, equality, hashing and pickling as a frozen dataclass), not a
+    dataclass: the decorator's ``exec`` was the largest import cost of a where-scan's first call.
     """
 
+    __slots__ = ("index", "name", "tform", "code", "repeat", "width", "offset", "tdim", "tnull",
+                 "tscal", "tzero", "tunit", "tucd", "tdisp", "is_vla", "descriptor", "max_elements",
+                 "kind", "tbcol", "decimals", "tdim_text")
     index: int
     name: str
     tform: str
@@ -107,20 +114,32 @@ class ColumnSpec:
     repeat: int
     width: int
     offset: int
-    tdim: tuple[int, ...] | None = None
-    tnull: int | str | None = None
-    tscal: float = 1.0
-    tzero: float = 0.0
-    tunit: str | None = None
-    tucd: str | None = None
-    tdisp: str | None = None
-    is_vla: bool = False
-    descriptor: str | None = None
-    max_elements: int | None = None
-    kind: str = "bintable"
-    tbcol: int | None = None
-    decimals: int | None = None
-    tdim_text: str | None = None
+    tdim: tuple[int, ...] | None
+    tnull: int | str | None
+    tscal: float
+    tzero: float
+    tunit: str | None
+    tucd: str | None
+    tdisp: str | None
+    is_vla: bool
+    descriptor: str | None
+    max_elements: int | None
+    kind: str
+    tbcol: int | None
+    decimals: int | None
+    tdim_text: str | None
+
+    def __init__(self, index: int, name: str, tform: str, code: str, repeat: int, width: int,
+                 offset: int, tdim: tuple[int, ...] | None = None, tnull: int | str | None = None,
+                 tscal: float = 1.0, tzero: float = 0.0, tunit: str | None = None,
+                 tucd: str | None = None, tdisp: str | None = None, is_vla: bool = False,
+                 descriptor: str | None = None, max_elements: int | None = None,
+                 kind: str = "bintable", tbcol: int | None = None, decimals: int | None = None,
+                 tdim_text: str | None = None) -> None:
+        values = (index, name, tform, code, repeat, width, offset, tdim, tnull, tscal, tzero, tunit,
+                  tucd, tdisp, is_vla, descriptor, max_elements, kind, tbcol, decimals, tdim_text)
+        for field, value in zip(self.__slots__, values):
+            object.__setattr__(self, field, value)
 
     @property
     def number(self) -> int:
@@ -216,7 +235,7 @@ def _str_keyword(header: Mapping[str, Any], key: str) -> str | None:
 def _parse_tdim(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
-    m = _TDIM.match(text)
+    m = re.match(_TDIM, text)
     if m is None:
         return None
     return tuple(int(d) for d in m.group(1).split(","))
@@ -330,7 +349,7 @@ def _parse_binary_column(n: int, where: str, tform: str, offset: int, tdim_text:
             f"{where}: TFORM{n} = {tform!r}: repeat count {repeat} exceeds {MAX_REPEAT}"
         )
     if code in "PQ":
-        v = _VLA_REST.match(rest.strip())
+        v = re.match(_VLA_REST, rest.strip())
         if v is None:
             raise CorruptHeaderError(
                 f"{where}: TFORM{n} = {tform!r} is not a valid variable-length array format"
@@ -361,7 +380,7 @@ def _parse_binary_column(n: int, where: str, tform: str, offset: int, tdim_text:
 def _parse_ascii_column(header: Mapping[str, Any], n: int, where: str, naxis1: int,
                         common: dict[str, Any]) -> ColumnSpec:
     tform = common["tform"]
-    m = _ASCII_TFORM.match(tform.upper())
+    m = re.match(_ASCII_TFORM, tform.upper())
     if m is None:
         raise CorruptHeaderError(f"{where}: TFORM{n} = {tform!r} is not a valid ASCII-table format")
     code, width = m.group(1), int(m.group(2))

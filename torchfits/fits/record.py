@@ -9,9 +9,11 @@ the ``repr``, equality and pickling a dataclass would.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["Record", "FrozenRecord"]
+
+_R = TypeVar("_R", bound="Record")
 
 
 class Record:
@@ -24,6 +26,15 @@ class Record:
     def field_names(cls) -> tuple[str, ...]:
         """Every field, in declaration order (the ``dataclasses.fields`` of a record)."""
         return tuple(cls.__slots__)
+
+    def replace(self: _R, **changes: Any) -> _R:
+        """A copy with ``changes`` to some fields (``dataclasses.replace``: through ``__init__``,
+        so its checks run again)."""
+        names = self.field_names()
+        unknown = sorted(set(changes) - set(names))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {unknown[0]!r}")
+        return type(self)(**{f: changes[f] if f in changes else getattr(self, f) for f in names})
 
     def _shown(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f) for f in self.field_names() if f not in self._hidden)

@@ -19,7 +19,6 @@ import pyarrow as pa
 
 from .arrow_values import arrow_array, arrow_scalar
 from .lexing import number_or_none
-from .sky import cone_box
 from .tree import (
     FLIPPED,
     TOO_DEEP,
@@ -538,6 +537,8 @@ def _cone_test(expr: Cone, ra_type: Any, dec_type: Any, pc: Any, field: Any, con
     f64 = pa.float64()
     ra, dec = (field(name) if pa.types.is_float64(typ) else field(name).cast(f64, safe=False)
                for name, typ in ((_column_name(expr.ra), ra_type), (_column_name(expr.dec), dec_type)))
+    from .sky import cone_box
+
     box = cone_box(expr.ra0, expr.dec0, expr.radius)
     band = pc.and_kleene(pc.greater_equal(dec, const(box.dec_lo)),
                          pc.less_equal(dec, const(box.dec_hi)))

@@ -46,13 +46,24 @@ from . import tree as _tree
 from .parser import parse
 from .tree import *  # noqa: F403 - the nodes and tree helpers are names of this API too
 from .tree import Expr, Predicate
-from .where_compat import from_compat_ast
 
-if TYPE_CHECKING:  # pragma: no cover - typing only; pyarrow is imported lazily
+if TYPE_CHECKING:  # pragma: no cover - typing only; pyarrow and the 1.x dialect are imported lazily
     import pyarrow
     import pyarrow.compute
 
+    from .where_compat import from_compat_ast
+
 __all__ = [*_tree.__all__, "parse", "from_compat_ast", "validate", "to_pyarrow", "from_pyarrow"]
+
+
+def __getattr__(name: str) -> Any:
+    # the 1.x dialect's module loads when its converter is first asked for: a native where
+    # never needs it (docs/architecture.md, "Start-up")
+    if name == "from_compat_ast":
+        from .where_compat import from_compat_ast
+
+        return from_compat_ast
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def validate(expr: Expr, types: Any) -> None:

@@ -3,7 +3,6 @@ unknown name, or one that matches several columns only by case, is a `ColumnNotF
 (an unknown one suggests the close names)."""
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 
 from ..errors import ColumnNotFoundError, WhereSyntaxError
@@ -14,6 +13,8 @@ __all__ = ["case_ambiguity", "did_you_mean", "match_column", "resolve_columns"]
 
 def did_you_mean(name: str, names: Sequence[str]) -> str:
     """``"; did you mean 'a' or 'b'?"`` for the names close to ``name`` (any case), else ``""``."""
+    import difflib  # only an error message needs it (docs/architecture.md, "Start-up")
+
     folded = {n.casefold(): n for n in reversed(list(names))}
     close = difflib.get_close_matches(name.casefold(), list(folded), n=3, cutoff=0.6)
     if not close:

@@ -4,7 +4,6 @@ The dialect is a superset of the torchfits 1.x one; docs/where.md is its referen
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import (
     Any,
@@ -15,7 +14,6 @@ import numpy as np
 
 from ..errors import WhereSyntaxError
 from .lexing import RESERVED_WORDS, in_list, number_or_none, scan_quoted
-from .sky import check_cone
 from .tree import (
     FLIPPED,
     TOO_DEEP,
@@ -43,29 +41,27 @@ from .tree import (
     chain,
     walk,
 )
-from .where_compat import from_compat_ast, parse_where_expression
 
 # ---------------------------------------------------------------------------------------------
 # Native parser
 # ---------------------------------------------------------------------------------------------
 
-_TOKEN_RE = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<num>(?:0[xX][0-9A-Fa-f]+|0[oO][0-7]+|0[bB][01]+
-            |(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.]))
-  | (?P<badnum>\.?[0-9](?:[A-Za-z0-9_.]|(?<=[eE])[+-])*)
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>==|!=|>=|<=|<>|=<|=>|=!|>|<|=|!)
-  | (?P<comment>--)
-  | (?P<logic>&&|\|\||&|\||~)
-  | (?P<arith>[-+*/])
-  | (?P<lparen>\()
-  | (?P<rparen>\))
-  | (?P<comma>,)
-    """,
-    re.VERBOSE,
-)
+# The tokens: words, numbers (decimal, or 0x / 0o / 0b integers) and the symbols, two-character
+# spellings before one-character ones; a run of letters, digits, dots and exponent signs
+# that starts like a number but is not one is a malformed number. Scanned by hand: the one
+# regular expression they made was compiled in every process that parsed a where (1.6 ms, a
+# tenth of the first where-scan's own imports; docs/architecture.md, "Start-up").
+_DIGITS = frozenset("0123456789")
+_WORD_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_WORD = _WORD_START | _DIGITS
+_NUMBER_TAIL = _WORD | {"."}  # what may not follow a number
+_PREFIXED_DIGITS = {"x": frozenset("0123456789abcdefABCDEF"), "o": frozenset("01234567"),
+                    "b": frozenset("01")}
+_SYMBOLS2 = {"==": "op", "!=": "op", ">=": "op", "<=": "op", "<>": "op", "=<": "op", "=>": "op",
+             "=!": "op", "--": "comment", "&&": "logic", "||": "logic"}
+_SYMBOLS1 = {">": "op", "<": "op", "=": "op", "!": "op", "&": "logic", "|": "logic", "~": "logic",
+             "+": "arith", "-": "arith", "*": "arith", "/": "arith", "(": "lparen", ")": "rparen",
+             ",": "comma"}
 _FUNCTIONS = ("abs", "bit", "bitand", "isnan", "cone", "separation")
 _ARITY = {"abs": 1, "isnan": 1, "bit": 2, "bitand": 2, "cone": 5, "separation": 4}
 _LOGIC_WORDS = {"&&": "AND", "&": "AND", "||": "OR", "|": "OR", "~": "NOT"}
@@ -83,6 +79,75 @@ class _Tok(NamedTuple):
     text: str
     value: Any
     pos: int
+
+
+def _number_end(text: str, i: int) -> int:
+    """The end of the longest number spelled from ``i`` (``0x1F``, ``0o17``, ``0b101``, ``42``,
+    ``4.``, ``4.5``, ``.5``, each decimal with an optional ``e[+-]N``), or -1 when none is."""
+    n = len(text)
+    if text[i] == "0" and i + 1 < n and text[i + 1] in "xXoObB":
+        digits = _PREFIXED_DIGITS[text[i + 1].lower()]
+        j = i + 2
+        while j < n and text[j] in digits:
+            j += 1
+        return j if j > i + 2 else -1  # "0x" then no digit: "0" before a letter is none either
+    j = i
+    while j < n and text[j] in _DIGITS:
+        j += 1
+    whole = j > i
+    if j < n and text[j] == ".":
+        k = j + 1
+        while k < n and text[k] in _DIGITS:
+            k += 1
+        if not whole and k == j + 1:
+            return -1
+        j = k
+    elif not whole:
+        return -1
+    if j < n and text[j] in "eE":
+        k = j + 1
+        if k < n and text[k] in "+-":
+            k += 1
+        m = k
+        while m < n and text[m] in _DIGITS:
+            m += 1
+        if m > k:
+            j = m
+    return j
+
+
+def _token_at(text: str, i: int) -> tuple[str, int]:
+    """The kind and end of the token at ``i`` (quoted literals aside): ``ws``, ``num``,
+    ``badnum``, ``ident``, ``op``, ``comment``, ``logic``, ``arith``, ``lparen``, ``rparen``
+    or ``comma``; `WhereSyntaxError` for a character no token starts with."""
+    n = len(text)
+    ch = text[i]
+    if ch.isspace():
+        j = i + 1
+        while j < n and text[j].isspace():
+            j += 1
+        return "ws", j
+    if ch in _DIGITS or (ch == "." and i + 1 < n and text[i + 1] in _DIGITS):
+        j = _number_end(text, i)
+        if j > 0 and (j == n or text[j] not in _NUMBER_TAIL):
+            return "num", j
+        # a malformed number: the whole run of word characters, dots and exponent signs
+        j = i + 1
+        while j < n and (text[j] in _NUMBER_TAIL or (text[j] in "+-" and text[j - 1] in "eE")):
+            j += 1
+        return "badnum", j
+    if ch in _WORD_START:
+        j = i + 1
+        while j < n and text[j] in _WORD:
+            j += 1
+        return "ident", j
+    kind = _SYMBOLS2.get(text[i : i + 2])
+    if kind is not None:
+        return kind, i + 2
+    kind = _SYMBOLS1.get(ch)
+    if kind is not None:
+        return kind, i + 1
+    raise WhereSyntaxError(f"Unexpected character {ch!r} at position {i} in where expression")
 
 
 def _native_tokens(text: str) -> list[_Tok]:
@@ -104,13 +169,8 @@ def _native_tokens(text: str) -> list[_Tok]:
             tokens.append(_Tok("qident", text[i : end + 1], text[i + 1 : end], i))
             i = end + 1
             continue
-        match = _TOKEN_RE.match(text, i)
-        if match is None:
-            raise WhereSyntaxError(
-                f"Unexpected character {ch!r} at position {i} in where expression"
-            )
-        kind = match.lastgroup
-        word = match.group()
+        kind, end = _token_at(text, i)
+        word = text[i:end]
         if kind == "badnum":
             raise WhereSyntaxError(
                 f"Malformed number {word!r} at position {i} in where expression (numbers are "
@@ -129,8 +189,8 @@ def _native_tokens(text: str) -> list[_Tok]:
         elif kind == "ident" and word.upper() in ("AND", "OR", "NOT"):
             tokens.append(_Tok("logic", word, word.upper(), i))
         elif kind != "ws":
-            tokens.append(_Tok(str(kind), word, word, i))
-        i = match.end()
+            tokens.append(_Tok(kind, word, word, i))
+        i = end
     return tokens
 
 
@@ -392,6 +452,8 @@ class _Parser:
 
     def make_cone(self, name: str, ra: Value, dec: Value, ra0: float, dec0: float, r: float,
                   pos: int) -> Cone:
+        from .sky import check_cone
+
         try:
             ra0, dec0, r = check_cone(ra0, dec0, r)
         except ValueError as exc:
@@ -545,6 +607,8 @@ class _Parser:
         ra0 = self.cone_number(name, "centre RA", *args[2])
         dec0 = self.cone_number(name, "centre declination", *args[3])
         if name == "separation":
+            from .sky import check_cone
+
             try:
                 check_cone(ra0, dec0, 0.0)
             except ValueError as exc:
@@ -585,6 +649,8 @@ def parse(
         With the position of the offending token.
     """
     if dialect == "compat":
+        from .where_compat import from_compat_ast, parse_where_expression
+
         return from_compat_ast(parse_where_expression(text))
     if dialect != "native":
         raise ValueError(f"dialect must be 'native' or 'compat', not {dialect!r}")

@@ -15,7 +15,6 @@ from .._kernels import _predicate as K
 from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec
 from . import expr as _expr
-from . import sky as _sky
 from .tree import FLIPPED
 
 __all__ = ["KernelPlan", "FusedPredicate", "fuse", "plan_pushdown"]
@@ -139,7 +138,9 @@ class _Compiler:
     def cone_box(self, node: Any) -> None:
         """The box of a cone (declination band AND RA window): a necessary condition only, so a
         top-level AND term alone; the exact test stays for pyarrow, on the rows the box keeps."""
-        box = _sky.cone_box(node.ra0, node.dec0, node.radius)
+        from .sky import cone_box
+
+        box = cone_box(node.ra0, node.dec0, node.radius)
         self._compare(_expr.Compare(">=", node.dec, _expr.Literal(box.dec_lo)))
         self._compare(_expr.Compare("<=", node.dec, _expr.Literal(box.dec_hi)))
         self._emit({"OP": K.OP_AND})

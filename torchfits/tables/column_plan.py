@@ -4,7 +4,6 @@ program rows of the fused kernel, and the fixed-width pass over row chunks on th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ from .._kernels import _bintable
 from ..errors import UnsupportedColumnError
 from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec, Conversion, MappingName, conversion
+from ..fits.record import Record
 from .selection import RowSelection
 
 __all__ = [
@@ -88,20 +88,29 @@ def chunk_bounds(n_out: int, row_bytes: int, threads: int, most: int | None = No
     return [r for a, b in zip(bounds, bounds[1:]) for r in range(a, b, most)] + [bounds[-1]]
 
 
-@dataclass
-class ColumnOutput:
+class ColumnOutput(Record):
     """Outputs of one projected column, allocated at final size."""
 
+    __slots__ = ("spec", "conv", "items", "values", "valid", "offsets", "list_offsets", "string_width",
+                 "nulls", "high")
     spec: ColumnSpec
     conv: Conversion
     items: int                       # leaf values (strings count as one item)
-    values: np.ndarray | None = None
-    valid: np.ndarray | None = None
-    offsets: np.ndarray | None = None      # int32 string offsets
-    list_offsets: np.ndarray | None = None  # int64 VLA element offsets
-    string_width: int = 0
-    nulls: int = 0
-    high: bool = False
+    values: np.ndarray | None
+    valid: np.ndarray | None
+    offsets: np.ndarray | None       # int32 string offsets
+    list_offsets: np.ndarray | None  # int64 VLA element offsets
+    string_width: int
+    nulls: int
+    high: bool
+
+    def __init__(self, spec: ColumnSpec, conv: Conversion, items: int, values: np.ndarray | None = None,
+                 valid: np.ndarray | None = None, offsets: np.ndarray | None = None,
+                 list_offsets: np.ndarray | None = None, string_width: int = 0, nulls: int = 0,
+                 high: bool = False) -> None:
+        self.spec, self.conv, self.items = spec, conv, items
+        self.values, self.valid, self.offsets, self.list_offsets = values, valid, offsets, list_offsets
+        self.string_width, self.nulls, self.high = string_width, nulls, high
 
 
 def allocate(n: int, dtype: Any, arrow: bool) -> np.ndarray:
@@ -280,8 +289,7 @@ def run_chunked(kernel: Any, bounds: list[int], ncols: int, nstats: int, threads
     return total
 
 
-@dataclass
-class ColumnProgram:
+class ColumnProgram(Record):
     """The fixed-width columns that one fused kernel pass decodes.
 
     Each column contributes its output buffers (an `ColumnOutput`), one program row for the kernel (the
@@ -289,10 +297,18 @@ class ColumnProgram:
     the `ColumnOutput` keeps alive), its ``(TSCAL, TZERO)`` and its per-row element count.
     """
 
-    outs: list[ColumnOutput] = field(default_factory=list)
-    rows: list[list[int]] = field(default_factory=list)
-    scales: list[tuple[float, float]] = field(default_factory=list)
-    counts: list[int] = field(default_factory=list)
+    __slots__ = ("outs", "rows", "scales", "counts")
+    outs: list[ColumnOutput]
+    rows: list[list[int]]
+    scales: list[tuple[float, float]]
+    counts: list[int]
+
+    def __init__(self, outs: list[ColumnOutput] | None = None, rows: list[list[int]] | None = None,
+                 scales: list[tuple[float, float]] | None = None, counts: list[int] | None = None) -> None:
+        self.outs = [] if outs is None else outs
+        self.rows = [] if rows is None else rows
+        self.scales = [] if scales is None else scales
+        self.counts = [] if counts is None else counts
 
     def add(self, out: ColumnOutput, row: list[int], scale: tuple[float, float], count: int) -> None:
         self.outs.append(out)

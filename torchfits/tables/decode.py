@@ -18,11 +18,9 @@ from ..fits import threads as _threads
 from ..fits.columns import ColumnSpec
 from ..fits.columns import field_metadata as _field_metadata
 from .arrow_assembly import arrow_schema, column_array, empty_batch, refuse_complex
-from .ascii_decode import decode_ascii_columns, decode_ascii_table
 from .column_plan import ColumnOutput, chunk_bounds, decode_fixed, default_threads, plan_binary
 from .decode_options import DEFAULT_OPTIONS, STRIP_NONE, DecodeOptions, strip_mode
 from .selection import Buffer, bytes_view, check_extent, plan_rows, select_columns
-from .variable_length import decode_vla
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -86,6 +84,8 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
         Complex columns projected under ``mapping="compat"``.
     """
     if specs and specs[0].is_ascii:
+        from .ascii_decode import decode_ascii_table
+
         return decode_ascii_table(data, specs, row_bytes, nrows, columns=columns, rows=rows,
                                   row_range=row_range, options=options)
     mapping, decode_bytes, strip, encoding, apply_nulls, binary_strings, threads, metadata = (
@@ -106,6 +106,8 @@ def decode_table(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], row_by
     decode_fixed(program, buf, row_bytes, sel, nthreads)
     for out in outs:
         if out.spec.is_vla:
+            from .variable_length import decode_vla
+
             decode_vla(out, buf, heap_buf, row_bytes, sel, arrow=True, apply_nulls=apply_nulls,
                        decode_strings=decode_bytes, strip=smode,
                        large=out.spec.descriptor == "Q" and mapping == "native",
@@ -248,6 +250,8 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
     n = sel.count
     result: dict[str, np.ndarray | list[np.ndarray]] = {}
     if chosen and chosen[0].is_ascii:
+        from .ascii_decode import decode_ascii_columns
+
         outs = decode_ascii_columns(chosen, buf, row_bytes, sel, nthreads, mapping="torch", arrow=False,
                                     apply_nulls=False, decode_strings=False, strip=STRIP_NONE)
         for out in outs:
@@ -264,6 +268,8 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
     for out in outs:
         spec = out.spec
         if spec.is_vla:
+            from .variable_length import decode_vla
+
             decode_vla(out, buf, heap_buf, row_bytes, sel, arrow=False, apply_nulls=False, nrows=nrows,
                        decode_strings=False, strip=STRIP_NONE, large=True, legacy_logical=legacy_logical)
             values = _numpy_values(out)

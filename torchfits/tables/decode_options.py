@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import codecs
 import functools
-from dataclasses import dataclass
 from typing import Literal
+
+from ..fits.record import FrozenRecord
 
 __all__ = [
     "DEFAULT_OPTIONS",
@@ -34,6 +35,8 @@ def ascii_compatible(encoding: str) -> bool:
 
 
 def check_encoding(encoding: str) -> None:
+    if encoding == "ascii":
+        return  # a codec Python always has (looking it up imports its module)
     try:
         codecs.lookup(encoding)
     except LookupError:
@@ -44,8 +47,7 @@ def strip_mode(strip: bool) -> int:
     return STRIP_BLANK if strip else STRIP_NUL
 
 
-@dataclass(frozen=True)
-class DecodeOptions:
+class DecodeOptions(FrozenRecord):
     """How a table decode turns stored values into Arrow values.
 
     Attributes
@@ -67,21 +69,33 @@ class DecodeOptions:
         CPU count, see `torchfits.fits.threads`).
     metadata : bool
         Attach ``fits_*`` field metadata (`torchfits.fits.columns.field_metadata`).
+
+    A `FrozenRecord` (a frozen dataclass's repr, equality, hashing and pickling; ``replace``):
+    the dataclass decorator's ``exec`` cost the first call of a process (docs/architecture.md,
+    "Start-up").
     """
 
-    mapping: Literal["native", "compat"] = "native"
-    decode_bytes: bool = True
-    strip: bool = True
-    encoding: str = "ascii"
-    apply_nulls: bool = True
-    binary_strings: bool = False
-    threads: int | None = None
-    metadata: bool = True
+    __slots__ = ("mapping", "decode_bytes", "strip", "encoding", "apply_nulls", "binary_strings",
+                 "threads", "metadata")
+    mapping: Literal["native", "compat"]
+    decode_bytes: bool
+    strip: bool
+    encoding: str
+    apply_nulls: bool
+    binary_strings: bool
+    threads: int | None
+    metadata: bool
 
-    def __post_init__(self) -> None:
-        if self.mapping not in ("native", "compat"):
-            raise ValueError(f"mapping must be 'native' or 'compat', not {self.mapping!r}")
-        check_encoding(self.encoding)
+    def __init__(self, mapping: Literal["native", "compat"] = "native", decode_bytes: bool = True,
+                 strip: bool = True, encoding: str = "ascii", apply_nulls: bool = True,
+                 binary_strings: bool = False, threads: int | None = None,
+                 metadata: bool = True) -> None:
+        if mapping not in ("native", "compat"):
+            raise ValueError(f"mapping must be 'native' or 'compat', not {mapping!r}")
+        check_encoding(encoding)
+        values = (mapping, decode_bytes, strip, encoding, apply_nulls, binary_strings, threads, metadata)
+        for field, value in zip(self.__slots__, values):
+            object.__setattr__(self, field, value)
 
 
 DEFAULT_OPTIONS = DecodeOptions()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -127,7 +126,7 @@ class Scanner:
         self._options = options
         self._schema_metadata = bool(schema_metadata)
         # the residual predicate always sees strings as text, stripped
-        self._predicate_options = replace(self._options, decode_bytes=True, strip=True)
+        self._predicate_options = self._options.replace(decode_bytes=True, strip=True)
         self._pushdown = bool(pushdown)
         self._where = where
         self._filter = filter

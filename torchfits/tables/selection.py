@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
 
 from ..errors import ColumnNotFoundError, CorruptHeaderError, TruncatedFileError
 from ..fits.columns import ColumnSpec
+from ..fits.record import Record
 from ..query.names import case_ambiguity, did_you_mean
 
 __all__ = [
@@ -92,13 +92,18 @@ def select_columns(specs: Sequence[ColumnSpec],
     return chosen
 
 
-@dataclass
-class RowSelection:
+class RowSelection(Record):
     """The output rows: table rows ``first + k``, or ``index[k]`` when an index is given."""
 
+    __slots__ = ("count", "first", "index")
     count: int
-    first: int = 0
-    index: np.ndarray | None = None
+    first: int
+    index: np.ndarray | None
+
+    def __init__(self, count: int, first: int = 0, index: np.ndarray | None = None) -> None:
+        self.count = count
+        self.first = first
+        self.index = index
 
     def source(self, k: int) -> int:
         return int(self.index[k]) if self.index is not None else self.first + k

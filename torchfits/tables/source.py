@@ -3,11 +3,9 @@ argument names (`resolve_sources`: paths, globs, directories, URLs, lists of the
 """
 from __future__ import annotations
 
-import glob as _glob
 import os
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, cast
 
@@ -17,12 +15,12 @@ from ..errors import CorruptHeaderError, FitsError, HDUTypeError, TruncatedFileE
 from ..fits.columns import ColumnSpec
 from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.paths import SourcePath, fspath, is_glob, is_url, with_storage_options
+from ..fits.record import Record
 from ..fits.sources import residency
 from ..fits.sources.base import faults_seen
 from .decode import decode_table, decode_table_where
 from .decode_options import DecodeOptions
 from .selection import select_columns
-from .variable_length import legacy_logical_vla
 
 __all__ = ["TableSource", "resolve_sources"]
 
@@ -33,14 +31,22 @@ _LEGACY_LOGICAL: weakref.WeakKeyDictionary[HduIndex, dict[tuple[int, int], bool]
 # Bytes per heap element of a variable-length column, by TFORM code (X counts bits).
 _HEAP_ITEMSIZE = {"L": 1, "B": 1, "A": 1, "I": 2, "J": 4, "E": 4, "K": 8, "D": 8, "C": 8, "M": 16}
 
-@dataclass
-class TableSource:
-    """One table HDU of one file version: its layout, column specs and byte views."""
+class TableSource(Record):
+    """One table HDU of one file version: its layout, column specs and byte views (a `Record`:
+    repr, equality and ``replace`` over the four fields)."""
 
+    __slots__ = ("path", "index", "entry", "specs", "__dict__")  # __dict__: the cached properties
     path: str
     index: HduIndex
     entry: HduEntry
     specs: list[ColumnSpec]
+
+    def __init__(self, path: str, index: HduIndex, entry: HduEntry, specs: list[ColumnSpec]) -> None:
+        self.path, self.index, self.entry, self.specs = path, index, entry, specs
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return ("path", "index", "entry", "specs")
 
     @classmethod
     def open(cls, path: Any, hdu: Any = 1) -> TableSource:
@@ -171,6 +177,8 @@ class TableSource:
             def fetch(first: int, n: int) -> None:
                 self.fetch(row_range=(first, first + n), columns=[position])
 
+            from .variable_length import legacy_logical_vla
+
             found = legacy_logical_vla(spec, np.frombuffer(rows, np.uint8), np.frombuffer(heap, np.uint8),
                                        self.entry.row_bytes, self.nrows,
                                        fetch=fetch if self.index.lazy else None)
@@ -292,11 +300,15 @@ def resolve_sources(source: Any) -> list[str]:
         return [source]  # bytes-like contents or a binary file object
     path = fspath(source)
     if os.path.isdir(path):
+        import glob as _glob
+
         found = sorted(p for p in _glob.glob(os.path.join(path, "*.fit*")) if os.path.isfile(p))
         if not found:
             raise FileNotFoundError(f"no FITS files (*.fit*) in directory {path}")
         return found
     if not os.path.exists(path) and is_glob(path):
+        import glob as _glob
+
         found = sorted(_glob.glob(path))
         if not found:
             raise FileNotFoundError(f"no files match {path!r}")
