@@ -128,6 +128,13 @@ def first_calls(runs: int, repeat: int) -> dict[str, Any]:
             ([py, "-c", "import numpy, pyarrow as pa, duckdb; con = duckdb.connect(); "
               "con.register('t', pa.table({'a': [1, 2]})); "
               "con.sql('select count(*) from t').fetchall()"], REPO_ROOT),
+        # what the sql command still imports beyond the baseline once pandas is reported absent
+        # (as the command does): DuckDB and pyarrow.dataset
+        "floor without pandas: import duckdb, pyarrow.dataset (pandas reported absent)":
+            ([py, "-c", "import sys\nclass Absent:\n def find_spec(self, name, *a):\n"
+              "  if name.split('.')[0] == 'pandas': raise ModuleNotFoundError(name)\n"
+              "sys.meta_path.insert(0, Absent())\nimport numpy, pyarrow.dataset, duckdb\n"
+              "assert 'pandas' not in sys.modules"], REPO_ROOT),
     }
     log("timing first calls (fresh processes) ...")
     cold = time_processes(commands, runs)
