@@ -8,6 +8,7 @@ import pytest
 import torchfits
 from _fitsbytes import fits_bytes, set_card
 from torchfits._kernels._safemap import SafeMap
+from torchfits.fits import threads
 from torchfits.fits.hdu_index import get_index
 from torchfits.fits.sources import residency
 
@@ -48,15 +49,19 @@ def big_table(tmp_path):
     path.unlink()
 
 
-def test_safemap_release_keeps_bytes(tmp_path):
-    path = tmp_path / "m.bin"
-    data = np.random.default_rng(0).integers(0, 256, 5 * PAGE + 123, dtype=np.uint8)
+def _mapped_random(path, size: int, seed: int):
+    """(random bytes, a SafeMap of a file holding them)."""
+    data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
     path.write_bytes(data.tobytes())
     fd = os.open(path, os.O_RDONLY)
     try:
-        m = SafeMap(fd, data.size)
+        return data, SafeMap(fd, data.size)
     finally:
         os.close(fd)
+
+
+def test_safemap_release_keeps_bytes(tmp_path):
+    data, m = _mapped_random(tmp_path / "m.bin", 5 * PAGE + 123, seed=0)
     view = np.frombuffer(m, np.uint8)
     assert np.array_equal(view, data)
     assert m.release(1, PAGE) == 0                   # no whole page inside the range
@@ -180,25 +185,9 @@ def test_zero_budget_from_the_environment_releases_every_range(tmp_path, monkeyp
     residency.forget_all()
 
 
-def _thp_offered() -> bool:
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as fh:
-            mode = fh.read()
-    except OSError:
-        return False
-    return "[always]" in mode or "[madvise]" in mode
-
-
 def test_safemap_advise_huge_covers_whole_2mib_pages(tmp_path):
-    path = tmp_path / "h.bin"
     huge = 2 << 20
-    data = np.random.default_rng(1).integers(0, 256, 3 * huge + 1000, dtype=np.uint8)
-    path.write_bytes(data.tobytes())
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        m = SafeMap(fd, data.size)
-    finally:
-        os.close(fd)
+    data, m = _mapped_random(tmp_path / "h.bin", 3 * huge + 1000, seed=1)
     assert m.advise_huge(0, huge - 1) == 0  # no whole 2 MiB page inside
     assert m.advise_huge(-5, 10) == 0
     got = m.advise_huge(100, 3 * huge)  # [100, 3 MiB·2 + 100): pages 1 and 2
@@ -216,7 +205,7 @@ def test_local_maps_of_large_files_ask_for_huge_pages(tmp_path):
     large.write_bytes(b"\2" * (HUGE_MIN_BYTES + 4096))
     assert not LocalSource(str(small), HUGE_MIN_BYTES - 1).huge_pages
     src = LocalSource(str(large), HUGE_MIN_BYTES + 4096)
-    assert src.huge_pages == (_thp_offered() and os.uname().sysname == "Linux")
+    assert src.huge_pages == (threads._transparent_huge_pages() and os.uname().sysname == "Linux")
     assert bytes(src.view()[-3:]) == b"\2\2\2"
 
 
