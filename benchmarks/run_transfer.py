@@ -11,7 +11,7 @@ process's CPU time per batch (``time.process_time``: receiving, unpickling, rebu
 tensor) and the workers' (their ``RUSAGE_CHILDREN`` once they are reaped) are taken, with the
 wall time per batch. Rounds alternate the two ways; the table gives the best of ``--rounds``.
 With workers on every core the main process is what sets a loader's ceiling, so its column
-decides the limit (docs/architecture.md, "Batches leave a worker by value").
+decides the limit (docs/architecture.md, "Small batches leave a worker by value").
 """
 from __future__ import annotations
 
