@@ -455,3 +455,29 @@ def test_reads_that_release_behind_them_keep_held_truthful(tmp_path, monkeypatch
     assert residency.held() == 0  # the pass (1.6 MB, over the budget) released every chunk
     residency.forget_all()
     torchfits.clear_file_cache()
+
+
+def test_one_descriptor_reader_for_cells_and_spans(tmp_path):
+    """`TableSource._descriptor_cells` reads P and Q descriptors for both the heap prefetch
+    (`_heap_cells`: only non-empty cells inside the heap) and `done`'s span (clipped to the heap);
+    absurd counts and offsets neither overflow nor count."""
+    from torchfits.tables.source import TableSource
+
+    path = tmp_path / "desc.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns([
+        fits.Column("V", "PE()", array=np.array([np.ones(3, np.float32)] * 4, dtype=object)),
+        fits.Column("K", "QK()", array=np.array([np.ones(2, np.int64)] * 4, dtype=object))])]).writeto(path)
+    src = TableSource.open(str(path), 1)
+    heap = src.entry.heap_size
+    v, k = src.specs
+    cases = [(2, 0), (0, 5), (1, -4), (2**31 - 1, 0), (1, heap - 4), (2, heap - 4)]
+    table = np.zeros((len(cases), src.entry.row_bytes), np.uint8)
+    for row, (count, offset) in enumerate(cases):
+        table[row, v.offset:v.offset + 8] = np.array([count, offset], ">i4").view(np.uint8)
+        table[row, k.offset:k.offset + 16] = np.array([count * 2**31, offset], ">i8").view(np.uint8)
+    (vo, vn), (ko, kn) = src._heap_cells(table, [v, k])
+    assert vo.tolist() == [0, heap - 4] and vn.tolist() == [8, 4]
+    assert ko.size == 0  # every count but 0 is beyond the heap
+    assert src._heap_span(table, [v]) == (0, heap)
+    assert src._heap_span(table[[1]], [v, k]) == (heap, 0)  # empty cells: no span
+    assert src._heap_span(table[[0]], [v]) == (0, 8)
