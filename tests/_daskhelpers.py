@@ -89,3 +89,25 @@ def collect_decode_counter():
     TableSource.decode = original
     del TableSource._counted
     return list(seen)
+
+
+def set_resident_mb(value):
+    """In a worker: set ``TORCHFITS_RESIDENT_MB`` (None: unset) and forget the recorded ranges;
+    returns the budget in bytes."""
+    import os
+
+    from torchfits.fits.sources import residency
+
+    if value is None:
+        os.environ.pop("TORCHFITS_RESIDENT_MB", None)
+    else:
+        os.environ["TORCHFITS_RESIDENT_MB"] = value
+    residency.forget_all()
+    return residency.budget()
+
+
+def resident_held():
+    """In a worker: the bytes of finished ranges it keeps resident (`residency.held`)."""
+    from torchfits.fits.sources import residency
+
+    return residency.held()

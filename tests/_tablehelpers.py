@@ -232,3 +232,59 @@ def assert_batches_equal(actual: Any, expected: Any) -> None:
         if bits != a.type:
             a, b = a.view(bits), b.view(bits)
         assert a.equals(b), name
+
+
+# -- a variable-length table larger than a tiny residency budget ---------------------------------
+VLA_ROWS = 6_000
+
+
+def write_vla_table(path: os.PathLike | str, nrows: int = VLA_ROWS, seed: int = 0) -> None:
+    """``nrows`` rows written by astropy: ``V`` (``PE``, 0-63 float32s a cell), ``K`` (``QK``,
+    0-63 int64s) and ``X`` (``J``, the row number); about 2.5 MB, rows and heap, so that a
+    budget of 1 MiB (`residency`) releases ranges while a scan is under way (few rows: astropy
+    reads variable-length cells one row at a time)."""
+    fits = _astropy()
+    rng = np.random.default_rng(seed)
+
+    def cells(dtype: Any) -> np.ndarray:
+        lens = rng.integers(0, 64, nrows)
+        flat = (rng.standard_normal(int(lens.sum())) * 100).astype(dtype)
+        out = np.empty(nrows, dtype=object)
+        out[:] = np.split(flat, np.cumsum(lens)[:-1])
+        return out
+
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns([
+        fits.Column("V", "PE()", array=cells(np.float32)),
+        fits.Column("K", "QK()", array=cells(np.int64)),
+        fits.Column("X", "J", array=np.arange(nrows, dtype=np.int32))])]).writeto(path)
+
+
+def vla_parts(cells: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, concatenated values) of an iterable of cells (arrays or lists)."""
+    arrays = [np.asarray(c) for c in cells]
+    values = np.concatenate(arrays) if arrays else np.empty(0)
+    return np.array([a.size for a in arrays], np.int64), values
+
+
+def arrow_vla_parts(column: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, concatenated values) of a pyarrow list column (array or chunked array)."""
+    import pyarrow as pa
+
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return arr.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64), arr.flatten().to_numpy()
+
+
+def astropy_vla(path: os.PathLike | str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """What astropy reads of `write_vla_table`'s file: ``V`` and ``K`` as `vla_parts`, ``X``
+    as ``(X, X)``."""
+    data = _astropy().getdata(str(path), 1)
+    x = np.asarray(data["X"]).astype(np.int64)
+    return {"V": vla_parts(data["V"]), "K": vla_parts(data["K"]), "X": (x, x)}
+
+
+def assert_vla_equal(got: dict[str, tuple[np.ndarray, np.ndarray]],
+                     want: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Every column's lengths and values equal (values as numbers, byte order aside)."""
+    for name, (lengths, values) in want.items():
+        np.testing.assert_array_equal(got[name][0], lengths, err_msg=name)
+        np.testing.assert_array_equal(got[name][1], values, err_msg=name)

@@ -354,3 +354,130 @@ def test_released_heaps_and_taken_rows_equal_astropy(tmp_path, monkeypatch):
     flat = [t.numpy() for b in batches for t in b["V"]]
     assert all(np.array_equal(a, b) for a, b in zip(flat, want["V"]))
     torchfits.clear_file_cache()
+
+
+def _small_vla_file(path, nrows: int = 20_000) -> None:
+    """Rows of a ``1PJ`` column, 4 ints a cell, about 400 kB: larger than a budget of 0, within
+    the default one."""
+    _vla_table(path, nrows, 4)
+
+
+def test_heap_span_is_read_only_when_the_budget_could_release(tmp_path, monkeypatch):
+    """A table within the budget hands its whole heap to the residency as one range without
+    reading a descriptor (nothing of it could be released before the rest); over the budget,
+    each chunk's heap span is read from its descriptors."""
+    from torchfits.tables.source import TableSource
+
+    path = tmp_path / "vla_span.fits"
+    _small_vla_file(path)
+    calls = []
+    span = TableSource._heap_span
+
+    def spy(self, table, chosen):
+        calls.append(len(table))
+        return span(self, table, chosen)
+
+    monkeypatch.setattr(TableSource, "_heap_span", spy)
+    for env, spans in (("", False), ("inf", False), ("0", True), ("0.1", True)):
+        monkeypatch.setenv("TORCHFITS_RESIDENT_MB", env)
+        residency.forget_all()
+        calls.clear()
+        batches = torchfits.scan(str(path), batch_size=4096).to_batches()
+        got = [b.column(0).flatten().to_numpy() for b in batches]
+        assert np.array_equal(np.concatenate(got), np.arange(80_000))
+        assert (calls == [4096] * 4 + [20_000 - 4 * 4096]) if spans else not calls, (env, calls)
+        if not spans:  # the heap (320 kB) is held with the rows
+            entry = get_index(str(path)).resolve(1)
+            assert residency.held() == entry.nrows * entry.row_bytes + entry.heap_size
+    residency.forget_all()
+    torchfits.clear_file_cache()
+
+
+def test_release_now_drops_the_ranges_it_overlaps(tmp_path):
+    """`residency.release` gives the pages back at once and forgets every recorded range it
+    overlaps (in whole), so `held` counts only ranges still kept."""
+    _, m = _mapped_random(tmp_path / "r.bin", 64 * PAGE, seed=6)
+
+    class Source:
+        maps_file = True
+        released: list = []
+
+        def release(self, offset, size):
+            self.released.append((offset, size))
+            return m.release(offset, size)
+
+    src, other = Source(), Source()
+    residency.forget_all()
+    limit = residency.budget()
+    try:
+        for k in range(4):
+            residency.done(src, k * 8 * PAGE, 8 * PAGE)
+        residency.done(other, 0, 8 * PAGE)
+        assert residency.held() == 40 * PAGE <= limit
+        residency.release(src, 12 * PAGE, 8 * PAGE)  # halves of the 2nd and 3rd ranges
+        assert residency.held() == 24 * PAGE
+        assert src.released[-3:] == [(12 * PAGE, 8 * PAGE), (8 * PAGE, 8 * PAGE), (16 * PAGE, 8 * PAGE)]
+        residency.release(src, 40 * PAGE, 4 * PAGE)  # no recorded range: held unchanged
+        assert residency.held() == 24 * PAGE and src.released[-1] == (40 * PAGE, 4 * PAGE)
+        residency.release(src, 0, 64 * PAGE)
+        assert residency.held() == 8 * PAGE  # ``other``'s range is kept
+    finally:
+        residency.forget_all()
+    assert residency.held() == 0
+
+
+def test_reads_that_release_behind_them_keep_held_truthful(tmp_path, monkeypatch):
+    """A whole image read in bands and a training pass over more rows than the budget release
+    behind themselves through `residency.release`: ranges an earlier read recorded over the same
+    bytes leave `held` as their pages leave RSS."""
+    pytest.importorskip("torch")
+    import torchfits.image.plain as plain
+    from torchfits.data import FitsTableIterableDataset
+
+    residency.forget_all()
+    pixels = np.arange(256 * 128, dtype=">f4").reshape(256, 128)
+    rows = np.arange(200_000, dtype=np.int64)
+    path = tmp_path / "both.fits"
+    fits.HDUList([fits.PrimaryHDU(pixels),
+                  fits.BinTableHDU.from_columns([fits.Column("X", "K", array=rows)])]).writeto(path)
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "inf")
+    assert np.array_equal(torchfits.read_numpy(str(path), 0), pixels)  # recorded whole
+    assert torchfits.scan(str(path), batch_size=8192).to_arrow().num_rows == rows.size
+    assert residency.held() == pixels.nbytes + rows.nbytes
+    monkeypatch.setattr(plain, "_BAND_BYTES", 4096)
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", "0.1")  # the image (128 kB) is banded below
+    get_index(str(path))  # (same index, same source)
+    assert np.array_equal(torchfits.read_numpy(str(path), 0), pixels)
+    assert residency.held() == rows.nbytes  # the image's recorded range left with its bands
+    total = sum(int(b["X"].sum()) for b in
+                FitsTableIterableDataset(str(path), as_batches=True, batch_size=1 << 14))
+    assert total == int(rows.sum())
+    assert residency.held() == 0  # the pass (1.6 MB, over the budget) released every chunk
+    residency.forget_all()
+    torchfits.clear_file_cache()
+
+
+def test_one_descriptor_reader_for_cells_and_spans(tmp_path):
+    """`TableSource._descriptor_cells` reads P and Q descriptors for both the heap prefetch
+    (`_heap_cells`: only non-empty cells inside the heap) and `done`'s span (clipped to the heap);
+    absurd counts and offsets neither overflow nor count."""
+    from torchfits.tables.source import TableSource
+
+    path = tmp_path / "desc.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns([
+        fits.Column("V", "PE()", array=np.array([np.ones(3, np.float32)] * 4, dtype=object)),
+        fits.Column("K", "QK()", array=np.array([np.ones(2, np.int64)] * 4, dtype=object))])]).writeto(path)
+    src = TableSource.open(str(path), 1)
+    heap = src.entry.heap_size
+    v, k = src.specs
+    cases = [(2, 0), (0, 5), (1, -4), (2**31 - 1, 0), (1, heap - 4), (2, heap - 4)]
+    table = np.zeros((len(cases), src.entry.row_bytes), np.uint8)
+    for row, (count, offset) in enumerate(cases):
+        table[row, v.offset:v.offset + 8] = np.array([count, offset], ">i4").view(np.uint8)
+        table[row, k.offset:k.offset + 16] = np.array([count * 2**31, offset], ">i8").view(np.uint8)
+    (vo, vn), (ko, kn) = src._heap_cells(table, [v, k])
+    assert vo.tolist() == [0, heap - 4] and vn.tolist() == [8, 4]
+    assert ko.size == 0  # every count but 0 is beyond the heap
+    assert src._heap_span(table, [v]) == (0, heap)
+    assert src._heap_span(table[[1]], [v, k]) == (heap, 0)  # empty cells: no span
+    assert src._heap_span(table[[0]], [v]) == (0, 8)

@@ -403,7 +403,7 @@ class Image:
             b = min(a + step, shape[0])
             region = ((a,) + (0,) * len(rest), (1,) * len(shape), (b - a,) + rest)
             decode_region(index, entry, plan, region, out[a:b], threads)
-            index.source.release(entry.data_offset + a * row, (b - a) * row)
+            residency.release(index.source, entry.data_offset + a * row, (b - a) * row)
         return out
 
     def _read_region_native(self, region: Region, out_shape: tuple[int, ...],

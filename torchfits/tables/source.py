@@ -140,28 +140,54 @@ class TableSource(Record):
             ranges += [(e.heap_offset + int(o), int(n)) for o, n in zip(offset, nbytes)]
         src.ensure(ranges)
 
+    def _descriptor_cells(self, table: np.ndarray, spec: ColumnSpec) -> tuple[np.ndarray, np.ndarray]:
+        """The one reader of heap descriptors: for the variable-length column ``spec`` of
+        ``table``'s rows (row bytes, one row a line), each cell's heap offset and size in bytes
+        (X columns count bits). Counts are clipped first, so that absurd ones cannot overflow:
+        a cell larger than the heap keeps a size larger than the heap."""
+        heap_size = self.entry.heap_size
+        dt = np.dtype(">i4" if spec.descriptor == "P" else ">i8")
+        desc = table[:, spec.offset:spec.offset + 2 * dt.itemsize].copy().view(dt).astype(np.int64)
+        count, offset = desc[:, 0], desc[:, 1]
+        if spec.code == "X":
+            np.minimum(count, min(heap_size * 8 + 8, 1 << 62), out=count)
+            count += 7
+            count >>= 3
+        else:
+            itemsize = _HEAP_ITEMSIZE.get(spec.code, 1)
+            np.minimum(count, heap_size // itemsize + 1, out=count)
+            if itemsize > 1:
+                count *= itemsize
+        return offset, count
+
     def _heap_cells(self, table: np.ndarray,
                     chosen: list[ColumnSpec]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(heap offsets, byte counts) of the non-empty cells inside the heap of the
-        variable-length columns ``chosen``, for ``table``'s rows (row bytes, one row a line)."""
+        variable-length columns ``chosen``, for ``table``'s rows (`_descriptor_cells`; the
+        decoder names the cells outside)."""
         heap_size = self.entry.heap_size
         for spec in chosen:
-            dt = np.dtype(">i4" if spec.descriptor == "P" else ">i8")
-            desc = np.ascontiguousarray(table[:, spec.offset:spec.offset + 2 * dt.itemsize]).view(dt)
-            desc = desc.reshape(-1, 2).astype(np.int64)
-            count, offset = desc[:, 0], desc[:, 1]
-            # Only cells inside the heap (the decoder names the others); the limit is compared
-            # before multiplying so that absurd counts cannot overflow int64.
-            room = np.maximum(heap_size - offset, 0)
-            ok = (count > 0) & (offset >= 0)
-            if spec.code == "X":
-                ok &= count <= room * 8
-                nbytes = (np.where(ok, count, 0) + 7) // 8
-            else:
-                itemsize = _HEAP_ITEMSIZE.get(spec.code, 1)
-                ok &= count <= room // itemsize
-                nbytes = np.where(ok, count, 0) * itemsize
+            offset, nbytes = self._descriptor_cells(table, spec)
+            ok = nbytes > 0
+            ok &= offset >= 0
+            ok &= nbytes <= heap_size - offset
             yield offset[ok], nbytes[ok]
+
+    def _heap_span(self, table: np.ndarray, chosen: list[ColumnSpec]) -> tuple[int, int]:
+        """``(lo, hi)``: the span of the heap the non-empty cells of ``chosen`` in ``table``'s
+        rows lie in, clipped to the heap (`_descriptor_cells`, fewer passes than `_heap_cells`;
+        ``lo >= hi`` when there is none)."""
+        heap_size = self.entry.heap_size
+        lo, hi = heap_size, 0
+        for spec in chosen:
+            offset, nbytes = self._descriptor_cells(table, spec)
+            used = nbytes > 0
+            if not used.any():
+                continue
+            nbytes += offset  # the cells' ends
+            lo = min(lo, max(0, int(offset.min(where=used, initial=heap_size))))
+            hi = max(hi, int(nbytes.max(where=used, initial=0)))
+        return lo, min(hi, heap_size)
 
     def legacy_logical(self, spec: ColumnSpec) -> bool:
         """Whether the logical variable-length column ``spec`` holds old astropy's 0x00/0x01
@@ -201,10 +227,16 @@ class TableSource(Record):
             return
         rb = e.row_bytes
         if behind:
-            source.release(e.data_offset + a * rb, (b - a) * rb)
+            residency.release(source, e.data_offset + a * rb, (b - a) * rb)
         else:
             residency.done(source, e.data_offset + a * rb, (b - a) * rb)
         if not e.heap_size or not self._descriptors or rb == 0:
+            return
+        heap = min(e.heap_size, max(0, self.index.size - e.heap_offset))  # a truncated file's heap
+        if e.data_size <= residency.budget():  # (the data unit holds the heap)
+            # The whole table fits the budget: the rows' span cannot release more than the whole
+            # heap would, so the heap is one finished range, recorded without reading descriptors.
+            residency.done(source, e.heap_offset, heap)
             return
         present = min(b, max(0, self.index.size - e.data_offset) // rb)  # a truncated file's rows
         if present <= a:
@@ -213,24 +245,8 @@ class TableSource(Record):
                               e.data_offset + a * rb).reshape(present - a, rb)
         if rows is not None:
             table = table[rows[rows < present] - a]
-        lo, hi = e.heap_size, 0
-        for spec in self._descriptors:  # the span only: fewer passes than `_heap_cells`
-            dt = np.dtype(">i4" if spec.descriptor == "P" else ">i8")
-            desc = table[:, spec.offset:spec.offset + 2 * dt.itemsize].copy().view(dt).astype(np.int64)
-            count, offset = desc[:, 0], desc[:, 1]
-            np.minimum(count, e.heap_size, out=count)  # absurd counts cannot overflow below
-            if spec.code == "X":
-                count += 7
-                count //= 8
-            else:
-                count *= _HEAP_ITEMSIZE.get(spec.code, 1)
-            used = count > 0
-            if not used.any():
-                continue
-            count += offset  # the cells' ends
-            lo = min(lo, max(0, int(offset.min(where=used, initial=e.heap_size))))
-            hi = max(hi, int(count.max(where=used, initial=0)))
-        hi = min(hi, e.heap_size)
+        lo, hi = self._heap_span(table, self._descriptors)
+        hi = min(hi, heap)
         if hi > lo:  # cells are written in row order: the rows' cells are one span of the heap
             residency.done(source, e.heap_offset + lo, hi - lo)
 

@@ -6,10 +6,12 @@ its HDU index is cached, so a scan over files larger than memory would grow RSS 
 (a Dask worker's monitor, which reads RSS, pauses or restarts such a worker). Readers that have
 copied what they need out of a range hand it to `done`; the ranges of every source are kept in
 one least-recently-read order, and once they add up to more than `BUDGET` the oldest are
-released (`ByteSource.release`: ``madvise(MADV_DONTNEED)`` on a map). Under the budget nothing
-is released, so a file re-read in one process (epochs, repeated queries) keeps its pages and is
-read as fast as before. Releasing never loses bytes: a later access to a released range, through
-any view, maps the same file bytes again.
+released (`ByteSource.release`: ``madvise(MADV_DONTNEED)`` on a map). A reader larger than the
+budget releases behind itself through `release` instead (now, with any recorded range it
+overlaps), so this module is the one place pages are given back and `held` stays truthful.
+Under the budget nothing is released, so a file re-read in one process (epochs, repeated
+queries) keeps its pages and is read as fast as before. Releasing never loses bytes: a later
+access to a released range, through any view, maps the same file bytes again.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .base import ByteSource
 
-__all__ = ["BUDGET", "budget", "done", "held", "forget_all"]
+__all__ = ["BUDGET", "budget", "done", "release", "held", "forget_all"]
 
 BUDGET = 64 << 20
 """Bytes of finished ranges kept resident in this process before the oldest are released,
@@ -32,6 +34,8 @@ _lock = threading.Lock()
 # (id of the source, offset) -> (weak reference to the source, size), least recently read first.
 _ranges: OrderedDict[tuple[int, int], tuple[weakref.ref[ByteSource], int]] = OrderedDict()
 _held = 0
+# id of a source -> how many of its ranges `_ranges` holds (`release` looks for overlaps only then).
+_counts: dict[int, int] = {}
 _parsed = ("", BUDGET)  # the last TORCHFITS_RESIDENT_MB value seen, and its budget in bytes
 
 
@@ -88,16 +92,49 @@ def done(source: ByteSource, offset: int, size: int) -> None:
         old = _ranges.pop(key, None)  # read again (or a dead source's range under a reused id)
         if old is not None:
             _held -= old[1]
+        else:
+            _counts[key[0]] = _counts.get(key[0], 0) + 1
         _ranges[key] = (weakref.ref(source), size)
         _held += size
         while _held > limit and _ranges:
-            (_, off), (ref, n) = _ranges.popitem(last=False)
+            (sid, off), (ref, n) = _ranges.popitem(last=False)
             _held -= n
+            _uncount(sid)
             victims.append((ref, off, n))
     for ref, off, n in victims:  # outside the lock: madvise takes the map's page-table lock
         src = ref()
         if src is not None:
             src.release(off, n)
+
+
+def release(source: ByteSource, offset: int, size: int) -> None:
+    """Release ``[offset, offset + size)`` of ``source`` now, whatever the budget (a read larger
+    than the budget releasing behind itself: a whole image's bands, a training pass's chunks),
+    with every recorded range of ``source`` that overlaps it, in whole: `held` then counts only
+    ranges still kept, and no recorded range is left half released."""
+    global _held
+    if size <= 0 or not source.maps_file:
+        return
+    victims = [(offset, size)]
+    sid, end = id(source), offset + size
+    with _lock:
+        if _counts.get(sid):
+            for key in [k for k, (_, n) in _ranges.items()
+                        if k[0] == sid and k[1] < end and k[1] + n > offset]:
+                ref, n = _ranges.pop(key)
+                _held -= n
+                _uncount(sid)
+                if ref() is source:  # not a dead source's range under a reused id
+                    victims.append((key[1], n))
+    for off, n in victims:  # outside the lock, as in `done`
+        source.release(off, n)
+
+
+def _uncount(sid: int) -> None:
+    """One range of source ``sid`` left `_ranges` (under the lock)."""
+    left = _counts.pop(sid) - 1
+    if left:
+        _counts[sid] = left
 
 
 def held() -> int:
@@ -111,6 +148,7 @@ def forget_all() -> None:
     with _lock:
         items = list(_ranges.items())
         _ranges.clear()
+        _counts.clear()
         _held = 0
     for (_, off), (ref, n) in items:
         src = ref()
