@@ -330,6 +330,7 @@ cdef void run_scale(Col* c, const Blk* bl, Py_ssize_t m, Py_ssize_t o) noexcept 
 
 cdef extern from *:
     """
+    #include "_portable.h"
     /* A fixed-width field of w <= 8 bytes as one little-endian word, zero-extended, and back:
        two overlapping loads (stores) of a power-of-two size, so no byte outside the field is
        touched and no call to a variable-length memcpy is made. */
@@ -364,7 +365,7 @@ cdef extern from *:
        byte still differing is the last kept one. */
     static inline Py_ssize_t tf_word_kept(uint64_t v, uint64_t fold) {
         uint64_t rest = (v | fold) ^ fold;
-        return rest ? (Py_ssize_t)((71 - __builtin_clzll(rest)) >> 3) : 0;
+        return rest ? (Py_ssize_t)((71 - TF_CLZ64(rest)) >> 3) : 0;
     }
     """
     uint64_t tf_load_short(const uint8_t* s, Py_ssize_t w) noexcept nogil

@@ -2,12 +2,7 @@
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy
 
-cdef extern from *:
-    """
-    #define TF_BSWAP16(x) __builtin_bswap16(x)
-    #define TF_BSWAP32(x) __builtin_bswap32(x)
-    #define TF_BSWAP64(x) __builtin_bswap64(x)
-    """
+cdef extern from "_portable.h":
     uint16_t TF_BSWAP16(uint16_t) nogil
     uint32_t TF_BSWAP32(uint32_t) nogil
     uint64_t TF_BSWAP64(uint64_t) nogil

@@ -8,14 +8,15 @@ cdef extern from *:
     """
     #include <math.h>
     #include <stdint.h>
-    #if defined(__GNUC__) && defined(__x86_64__)
+    #include "_portable.h"
+    #ifdef TF_X86_DISPATCH
     #include <immintrin.h>
     /* The dithered dequantisation four pixels a step with AVX2 (the x86-64 baseline the wheels
        build for converts two at a time, and the compiler left the selects scalar). The same
        double arithmetic in the same order, without fused multiply-adds, rounded to float by the
        same conversion: the pixels are bit for bit the scalar loop's. Returns the pixels done (a
        multiple of 4; 0 without AVX2); the caller finishes the rest. */
-    __attribute__((target("avx2")))
+    TF_TARGET("avx2")
     static Py_ssize_t tf_dq_dither_avx2_impl(const int32_t *src, Py_ssize_t n, float *o32,
                                              double *o64, const float *r, double scale,
                                              double zero, int zero_code, int has_null,
@@ -56,8 +57,8 @@ cdef extern from *:
     static Py_ssize_t tf_dq_dither_avx2(const int32_t *src, Py_ssize_t n, float *o32, double *o64,
                                         const float *r, double scale, double zero, int zero_code,
                                         int has_null, int32_t null_value) {
-    #if defined(__GNUC__) && defined(__x86_64__)
-        if (tf_dq_avx2 < 0) tf_dq_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    #ifdef TF_X86_DISPATCH
+        if (tf_dq_avx2 < 0) tf_dq_avx2 = TF_CPU_AVX2() ? 1 : 0;
         if (tf_dq_avx2)
             return tf_dq_dither_avx2_impl(src, n, o32, o64, r, scale, zero, zero_code, has_null,
                                           null_value);

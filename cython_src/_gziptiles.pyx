@@ -132,11 +132,8 @@ cdef extern from *:
     """
     #include <stdint.h>
     #include <stddef.h>
-    #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-    #define TF_GZ_CLONES __attribute__((target_clones("avx2", "default")))
-    #else
-    #define TF_GZ_CLONES
-    #endif
+    #include "_portable.h"
+    #define TF_GZ_CLONES TF_TARGET_CLONES_AVX2
     /* GZIP_2 stores byte plane j (the j-th most significant byte of every element) after plane
        j - 1; gather the planes back into native little-endian elements. */
     TF_GZ_CLONES static void tf_unshuffle_swap(const uint8_t *s, uint8_t *d, size_t n, int size) {

@@ -29,18 +29,15 @@ cdef extern from *:
     """
     #include <stdint.h>
     #include <string.h>
+    #include "_portable.h"
     /* Eight stream bytes as one big-endian 64-bit value. */
     static inline uint64_t tf_hc_load_be64(const uint8_t *p) {
         uint64_t v;
         memcpy(&v, p, 8);
     #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         return v;
-    #elif defined(__GNUC__) || defined(__clang__)
-        return __builtin_bswap64(v);
     #else
-        return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40)
-             | ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16)
-             | ((uint64_t)p[6] << 8) | (uint64_t)p[7];
+        return TF_BSWAP64(v);
     #endif
     }
 

@@ -132,10 +132,7 @@ cdef inline int _out_size(int bitpix, int mode) noexcept nogil:
     return 4 if (bitpix == 8 or bitpix == 16 or bitpix == -32) else 8
 
 
-cdef extern from *:
-    """
-    #define TF_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 3)
-    """
+cdef extern from "_portable.h":
     void TF_PREFETCH(const void*) nogil
 
 cdef enum:
@@ -323,8 +320,12 @@ cdef extern from *:
     #include <sys/mman.h>
     #endif
     /* A block of `size` bytes; big ones on 2 MiB boundaries with transparent huge pages asked
-       for (as NumPy does for its large arrays): fewer faults and TLB misses on first use. */
+       for (as NumPy does for its large arrays): fewer faults and TLB misses on first use.
+       Windows has no posix_memalign (its aligned blocks need their own free): malloc there. */
     static void *tf_block_alloc(size_t size) {
+    #if defined(_WIN32)
+        return malloc(size);
+    #else
         void *p = NULL;
         if (size < ((size_t)4 << 20)) return malloc(size);
         if (posix_memalign(&p, (size_t)2 << 20, size) != 0) return NULL;
@@ -332,6 +333,7 @@ cdef extern from *:
         madvise(p, size, MADV_HUGEPAGE);
     #endif
         return p;
+    #endif
     }
     """
     void* tf_block_alloc(size_t size) nogil

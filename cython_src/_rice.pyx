@@ -31,7 +31,8 @@ STOPPED = TILE_STOPPED
 
 cdef extern from *:
     """
-    static inline int tf_clz64(unsigned long long v) { return __builtin_clzll(v); }
+    #include "_portable.h"
+    static inline int tf_clz64(unsigned long long v) { return TF_CLZ64(v); }
     """
     int tf_clz64(unsigned long long v) noexcept nogil
 
@@ -132,8 +133,8 @@ cdef extern from *:
     """
     static inline unsigned long long tf_load_be64(const unsigned char *p) {
         unsigned long long v;
-        __builtin_memcpy(&v, p, 8);
-        return __builtin_bswap64(v);
+        TF_MEMCPY(&v, p, 8);
+        return TF_BSWAP64(v);
     }
     """
     unsigned long long tf_load_be64(const uint8_t* p) noexcept nogil
@@ -142,10 +143,10 @@ cdef extern from *:
 cdef extern from *:
     """
     #include <stdint.h>
-    #if defined(__GNUC__) && defined(__x86_64__)
-    #include <cpuid.h>
+    #include "_portable.h"
+    #ifdef TF_X86_DISPATCH
     #define TF_RICE_X86 1
-    #define TF_RICE_LZ __attribute__((target("lzcnt,bmi2")))
+    #define TF_RICE_LZ TF_TARGET("lzcnt,bmi2")
     #endif
 
     /* Split-code blocks (q zeros, a one, fs low bits) of 2- and 4-byte pixels, while a whole
@@ -174,7 +175,7 @@ cdef extern from *:
             p += (63 - nbits) >> 3;                                                             \\
             nbits |= 56;                                                                        \\
             for (k = 0; k < kmax; k++) {                                                        \\
-                z = b ? __builtin_clzll(b) : 64;                                                \\
+                z = b ? TF_CLZ64(b) : 64;                                                       \\
                 used = z + c;                                                                   \\
                 if (used > (uint64_t)nbits) {                                                   \\
                     if (k == 0) goto done;                                                      \\
@@ -212,11 +213,7 @@ cdef extern from *:
 
     static int tf_rice_init(int want) {
     #ifdef TF_RICE_X86
-        unsigned int a, b, c, d;
-        int lz = 0, bmi2 = 0;
-        if (__get_cpuid(0x80000001u, &a, &b, &c, &d)) lz = (c >> 5) & 1;
-        if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) bmi2 = (b >> 8) & 1;
-        tf_rice_use_lz = want && lz && bmi2;
+        tf_rice_use_lz = want && TF_CPU_LZCNT_BMI2();
     #endif
         return tf_rice_use_lz;
     }

@@ -4,15 +4,10 @@ each element to big-endian, in one pass over the output (rows are row-major in F
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcpy, memset
 
-cdef extern from *:
-    """
-    #define TF_PACK_BSWAP16(x) __builtin_bswap16(x)
-    #define TF_PACK_BSWAP32(x) __builtin_bswap32(x)
-    #define TF_PACK_BSWAP64(x) __builtin_bswap64(x)
-    """
-    uint16_t TF_PACK_BSWAP16(uint16_t) nogil
-    uint32_t TF_PACK_BSWAP32(uint32_t) nogil
-    uint64_t TF_PACK_BSWAP64(uint64_t) nogil
+cdef extern from "_portable.h":
+    uint16_t TF_PACK_BSWAP16 "TF_BSWAP16"(uint16_t) nogil
+    uint32_t TF_PACK_BSWAP32 "TF_BSWAP32"(uint32_t) nogil
+    uint64_t TF_PACK_BSWAP64 "TF_BSWAP64"(uint64_t) nogil
 
 
 cdef inline void _copy_swapped(const uint8_t* s, uint8_t* d, Py_ssize_t nbytes,

@@ -9,139 +9,38 @@ sets the map's ``faulted`` flag and returns, so the faulting instruction complet
 and the Python caller, which checks the flag after decoding, raises ``TruncatedFileError``. Any
 other SIGBUS goes to the handler that was installed before ours. The happy path costs nothing: no
 per-access check, only one flag read per call.
+
+On Windows the OS refuses to truncate a file while a view of it is mapped, so no access can
+fault: the map is a MapViewOfFile view, there is no handler, and ``faulted`` stays False.
 """
 from cpython.buffer cimport PyBUF_WRITABLE
-from libc.stdint cimport uintptr_t
+from libc.stdint cimport uintptr_t, int64_t
 
-cdef extern from *:
-    """
-    #include <signal.h>
-    #include <string.h>
-    #include <sys/mman.h>
-    #include <unistd.h>
-
-    #define TF_SLOTS 8192
-    static volatile uintptr_t tf_start[TF_SLOTS];
-    static volatile size_t tf_len[TF_SLOTS];
-    static volatile sig_atomic_t tf_faulted[TF_SLOTS];
-    static volatile int tf_high = 0;          /* slots [0, tf_high) may be in use */
-    static volatile sig_atomic_t tf_faults = 0;
-    static struct sigaction tf_prev;
-    static volatile sig_atomic_t tf_installed = 0;
-    static volatile sig_atomic_t tf_foreign = 0;
-    static long tf_page = 4096;
-
-    static void tf_handler(int sig, siginfo_t *si, void *ctx) {
-        if (si != NULL && si->si_code > 0) {  /* raised by the kernel for a memory access */
-            uintptr_t a = (uintptr_t)si->si_addr;
-            int high = tf_high;
-            for (int i = 0; i < high; i++) {
-                size_t len = tf_len[i];
-                uintptr_t s = tf_start[i];
-                if (len && a >= s && a < s + len) {
-                    uintptr_t page = a & ~((uintptr_t)tf_page - 1);
-                    uintptr_t end = s + len;
-                    end = (end + (uintptr_t)tf_page - 1) & ~((uintptr_t)tf_page - 1);
-                    void *r = mmap((void *)page, (size_t)(end - page), PROT_READ,
-                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-                    if (r != MAP_FAILED) {
-                        tf_faulted[i] = 1;
-                        tf_faults++;
-                        return;
-                    }
-                    break;
-                }
-            }
-        }
-        /* Not ours: hand the signal to whoever was installed before us, once. A second foreign
-           signal (handlers bouncing between each other) falls back to the default action. */
-        if (tf_foreign) {
-            signal(sig, SIG_DFL);
-        } else {
-            tf_foreign = 1;
-            sigaction(SIGBUS, &tf_prev, NULL);
-        }
-        if (si == NULL || si->si_code <= 0) {
-            raise(sig);  /* a sent signal does not repeat by itself */
-        }
-        /* A real fault repeats when we return, now reaching the restored handler. */
-    }
-
-    static int tf_install(void) {
-        struct sigaction cur, act;
-        tf_page = sysconf(_SC_PAGESIZE);
-        if (tf_page <= 0) tf_page = 4096;
-        if (sigaction(SIGBUS, NULL, &cur) != 0) return -1;
-        if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == tf_handler) return 0;
-        memset(&act, 0, sizeof(act));
-        act.sa_sigaction = tf_handler;
-        act.sa_flags = SA_SIGINFO | SA_ONSTACK;
-        sigemptyset(&act.sa_mask);
-        tf_prev = cur;
-        tf_foreign = 0;
-        if (sigaction(SIGBUS, &act, NULL) != 0) return -1;
-        tf_installed = 1;
-        return 0;
-    }
-
-    static int tf_register(uintptr_t start, size_t len) {
-        for (int i = 0; i < TF_SLOTS; i++) {
-            if (tf_len[i] == 0) {
-                tf_faulted[i] = 0;
-                tf_start[i] = start;
-                __sync_synchronize();
-                tf_len[i] = len;
-                if (i >= tf_high) tf_high = i + 1;
-                return i;
-            }
-        }
-        return -1;
-    }
-
-    static void tf_unregister(int i) {
-        tf_len[i] = 0;
-        __sync_synchronize();
-    }
-
-    /* madvise(MADV_HUGEPAGE) where the platform has it; -1 elsewhere. */
-    static int tf_advise_huge(void *addr, size_t len) {
-    #ifdef MADV_HUGEPAGE
-        return madvise(addr, len, MADV_HUGEPAGE);
-    #else
-        (void)addr; (void)len;
-        return -1;
-    #endif
-    }
-    """
-    int tf_install() nogil
-    int tf_register(uintptr_t start, size_t length) nogil
-    void tf_unregister(int slot) nogil
-    int tf_advise_huge(void *addr, size_t length) nogil
+# The platform's half (POSIX: mmap and the SIGBUS handler; Windows: MapViewOfFile, where a
+# mapped file cannot be truncated, so nothing faults) is in _safemap.h.
+cdef extern from "_safemap.h" nogil:
+    int tf_install()
+    int tf_register(uintptr_t start, size_t length)
+    void tf_unregister(int slot)
+    int tf_file_size(int fd, int64_t *size)
+    void *tf_map(int fd, size_t size, long *err)
+    void tf_unmap(void *p, size_t size)
+    int tf_release(void *addr, size_t length)
+    int tf_advise_huge(void *addr, size_t length)
     int tf_faulted[8192]
     int tf_faults
     long tf_page
-
-cdef extern from "<sys/mman.h>" nogil:
-    void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset)
-    int munmap(void *addr, size_t length)
-    int madvise(void *addr, size_t length, int advice)
-    int MADV_DONTNEED
-    int PROT_READ
-    int MAP_SHARED
-    int MAP_FAILED_INT "((intptr_t)MAP_FAILED)"
-
-cdef extern from "<stdint.h>":
-    ctypedef long intptr_t
-
-cdef extern from "<sys/stat.h>" nogil:
-    cdef struct stat:
-        long st_size
-    int fstat(int fd, stat *buf)
-
-cdef extern from "<errno.h>":
-    int errno
+    int TF_MAP_WINERROR
 
 from os import strerror as _strerror
+
+
+cdef object _map_error(long code):
+    """The OSError of a failed map: ``code`` is an errno, or on Windows a GetLastError() code."""
+    if TF_MAP_WINERROR:
+        import ctypes
+        return OSError(None, ctypes.FormatError(code), None, code)  # errno from winerror
+    return OSError(code, _strerror(code))
 
 
 def install_handler():
@@ -172,7 +71,9 @@ cdef class SafeMap:
     cdef Py_ssize_t strides[1]
 
     def __cinit__(self, int fd, Py_ssize_t size):
-        cdef stat st
+        cdef int64_t file_size = 0
+        cdef long err = 0
+        cdef int rc
         cdef void *p
         self.addr = NULL
         self.length = 0
@@ -180,19 +81,20 @@ cdef class SafeMap:
         self.exports = 0
         if size < 0:
             raise ValueError("size must be >= 0")
-        if fstat(fd, &st) != 0:
-            raise OSError(errno, _strerror(errno))
-        if size > st.st_size:
-            size = st.st_size
+        rc = tf_file_size(fd, &file_size)
+        if rc != 0:
+            raise OSError(rc, _strerror(rc))
+        if size > file_size:
+            size = <Py_ssize_t>file_size
         if size == 0:
             return
         tf_install()
-        p = mmap(NULL, <size_t>size, PROT_READ, MAP_SHARED, fd, 0)
-        if <intptr_t>p == MAP_FAILED_INT:
-            raise OSError(errno, _strerror(errno))
+        p = tf_map(fd, <size_t>size, &err)
+        if p == NULL:
+            raise _map_error(err)
         self.slot = tf_register(<uintptr_t>p, <size_t>size)
         if self.slot < 0:
-            munmap(p, <size_t>size)
+            tf_unmap(p, <size_t>size)
             raise OSError("too many open file maps (8192)")
         self.addr = <char *>p
         self.length = size
@@ -200,7 +102,7 @@ cdef class SafeMap:
     def __dealloc__(self):
         if self.addr != NULL:
             tf_unregister(self.slot)
-            munmap(self.addr, <size_t>self.length)
+            tf_unmap(self.addr, <size_t>self.length)
             self.addr = NULL
 
     def __len__(self):
@@ -209,9 +111,10 @@ cdef class SafeMap:
     def release(self, Py_ssize_t offset, Py_ssize_t size):
         """Drop this process's pages of ``[offset, offset + size)`` (whole pages inside it).
 
-        ``madvise(MADV_DONTNEED)`` on a shared read-only file map: the pages leave this
-        process's resident set (RSS) but stay in the page cache, and the next access maps them
-        again with the file's bytes, so a view over a released range still reads its data.
+        ``madvise(MADV_DONTNEED)`` on a shared read-only file map (``VirtualUnlock`` on
+        Windows): the pages leave this process's resident set (RSS) but stay in the page cache,
+        and the next access maps them again with the file's bytes, so a view over a released
+        range still reads its data.
         Returns the bytes released (0 when the range holds no whole page).
         """
         cdef Py_ssize_t page = tf_page, lo, hi
@@ -230,7 +133,7 @@ cdef class SafeMap:
         if hi <= lo:
             return 0
         with nogil:
-            rc = madvise(self.addr + lo, <size_t>(hi - lo), MADV_DONTNEED)
+            rc = tf_release(self.addr + lo, <size_t>(hi - lo))
         return hi - lo if rc == 0 else 0
 
     def advise_huge(self, Py_ssize_t offset, Py_ssize_t size):

@@ -16,10 +16,7 @@ cdef inline void set_bit(uint8_t* bits, Py_ssize_t i) noexcept nogil:
     bits[i >> 3] |= <uint8_t>(1 << (i & 7))
 
 
-cdef extern from *:
-    """
-    #define TF_CLZ64(x) __builtin_clzll(x)
-    """
+cdef extern from "_portable.h":
     int TF_CLZ64(unsigned long long) nogil
 
 

@@ -26,7 +26,7 @@ from ..fits.image_plan import plan_image
 from ..fits.paths import is_url
 from ..fits.sources import open_source
 from ..fits.sources.base import faults_seen
-from ..fits.sources.local import stat_key
+from ..fits.sources.local import OPEN_READ, pread, stat_key
 from ..fits.sources.resolve import per_process
 from ..image.plain import Image
 from .remote import local_copy
@@ -182,12 +182,12 @@ def _primary_plain(path: str) -> tuple[_Plan, bytes, int] | None:
     random groups, extensions' keywords, repeated or non-numeric scaling keywords, headers
     that are not printable, files cut short, empty or uint64 images."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, OPEN_READ)
     except OSError:
         return None  # the general path raises the right error
     try:
         # 64 KiB holds a stamp whole; below malloc's mmap threshold it costs no extra syscalls.
-        buf = os.pread(fd, _FIRST_READ, 0)
+        buf = pread(fd, _FIRST_READ, 0)
         size = len(buf) if len(buf) < _FIRST_READ else os.fstat(fd).st_size
         end = _header.find_header_end(buf, 0, len(buf))
         if end < 0 or not _header.header_is_printable(buf, 0, end):
@@ -221,7 +221,7 @@ def _primary_plain(path: str) -> tuple[_Plan, bytes, int] | None:
         if size < end + nbytes:
             return None
         if len(buf) < end + nbytes:
-            buf = os.pread(fd, nbytes, end)
+            buf = pread(fd, nbytes, end)
             end = 0
             if len(buf) < nbytes:
                 return None

@@ -24,6 +24,7 @@ from .._kernels import _header
 from ..errors import FitsError
 from ..fits.hdu_index import data_unit
 from ..fits.image_plan import ImagePlan
+from ..fits.sources.local import OPEN_READ, pread
 from ..fits.sources.resolve import per_process
 from ..fits.tile_layout import TileLayout
 from ..image.codec_registry import TILE_OK, Codec, lookup
@@ -269,7 +270,7 @@ def _read_small(path: str, hdu: int) -> tuple[bytes, tuple, tuple | None] | None
     already found it does not take (nothing read then). The version (device, inode, size,
     mtime and ctime) is taken before the read."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, OPEN_READ)
     except OSError:
         return None
     try:
@@ -280,7 +281,7 @@ def _read_small(path: str, hdu: int) -> tuple[bytes, tuple, tuple | None] | None
         seen = _files.get((path, hdu))
         if seen is not None and seen[0] == version and seen[1] is None:
             return None
-        buf = os.pread(fd, st.st_size, 0)
+        buf = pread(fd, st.st_size, 0)
         return buf, version, seen if seen is not None and seen[0] == version else None
     finally:
         os.close(fd)

@@ -4,15 +4,39 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Callable
 
 from ..._kernels._safemap import SafeMap
 from ...errors import FitsFileNotFoundError
 from .base import ViewSource
 
-__all__ = ["LocalSource", "InMemoryFileSource", "stat_key", "HUGE_MIN_BYTES"]
+__all__ = ["LocalSource", "InMemoryFileSource", "stat_key", "HUGE_MIN_BYTES", "OPEN_READ", "pread"]
 
 HUGE_MIN_BYTES = 4 << 20
 """Maps of files from this size on ask for transparent huge pages (`LocalSource`)."""
+
+OPEN_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+"""``os.open`` flags of a read-only descriptor: binary on Windows, where a descriptor opens in
+text mode otherwise (its reads would turn CR LF into LF and stop at a ^Z byte)."""
+
+
+def _seek_read(fd: int, n: int, offset: int) -> bytes:
+    """``os.pread`` for platforms without it (Windows): a seek and reads until ``n`` bytes or
+    the end of the file. The descriptor's position moves: only for descriptors no other thread
+    uses."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts = []
+    while n > 0:
+        part = os.read(fd, n)
+        if not part:
+            break
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+pread: Callable[[int, int, int], bytes] = getattr(os, "pread", _seek_read)
+"""``os.pread`` (fd, n, offset) where the platform has it (POSIX), else `_seek_read`."""
 
 
 def stat_key(path: str) -> tuple[int, int, int, int, int]:
@@ -56,7 +80,7 @@ class LocalSource(ViewSource):
         self.size = size
         try:
             # A bare descriptor: a Python file object would add fstat, isatty and tell calls.
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(path, OPEN_READ | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
             raise FitsFileNotFoundError(
                 f"Could not open FITS file: {path} ({exc.strerror})"
