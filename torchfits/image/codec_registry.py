@@ -92,12 +92,6 @@ def inflate_backend() -> Any:
     return isal_zlib
 
 
-@functools.lru_cache(maxsize=1)
-def _random_table() -> np.ndarray:
-    """The convention's dither sequence as float32 (`_quantize.random_table`), built once."""
-    return _quantize.random_table()
-
-
 def _as_bytes(buf: Any) -> np.ndarray:
     arr = np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf
     return np.ascontiguousarray(arr.reshape(-1).view(np.uint8))
@@ -320,7 +314,7 @@ class Rice1(Codec):
             raise ValueError(f"quantised RICE_1 tiles hold 4-byte integers, not BYTEPIX {self.bytepix}")
         _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, out, self.blocksize, status, stop,
                                   zscale, zzero, tile_index, method, zdither0, null_value is not None,
-                                  0 if null_value is None else null_value, _random_table())
+                                  0 if null_value is None else null_value, _quantize.random_table())
 
     def get_config(self) -> dict[str, Any]:
         return {"id": self.codec_id, "blocksize": self.blocksize, "bytepix": self.bytepix}
