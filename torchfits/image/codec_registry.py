@@ -147,6 +147,10 @@ class Codec:
     #: Has `decode_many_dequant`: quantised tiles decoded and dequantised one at a time in one
     #: GIL-free call, each tile's integers still in cache when they are dequantised.
     fuses_dequant: ClassVar[bool] = False
+    #: Full reads decode on the calling thread only, whatever ``threads`` asks: the decode is a
+    #: small part of the read and the rest, the kernel clearing the fresh output's pages, did not
+    #: get faster with a second thread (docs/benchmarks.md, "Tile-compressed images").
+    one_thread_reads: ClassVar[bool] = False
 
     # -- what writers ask ---------------------------------------------------------------------
     @classmethod
@@ -427,6 +431,7 @@ class Plio1(Codec):
     heap_itemsize = 2
     skips_zeros = True
     has_many = True
+    one_thread_reads = True
 
     @classmethod
     def check_pixels(cls, native: np.ndarray, zbitpix: int) -> None:
