@@ -14,7 +14,7 @@ another copy of libdeflate's stable ABI (torchfits offers it the one the ``defla
 ships, a newer release that inflates faster than the system's).
 """
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
+from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, tile_skipped
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -280,12 +280,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
     try:
         with nogil:
             for i in range(n):
-                if stop[0]:
-                    bad += stop_rest(status, i, n)
-                    break
-                if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
-                        or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
-                    status[i] = TILE_MISMATCH
+                if tile_skipped(stop, status, i, offsets[i], sizes[i], blen, dest[i], npix[i], olen):
                     bad += 1
                     continue
                 want = npix[i] * itemsize

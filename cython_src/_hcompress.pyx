@@ -15,7 +15,7 @@ last level writes the caller's pixel type. 8- and 16-bit images are decoded in 3
 arithmetic, as CFITSIO decodes them; the others in 64-bit.
 """
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
+from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, tile_skipped
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -1288,7 +1288,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
     cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
     cdef const uint8_t* b = &buf[0] if blen else NULL
     cdef Py_ssize_t bad = 0
-    cdef int64_t nx, ny
+    cdef int64_t nx, ny, npx
     cdef int rc
     cdef _Work w
     cdef _Need need
@@ -1310,15 +1310,12 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
     try:
         with nogil:
             for i in range(n):
-                if stop[0]:
-                    bad += stop_rest(status, i, n)
-                    break
                 nx = nrows[i]
                 ny = ncols[i]
-                if offsets[i] < 0 or sizes[i] <= 0 or offsets[i] > blen - sizes[i] \
-                        or not (0 < nx <= 0x7FFFFFFF and 0 < ny <= 0x7FFFFFFF) \
-                        or nx * ny > 0x7FFFFFFF or dest[i] < 0 or dest[i] > olen - nx * ny:
-                    status[i] = TILE_MISMATCH
+                # a tile shape past 32 bits or an empty stream: -1 pixels, which is MISMATCH
+                npx = nx * ny if 0 < nx <= 0x7FFFFFFF and 0 < ny <= 0x7FFFFFFF \
+                    and nx * ny <= 0x7FFFFFFF and sizes[i] != 0 else -1
+                if tile_skipped(stop, status, i, offsets[i], sizes[i], blen, dest[i], npx, olen):
                     bad += 1
                     continue
                 rc = _decode_into(b + offsets[i], sizes[i], <int>nx, <int>ny, smooth, narrow, &w,

@@ -7,7 +7,7 @@ data), 2 IH / 3 DH (increment / decrement the high value), 4 HN (N pixels of the
 5 PN (N-1 zeros then one high pixel), 6 IS / 7 DS (increment / decrement and store one pixel).
 """
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t
-from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
+from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, tile_skipped
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -213,12 +213,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
         raise MemoryError()
     with nogil:
         for i in range(n):
-            if stop[0]:
-                bad += stop_rest(status, i, n)
-                break
-            if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
-                    or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
-                status[i] = TILE_MISMATCH
+            if tile_skipped(stop, status, i, offsets[i], sizes[i], blen, dest[i], npix[i], olen):
                 bad += 1
                 continue
             if itemsize == 4:  # the decoder's own type: straight into the output

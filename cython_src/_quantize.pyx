@@ -31,30 +31,36 @@ NO_DITHER = 0
 SUBTRACTIVE_DITHER_1 = 1
 SUBTRACTIVE_DITHER_2 = 2
 
-cdef float _rand[10000]  # single precision, as the convention's reference code keeps it
-cdef int _rand_ready = 0
+# The convention's random sequence, in single precision as its reference code keeps it: built
+# once at import into a read-only array that random_table() hands out, read by the loops below
+# through ``_rand``.
+_TABLE = np.empty(10000, np.float32)
+cdef float* _rand = <float*>cnp.PyArray_DATA(_TABLE)
 
 
-cdef void _init_random() noexcept nogil:
+cdef void _init_random(float* table) noexcept nogil:
     # Park & Miller's minimal standard generator (a = 16807, m = 2^31 - 1), seed 1.
     cdef double a = 16807.0, m = 2147483647.0, seed = 1.0, temp
     cdef int i
     for i in range(10000):
         temp = a * seed
         seed = temp - m * <double>(<long long>(temp / m))
-        _rand[i] = <float>(seed / m)
+        table[i] = <float>(seed / m)
 
 
-_init_random()
+_init_random(_rand)
+_TABLE.flags.writeable = False
+
+
+def random_table() -> np.ndarray:
+    """The convention's random sequence as the float32 values the dequantisers use (the one
+    read-only table; `_rice.decode_many_dequant` takes it)."""
+    return _TABLE
 
 
 def random_sequence() -> np.ndarray:
-    """The convention's 10,000 uniform random numbers in (0, 1) (float64 copy)."""
-    cdef cnp.ndarray[double, ndim=1] out = np.empty(10000, np.float64)
-    cdef int i
-    for i in range(10000):
-        out[i] = _rand[i]
-    return out
+    """The convention's 10,000 uniform random numbers in (0, 1) (a float64 copy of the table)."""
+    return _TABLE.astype(np.float64)
 
 
 def dither_seed(Py_ssize_t tile_index, long long zdither0) -> int:
@@ -66,15 +72,6 @@ cdef inline void _dequant(const int32_t* src, Py_ssize_t n, void* out, int is64,
                           double zero, int method, int iseed, int has_null,
                           int32_t null_value) noexcept nogil:
     dequant_tile(src, n, out, is64, scale, zero, method, iseed, has_null, null_value, _rand)
-
-
-def random_table() -> np.ndarray:
-    """The convention's random sequence as the float32 values the dequantisers use (a copy)."""
-    cdef cnp.ndarray[float, ndim=1] out = np.empty(10000, np.float32)
-    cdef int i
-    for i in range(10000):
-        out[i] = _rand[i]
-    return out
 
 
 def dequantize(const int32_t[::1] src, cnp.ndarray out, double scale, double zero, int method,

@@ -11,7 +11,7 @@ d are mapped to non-negative integers as ``2d`` (d >= 0) or ``-2d-1`` (d < 0), m
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from _dequant cimport dequant_tile
-from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, stop_rest
+from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, tile_skipped
 
 cimport numpy as cnp
 
@@ -569,12 +569,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
         raise ValueError("stop must hold one byte")
     with nogil:
         for i in range(n):
-            if stop[0]:
-                bad += stop_rest(status, i, n)
-                break
-            if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
-                    or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
-                status[i] = TILE_MISMATCH
+            if tile_skipped(stop, status, i, offsets[i], sizes[i], blen, dest[i], npix[i], olen):
                 bad += 1
                 continue
             rc = _decode(b + offsets[i], sizes[i], o + dest[i] * bytepix, npix[i], bytepix,
@@ -625,12 +620,7 @@ def decode_many_dequant(const uint8_t[::1] buf, const int64_t[::1] offsets,
     try:
         with nogil:
             for i in range(n):
-                if stop[0]:
-                    bad += stop_rest(status, i, n)
-                    break
-                if offsets[i] < 0 or sizes[i] < 0 or offsets[i] + sizes[i] > blen \
-                        or dest[i] < 0 or npix[i] < 0 or dest[i] + npix[i] > olen:
-                    status[i] = TILE_MISMATCH
+                if tile_skipped(stop, status, i, offsets[i], sizes[i], blen, dest[i], npix[i], olen):
                     bad += 1
                     continue
                 rc = _decode(b + offsets[i], sizes[i], <uint8_t*>scratch, npix[i], 4, blocksize)

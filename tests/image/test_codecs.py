@@ -663,3 +663,58 @@ def test_gzip_newer_libdeflate_from_the_deflate_package():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("libdeflate from deflate") and done.stdout.split()[-1] == "False"
+
+
+@pytest.mark.parametrize("kernel", ["rice", "rice_dequant", "plio", "gzip", "hcompress"])
+def test_many_tile_kernels_reject_bounds_whose_sums_overflow(kernel):
+    """An offset + size or a destination + pixel count past 2**63 (a corrupt descriptor) is
+    MISMATCH in every batched kernel (one shared check), never a read or write out of bounds;
+    the other tiles decode, and a raised stop flag marks every tile STOPPED."""
+    rng = np.random.default_rng(29)
+    tiles = [rng.integers(0, 50, 120).astype(np.int32) for _ in range(4)]
+    npix = np.full(4, 120, np.int64)
+    dest = np.arange(4, dtype=np.int64) * 120
+    ncols = None
+    if kernel.startswith("rice"):
+        blobs = [_rice.encode(t, 4, 32) for t in tiles]
+        buf = np.frombuffer(b"".join(blobs), np.uint8)
+        sizes = np.array([len(b) for b in blobs], np.int64)
+        offsets = np.cumsum(sizes) - sizes
+    elif kernel == "plio":
+        buf, offsets, sizes, npix, dest = _plio_heap(tiles)
+    elif kernel == "gzip":
+        buf, offsets, sizes = _gzip_tiles(tiles, True, 31)
+    else:
+        shapes = [(10, 12)] * 4
+        hc, buf, offsets, sizes, rows, ncols, dest = _hc_tiles(shapes, seed=4)
+        tiles = [t.reshape(-1).astype(np.int32) for t in hc]
+    offsets, dest = offsets.copy(), dest.copy()
+    offsets[1] = 2**63 - 8  # + size wraps past 2**63
+    dest[2] = 2**63 - 8  # + pixel count wraps past 2**63
+    out = np.full(480, -1, np.float32 if kernel == "rice_dequant" else np.int32)
+
+    def run(stop):
+        status = np.full(4, 9, np.uint8)
+        if kernel == "rice":
+            bad = _rice.decode_many(buf, offsets, sizes, npix, dest, out, 4, 32, status, stop)
+        elif kernel == "rice_dequant":
+            ones = np.ones(4)
+            bad = _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, out, 32, status, stop,
+                                            ones, np.zeros(4), np.arange(4, dtype=np.int64), 0, 1,
+                                            False, 0, _quantize.random_table())
+        elif kernel == "plio":
+            bad = _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, stop)
+        elif kernel == "gzip":
+            bad = _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, 4, True, status, stop)
+        else:
+            bad = _hcompress.decode_many(buf, offsets, sizes, rows, ncols, dest, out, False, False,
+                                         status, stop)
+        return bad, status.tolist()
+
+    assert run(np.zeros(1, np.uint8)) == (2, [_rice.OK, _rice.MISMATCH, _rice.MISMATCH, _rice.OK])
+    for k in (0, 3):
+        want = tiles[k] + (0.0 if kernel == "rice_dequant" else 0)
+        assert np.array_equal(out[k * 120:(k + 1) * 120], want)
+    assert (out[120:360] == -1).all()
+    assert run(np.ones(1, np.uint8)) == (4, [_rice.STOPPED] * 4)
+    assert not _quantize.random_table().flags.writeable

@@ -179,6 +179,33 @@ def test_plio_full_read_into_fresh_zeros_or_callers_out(tmp_path, fitsio, thread
     assert np.array_equal(mine, mask)
 
 
+def test_plio_full_read_runs_on_the_calling_thread(tmp_path, fitsio, monkeypatch):
+    """PLIO_1 full reads (`Codec.one_thread_reads`) decode on the calling thread even when
+    more threads are asked for; other codecs still share their chunks. Odd tile sizes, a last
+    partial tile and all-zero tiles read back as fitsio reads them."""
+    from torchfits.image import compressed
+
+    mask = np.zeros((301, 259), np.int32)
+    mask[40:90, 10:200] = 5
+    mask[290:, 250:] = 1 << 23  # the last, partial tile
+    p = tmp_path / "m.fits"
+    fitsio.write(str(p), mask, compress="PLIO_1", tile_dims=[13, 259])
+    q = tmp_path / "r.fits"
+    fitsio.write(str(q), mask, compress="RICE_1", tile_dims=[13, 259])
+    seen = []
+    real = compressed.run_shared
+
+    def spy(fn, items, workers):
+        seen.append(workers)
+        return real(fn, items, workers)
+
+    monkeypatch.setattr(compressed, "run_shared", spy)
+    for threads in (1, 2):
+        _equal(read_numpy(p, 1, threads=threads), fitsio.read(str(p), ext=1))
+        _equal(read_numpy(q, 1, threads=threads), fitsio.read(str(q), ext=1))
+    assert seen == [1, 1, 1, 2]
+
+
 @pytest.mark.parametrize("dtype", [np.int16, np.float32])
 def test_three_d_tiles(tmp_path, fitsio, dtype):
     data = _data(dtype, (5, 21, 19), seed=6)

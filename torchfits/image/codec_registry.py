@@ -92,12 +92,6 @@ def inflate_backend() -> Any:
     return isal_zlib
 
 
-@functools.lru_cache(maxsize=1)
-def _random_table() -> np.ndarray:
-    """The convention's dither sequence as float32 (`_quantize.random_table`), built once."""
-    return _quantize.random_table()
-
-
 def _as_bytes(buf: Any) -> np.ndarray:
     arr = np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf
     return np.ascontiguousarray(arr.reshape(-1).view(np.uint8))
@@ -153,6 +147,10 @@ class Codec:
     #: Has `decode_many_dequant`: quantised tiles decoded and dequantised one at a time in one
     #: GIL-free call, each tile's integers still in cache when they are dequantised.
     fuses_dequant: ClassVar[bool] = False
+    #: Full reads decode on the calling thread only, whatever ``threads`` asks: the decode is a
+    #: small part of the read and the rest, the kernel clearing the fresh output's pages, did not
+    #: get faster with a second thread (docs/benchmarks.md, "Tile-compressed images").
+    one_thread_reads: ClassVar[bool] = False
 
     # -- what writers ask ---------------------------------------------------------------------
     @classmethod
@@ -320,7 +318,7 @@ class Rice1(Codec):
             raise ValueError(f"quantised RICE_1 tiles hold 4-byte integers, not BYTEPIX {self.bytepix}")
         _rice.decode_many_dequant(buf, offsets, sizes, npix, dest, out, self.blocksize, status, stop,
                                   zscale, zzero, tile_index, method, zdither0, null_value is not None,
-                                  0 if null_value is None else null_value, _random_table())
+                                  0 if null_value is None else null_value, _quantize.random_table())
 
     def get_config(self) -> dict[str, Any]:
         return {"id": self.codec_id, "blocksize": self.blocksize, "bytepix": self.bytepix}
@@ -433,6 +431,7 @@ class Plio1(Codec):
     heap_itemsize = 2
     skips_zeros = True
     has_many = True
+    one_thread_reads = True
 
     @classmethod
     def check_pixels(cls, native: np.ndarray, zbitpix: int) -> None:

@@ -629,8 +629,11 @@ class CompressedImage(Image):
         # Every tile once, in parallel (the public `read` casts when a dtype was asked for);
         # always owned memory (``copy`` is accepted for the plain-image signature).
         nthreads = default_threads() if threads is None else max(1, int(threads))
+        codec = self._tiles().codec
+        if codec.one_thread_reads:
+            nthreads = 1
         zeroed = False
-        if out is None and self._tiles().codec.skips_zeros:
+        if out is None and codec.skips_zeros:
             # calloc'd: the kernel writes the non-zero pixels only, and the threads fault in the
             # pages they write in parallel (docs/benchmarks.md, "Tile-compressed images")
             out = np.zeros(self.shape, self._plan.dtype)
