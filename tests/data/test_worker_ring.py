@@ -97,7 +97,11 @@ def test_what_the_ring_does_not_take(in_worker):
     assert type(for_transfer(first)) is wt._InRing  # sizes the slots: 1 MiB
     assert type(for_transfer(torch.ones(2 * JUST_ABOVE + (1 << 18)))) is torch.Tensor  # > a slot
     assert type(for_transfer(torch.ones(2, JUST_ABOVE)[:, ::2])) is torch.Tensor  # not contiguous
-    assert type(for_transfer(torch.ones(JUST_ABOVE * 2, dtype=torch.bfloat16))) is torch.Tensor
+    half = for_transfer(torch.arange(JUST_ABOVE * 2, dtype=torch.bfloat16))  # bytes: any dtype
+    assert type(half) is wt._InRing
+    got = pickle.loads(ForkingPickler.dumps(half))
+    assert got.dtype == torch.bfloat16 and torch.equal(got, half.as_subclass(torch.Tensor))
+    assert type(for_transfer(torch.ones(JUST_ABOVE, dtype=torch.float8_e4m3fn))) is torch.Tensor
     assert type(for_transfer(torch.ones(JUST_ABOVE, requires_grad=True))) is torch.Tensor
     mixed = for_transfer({"big": torch.ones(JUST_ABOVE), "small": torch.ones(4)})
     assert type(mixed["big"]) is wt._InRing and type(mixed["small"]) is not wt._InRing

@@ -19,10 +19,10 @@ from .worker_transfer import ring_mark
 __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position",
            "for_transfer"]
 
-# Bytes; a larger tensor leaves a worker through shared memory. Per batch the main process pays
-# ~2 ms per MiB to read and unpickle bytes against ~1.3 ms flat for a shared-memory segment;
-# the two meet near 512 KiB (benchmarks/run_transfer.py; docs/architecture.md, "Small batches
-# leave a worker by value").
+# Bytes; a larger tensor leaves a worker through its ring of shared-memory slots (or torch's
+# shared memory). Per batch the main process pays ~2 ms per MiB to read and unpickle bytes
+# against ~1.3 ms flat for a shared-memory segment; the two meet near 512 KiB
+# (benchmarks/run_transfer.py; docs/architecture.md, "Small batches leave a worker by value").
 _BY_VALUE_MAX = 512 << 10
 _BY_VALUE_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
                               torch.int64, torch.uint16, torch.uint32, torch.uint64, torch.float16,

@@ -47,7 +47,7 @@ _ACK = _HEADER - 1  # set by the main process once it has cached the buffer
 _MIN_SLOT = 64 << 10
 _DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
                      torch.uint16, torch.uint32, torch.uint64, torch.float16, torch.float32,
-                     torch.float64, torch.complex64, torch.complex128})
+                     torch.float64, torch.complex64, torch.complex128, torch.bfloat16})
 
 
 class _Ring:
