@@ -195,3 +195,5 @@ def test_cached_rings_do_not_grow(monkeypatch):
         _check(ds, list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)))
         assert wt.ring_stats()["rings_cached"] <= 4
     assert wt.ring_stats()["rings_received"] - received == 12
+    wt.forget_gone_workers()  # what a torchfits loader's pass starts with
+    assert wt.ring_stats()["rings_cached"] == 0  # the last loader's workers have exited

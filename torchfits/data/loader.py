@@ -14,7 +14,7 @@ import torch
 
 from .._torch_adapter import validate_device
 from .remote import is_http_url, prefetch_urls
-from .worker_transfer import ring_mark
+from .worker_transfer import forget_gone_workers, ring_mark
 
 __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position",
            "for_transfer"]
@@ -236,6 +236,7 @@ class _LoaderMixin:
     target_device: str | None
 
     def __iter__(self) -> Any:
+        forget_gone_workers()  # the rings of past loaders' exited workers
         it = super().__iter__()  # type: ignore[misc]
         if self.target_device is None:
             return it

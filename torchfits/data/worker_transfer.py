@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ring_mark", "ring_stats"]
+__all__ = ["forget_gone_workers", "ring_mark", "ring_stats"]
 
 _RING_OK = platform.machine().lower() in ("x86_64", "amd64")
 _RING_ENABLED = True  # benchmarks/run_transfer.py switches it off to measure torch's path
@@ -136,7 +136,7 @@ def _from_ring(key: tuple[int, int], slot: int, offset: int, nbytes: int, dtype:
         if ring is None:
             raise RuntimeError(f"a batch refers to DataLoader worker {key[0]}'s shared-memory ring, "
                                "which this process has not received")
-        _forget_gone_workers()
+        forget_gone_workers()
         entry = _RINGS[key] = (ring, ring.numpy())
         _STATS["rings_received"] += 1
     buf, flags = entry
@@ -150,8 +150,9 @@ def _from_ring(key: tuple[int, int], slot: int, offset: int, nbytes: int, dtype:
     return torch.from_numpy(out).view(getattr(torch, dtype)).view(shape)
 
 
-def _forget_gone_workers() -> None:
-    """Drop the cached rings of workers that have exited (a new ring is being received)."""
+def forget_gone_workers() -> None:
+    """Drop the cached rings of workers that have exited (when a new ring arrives, and when a
+    torchfits loader starts a pass)."""
     for key in list(_RINGS):
         try:
             os.kill(key[0], 0)
