@@ -3,9 +3,9 @@
 torch moves a tensor out of a worker into a new shared-memory segment whose descriptor the main
 process fetches from the worker over a socket: a round trip per tensor (~1.2 ms of the main
 process's CPU at any size) that waits for the worker to be scheduled. Here a worker makes one
-buffer of ``K`` slots, the first time a batch holds a tensor above the by-value limit
-(`torchfits.data.loader.for_transfer`), and copies each later such tensor into a free slot; what
-is pickled is the slot's reference (a few hundred bytes through the pipe). The buffer reaches the
+buffer of ``K`` slots the first time a batch holds a tensor above the by-value limit
+(`torchfits.data.loader.for_transfer`), and copies each such tensor, that one included, into a
+free slot; what is pickled is the slot's reference (a few hundred bytes through the pipe). The buffer reaches the
 main process once, through torch's reduction, with the references until the main process says it
 holds it. The main process copies the slot into a fresh tensor (owned memory: never a view of a
 buffer the worker will overwrite) and frees the slot. No free slot, a tensor larger than a slot
