@@ -5,11 +5,11 @@ process fetches from the worker over a socket: a round trip per tensor (~1.2 ms 
 process's CPU at any size) that waits for the worker to be scheduled. Here a worker makes one
 buffer of ``K`` slots the first time a batch holds a tensor above the by-value limit
 (`torchfits.data.loader.for_transfer`), and copies each such tensor, that one included, into a
-free slot; what is pickled is the slot's reference (a few hundred bytes through the pipe). The buffer reaches the
-main process once, through torch's reduction, with the references until the main process says it
-holds it. The main process copies the slot into a fresh tensor (owned memory: never a view of a
-buffer the worker will overwrite) and frees the slot. No free slot, a tensor larger than a slot
-or of another kind: torch's path, as before.
+free slot; what is pickled is the slot's reference (a few hundred bytes through the pipe). The
+buffer reaches the main process once, through torch's reduction, with the references until the
+main process says it holds it. The main process copies the slot into a fresh tensor (owned
+memory: never a view of a buffer the worker will overwrite) and frees the slot. No free slot, a
+tensor larger than a slot or of another kind: torch's path, as before.
 
 Buffer layout: ``_HEADER`` bytes (one flag byte per slot, 1 while the slot holds a tensor the
 main process has not copied yet; the last byte the main process sets once it has cached the
