@@ -1,15 +1,18 @@
-"""How a batch tensor leaves a DataLoader worker: by value (`torchfits.data.loader.for_transfer`)
-against torch's shared memory, by tensor size.
+"""How a batch tensor leaves a DataLoader worker: by value (`torchfits.data.loader.for_transfer`),
+through torch's shared memory, or through the worker's ring of shared-memory slots
+(`torchfits.data.worker_transfer`), by tensor size.
 
 Usage: ``python benchmarks/run_transfer.py [--sizes 128,512,1024,4096] [--batches 400] [--rounds 3]``
 (sizes in KiB).
 
 For each size a DataLoader with 2 fork workers hands out ``--batches`` float32 tensors of that
-size, each marked by `for_transfer`; the by-value limit (`loader._BY_VALUE_MAX`) is set above the
-size for "value" and to 0 for "shm" before the workers fork. After 20 batches of warm-up the main
-process's CPU time per batch (``time.process_time``: receiving, unpickling, rebuilding the
-tensor) and the workers' (their ``RUSAGE_CHILDREN`` once they are reaped) are taken, with the
-wall time per batch. Rounds alternate the two ways; the table gives the best of ``--rounds``.
+size, each marked by `for_transfer`; before the workers fork the by-value limit
+(`loader._BY_VALUE_MAX`) is set above the size for "value", and to 0 for "shm" (the ring switched
+off, `worker_transfer._RING_ENABLED`) and "ring" (the ring on). After 20 batches of warm-up the
+main process's CPU time per batch (``time.process_time``: receiving, unpickling, rebuilding the
+tensor, then reading one value in each of its pages, as a consumer reading the batch faults them
+in) and the workers' (their ``RUSAGE_CHILDREN`` once they are reaped) are taken, with the wall
+time per batch. Rounds alternate the three ways; the table gives the best of ``--rounds``.
 With workers on every core the main process is what sets a loader's ceiling, so its column
 decides the limit (docs/architecture.md, "Small batches leave a worker by value").
 """
@@ -41,13 +44,15 @@ def _dataset(nbytes: int, n: int) -> Any:
     return Batches()
 
 
-def one_run(nbytes: int, limit: int, batches: int) -> tuple[float, float, float]:
-    """(main CPU ms, workers' CPU ms, wall ms) per batch with the by-value limit ``limit``."""
+def one_run(nbytes: int, way: str, batches: int) -> tuple[float, float, float]:
+    """(main CPU ms, workers' CPU ms, wall ms) per batch sent ``way`` (value, shm or ring)."""
     import torch
 
-    from torchfits.data import loader
+    from torchfits.data import loader, worker_transfer
 
-    loader._BY_VALUE_MAX = limit  # read in the workers, which fork after this
+    # read in the workers, which fork after this
+    loader._BY_VALUE_MAX = max(nbytes, 1) if way == "value" else 0
+    worker_transfer._RING_ENABLED = way == "ring"
     dl = torch.utils.data.DataLoader(_dataset(nbytes, batches + WARMUP), batch_size=None,
                                      num_workers=2, prefetch_factor=4, multiprocessing_context="fork")
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -57,7 +62,7 @@ def one_run(nbytes: int, limit: int, batches: int) -> tuple[float, float, float]
     c0, w0, k = time.process_time(), time.perf_counter(), 0
     for b in it:
         k += 1
-        float(b[0])
+        float(b[::1024].sum())  # the consumer reads every page of its batch
     c1, w1 = time.process_time(), time.perf_counter()
     del it, dl
     gc.collect()
@@ -68,23 +73,25 @@ def one_run(nbytes: int, limit: int, batches: int) -> tuple[float, float, float]
 
 
 def report(sizes_kib: list[int], batches: int, rounds: int) -> str:
-    from torchfits.data import loader
+    from torchfits.data import loader, worker_transfer
 
     default = loader._BY_VALUE_MAX
+    ways = ("value", "shm", "ring")
     lines = ["| tensor | way | main CPU ms / batch | workers' CPU ms / batch | wall ms / batch |",
              "|--:|:--|--:|--:|--:|"]
     try:
         for kib in sizes_kib:
             nbytes = kib << 10
-            got: dict[str, list[tuple[float, float, float]]] = {"value": [], "shm": []}
+            got: dict[str, list[tuple[float, float, float]]] = {way: [] for way in ways}
             for _ in range(rounds):
-                got["value"].append(one_run(nbytes, max(nbytes, 1), batches))
-                got["shm"].append(one_run(nbytes, 0, batches))
+                for way in ways:
+                    got[way].append(one_run(nbytes, way, batches))
             for way, runs in got.items():
                 best = [min(r[i] for r in runs) for i in range(3)]
                 lines.append(f"| {kib} KiB | {way} | {best[0]:.2f} | {best[1]:.2f} | {best[2]:.2f} |")
     finally:
         loader._BY_VALUE_MAX = default
+        worker_transfer._RING_ENABLED = True
     lines.append(f"\nDefault by-value limit: {default >> 10} KiB.")
     return "\n".join(lines)
 

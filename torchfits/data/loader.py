@@ -2,7 +2,8 @@
 ``StatefulDataLoader`` with ``stateful=True``, that given a CUDA device pins host batches and
 copies them with ``non_blocking``); what the map-style
 datasets' ``__getitem__``/``__getitems__`` share (`item_position`, `finish_batch`); how batches
-leave a DataLoader worker (`for_transfer`: by value, not through shared memory)."""
+leave a DataLoader worker (`for_transfer`: by value, or through the worker's ring of shared-memory
+slots, `torchfits.data.worker_transfer`)."""
 from __future__ import annotations
 
 import warnings
@@ -13,14 +14,15 @@ import torch
 
 from .._torch_adapter import validate_device
 from .remote import is_http_url, prefetch_urls
+from .worker_transfer import forget_gone_workers, ring_mark
 
 __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position",
            "for_transfer"]
 
-# Bytes; a larger tensor leaves a worker through shared memory. Per batch the main process pays
-# ~2 ms per MiB to read and unpickle bytes against ~1.3 ms flat for a shared-memory segment;
-# the two meet near 512 KiB (benchmarks/run_transfer.py; docs/architecture.md, "Small batches
-# leave a worker by value").
+# Bytes; a larger tensor leaves a worker through its ring of shared-memory slots (or torch's
+# shared memory). Per batch the main process pays ~2 ms per MiB to read and unpickle bytes
+# against ~1.3 ms flat for a shared-memory segment; the two meet near 512 KiB
+# (benchmarks/run_transfer.py; docs/architecture.md, "Small batches leave a worker by value").
 _BY_VALUE_MAX = 512 << 10
 _BY_VALUE_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
                               torch.int64, torch.uint16, torch.uint32, torch.uint64, torch.float16,
@@ -71,26 +73,44 @@ def _by_value(t: torch.Tensor) -> bool:
 
 def for_transfer(obj: Any) -> Any:
     """``obj`` (a tensor, or dicts, lists and tuples of them) with its CPU tensors of up to
-    512 KiB marked to leave this DataLoader worker by value (`_ByValue`); unchanged outside a
-    worker. The main process receives plain tensors with the same values, shapes and dtypes."""
+    512 KiB marked to leave this DataLoader worker by value (`_ByValue`) and larger contiguous
+    ones copied into the worker's ring of shared-memory slots (`worker_transfer.ring_mark`);
+    unchanged outside a worker. The main process receives plain tensors with the same values,
+    shapes and dtypes."""
     if torch.utils.data.get_worker_info() is None:
         return obj
-    marked = _mark(obj)
+    marked = _mark(obj, _larger(obj, []))
     _KEEP.append(marked)
     return marked
 
 
-def _mark(obj: Any) -> Any:
+def _larger(obj: Any, found: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors in ``obj`` above the by-value limit (what would size a new ring)."""
     if torch.is_tensor(obj):
-        if not _by_value(obj):
-            return obj
-        marked = obj.as_subclass(_ByValue)
-        marked._tf_array = obj.numpy()  # here, on the worker's thread: see __reduce_ex__
-        return marked
+        if obj.numel() * obj.element_size() > _BY_VALUE_MAX:
+            found.append(obj)
+    elif type(obj) is dict:
+        for v in obj.values():
+            _larger(v, found)
+    elif type(obj) in (list, tuple):
+        for v in obj:
+            _larger(v, found)
+    return found
+
+
+def _mark(obj: Any, large: list[torch.Tensor] | None = None) -> Any:
+    if torch.is_tensor(obj):
+        if _by_value(obj):
+            marked = obj.as_subclass(_ByValue)
+            marked._tf_array = obj.numpy()  # here, on the worker's thread: see __reduce_ex__
+            return marked
+        if large and obj.numel() * obj.element_size() > _BY_VALUE_MAX:
+            return ring_mark(obj, large)
+        return obj
     if type(obj) is dict:
-        return {k: _mark(v) for k, v in obj.items()}
+        return {k: _mark(v, large) for k, v in obj.items()}
     if type(obj) in (list, tuple):
-        return type(obj)(_mark(v) for v in obj)
+        return type(obj)(_mark(v, large) for v in obj)
     return obj
 
 
@@ -216,6 +236,7 @@ class _LoaderMixin:
     target_device: str | None
 
     def __iter__(self) -> Any:
+        forget_gone_workers()  # the rings of past loaders' exited workers
         it = super().__iter__()  # type: ignore[misc]
         if self.target_device is None:
             return it

@@ -1,0 +1,199 @@
+"""Large batch tensors leaving a DataLoader worker through its ring of shared-memory slots
+(`torchfits.data.worker_transfer`): the main process receives owned plain tensors equal to the
+worker's; a full ring, a tensor larger than a slot or of another kind takes torch's path; the
+main process's cache of rings does not grow over many loaders."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import time
+from multiprocessing.reduction import ForkingPickler
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch.multiprocessing")  # registers torch's reductions on ForkingPickler
+
+from torch.utils.data._utils import worker as torch_worker  # noqa: E402
+
+from torchfits.data import make_loader  # noqa: E402
+from torchfits.data import worker_transfer as wt  # noqa: E402
+from torchfits.data.loader import _BY_VALUE_MAX, fits_collate_fn, for_transfer  # noqa: E402
+
+pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+              pytest.mark.filterwarnings("ignore:.*pin_memory.*:UserWarning"),
+              pytest.mark.skipif(not wt._RING_OK, reason="the ring is used on x86-64 only")]
+HAS_FORK = "fork" in mp.get_all_start_methods()
+CONTEXTS = ["fork", "spawn"] if HAS_FORK else ["spawn"]
+JUST_ABOVE = _BY_VALUE_MAX // 4 + 1024  # float32 elements: 4 KiB above the by-value limit
+
+
+class Batches(torch.utils.data.Dataset):
+    """Item i: ``sizes[i]`` float32 values, an arange offset by ``i * 1e6`` (each differs)."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def __getitem__(self, i: int):
+        return for_transfer(self.want(i))
+
+    def want(self, i: int):
+        return torch.arange(self.sizes[i], dtype=torch.float32) + i * 1e6
+
+
+class Items(Batches):
+    """The same values, one item at a time (batched by `fits_collate_fn`)."""
+
+    def __getitem__(self, i: int):
+        return self.want(i)
+
+
+def _reads() -> int:
+    return wt.ring_stats()["ring_reads"]
+
+
+def _check(ds: Batches, got: list, order=None) -> None:
+    order = range(len(ds)) if order is None else order
+    assert len(got) == len(order)
+    for i, g in zip(order, got):
+        assert type(g) is torch.Tensor and g.dtype == torch.float32
+        assert torch.equal(g, ds.want(i)), i
+
+
+@pytest.fixture
+def in_worker(monkeypatch):
+    """This process as a DataLoader worker with no ring yet; the main-process cache emptied."""
+    monkeypatch.setattr(torch_worker, "_worker_info",
+                        torch_worker.WorkerInfo(id=0, num_workers=1, seed=0, dataset=None))
+    monkeypatch.setattr(wt, "_WORKER_RING", [])
+    monkeypatch.setattr(wt, "_RINGS", {})
+
+
+def test_ring_slots_fill_and_free(in_worker):
+    ts = [torch.arange(JUST_ABOVE, dtype=torch.float32) + k for k in range(wt._RING_SLOTS + 2)]
+    marked = [for_transfer(t) for t in ts]
+    # the ring's 4 slots, then torch's path while the main process has not read any
+    assert [type(m) for m in marked] == [wt._InRing] * wt._RING_SLOTS + [torch.Tensor] * 2
+    assert all(m._tf_ref[-1] is not None for m in marked[:wt._RING_SLOTS])  # buffer attached
+    blobs = [ForkingPickler.dumps(m) for m in marked]
+    assert all(len(b) < 2048 for b in blobs[:wt._RING_SLOTS])  # the reference, not the bytes
+    reads = _reads()
+    got = [pickle.loads(b) for b in blobs]
+    assert _reads() - reads == wt._RING_SLOTS
+    for g, t in zip(got, ts):
+        assert type(g) is torch.Tensor and torch.equal(g, t)
+    got[0].zero_()  # owned memory: the ring's slot is untouched, and the next copy is exact
+    again = for_transfer(ts[1])
+    assert type(again) is wt._InRing and again._tf_ref[-1] is None  # the main process holds it
+    assert torch.equal(pickle.loads(ForkingPickler.dumps(again)), ts[1])
+    assert wt.ring_stats()["rings_cached"] == 1
+
+
+def test_what_the_ring_does_not_take(in_worker):
+    first = torch.ones(JUST_ABOVE)
+    assert type(for_transfer(first)) is wt._InRing  # sizes the slots: 1 MiB
+    assert type(for_transfer(torch.ones(2 * JUST_ABOVE + (1 << 18)))) is torch.Tensor  # > a slot
+    assert type(for_transfer(torch.ones(2, JUST_ABOVE)[:, ::2])) is torch.Tensor  # not contiguous
+    half = for_transfer(torch.arange(JUST_ABOVE * 2, dtype=torch.bfloat16))  # bytes: any dtype
+    assert type(half) is wt._InRing
+    got = pickle.loads(ForkingPickler.dumps(half))
+    assert got.dtype == torch.bfloat16 and torch.equal(got, half.as_subclass(torch.Tensor))
+    assert type(for_transfer(torch.ones(JUST_ABOVE, dtype=torch.float8_e4m3fn))) is torch.Tensor
+    assert type(for_transfer(torch.ones(JUST_ABOVE, requires_grad=True))) is torch.Tensor
+    mixed = for_transfer({"big": torch.ones(JUST_ABOVE), "small": torch.ones(4)})
+    assert type(mixed["big"]) is wt._InRing and type(mixed["small"]) is not wt._InRing
+
+
+def test_unknown_ring_says_so():
+    with pytest.raises(RuntimeError, match="has not received"):
+        wt._from_ring((1, 2), 0, wt._HEADER, 4, "float32", (1,), None)
+
+
+def test_nothing_changes_without_workers():
+    ds = Batches([JUST_ABOVE] * 4)
+    reads = _reads()
+    _check(ds, list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)))
+    assert _reads() == reads
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_persistent_workers_epochs(context):
+    ds = Batches([JUST_ABOVE] * 22 + [4 * JUST_ABOVE] * 2)  # the last two: larger than a slot
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True,
+                                     multiprocessing_context=context)
+    reads = _reads()
+    for _ in range(3):
+        _check(ds, list(dl))
+    assert _reads() - reads >= 3 * 22 - 2 * 2 * wt._RING_SLOTS  # the ring carried nearly all
+    del dl
+
+
+def test_tensor_larger_than_the_first_slot():
+    context = "fork" if HAS_FORK else "spawn"
+    sizes = [JUST_ABOVE] * 6 + [4 * JUST_ABOVE] * 6 + [JUST_ABOVE] * 6
+    ds = Batches(sizes)
+    reads = _reads()
+    got = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
+                                           multiprocessing_context=context))
+    _check(ds, got)
+    assert 0 < _reads() - reads <= 12  # the larger ones took torch's path
+
+
+def test_main_process_behind_fills_the_ring():
+    ds = Batches([JUST_ABOVE] * 40)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, prefetch_factor=8)
+    reads = _reads()
+    got = []
+    for b in dl:
+        if len(got) < 4:
+            time.sleep(0.3)  # the workers run ahead: 8 in flight each, 4 slots
+        got.append(b)
+    _check(ds, got)
+    assert 0 < _reads() - reads < 40
+
+
+def test_pin_memory_and_out_of_order():
+    ds = Batches([JUST_ABOVE] * 16)
+    _check(ds, list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, pin_memory=True)))
+    got = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, in_order=False))
+    got.sort(key=lambda t: float(t[0]))
+    _check(ds, got)
+
+
+def test_stateful_resume_is_exact():
+    pytest.importorskip("torchdata")
+    context = "fork" if HAS_FORK else "spawn"  # spawned workers: test_persistent_workers_epochs
+    ds = Items([JUST_ABOVE // 2] * 20)  # batches of 2: just above the limit
+
+    def loader():
+        return make_loader(ds, batch_size=2, shuffle=False, num_workers=2, stateful=True,
+                           multiprocessing_context=context)
+
+    want = [torch.stack([ds.want(i), ds.want(i + 1)]) for i in range(0, 20, 2)]
+    first = loader()
+    it = iter(first)
+    head = [next(it) for _ in range(3)]
+    state = first.state_dict()
+    del it
+    second = loader()
+    second.load_state_dict(state)
+    rest = list(second)
+    got = head + rest
+    assert len(got) == len(want)
+    assert all(type(g) is torch.Tensor and torch.equal(g, w) for g, w in zip(got, want))
+    assert second.collate_fn is fits_collate_fn  # make_loader's default: through for_transfer
+
+
+def test_cached_rings_do_not_grow(monkeypatch):
+    monkeypatch.setattr(wt, "_RINGS", {})
+    ds = Batches([JUST_ABOVE] * 8)
+    received = wt.ring_stats()["rings_received"]
+    for _ in range(6):  # a fresh pair of workers (and rings) every pass
+        _check(ds, list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)))
+        assert wt.ring_stats()["rings_cached"] <= 4
+    assert wt.ring_stats()["rings_received"] - received == 12
+    wt.forget_gone_workers()  # what a torchfits loader's pass starts with
+    assert wt.ring_stats()["rings_cached"] == 0  # the last loader's workers have exited

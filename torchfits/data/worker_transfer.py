@@ -1,0 +1,167 @@
+"""A DataLoader worker's ring of reusable shared-memory slots for its large batch tensors.
+
+torch moves a tensor out of a worker into a new shared-memory segment whose descriptor the main
+process fetches from the worker over a socket: a round trip per tensor (~1.2 ms of the main
+process's CPU at any size) that waits for the worker to be scheduled. Here a worker makes one
+buffer of ``K`` slots the first time a batch holds a tensor above the by-value limit
+(`torchfits.data.loader.for_transfer`), and copies each such tensor, that one included, into a
+free slot; what is pickled is the slot's reference (a few hundred bytes through the pipe). The
+buffer reaches the main process once, through torch's reduction, with the references until the
+main process says it holds it. The main process copies the slot into a fresh tensor (owned
+memory: never a view of a buffer the worker will overwrite) and frees the slot. No free slot, a
+tensor larger than a slot or of another kind: torch's path, as before.
+
+Buffer layout: ``_HEADER`` bytes (one flag byte per slot, 1 while the slot holds a tensor the
+main process has not copied yet; the last byte the main process sets once it has cached the
+buffer), then the slots, each ``slot_bytes`` long.
+
+Memory ordering. The main process copies a slot and only then stores 0 into its flag; the worker
+loads the flag, sees 0, and only then stores into the slot. So the worker's stores come after
+the main process's loads of the same bytes if neither CPU makes a later store visible before an
+earlier load completes; x86-64 guarantees that (loads are not reordered with later stores), and
+the copy and the flag store are separate opaque calls the compilers cannot interleave. The ring
+is used on x86-64 only (`_RING_OK`); elsewhere tensors take torch's path. The worker's stores into
+a slot reach the main process before its reads: they precede the pipe write that carries the
+reference (a system call), which the main process's reads follow. Freeing flags per slot, not a
+FIFO count, so correctness does not depend on the order in which references are unpickled.
+"""
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["forget_gone_workers", "ring_mark", "ring_stats"]
+
+_RING_OK = platform.machine().lower() in ("x86_64", "amd64")
+_RING_ENABLED = True  # benchmarks/run_transfer.py switches it off to measure torch's path
+# Slots per large tensor of a worker's first ring batch: at most ``prefetch_factor`` (2 by
+# default) batches of a worker are produced and not yet unpickled by the main process (it sends
+# a worker a new index after receiving one of its batches); 4 covers prefetch_factor 4.
+_RING_SLOTS = 4
+_HEADER = 4096  # flags, the ack byte; keeps the slots page-aligned
+_ACK = _HEADER - 1  # set by the main process once it has cached the buffer
+_MIN_SLOT = 64 << 10
+_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                     torch.uint16, torch.uint32, torch.uint64, torch.float16, torch.float32,
+                     torch.float64, torch.complex64, torch.complex128, torch.bfloat16})
+
+
+class _Ring:
+    """A worker's buffer: ``K`` slots of ``slot_bytes``; its numpy view (``flags``: the header's
+    flag bytes and the slots)."""
+
+    def __init__(self, slots: int, slot_bytes: int) -> None:
+        self.pid = os.getpid()
+        self.key = (self.pid, int.from_bytes(os.urandom(8), "little"))
+        self.slots, self.slot_bytes = slots, slot_bytes
+        self.buf = torch.zeros(_HEADER + slots * slot_bytes, dtype=torch.uint8).share_memory_()
+        self.flags = self.buf.numpy()
+        self.next = 0
+
+    def take(self, t: torch.Tensor) -> tuple | None:
+        """Copy ``t`` into a free slot → its reference (what `_from_ring` gets), or None."""
+        nbytes = t.numel() * t.element_size()
+        if nbytes > self.slot_bytes:
+            return None
+        flags = self.flags
+        for j in range(self.slots):
+            slot = (self.next + j) % self.slots
+            if flags[slot] == 0:  # the flag load, before the stores into the slot
+                break
+        else:
+            return None  # the main process is behind: torch's path
+        self.next = slot + 1
+        flags[slot] = 1
+        offset = _HEADER + slot * self.slot_bytes
+        # numpy's copy: torch's uint8 copy_ costs ~8 ms per MiB here (threads that spin)
+        np.copyto(flags[offset:offset + nbytes], t.reshape(-1).view(torch.uint8).numpy())
+        ring = None if flags[_ACK] else self.buf  # until the main process holds it
+        return (self.key, slot, offset, nbytes, str(t.dtype).rpartition(".")[2], tuple(t.shape),
+                ring)
+
+
+class _InRing(torch.Tensor):
+    """A batch tensor copied into its worker's ring: it pickles as the slot's reference and
+    unpickles as a plain tensor (`_from_ring`). Operations on it give plain tensors."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+    _tf_ref: tuple  # made on the worker's thread (`ring_mark`); see loader._KEEP
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_from_ring, self._tf_ref)
+
+
+_WORKER_RING: list[_Ring] = []  # this worker's ring (empty until its first large tensor)
+
+
+def ring_mark(obj: Any, large: list[torch.Tensor]) -> Any:
+    """``obj`` (a tensor above the by-value limit, in a DataLoader worker) copied into this
+    worker's ring and marked to leave as the slot's reference; ``obj`` unchanged where the ring
+    does not take it. ``large``: the batch's tensors above the limit (they size a new ring)."""
+    if not (_RING_OK and _RING_ENABLED) or not _ring_kind(obj):
+        return obj
+    if not _WORKER_RING or _WORKER_RING[0].pid != os.getpid():
+        sizes = [t.numel() * t.element_size() for t in large if _ring_kind(t)]
+        if not sizes:
+            return obj
+        slot_bytes = max(_MIN_SLOT, 1 << (max(sizes) - 1).bit_length())
+        _WORKER_RING[:] = [_Ring(min(_RING_SLOTS * len(sizes), _ACK), slot_bytes)]
+    ref = _WORKER_RING[0].take(obj)
+    if ref is None:
+        return obj
+    marked = obj.as_subclass(_InRing)
+    marked._tf_ref = ref
+    return marked
+
+
+def _ring_kind(t: torch.Tensor) -> bool:
+    return (type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
+            and not t.requires_grad and t.dtype in _DTYPES and t.is_contiguous())
+
+
+# The main process's cache: ring key (worker pid, random id) → (buffer, its numpy view).
+_RINGS: dict[tuple[int, int], tuple[torch.Tensor, Any]] = {}
+_STATS = {"ring_reads": 0, "rings_received": 0}
+
+
+def _from_ring(key: tuple[int, int], slot: int, offset: int, nbytes: int, dtype: str,
+               shape: tuple, ring: torch.Tensor | None) -> torch.Tensor:
+    """Unpickling a `_InRing` (main process): the slot copied into a fresh tensor, then freed."""
+    entry = _RINGS.get(key)
+    if entry is None:
+        if ring is None:
+            raise RuntimeError(f"a batch refers to DataLoader worker {key[0]}'s shared-memory ring, "
+                               "which this process has not received")
+        forget_gone_workers()
+        entry = _RINGS[key] = (ring, ring.numpy())
+        _STATS["rings_received"] += 1
+    buf, flags = entry
+    # NumPy's allocation: transparent huge pages from 4 MiB (fewer faults than torch.empty's)
+    out = np.empty(nbytes, np.uint8)
+    np.copyto(out, flags[offset:offset + nbytes])
+    flags[slot] = 0  # after the copy: the slot is the worker's again (module docstring)
+    if not flags[_ACK]:
+        flags[_ACK] = 1  # the worker stops attaching the buffer to its references
+    _STATS["ring_reads"] += 1
+    return torch.from_numpy(out).view(getattr(torch, dtype)).view(shape)
+
+
+def forget_gone_workers() -> None:
+    """Drop the cached rings of workers that have exited (when a new ring arrives, and when a
+    torchfits loader starts a pass)."""
+    for key in list(_RINGS):
+        try:
+            os.kill(key[0], 0)
+        except ProcessLookupError:
+            _RINGS.pop(key, None)
+        except OSError:
+            pass  # exists, another user's: keep
+
+
+def ring_stats() -> dict[str, int]:
+    """This process's counts: slots read (``ring_reads``), rings received and cached now."""
+    return {**_STATS, "rings_cached": len(_RINGS)}
