@@ -20,7 +20,7 @@ loads the flag, sees 0, and only then stores into the slot. So the worker's stor
 the main process's loads of the same bytes if neither CPU makes a later store visible before an
 earlier load completes; x86-64 guarantees that (loads are not reordered with later stores), and
 the copy and the flag store are separate opaque calls the compilers cannot interleave. The ring
-is used on x86-64 only (`_RING_OK`); elsewhere tensors take torch's path. The worker's stores into
+is used on x86-64 POSIX systems only (`_RING_OK`); elsewhere tensors take torch's path. The worker's stores into
 a slot reach the main process before its reads: they precede the pipe write that carries the
 reference (a system call), which the main process's reads follow. Freeing flags per slot, not a
 FIFO count, so correctness does not depend on the order in which references are unpickled.
@@ -36,7 +36,9 @@ import torch
 
 __all__ = ["forget_gone_workers", "ring_mark", "ring_stats"]
 
-_RING_OK = platform.machine().lower() in ("x86_64", "amd64")
+# x86-64 for the memory ordering (module docstring); POSIX for `forget_gone_workers`'s liveness
+# check (on Windows `os.kill(pid, 0)` would end the worker).
+_RING_OK = os.name == "posix" and platform.machine().lower() in ("x86_64", "amd64")
 _RING_ENABLED = True  # benchmarks/run_transfer.py switches it off to measure torch's path
 # Slots per large tensor of a worker's first ring batch: at most ``prefetch_factor`` (2 by
 # default) batches of a worker are produced and not yet unpickled by the main process (it sends
