@@ -20,10 +20,11 @@ loads the flag, sees 0, and only then stores into the slot. So the worker's stor
 the main process's loads of the same bytes if neither CPU makes a later store visible before an
 earlier load completes; x86-64 guarantees that (loads are not reordered with later stores), and
 the copy and the flag store are separate opaque calls the compilers cannot interleave. The ring
-is used on x86-64 POSIX systems only (`_RING_OK`); elsewhere tensors take torch's path. The worker's stores into
-a slot reach the main process before its reads: they precede the pipe write that carries the
-reference (a system call), which the main process's reads follow. Freeing flags per slot, not a
-FIFO count, so correctness does not depend on the order in which references are unpickled.
+is used on x86-64 POSIX systems only (`_RING_OK`); elsewhere tensors take torch's path. The
+worker's stores into a slot reach the main process before its reads: they precede the pipe
+write that carries the reference (a system call), which the main process's reads follow.
+Freeing flags per slot, not a FIFO count, so correctness does not depend on the order in which
+references are unpickled.
 """
 from __future__ import annotations
 
