@@ -33,7 +33,7 @@ LIBRARIES = {"_gziptiles": ["zlib" if WINDOWS else "z"] + (["deflate"] if USE_LI
 MACROS = {"_gziptiles": [("TF_HAVE_LIBDEFLATE", "1")] if USE_LIBDEFLATE else []}
 # Windows has no system zlib: $ZLIB_ROOT names an install of it (include/, lib/zlib.lib; the
 # cibuildwheel configuration installs one with vcpkg and delvewheel bundles its DLL).
-ZLIB_ROOT = os.environ.get("ZLIB_ROOT")
+ZLIB_ROOT = os.environ.get("ZLIB_ROOT") if WINDOWS else None  # elsewhere the system zlib
 INCLUDE_DIRS = [os.path.join(ZLIB_ROOT, "include")] if ZLIB_ROOT else []
 LIBRARY_DIRS = {"_gziptiles": [os.path.join(ZLIB_ROOT, "lib")]} if ZLIB_ROOT else {}
 

@@ -3,8 +3,9 @@
  * POSIX: mmap/munmap/madvise, and a process-wide SIGBUS handler that turns an access past the
  * end of a file truncated under its map into zero pages and a per-map flag (_safemap.pyx).
  * Windows (_WIN32): CreateFileMapping/MapViewOfFile. The OS refuses to truncate a file while a
- * view of it is mapped (SetEndOfFile fails with ERROR_USER_MAPPED_FILE), so no access can fault
- * there: no handler, the flags stay 0.
+ * view of it is mapped (SetEndOfFile fails with ERROR_USER_MAPPED_FILE), so the truncation this
+ * guard is for cannot happen there: no handler, the flags stay 0 (a view of a file on a network
+ * or removable drive can still raise EXCEPTION_IN_PAGE_ERROR on a read error; not handled).
  *
  *   tf_install()               install the SIGBUS handler (again); 0, or -1 when that failed
  *   tf_register(start, len)    slot of a new map in the handler's table, -1 when it is full

@@ -4,6 +4,7 @@ worker's; a full ring, a tensor larger than a slot or of another kind takes torc
 main process's cache of rings does not grow over many loaders."""
 from __future__ import annotations
 
+import inspect
 import multiprocessing as mp
 import pickle
 import time
@@ -72,24 +73,59 @@ def in_worker(monkeypatch):
     monkeypatch.setattr(wt, "_RINGS", {})
 
 
+def _send(marked):
+    """What a worker's queue does with a marked batch: pickle it (here, in this process)."""
+    return ForkingPickler.dumps(marked)
+
+
 def test_ring_slots_fill_and_free(in_worker):
     ts = [torch.arange(JUST_ABOVE, dtype=torch.float32) + k for k in range(wt._RING_SLOTS + 2)]
     marked = [for_transfer(t) for t in ts]
-    # the ring's 4 slots, then torch's path while the main process has not read any
-    assert [type(m) for m in marked] == [wt._InRing] * wt._RING_SLOTS + [torch.Tensor] * 2
-    assert all(m._tf_ref[-1] is not None for m in marked[:wt._RING_SLOTS])  # buffer attached
-    blobs = [ForkingPickler.dumps(m) for m in marked]
+    assert all(type(m) is wt._InRing for m in marked)
+    blobs = [_send(m) for m in marked]
+    # the ring's 4 slots, then torch's path while nobody has read any
     assert all(len(b) < 2048 for b in blobs[:wt._RING_SLOTS])  # the reference, not the bytes
+    assert all(len(b) < 2048 for b in blobs[wt._RING_SLOTS:])  # torch's shared-memory handle
+    assert wt._WORKER_RING[0].flags[:wt._RING_SLOTS].tolist() == [1] * wt._RING_SLOTS
     reads = _reads()
     got = [pickle.loads(b) for b in blobs]
     assert _reads() - reads == wt._RING_SLOTS
+    assert wt._WORKER_RING[0].flags[:wt._RING_SLOTS].tolist() == [0] * wt._RING_SLOTS  # freed
     for g, t in zip(got, ts):
         assert type(g) is torch.Tensor and torch.equal(g, t)
     got[0].zero_()  # owned memory: the ring's slot is untouched, and the next copy is exact
-    again = for_transfer(ts[1])
-    assert type(again) is wt._InRing and again._tf_ref[-1] is None  # the main process holds it
-    assert torch.equal(pickle.loads(ForkingPickler.dumps(again)), ts[1])
-    assert wt.ring_stats()["rings_cached"] == 1
+    assert torch.equal(pickle.loads(_send(for_transfer(ts[1]))), ts[1])
+    assert _reads() - reads == wt._RING_SLOTS + 1
+
+
+def test_a_change_made_after_marking_travels(in_worker):
+    t = torch.arange(JUST_ABOVE, dtype=torch.float32)
+    marked = for_transfer(t)
+    t -= 1  # e.g. a collate function normalising the batch it was given
+    got = pickle.loads(_send(marked))
+    assert torch.equal(got, torch.arange(JUST_ABOVE, dtype=torch.float32) - 1)
+
+
+def test_marked_tensors_never_sent_keep_no_slot(in_worker):
+    # an iterable dataset's items are marked, then a collate function stacks them anew
+    unsent = [for_transfer(torch.ones(JUST_ABOVE)) for _ in range(3 * wt._RING_SLOTS)]
+    assert all(type(u) is wt._InRing for u in unsent)
+    reads = _reads()
+    t = torch.arange(JUST_ABOVE, dtype=torch.float32)
+    assert torch.equal(pickle.loads(_send(for_transfer(t))), t)
+    assert _reads() - reads == 1  # it took a slot: the unsent ones held none
+
+
+def test_copies_in_the_worker_leave_the_ring_alone(in_worker):
+    import copy
+
+    t = torch.arange(JUST_ABOVE, dtype=torch.float32)
+    marked = for_transfer(t)
+    shallow, deep = copy.copy(marked), copy.deepcopy(marked)
+    assert type(shallow) is torch.Tensor and type(deep) is torch.Tensor
+    assert torch.equal(shallow, t) and torch.equal(deep, t) and deep.data_ptr() != t.data_ptr()
+    assert not wt._WORKER_RING[0].flags[:wt._RING_SLOTS].any()  # no slot taken
+    assert torch.equal(pickle.loads(_send(marked)), t)  # the original still travels
 
 
 def test_what_the_ring_does_not_take(in_worker):
@@ -99,12 +135,21 @@ def test_what_the_ring_does_not_take(in_worker):
     assert type(for_transfer(torch.ones(2, JUST_ABOVE)[:, ::2])) is torch.Tensor  # not contiguous
     half = for_transfer(torch.arange(JUST_ABOVE * 2, dtype=torch.bfloat16))  # bytes: any dtype
     assert type(half) is wt._InRing
-    got = pickle.loads(ForkingPickler.dumps(half))
+    got = pickle.loads(_send(half))
     assert got.dtype == torch.bfloat16 and torch.equal(got, half.as_subclass(torch.Tensor))
-    assert type(for_transfer(torch.ones(JUST_ABOVE, dtype=torch.float8_e4m3fn))) is torch.Tensor
+    assert type(for_transfer(torch.ones(4 * JUST_ABOVE // 4, dtype=torch.float8_e4m3fn)
+                             .repeat(4))) is torch.Tensor  # above the limit, not a ring dtype
     assert type(for_transfer(torch.ones(JUST_ABOVE, requires_grad=True))) is torch.Tensor
+    conj = torch.ones(JUST_ABOVE // 2, dtype=torch.complex64).conj()
+    assert conj.is_conj() and type(for_transfer(conj)) is torch.Tensor
     mixed = for_transfer({"big": torch.ones(JUST_ABOVE), "small": torch.ones(4)})
     assert type(mixed["big"]) is wt._InRing and type(mixed["small"]) is not wt._InRing
+
+
+def test_no_ring_for_a_first_batch_too_large(in_worker):
+    big = torch.ones((wt._RING_MAX_SLOT // 4) + 1)  # slots would be 16 MiB
+    assert type(for_transfer(big)) is torch.Tensor and not wt._WORKER_RING
+    assert type(for_transfer(torch.ones(JUST_ABOVE))) is wt._InRing  # a later one sizes it
 
 
 def test_unknown_ring_says_so():
@@ -158,6 +203,8 @@ def test_main_process_behind_fills_the_ring():
 def test_pin_memory_and_out_of_order():
     ds = Batches([JUST_ABOVE] * 16)
     _check(ds, list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, pin_memory=True)))
+    if "in_order" not in inspect.signature(torch.utils.data.DataLoader).parameters:
+        return  # torch before 2.6
     got = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, in_order=False))
     got.sort(key=lambda t: float(t[0]))
     _check(ds, got)
@@ -173,6 +220,7 @@ def test_stateful_resume_is_exact():
                            multiprocessing_context=context)
 
     want = [torch.stack([ds.want(i), ds.want(i + 1)]) for i in range(0, 20, 2)]
+    reads = _reads()
     first = loader()
     it = iter(first)
     head = [next(it) for _ in range(3)]
@@ -185,6 +233,7 @@ def test_stateful_resume_is_exact():
     assert len(got) == len(want)
     assert all(type(g) is torch.Tensor and torch.equal(g, w) for g, w in zip(got, want))
     assert second.collate_fn is fits_collate_fn  # make_loader's default: through for_transfer
+    assert _reads() - reads >= 4  # the batches took the ring
 
 
 def test_cached_rings_do_not_grow(monkeypatch):

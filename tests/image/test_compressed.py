@@ -180,9 +180,9 @@ def test_plio_full_read_into_fresh_zeros_or_callers_out(tmp_path, fitsio, thread
 
 
 def test_plio_full_read_runs_on_the_calling_thread(tmp_path, fitsio, monkeypatch):
-    """PLIO_1 full reads (`Codec.one_thread_reads`) decode on the calling thread even when
-    more threads are asked for; other codecs still share their chunks. Odd tile sizes, a last
-    partial tile and all-zero tiles read back as fitsio reads them."""
+    """PLIO_1 full reads (`Codec.one_thread_reads`) decode on the calling thread by default; an
+    explicit ``threads`` is honoured; other codecs still share their chunks. Odd tile sizes, a
+    last partial tile and all-zero tiles read back as fitsio reads them."""
     from torchfits.image import compressed
 
     mask = np.zeros((301, 259), np.int32)
@@ -200,10 +200,11 @@ def test_plio_full_read_runs_on_the_calling_thread(tmp_path, fitsio, monkeypatch
         return real(fn, items, workers)
 
     monkeypatch.setattr(compressed, "run_shared", spy)
-    for threads in (1, 2):
+    monkeypatch.setattr(compressed, "default_threads", lambda: 2)
+    for threads in (None, 1, 2):
         _equal(read_numpy(p, 1, threads=threads), fitsio.read(str(p), ext=1))
         _equal(read_numpy(q, 1, threads=threads), fitsio.read(str(q), ext=1))
-    assert seen == [1, 1, 1, 2]
+    assert seen == [1, 2, 1, 1, 2, 2]
 
 
 @pytest.mark.parametrize("dtype", [np.int16, np.float32])

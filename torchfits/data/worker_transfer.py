@@ -5,11 +5,14 @@ process fetches from the worker over a socket: a round trip per tensor (~1.2 ms 
 process's CPU at any size) that waits for the worker to be scheduled. Here a worker makes one
 buffer of ``K`` slots the first time a batch holds a tensor above the by-value limit
 (`torchfits.data.loader.for_transfer`), and copies each such tensor, that one included, into a
-free slot; what is pickled is the slot's reference (a few hundred bytes through the pipe). The
+free slot when the tensor is pickled (so a change made in place after marking, in a collate
+function for instance, travels too); what is pickled is the slot's reference (a few hundred
+bytes through the pipe). The
 buffer reaches the main process once, through torch's reduction, with the references until the
 main process says it holds it. The main process copies the slot into a fresh tensor (owned
-memory: never a view of a buffer the worker will overwrite) and frees the slot. No free slot, a
-tensor larger than a slot or of another kind: torch's path, as before.
+memory: never a view of a buffer the worker will overwrite) and frees the slot. No free slot at
+pickling time, a tensor larger than a slot or of another kind, a ring that would exceed
+``_RING_MAX_BYTES``: torch's path, as before.
 
 Buffer layout: ``_HEADER`` bytes (one flag byte per slot, 1 while the slot holds a tensor the
 main process has not copied yet; the last byte the main process sets once it has cached the
@@ -28,6 +31,7 @@ references are unpickled.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import platform
 from typing import Any
@@ -45,6 +49,11 @@ _RING_ENABLED = True  # benchmarks/run_transfer.py switches it off to measure to
 # default) batches of a worker are produced and not yet unpickled by the main process (it sends
 # a worker a new index after receiving one of its batches); 4 covers prefetch_factor 4.
 _RING_SLOTS = 4
+# Above a few MiB torch's round trip costs the main process what the ring's copy does
+# (docs/benchmarks.md, "Worker transfer"), so larger tensors take torch's path and a worker's ring
+# stays small in /dev/shm (often 64 MiB in containers).
+_RING_MAX_SLOT = 8 << 20
+_RING_MAX_BYTES = 32 << 20
 _HEADER = 4096  # flags, the ack byte; keeps the slots page-aligned
 _ACK = _HEADER - 1  # set by the main process once it has cached the buffer
 _MIN_SLOT = 64 << 10
@@ -61,13 +70,19 @@ class _Ring:
         self.pid = os.getpid()
         self.key = (self.pid, int.from_bytes(os.urandom(8), "little"))
         self.slots, self.slot_bytes = slots, slot_bytes
-        self.buf = torch.zeros(_HEADER + slots * slot_bytes, dtype=torch.uint8).share_memory_()
+        nbytes = _HEADER + slots * slot_bytes
+        new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+        if new_shared is not None:  # straight into shared memory, zero-filled
+            self.buf = torch.empty(0, dtype=torch.uint8).set_(new_shared(nbytes))
+        else:
+            self.buf = torch.zeros(nbytes, dtype=torch.uint8).share_memory_()
         self.flags = self.buf.numpy()
         self.next = 0
 
-    def take(self, t: torch.Tensor) -> tuple | None:
-        """Copy ``t`` into a free slot → its reference (what `_from_ring` gets), or None."""
-        nbytes = t.numel() * t.element_size()
+    def take(self, data: Any, dtype: str, shape: tuple) -> tuple | None:
+        """Copy ``data`` (a tensor's bytes, a uint8 NumPy view) into a free slot → its reference
+        (what `_from_ring` gets), or None. NumPy only: it runs on the queue's feeder thread."""
+        nbytes = data.nbytes
         if nbytes > self.slot_bytes:
             return None
         flags = self.flags
@@ -81,10 +96,9 @@ class _Ring:
         flags[slot] = 1
         offset = _HEADER + slot * self.slot_bytes
         # numpy's copy: torch's uint8 copy_ costs ~8 ms per MiB here (threads that spin)
-        np.copyto(flags[offset:offset + nbytes], t.reshape(-1).view(torch.uint8).numpy())
+        np.copyto(flags[offset:offset + nbytes], data)
         ring = None if flags[_ACK] else self.buf  # until the main process holds it
-        return (self.key, slot, offset, nbytes, str(t.dtype).rpartition(".")[2], tuple(t.shape),
-                ring)
+        return (self.key, slot, offset, nbytes, dtype, shape, ring)
 
 
 class _InRing(torch.Tensor):
@@ -92,19 +106,36 @@ class _InRing(torch.Tensor):
     unpickles as a plain tensor (`_from_ring`). Operations on it give plain tensors."""
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
-    _tf_ref: tuple  # made on the worker's thread (`ring_mark`); see loader._KEEP
+    # Taken on the worker's thread (`ring_mark`; see loader._KEEP): the tensor's bytes as a NumPy
+    # view (in-place changes show through), its dtype name and shape, and the plain tensor.
+    _tf_bytes: Any
+    _tf_kind: tuple[str, tuple]
+    _tf_plain: torch.Tensor
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        return (_from_ring, self._tf_ref)
+        ring = _WORKER_RING[0] if _WORKER_RING and _WORKER_RING[0].pid == os.getpid() else None
+        ref = ring.take(self._tf_bytes, *self._tf_kind) if ring is not None else None
+        if ref is None:  # no free slot now: torch's path
+            from torch.multiprocessing.reductions import reduce_tensor
+
+            return reduce_tensor(self._tf_plain)
+        return (_from_ring, ref)
+
+    def __copy__(self) -> torch.Tensor:
+        return self._tf_plain
+
+    def __deepcopy__(self, memo: dict) -> torch.Tensor:
+        return self._tf_plain.clone()
 
 
 _WORKER_RING: list[_Ring] = []  # this worker's ring (empty until its first large tensor)
 
 
 def ring_mark(obj: Any, large: list[torch.Tensor]) -> Any:
-    """``obj`` (a tensor above the by-value limit, in a DataLoader worker) copied into this
-    worker's ring and marked to leave as the slot's reference; ``obj`` unchanged where the ring
-    does not take it. ``large``: the batch's tensors above the limit (they size a new ring)."""
+    """``obj`` (a tensor above the by-value limit, in a DataLoader worker) marked to leave
+    through this worker's ring: pickling it copies it into a free slot and sends the slot's
+    reference (torch's path when none is free); ``obj`` unchanged where the ring cannot take it.
+    ``large``: the batch's tensors above the limit (they size a new ring)."""
     if not (_RING_OK and _RING_ENABLED) or not _ring_kind(obj):
         return obj
     if not _WORKER_RING or _WORKER_RING[0].pid != os.getpid():
@@ -112,18 +143,23 @@ def ring_mark(obj: Any, large: list[torch.Tensor]) -> Any:
         if not sizes:
             return obj
         slot_bytes = max(_MIN_SLOT, 1 << (max(sizes) - 1).bit_length())
-        _WORKER_RING[:] = [_Ring(min(_RING_SLOTS * len(sizes), _ACK), slot_bytes)]
-    ref = _WORKER_RING[0].take(obj)
-    if ref is None:
+        slots = min(_RING_SLOTS * len(sizes), _ACK)
+        if slot_bytes > _RING_MAX_SLOT or slots * slot_bytes > _RING_MAX_BYTES:
+            return obj  # no ring for this worker yet: its first large batch was too large
+        _WORKER_RING[:] = [_Ring(slots, slot_bytes)]
+    if obj.numel() * obj.element_size() > _WORKER_RING[0].slot_bytes:
         return obj
     marked = obj.as_subclass(_InRing)
-    marked._tf_ref = ref
+    marked._tf_bytes = obj.reshape(-1).view(torch.uint8).numpy()
+    marked._tf_kind = (str(obj.dtype).rpartition(".")[2], tuple(obj.shape))
+    marked._tf_plain = obj
     return marked
 
 
 def _ring_kind(t: torch.Tensor) -> bool:
     return (type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
-            and not t.requires_grad and t.dtype in _DTYPES and t.is_contiguous())
+            and not t.requires_grad and t.dtype in _DTYPES and t.is_contiguous()
+            and not t.is_conj() and not t.is_neg())
 
 
 # The main process's cache: ring key (worker pid, random id) → (buffer, its numpy view).
@@ -134,6 +170,9 @@ _STATS = {"ring_reads": 0, "rings_received": 0}
 def _from_ring(key: tuple[int, int], slot: int, offset: int, nbytes: int, dtype: str,
                shape: tuple, ring: torch.Tensor | None) -> torch.Tensor:
     """Unpickling a `_InRing` (main process): the slot copied into a fresh tensor, then freed."""
+    own = _WORKER_RING[0] if _WORKER_RING and _WORKER_RING[0].key == key else None
+    if own is not None:  # unpickled in the worker itself (a copy): free the slot, no ack
+        return _copy_out(own.flags, slot, offset, nbytes, dtype, shape)
     entry = _RINGS.get(key)
     if entry is None:
         if ring is None:
@@ -142,13 +181,19 @@ def _from_ring(key: tuple[int, int], slot: int, offset: int, nbytes: int, dtype:
         forget_gone_workers()
         entry = _RINGS[key] = (ring, ring.numpy())
         _STATS["rings_received"] += 1
-    buf, flags = entry
+    flags = entry[1]
+    out = _copy_out(flags, slot, offset, nbytes, dtype, shape)
+    if not flags[_ACK]:
+        flags[_ACK] = 1  # the worker stops attaching the buffer to its references
+    return out
+
+
+def _copy_out(flags: Any, slot: int, offset: int, nbytes: int, dtype: str,
+              shape: tuple) -> torch.Tensor:
     # NumPy's allocation: transparent huge pages from 4 MiB (fewer faults than torch.empty's)
     out = np.empty(nbytes, np.uint8)
     np.copyto(out, flags[offset:offset + nbytes])
     flags[slot] = 0  # after the copy: the slot is the worker's again (module docstring)
-    if not flags[_ACK]:
-        flags[_ACK] = 1  # the worker stops attaching the buffer to its references
     _STATS["ring_reads"] += 1
     return torch.from_numpy(out).view(getattr(torch, dtype)).view(shape)
 
@@ -156,6 +201,9 @@ def _from_ring(key: tuple[int, int], slot: int, offset: int, nbytes: int, dtype:
 def forget_gone_workers() -> None:
     """Drop the cached rings of workers that have exited (when a new ring arrives, and when a
     torchfits loader starts a pass)."""
+    if not _RINGS:
+        return
+    multiprocessing.active_children()  # reaps workers that ended (a zombie still answers kill)
     for key in list(_RINGS):
         try:
             os.kill(key[0], 0)

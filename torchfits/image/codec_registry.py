@@ -147,7 +147,7 @@ class Codec:
     #: Has `decode_many_dequant`: quantised tiles decoded and dequantised one at a time in one
     #: GIL-free call, each tile's integers still in cache when they are dequantised.
     fuses_dequant: ClassVar[bool] = False
-    #: Full reads decode on the calling thread only, whatever ``threads`` asks: the decode is a
+    #: Full reads decode on the calling thread unless ``threads`` is given: the decode is a
     #: small part of the read and the rest, the kernel clearing the fresh output's pages, did not
     #: get faster with a second thread (docs/benchmarks.md, "Tile-compressed images").
     one_thread_reads: ClassVar[bool] = False

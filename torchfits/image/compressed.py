@@ -630,12 +630,12 @@ class CompressedImage(Image):
         # always owned memory (``copy`` is accepted for the plain-image signature).
         nthreads = default_threads() if threads is None else max(1, int(threads))
         codec = self._tiles().codec
-        if codec.one_thread_reads:
-            nthreads = 1
+        if codec.one_thread_reads and threads is None:
+            nthreads = 1  # by default; an explicit ``threads`` is honoured
         zeroed = False
         if out is None and codec.skips_zeros:
-            # calloc'd: the kernel writes the non-zero pixels only, and the threads fault in the
-            # pages they write in parallel (docs/benchmarks.md, "Tile-compressed images")
+            # calloc'd: the kernel writes the non-zero pixels only (docs/benchmarks.md,
+            # "Tile-compressed images")
             out = np.zeros(self.shape, self._plan.dtype)
             zeroed = True
         elif out is None:
