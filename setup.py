@@ -37,6 +37,10 @@ ZLIB_ROOT = os.environ.get("ZLIB_ROOT") if WINDOWS else None  # elsewhere the sy
 INCLUDE_DIRS = [os.path.join(ZLIB_ROOT, "include")] if ZLIB_ROOT else []
 LIBRARY_DIRS = {"_gziptiles": [os.path.join(ZLIB_ROOT, "lib")]} if ZLIB_ROOT else {}
 
+KERNELS = sorted((HERE / "cython_src").glob("_*.pyx"))
+if not KERNELS:
+    raise SystemExit("setup.py: no cython_src/_*.pyx here: this source tree is incomplete")
+
 extensions = [
     Extension(
         f"torchfits._kernels.{pyx.stem}",
@@ -47,7 +51,7 @@ extensions = [
         libraries=LIBRARIES.get(pyx.stem, []),
         library_dirs=LIBRARY_DIRS.get(pyx.stem, []),
     )
-    for pyx in sorted((HERE / "cython_src").glob("_*.pyx"))
+    for pyx in KERNELS
 ]
 
 setup(

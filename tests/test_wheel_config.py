@@ -91,3 +91,21 @@ def test_cibuildwheel_build_identifiers(platform):
     assert {i.split("-")[0] for i in out} == set(PYTHONS), out
     for bad in ("musllinux", "i686", "win32", "cp313t"):
         assert not any(bad in i for i in out), out
+
+
+def test_the_sdist_carries_every_kernel_source(tmp_path):
+    """An sdist holds every .pyx, .pxd and .h of cython_src/ (MANIFEST.in): without them pip
+    would build it into a package with no kernels. Made here with setup.py's own sdist command
+    (the kernels' generated .c files are up to date after the build, so nothing recompiles)."""
+    import sys
+    import tarfile
+
+    done = subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path),
+                           "sdist", "-d", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (archive,) = tmp_path.glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = {Path(n).name for n in tar.getnames() if "/cython_src/" in n}
+    wanted = {p.name for p in (ROOT / "cython_src").iterdir() if p.suffix in (".pyx", ".pxd", ".h")}
+    assert wanted and wanted <= names, sorted(wanted - names)
