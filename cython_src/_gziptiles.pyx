@@ -134,22 +134,74 @@ cdef extern from *:
     #include <stddef.h>
     #include "_portable.h"
     #define TF_GZ_CLONES TF_TARGET_CLONES_AVX2
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    #define TF_GZ_SSE2 1
+    #endif
     /* GZIP_2 stores byte plane j (the j-th most significant byte of every element) after plane
-       j - 1; gather the planes back into native little-endian elements. */
+       j - 1; gather the planes back into native little-endian elements. On x86-64 (SSE2 is
+       baseline there, and x86 is little-endian) 16 elements a step: interleaving the planes
+       from the least significant up is a byte transpose, a few unpacks per 16 elements where
+       the compiler's loop widened and shifted each byte; the scalar loops finish the tail and
+       are the whole decoder elsewhere. */
+    #define TF_LD(p) _mm_loadu_si128((const __m128i *)(p))
+    #define TF_ST(p, v) _mm_storeu_si128((__m128i *)(p), (v))
     TF_GZ_CLONES static void tf_unshuffle_swap(const uint8_t *s, uint8_t *d, size_t n, int size) {
-        size_t i;
+        size_t i = 0;
         if (size == 2) {
             const uint8_t *p0 = s, *p1 = s + n;
             uint16_t *o = (uint16_t *)d;
-            for (i = 0; i < n; i++) o[i] = (uint16_t)((p0[i] << 8) | p1[i]);
+    #ifdef TF_GZ_SSE2
+            for (; i + 16 <= n; i += 16) {
+                __m128i b0 = TF_LD(p0 + i), b1 = TF_LD(p1 + i);
+                TF_ST(o + i, _mm_unpacklo_epi8(b1, b0));
+                TF_ST(o + i + 8, _mm_unpackhi_epi8(b1, b0));
+            }
+    #endif
+            for (; i < n; i++) o[i] = (uint16_t)((p0[i] << 8) | p1[i]);
         } else if (size == 4) {
             const uint8_t *p0 = s, *p1 = s + n, *p2 = s + 2 * n, *p3 = s + 3 * n;
             uint32_t *o = (uint32_t *)d;
-            for (i = 0; i < n; i++)
+    #ifdef TF_GZ_SSE2
+            for (; i + 16 <= n; i += 16) {
+                __m128i b0 = TF_LD(p0 + i), b1 = TF_LD(p1 + i), b2 = TF_LD(p2 + i), b3 = TF_LD(p3 + i);
+                __m128i l32 = _mm_unpacklo_epi8(b3, b2), h32 = _mm_unpackhi_epi8(b3, b2);
+                __m128i l10 = _mm_unpacklo_epi8(b1, b0), h10 = _mm_unpackhi_epi8(b1, b0);
+                TF_ST(o + i, _mm_unpacklo_epi16(l32, l10));
+                TF_ST(o + i + 4, _mm_unpackhi_epi16(l32, l10));
+                TF_ST(o + i + 8, _mm_unpacklo_epi16(h32, h10));
+                TF_ST(o + i + 12, _mm_unpackhi_epi16(h32, h10));
+            }
+    #endif
+            for (; i < n; i++)
                 o[i] = ((uint32_t)p0[i] << 24) | ((uint32_t)p1[i] << 16) | ((uint32_t)p2[i] << 8) | p3[i];
         } else if (size == 8) {
             uint64_t *o = (uint64_t *)d;
-            for (i = 0; i < n; i++) {
+    #ifdef TF_GZ_SSE2
+            for (; i + 16 <= n; i += 16) {
+                __m128i a[8], b[8], c[8];
+                int j;
+                /* a: byte pairs (planes 7|6, 5|4, 3|2, 1|0), b: byte quads (7..4, 3..0) */
+                for (j = 0; j < 4; j++) {
+                    __m128i hi = TF_LD(s + (size_t)(7 - 2 * j) * n + i);
+                    __m128i lo = TF_LD(s + (size_t)(6 - 2 * j) * n + i);
+                    a[2 * j] = _mm_unpacklo_epi8(hi, lo);
+                    a[2 * j + 1] = _mm_unpackhi_epi8(hi, lo);
+                }
+                for (j = 0; j < 2; j++) {
+                    b[4 * j] = _mm_unpacklo_epi16(a[4 * j], a[4 * j + 2]);
+                    b[4 * j + 1] = _mm_unpackhi_epi16(a[4 * j], a[4 * j + 2]);
+                    b[4 * j + 2] = _mm_unpacklo_epi16(a[4 * j + 1], a[4 * j + 3]);
+                    b[4 * j + 3] = _mm_unpackhi_epi16(a[4 * j + 1], a[4 * j + 3]);
+                }
+                for (j = 0; j < 4; j++) {
+                    c[2 * j] = _mm_unpacklo_epi32(b[j], b[4 + j]);
+                    c[2 * j + 1] = _mm_unpackhi_epi32(b[j], b[4 + j]);
+                }
+                for (j = 0; j < 8; j++) TF_ST(o + i + 2 * j, c[j]);
+            }
+    #endif
+            for (; i < n; i++) {
                 uint64_t v = 0;
                 for (int j = 0; j < 8; j++) v = (v << 8) | s[(size_t)j * n + i];
                 o[i] = v;
