@@ -127,6 +127,7 @@ cdef extern from "_swap.h" nogil:
     void tf_swap_inplace16(uint8_t* d, size_t n, uint16_t flip)
     void tf_swap_inplace32(uint8_t* d, size_t n, uint32_t flip)
     void tf_swap_inplace64(uint8_t* d, size_t n, uint64_t flip)
+    void tf_stream_fence()
 
 cdef extern from *:
     """
@@ -139,45 +140,78 @@ cdef extern from *:
     #define TF_GZ_SSE2 1
     #endif
     /* GZIP_2 stores byte plane j (the j-th most significant byte of every element) after plane
-       j - 1; gather the planes back into native little-endian elements. On x86-64 (SSE2 is
-       baseline there, and x86 is little-endian) 16 elements a step: interleaving the planes
-       from the least significant up is a byte transpose, a few unpacks per 16 elements where
-       the compiler's loop widened and shifted each byte; the scalar loops finish the tail and
-       are the whole decoder elsewhere. */
+       j - 1; gather elements [a, b) of the planes back into native little-endian elements. */
+    static void tf_unshuffle_range(const uint8_t *s, uint8_t *d, size_t n, int size, size_t a,
+                                   size_t b) {
+        size_t i;
+        if (size == 2) {
+            for (i = a; i < b; i++) ((uint16_t *)d)[i] = (uint16_t)((s[i] << 8) | s[n + i]);
+        } else if (size == 4) {
+            for (i = a; i < b; i++)
+                ((uint32_t *)d)[i] = ((uint32_t)s[i] << 24) | ((uint32_t)s[n + i] << 16)
+                                     | ((uint32_t)s[2 * n + i] << 8) | s[3 * n + i];
+        } else if (size == 8) {
+            for (i = a; i < b; i++) {
+                uint64_t v = 0;
+                for (int j = 0; j < 8; j++) v = (v << 8) | s[(size_t)j * n + i];
+                ((uint64_t *)d)[i] = v;
+            }
+        } else {
+            for (i = a; i < b; i++) d[i] = s[i];
+        }
+    }
+    #ifdef TF_GZ_SSE2
     #define TF_LD(p) _mm_loadu_si128((const __m128i *)(p))
-    #define TF_ST(p, v) _mm_storeu_si128((__m128i *)(p), (v))
-    TF_GZ_CLONES static void tf_unshuffle_swap(const uint8_t *s, uint8_t *d, size_t n, int size) {
+    /* stream: non-temporal stores (aligned, so the elements before the first 16-byte boundary
+       go one at a time); the caller fences after the last tile. */
+    #define TF_PUT(p, v) do { if (stream) _mm_stream_si128((__m128i *)(p), (v)); \
+                              else _mm_storeu_si128((__m128i *)(p), (v)); } while (0)
+    #endif
+    /* All n elements of a tile. On x86-64 (SSE2 is baseline there, and x86 is little-endian)
+       16 elements a step: interleaving the planes from the least significant up is a byte
+       transpose, a few unpacks per 16 elements where the compiler's loop widened and shifted
+       each byte; the scalar loop finishes the ends and is the whole decoder elsewhere.
+       stream: write with streaming stores (for outputs much larger than the caches and already
+       faulted in: no output line is read from memory before it is written). */
+    TF_GZ_CLONES static void tf_unshuffle_swap(const uint8_t *s, uint8_t *d, size_t n, int size,
+                                                int stream) {
         size_t i = 0;
+    #ifndef TF_X86_DISPATCH
+        stream = 0;  /* the fence after the last tile (_swap.h's tf_stream_fence) is there only */
+    #endif
+    #ifdef TF_GZ_SSE2
+        if (size == 2 || size == 4 || size == 8) {
+            size_t mis = (uintptr_t)d & 15;
+            if (stream && mis % size != 0)
+                stream = 0;
+            if (stream) {
+                i = ((16 - mis) & 15) / size;
+                if (i > n) i = n;
+                tf_unshuffle_range(s, d, n, size, 0, i);
+            }
+        }
         if (size == 2) {
             const uint8_t *p0 = s, *p1 = s + n;
             uint16_t *o = (uint16_t *)d;
-    #ifdef TF_GZ_SSE2
             for (; i + 16 <= n; i += 16) {
                 __m128i b0 = TF_LD(p0 + i), b1 = TF_LD(p1 + i);
-                TF_ST(o + i, _mm_unpacklo_epi8(b1, b0));
-                TF_ST(o + i + 8, _mm_unpackhi_epi8(b1, b0));
+                TF_PUT(o + i, _mm_unpacklo_epi8(b1, b0));
+                TF_PUT(o + i + 8, _mm_unpackhi_epi8(b1, b0));
             }
-    #endif
-            for (; i < n; i++) o[i] = (uint16_t)((p0[i] << 8) | p1[i]);
         } else if (size == 4) {
             const uint8_t *p0 = s, *p1 = s + n, *p2 = s + 2 * n, *p3 = s + 3 * n;
             uint32_t *o = (uint32_t *)d;
-    #ifdef TF_GZ_SSE2
             for (; i + 16 <= n; i += 16) {
                 __m128i b0 = TF_LD(p0 + i), b1 = TF_LD(p1 + i), b2 = TF_LD(p2 + i), b3 = TF_LD(p3 + i);
                 __m128i l32 = _mm_unpacklo_epi8(b3, b2), h32 = _mm_unpackhi_epi8(b3, b2);
                 __m128i l10 = _mm_unpacklo_epi8(b1, b0), h10 = _mm_unpackhi_epi8(b1, b0);
-                TF_ST(o + i, _mm_unpacklo_epi16(l32, l10));
-                TF_ST(o + i + 4, _mm_unpackhi_epi16(l32, l10));
-                TF_ST(o + i + 8, _mm_unpacklo_epi16(h32, h10));
-                TF_ST(o + i + 12, _mm_unpackhi_epi16(h32, h10));
+                TF_PUT(o + i, _mm_unpacklo_epi16(l32, l10));
+                TF_PUT(o + i + 4, _mm_unpackhi_epi16(l32, l10));
+                TF_PUT(o + i + 8, _mm_unpacklo_epi16(h32, h10));
+                TF_PUT(o + i + 12, _mm_unpackhi_epi16(h32, h10));
             }
-    #endif
-            for (; i < n; i++)
-                o[i] = ((uint32_t)p0[i] << 24) | ((uint32_t)p1[i] << 16) | ((uint32_t)p2[i] << 8) | p3[i];
         } else if (size == 8) {
             uint64_t *o = (uint64_t *)d;
-    #ifdef TF_GZ_SSE2
             for (; i + 16 <= n; i += 16) {
                 __m128i a[8], b[8], c[8];
                 int j;
@@ -198,20 +232,16 @@ cdef extern from *:
                     c[2 * j] = _mm_unpacklo_epi32(b[j], b[4 + j]);
                     c[2 * j + 1] = _mm_unpackhi_epi32(b[j], b[4 + j]);
                 }
-                for (j = 0; j < 8; j++) TF_ST(o + i + 2 * j, c[j]);
+                for (j = 0; j < 8; j++) TF_PUT(o + i + 2 * j, c[j]);
             }
-    #endif
-            for (; i < n; i++) {
-                uint64_t v = 0;
-                for (int j = 0; j < 8; j++) v = (v << 8) | s[(size_t)j * n + i];
-                o[i] = v;
-            }
-        } else {
-            for (i = 0; i < n; i++) d[i] = s[i];
         }
+    #else
+        (void)stream;
+    #endif
+        tf_unshuffle_range(s, d, n, size, i, n);
     }
     """
-    void tf_unshuffle_swap(const uint8_t* s, uint8_t* d, size_t n, int size) nogil
+    void tf_unshuffle_swap(const uint8_t* s, uint8_t* d, size_t n, int size, int stream) nogil
 
 # Per-tile status of decode_many (cython_src/_tilestatus.pxd).
 OK = TILE_OK
@@ -290,14 +320,15 @@ cdef int _inflate_exact(z_stream* zs, const tf_ld_api* api, void* ld, const uint
 
 def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
                 const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out, int itemsize,
-                bint shuffled, uint8_t[::1] status, const uint8_t[::1] stop) -> int:
+                bint shuffled, uint8_t[::1] status, const uint8_t[::1] stop, bint stream=False) -> int:
     """Decode tiles into the flat native-order array ``out`` in one GIL-free loop.
 
     Tile i is ``sizes[i]`` bytes at ``offsets[i]`` of ``buf``, inflates to ``npix[i]`` big-endian
     elements of ``itemsize`` bytes (byte-shuffled when ``shuffled``: GZIP_2), and is written at
     element ``dest[i]`` of ``out``. ``status[i]`` becomes OK, MISMATCH or STOPPED; the loop
     stops early once ``stop[0]`` is non-zero (another chunk failed). Returns the number of tiles
-    not OK.
+    not OK. ``stream``: shuffled tiles are written with streaming stores (x86-64; for an output
+    far larger than the caches whose pages are faulted in already).
     """
     cdef Py_ssize_t n = offsets.shape[0], i, blen = buf.shape[0]
     cdef Py_ssize_t olen = out.size
@@ -345,7 +376,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                         status[i] = TILE_MISMATCH
                         bad += 1
                         continue
-                    tf_unshuffle_swap(scratch, target, npix[i], itemsize)
+                    tf_unshuffle_swap(scratch, target, npix[i], itemsize, stream)
                 else:
                     if _inflate_exact(&zs, &api, ld, b + offsets[i], sizes[i], target, want):
                         status[i] = TILE_MISMATCH
@@ -358,6 +389,8 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                     elif itemsize == 8:
                         tf_swap_inplace64(target, npix[i], 0)
                 status[i] = TILE_OK
+            if stream:
+                tf_stream_fence()
     finally:
         inflateEnd(&zs)
         tf_ld_free(&api, ld)

@@ -685,10 +685,12 @@ def test_plio_runs_of_every_length(zeroed):
 
 
 @pytest.mark.parametrize("itemsize", [2, 4, 8])
-def test_gzip2_unshuffle_of_every_tile_length(itemsize):
+@pytest.mark.parametrize("stream", [False, True])
+def test_gzip2_unshuffle_of_every_tile_length(itemsize, stream):
     """GZIP_2 tiles of every length from 0 to 49 elements and a few past 4096 (the kernel
-    interleaves 16 elements a step, then one at a time) unshuffle to their values, and nothing
-    outside a tile's place in the output is written."""
+    interleaves 16 elements a step, then one at a time; with streaming stores, one at a time up
+    to a 16-byte boundary too, which the tiles' places here start at every offset from) unshuffle
+    to their values, and nothing outside a tile's place in the output is written."""
     import zlib
 
     rng = np.random.default_rng(itemsize)
@@ -705,7 +707,8 @@ def test_gzip2_unshuffle_of_every_tile_length(itemsize):
     out = np.full(int(dest[-1] + npix[-1] + gap), -5, dtype)
     status = np.empty(len(tiles), np.uint8)
     bad = _gziptiles.decode_many(np.frombuffer(b"".join(blobs), np.uint8), np.cumsum(sizes) - sizes,
-                                 sizes, npix, dest, out, itemsize, True, status, np.zeros(1, np.uint8))
+                                 sizes, npix, dest, out, itemsize, True, status, np.zeros(1, np.uint8),
+                                 stream)
     assert bad == 0 and (status == _gziptiles.OK).all()
     mask = np.ones(out.size, bool)
     for t, d in zip(tiles, dest):
