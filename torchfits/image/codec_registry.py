@@ -389,7 +389,7 @@ class Gzip2(Gzip1):
     codec_id = "GZIP_2"
     aliases = ()
     shuffled = True
-    streams_output = True  # the unshuffle writes every output byte
+    streams_output = True  # its un-shuffle writes the output (GZIP_1 inflates into it directly)
 
     def __init__(self, itemsize: int = 4, level: int = 6) -> None:
         super().__init__(level)
