@@ -136,10 +136,8 @@ cdef extern from "_portable.h":
     void TF_PREFETCH(const void*) nogil
 
 cdef enum:
-    # How far ahead a cutout asks for its rows (each row a miss of 4-5 lines of its own). Asked
-    # further ahead, the prefetches hold the core's line-fill buffers longer than they help:
-    # 1,000 kept 64x64 cutouts ran 10 % faster at 6 rows than at 8, a batch 20 % faster at 4
-    # rows than at 16 (docs/benchmarks.md, session 14).
+    # How far ahead a cutout asks for its rows (each row a miss of 4-5 lines of its own): both
+    # distances measured, further ahead was slower (docs/benchmarks.md, "Measured choices").
     PREFETCH_ROWS = 6
     BATCH_PREFETCH_ROWS = 4
 
