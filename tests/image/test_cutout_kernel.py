@@ -93,6 +93,46 @@ def test_cutouts_start_on_a_cache_line(tmp_path, fits):
     _image.release_cutout_memory()
 
 
+def test_kept_cutouts_outlive_reader_cache_and_pool(tmp_path, fits):
+    # Aligned blocks are freed with free() like malloc's: kept ones stay valid and writable
+    # after their reader, the file cache and the pool are gone; threads get blocks of their own.
+    import threading
+
+    path = _image_file(tmp_path, fits, np.float32, (64, 64))
+    want = fits.getdata(path, 1)
+    reader = torchfits.open_subset_reader(str(path), 1)
+    _image.release_cutout_memory()
+    kept = [reader(i, 2 * i, i + 9, 2 * i + 9).numpy() for i in range(20)]
+    del reader
+    torchfits.clear_file_cache()
+    gc.collect()
+    _image.release_cutout_memory()
+    for i, c in enumerate(kept):
+        np.testing.assert_array_equal(c, want[2 * i:2 * i + 9, i:i + 9])
+        c += 1  # writable, and no other cutout shares its memory
+    for i, c in enumerate(kept):
+        np.testing.assert_array_equal(c, want[2 * i:2 * i + 9, i:i + 9] + 1)
+
+    cut = torchfits.open_image(str(path), 1)._cutout_reader()
+    found: dict[int, list] = {}
+
+    def work(k):
+        found[k] = [cut.cutout(k, j, k + 16, j + 16) for j in range(40)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = [c for k in found for c in found[k]]
+    assert len({c.__array_interface__["data"][0] for c in got}) == len(got) == 160
+    for k, cs in found.items():
+        for j, c in enumerate(cs):
+            assert c.__array_interface__["data"][0] % 64 == 0
+            np.testing.assert_array_equal(c, want[j:j + 16, k:k + 16])
+    _image.release_cutout_memory()
+
+
 def test_kept_memory_is_bounded(tmp_path, fits):
     path = _image_file(tmp_path, fits, np.float64, (1024, 1024))
     reader = torchfits.open_image(str(path), 1)._cutout_reader()
