@@ -136,9 +136,10 @@ cdef extern from "_portable.h":
     void TF_PREFETCH(const void*) nogil
 
 cdef enum:
-    PREFETCH_ROWS = 8
-    # A batch streams rows box after box with no per-call start: it asks further ahead.
-    BATCH_PREFETCH_ROWS = 16
+    # How far ahead a cutout asks for its rows (each row a miss of 4-5 lines of its own): both
+    # distances measured, further ahead was slower (docs/benchmarks.md, "Measured choices").
+    PREFETCH_ROWS = 6
+    BATCH_PREFETCH_ROWS = 4
 
 
 cdef inline void _prefetch_run(const uint8_t* p, Py_ssize_t nbytes) noexcept nogil:
@@ -321,13 +322,15 @@ cdef extern from *:
     #endif
     /* A block of `size` bytes; big ones on 2 MiB boundaries with transparent huge pages asked
        for (as NumPy does for its large arrays): fewer faults and TLB misses on first use.
+       Small ones on a cache line: malloc's 16-byte alignment left every other cutout off the
+       32-byte boundary of the AVX2 streaming copy, on its 8-byte fallback.
        Windows has no posix_memalign (its aligned blocks need their own free): malloc there. */
     static void *tf_block_alloc(size_t size) {
     #if defined(_WIN32)
         return malloc(size);
     #else
         void *p = NULL;
-        if (size < ((size_t)4 << 20)) return malloc(size);
+        if (size < ((size_t)4 << 20)) return posix_memalign(&p, 64, size) == 0 ? p : NULL;
         if (posix_memalign(&p, (size_t)2 << 20, size) != 0) return NULL;
     #if defined(__linux__) && defined(MADV_HUGEPAGE)
         madvise(p, size, MADV_HUGEPAGE);

@@ -74,6 +74,65 @@ def test_dropped_cutouts_are_reused_and_kept_ones_untouched(tmp_path, fits):
     assert _image.cutout_memory_kept() == 0
 
 
+@pytest.mark.skipif(os.name == "nt", reason="Windows blocks come from plain malloc")
+def test_cutouts_start_on_a_cache_line(tmp_path, fits):
+    # The streaming copy writes whole aligned 32-byte vectors; malloc's 16-byte alignment put
+    # every other cutout on the 8-byte fallback. Fresh blocks and reused ones both start on 64.
+    path = _image_file(tmp_path, fits, np.float32, (64, 64))
+    want = fits.getdata(path, 1)
+    reader = torchfits.open_image(str(path), 1)._cutout_reader()
+    _image.release_cutout_memory()
+    for size in (16, 15, 9):  # blocks of 1,024, 900 and 324 bytes
+        fresh = [reader.cutout(i, i, i + size, i + size) for i in range(24)]
+        del fresh
+        reused = [reader.cutout(i, i, i + size, i + size) for i in range(24)]
+        for i, c in enumerate(reused):
+            assert c.__array_interface__["data"][0] % 64 == 0
+            np.testing.assert_array_equal(c, want[i:i + size, i:i + size])
+    assert _image.cutout_array((3, 5), np.float32).__array_interface__["data"][0] % 64 == 0
+    _image.release_cutout_memory()
+
+
+def test_kept_cutouts_outlive_reader_cache_and_pool(tmp_path, fits):
+    # Aligned blocks are freed with free() like malloc's: kept ones stay valid and writable
+    # after their reader, the file cache and the pool are gone; threads get blocks of their own.
+    import threading
+
+    path = _image_file(tmp_path, fits, np.float32, (64, 64))
+    want = fits.getdata(path, 1)
+    reader = torchfits.open_subset_reader(str(path), 1)
+    _image.release_cutout_memory()
+    kept = [reader(i, 2 * i, i + 9, 2 * i + 9).numpy() for i in range(20)]
+    del reader
+    torchfits.clear_file_cache()
+    gc.collect()
+    _image.release_cutout_memory()
+    for i, c in enumerate(kept):
+        np.testing.assert_array_equal(c, want[2 * i:2 * i + 9, i:i + 9])
+        c += 1  # writable, and no other cutout shares its memory
+    for i, c in enumerate(kept):
+        np.testing.assert_array_equal(c, want[2 * i:2 * i + 9, i:i + 9] + 1)
+
+    cut = torchfits.open_image(str(path), 1)._cutout_reader()
+    found: dict[int, list] = {}
+
+    def work(k):
+        found[k] = [cut.cutout(k, j, k + 16, j + 16) for j in range(40)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = [c for k in found for c in found[k]]
+    assert len({c.__array_interface__["data"][0] for c in got}) == len(got) == 160
+    for k, cs in found.items():
+        for j, c in enumerate(cs):
+            assert c.__array_interface__["data"][0] % 64 == 0
+            np.testing.assert_array_equal(c, want[j:j + 16, k:k + 16])
+    _image.release_cutout_memory()
+
+
 def test_kept_memory_is_bounded(tmp_path, fits):
     path = _image_file(tmp_path, fits, np.float64, (1024, 1024))
     reader = torchfits.open_image(str(path), 1)._cutout_reader()
