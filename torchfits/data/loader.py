@@ -28,7 +28,7 @@ from .worker_transfer import (
 __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position",
            "for_transfer"]
 
-# Bytes; a larger tensor leaves a worker through its ring of shared-memory slots (or torch's
+# Bytes; the most a tensor the ring does not take sends by value (a larger one takes torch's
 # shared memory). Per batch the main process pays ~2 ms per MiB to read and unpickle bytes
 # against ~1.3 ms flat for a shared-memory segment; the two meet near 512 KiB
 # (benchmarks/run_transfer.py; docs/architecture.md, "Small batches leave a worker by value").
