@@ -381,12 +381,14 @@ def render_runs(raws: list[dict[str, Any]]) -> str:
 def report(repeat: int = 3, files: int = 1024, cutouts: int = 4096, rows: int = 1_000_000,
            only: list[str] | None = None, raw: dict | None = None,
            data_dir: str | None = None) -> str:
-    """The markdown section of this benchmark (data made in a temp dir, or kept in
-    ``data_dir`` and reused by the next run with the same sizes)."""
+    """The markdown section of this benchmark (data made in a temp dir, or kept in a folder of
+    ``data_dir`` named by the sizes and reused by the next run with the same sizes)."""
     only = list(only or WORKLOADS)
     with tempfile.TemporaryDirectory(prefix="tf-loader-") as tmp:
-        folder = Path(data_dir) if data_dir else Path(tmp)
-        made = folder / f"loader_{files}_{cutouts}_{rows}.json"
+        # one folder per set of sizes: runs of other sizes in the same data_dir would rewrite
+        # the shared file names (big.fits, cat.fits) under the other's record
+        folder = Path(data_dir) / f"loader_{files}_{cutouts}_{rows}" if data_dir else Path(tmp)
+        made = folder / "made.json"
         if data_dir and made.exists():
             data = json.loads(made.read_text())
         else:

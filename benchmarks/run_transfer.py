@@ -7,12 +7,13 @@ Usage: ``python benchmarks/run_transfer.py [--sizes 128,512,1024,4096] [--batche
 
 For each size a DataLoader with 2 fork workers hands out ``--batches`` float32 tensors of that
 size, each marked by `for_transfer`; before the workers fork the by-value limit
-(`loader._BY_VALUE_MAX`) is set above the size for "value", and to 0 for "shm" (the ring switched
-off, `worker_transfer._RING_ENABLED`) and "ring" (the ring on). After 20 batches of warm-up the
-main process's CPU time per batch (``time.process_time``: receiving, unpickling, rebuilding the
-tensor, then reading one value in each of its pages, as a consumer reading the batch faults them
-in) and the workers' (their ``RUSAGE_CHILDREN`` once they are reaped) are taken, with the wall
-time per batch. Rounds alternate the three ways; the table gives the best of ``--rounds``.
+(`loader._BY_VALUE_MAX`) is set above the size for "value", and to 0 for "shm" (the ring
+switched off, `worker_transfer._RING_ENABLED`) and "ring" (the ring on, its floor
+`loader._RING_MIN` at 0). After 20 batches of warm-up the main process's CPU time per batch
+(``time.process_time``: receiving, unpickling, rebuilding the tensor, then reading one value in
+each of its pages, as a consumer reading the batch faults them in) and the workers' (their
+``RUSAGE_CHILDREN`` once they are reaped) are taken, with the wall time per batch. Rounds
+alternate the three ways; the table gives the best of ``--rounds``.
 With workers on every core the main process is what sets a loader's ceiling, so its column
 decides the limit (docs/architecture.md, "Small batches leave a worker by value").
 """
@@ -25,6 +26,7 @@ import time
 from typing import Any
 
 WARMUP = 20
+RING_MIN: list[int] = []  # loader._RING_MIN as imported (set by report)
 
 
 def _dataset(nbytes: int, n: int) -> Any:
@@ -53,6 +55,7 @@ def one_run(nbytes: int, way: str, batches: int) -> tuple[float, float, float]:
     # read in the workers, which fork after this
     loader._BY_VALUE_MAX = max(nbytes, 1) if way == "value" else 0
     worker_transfer._RING_ENABLED = way == "ring"
+    loader._RING_MIN = 0 if way == "ring" else RING_MIN[0]
     dl = torch.utils.data.DataLoader(_dataset(nbytes, batches + WARMUP), batch_size=None,
                                      num_workers=2, prefetch_factor=4, multiprocessing_context="fork")
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -76,6 +79,7 @@ def report(sizes_kib: list[int], batches: int, rounds: int) -> str:
     from torchfits.data import loader, worker_transfer
 
     default = loader._BY_VALUE_MAX
+    RING_MIN[:] = [loader._RING_MIN]
     ways = ("value", "shm", "ring")
     lines = ["| tensor | way | main CPU ms / batch | workers' CPU ms / batch | wall ms / batch |",
              "|--:|:--|--:|--:|--:|"]
@@ -92,7 +96,8 @@ def report(sizes_kib: list[int], batches: int, rounds: int) -> str:
     finally:
         loader._BY_VALUE_MAX = default
         worker_transfer._RING_ENABLED = True
-    lines.append(f"\nDefault by-value limit: {default >> 10} KiB.")
+        loader._RING_MIN = RING_MIN[0]
+    lines.append(f"\nDefault by-value limit: {default >> 10} KiB; the ring's floor: {RING_MIN[0] >> 10} KiB.")
     return "\n".join(lines)
 
 

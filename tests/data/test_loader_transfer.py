@@ -42,6 +42,14 @@ def test_marked_tensor_unpickles_as_plain_tensor(dtype):
     got["x"].zero_()  # writable: no read-only buffer behind it
 
 
+def test_bfloat16_by_value():
+    t = torch.arange(12, dtype=torch.float32).to(torch.bfloat16).reshape(3, 4)[:, 1::2]
+    m = _mark(t)
+    assert type(m) is _ByValue
+    got = _roundtrip(m)
+    assert type(got) is torch.Tensor and got.dtype == torch.bfloat16 and torch.equal(got, t)
+
+
 def test_marked_tensor_behaves_as_tensor():
     t = torch.arange(6, dtype=torch.float32)
     m = _mark(t)
@@ -51,15 +59,19 @@ def test_marked_tensor_behaves_as_tensor():
 
 
 def test_what_stays_on_the_shared_memory_path(monkeypatch):
-    bf = torch.ones(3, dtype=torch.bfloat16)
     grad = torch.ones(3, requires_grad=True)
-    assert type(_mark(bf)) is torch.Tensor and type(_mark(grad)) is torch.Tensor
+    conj = torch.ones(3, dtype=torch.complex64).conj()
+    neg = torch.ones(3, dtype=torch.complex64).conj().imag
+    assert type(_mark(grad)) is torch.Tensor and type(_mark(conj)) is torch.Tensor
+    assert neg.is_neg() and type(_mark(neg)) is torch.Tensor
+    got = _roundtrip(_mark(conj))  # torch's path resolves the conjugate
+    assert torch.equal(got, torch.ones(3, dtype=torch.complex64).conj())
     monkeypatch.setattr(loader_mod, "_BY_VALUE_MAX", 8)
     assert type(_mark(torch.ones(4))) is torch.Tensor  # 16 bytes > 8
     assert type(_mark(torch.ones(2))) is _ByValue
     monkeypatch.undo()
-    assert type(_mark(torch.ones(1 << 17))) is _ByValue  # 512 KiB: by value
-    assert type(_mark(torch.ones((1 << 17) + 1))) is torch.Tensor  # above: shared memory
+    assert type(_mark(torch.ones(2, 1 << 16)[:, ::2])) is _ByValue  # 256 KiB, strided: by value
+    assert type(_mark(torch.ones(2, (1 << 17) + 2)[:, ::2])) is torch.Tensor  # above: shared memory
 
 
 def test_nothing_changes_outside_a_worker():
@@ -119,6 +131,7 @@ from torchfits.data import loader
 from torchfits.data.loader import for_transfer
 
 loader._BY_VALUE_MAX = 16 << 20  # 8 MiB batches by value: a long deallocation on the feeder
+loader._RING_MIN = 16 << 20  # (not through the ring)
 worker._worker_info = worker.WorkerInfo(id=0, num_workers=1, seed=0, dataset=None)
 buf, ready = collections.deque(), threading.Condition()
 

@@ -19,7 +19,7 @@ from torch.utils.data._utils import worker as torch_worker  # noqa: E402
 
 from torchfits.data import make_loader  # noqa: E402
 from torchfits.data import worker_transfer as wt  # noqa: E402
-from torchfits.data.loader import _BY_VALUE_MAX, fits_collate_fn, for_transfer  # noqa: E402
+from torchfits.data.loader import _BY_VALUE_MAX, _RING_MIN, _ByValue, fits_collate_fn, for_transfer  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
               pytest.mark.filterwarnings("ignore:.*pin_memory.*:UserWarning"),
@@ -147,9 +147,50 @@ def test_what_the_ring_does_not_take(in_worker):
 
 
 def test_no_ring_for_a_first_batch_too_large(in_worker):
-    big = torch.ones((wt._RING_MAX_SLOT // 4) + 1)  # slots would be 16 MiB
+    big = torch.ones((wt.RING_MAX_SLOT // 4) + 1)  # slots would be 16 MiB
     assert type(for_transfer(big)) is torch.Tensor and not wt._WORKER_RING
     assert type(for_transfer(torch.ones(JUST_ABOVE))) is wt._InRing  # a later one sizes it
+
+
+def test_tensors_above_32_kib_take_the_ring(in_worker):
+    # Under the by-value limit too: the batch then crosses the pipe as a reference, and with no
+    # free slot such a tensor goes by value (not by torch's dearer path).
+    small = torch.arange(_RING_MIN // 4 + 1, dtype=torch.float32)
+    assert type(for_transfer(torch.ones(_RING_MIN // 4))) is _ByValue  # 32 KiB: by value
+    marked = [for_transfer(small + k) for k in range(wt._RING_SLOTS + 1)]
+    assert all(type(m) is wt._InRing for m in marked)
+    assert wt._WORKER_RING[0].slot_bytes == wt._MIN_SLOT
+    blobs = [_send(m) for m in marked]
+    assert all(len(b) < 2048 for b in blobs[:wt._RING_SLOTS])
+    assert len(blobs[-1]) > _RING_MIN  # the ring is full: the bytes themselves
+    got = [pickle.loads(b) for b in blobs]
+    for k, g in enumerate(got):
+        assert type(g) is torch.Tensor and torch.equal(g, small + k)
+    got[-1].zero_()  # writable
+
+
+def test_one_walk_sizes_the_ring_by_the_whole_batch(in_worker):
+    batch = {"a": torch.ones(40 << 10, dtype=torch.uint8), "b": [torch.ones(300 << 10, dtype=torch.uint8)],
+             "c": torch.ones(4)}
+    marked = for_transfer(batch)
+    assert type(marked["a"]) is wt._InRing and type(marked["b"][0]) is wt._InRing
+    assert type(marked["c"]) is _ByValue
+    ring = wt._WORKER_RING[0]
+    assert ring.slot_bytes == 512 << 10 and ring.slots == 2 * wt._RING_SLOTS
+    got = pickle.loads(_send(marked))
+    assert all(torch.equal(got[k], batch[k]) for k in "ac") and torch.equal(got["b"][0], batch["b"][0])
+    # a later batch does not resize it; a tensor larger than its slots keeps the other paths
+    assert type(for_transfer(torch.ones(600 << 10, dtype=torch.uint8))) is torch.Tensor
+    assert wt._WORKER_RING[0] is ring
+
+
+def test_bfloat16_by_value_and_through_the_ring(in_worker):
+    for n in (8, (_RING_MIN // 2) + 8):
+        t = torch.arange(n, dtype=torch.float32).to(torch.bfloat16)
+        marked = for_transfer(t)
+        assert type(marked) is (_ByValue if n == 8 else wt._InRing)
+        got = pickle.loads(_send(marked))
+        assert type(got) is torch.Tensor and got.dtype == torch.bfloat16 and torch.equal(got, t)
 
 
 def test_unknown_ring_says_so():
@@ -234,6 +275,51 @@ def test_stateful_resume_is_exact():
     assert all(type(g) is torch.Tensor and torch.equal(g, w) for g, w in zip(got, want))
     assert second.collate_fn is fits_collate_fn  # make_loader's default: through for_transfer
     assert _reads() - reads >= 4  # the batches took the ring
+
+
+@pytest.mark.skipif(not HAS_FORK, reason="needs the fork start method")
+def test_rings_dropped_when_a_torchfits_loader_pass_ends(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(wt, "_RINGS", {})
+    ds = Batches([JUST_ABOVE] * 8)
+    received = wt.ring_stats()["rings_received"]
+    _check(ds, list(make_loader(ds, batch_size=None, shuffle=False, num_workers=2,
+                                   multiprocessing_context="fork")))
+    gc.collect()
+    assert wt.ring_stats()["rings_received"] - received == 2
+    assert wt.ring_stats()["rings_cached"] == 0  # not held until the next pass
+    dl = make_loader(ds, batch_size=None, shuffle=False, num_workers=2, persistent_workers=True,
+                     multiprocessing_context="fork")
+    for _ in range(2):
+        _check(ds, list(dl))
+    assert wt.ring_stats()["rings_cached"] == 2  # the workers live on
+    del dl
+    gc.collect()
+    assert wt.ring_stats()["rings_cached"] == 0
+
+
+@pytest.mark.skipif(not HAS_FORK, reason="needs the fork start method")
+def test_table_batches_leave_workers_through_the_ring(tmp_path):
+    import numpy as np
+
+    import torchfits
+    from torchfits.data import FitsTableIterableDataset
+
+    rng = np.random.default_rng(5)
+    cat = tmp_path / "cat.fits"
+    cols = {"a": rng.normal(0, 1, 40000).astype(np.float32), "b": np.arange(40000, dtype=np.int64)}
+    torchfits.write(str(cat), [np.empty(0, np.uint8), cols], overwrite=True)
+    ds = FitsTableIterableDataset(str(cat), batch_size=10000, as_batches=True)
+    want = list(make_loader(ds, batch_size=None, num_workers=0))
+    reads = _reads()
+    got = list(make_loader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork"))
+    assert _reads() - reads == 2 * len(want)  # 40 KiB and 80 KiB columns: every one
+    assert len(got) == len(want) == 4
+    got.sort(key=lambda b: int(b["b"][0]))
+    for g, w in zip(got, want):
+        assert g.keys() == w.keys()
+        assert all(type(g[k]) is torch.Tensor and torch.equal(g[k], w[k]) for k in w)
 
 
 def test_cached_rings_do_not_grow(monkeypatch):

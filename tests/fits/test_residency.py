@@ -426,6 +426,45 @@ def test_release_now_drops_the_ranges_it_overlaps(tmp_path):
     assert residency.held() == 0
 
 
+def test_ranges_indexed_by_source_follow_every_change(monkeypatch):
+    """`release` looks only at its source's ranges: the index by source holds exactly what the
+    recency order holds through records, re-records, evictions and releases."""
+
+    class Source:
+        maps_file = True
+
+        def release(self, offset, size):
+            pass
+
+    def index_agrees():
+        flat = {(sid, off): n for sid, ranges in residency._by_source.items() for off, n in ranges.items()}
+        assert flat == {k: n for k, (_, n) in residency._ranges.items()}
+        assert all(residency._by_source.values())  # no empty entries left behind
+
+    a, b = Source(), Source()
+    residency.forget_all()
+    monkeypatch.setenv("TORCHFITS_RESIDENT_MB", str(10 * PAGE / (1 << 20)))
+    try:
+        for k in range(6):
+            residency.done(a, k * PAGE, PAGE)
+            residency.done(b, 2 * k * PAGE, 2 * PAGE)  # over the budget: the oldest leave
+            index_agrees()
+        residency.done(a, 5 * PAGE, PAGE)  # read again
+        index_agrees()
+        assert (id(b), 8 * PAGE) in residency._ranges and (id(b), 10 * PAGE) in residency._ranges
+        assert (id(b), 0) not in residency._ranges  # evicted
+        residency.release(b, 9 * PAGE, 2 * PAGE)  # b's ranges at 8 and 10 pages
+        index_agrees()
+        assert (id(b), 8 * PAGE) not in residency._ranges and (id(b), 10 * PAGE) not in residency._ranges
+        residency.release(a, 0, 64 * PAGE)
+        index_agrees()
+        assert id(a) not in residency._by_source and residency.held() == sum(
+            n for _, n in residency._ranges.values())
+    finally:
+        residency.forget_all()
+    assert not residency._by_source
+
+
 def test_reads_that_release_behind_them_keep_held_truthful(tmp_path, monkeypatch):
     """A whole image read in bands and a training pass over more rows than the budget release
     behind themselves through `residency.release`: ranges an earlier read recorded over the same

@@ -7,6 +7,7 @@ slots, `torchfits.data.worker_transfer`)."""
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections import deque
 from typing import Any
 
@@ -14,24 +15,41 @@ import torch
 
 from .._torch_adapter import validate_device
 from .remote import is_http_url, prefetch_urls
-from .worker_transfer import forget_gone_workers, ring_mark
+from .worker_transfer import (
+    RING_MAX_SLOT,
+    forget_gone_workers,
+    has_ring,
+    make_ring,
+    ring_fits,
+    ring_mark,
+    ring_on,
+)
 
 __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position",
            "for_transfer"]
 
-# Bytes; a larger tensor leaves a worker through its ring of shared-memory slots (or torch's
+# Bytes; the most a tensor the ring does not take sends by value (a larger one takes torch's
 # shared memory). Per batch the main process pays ~2 ms per MiB to read and unpickle bytes
 # against ~1.3 ms flat for a shared-memory segment; the two meet near 512 KiB
 # (benchmarks/run_transfer.py; docs/architecture.md, "Small batches leave a worker by value").
 _BY_VALUE_MAX = 512 << 10
-_BY_VALUE_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
-                              torch.int64, torch.uint16, torch.uint32, torch.uint64, torch.float16,
-                              torch.float32, torch.float64, torch.complex64, torch.complex128})
+# Bytes; a larger contiguous tensor goes through the worker's ring (by value, then torch's
+# shared memory, where the ring cannot take it). From 64 KiB the ring costs both processes less
+# than bytes through the pipe, and a batch then crosses the pipe as a few hundred bytes: the
+# main process does not wait on the worker's feeder thread to write each 64 KiB pipe-full.
+_RING_MIN = 32 << 10
+# What leaves a worker by value or through its ring (both send the tensor's bytes).
+TRANSFER_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+                             torch.int64, torch.uint16, torch.uint32, torch.uint64, torch.float16,
+                             torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+                             torch.complex128})
 
 
-def _tensor_of(array: Any) -> torch.Tensor:
-    """Unpickling a `_ByValue`: a plain tensor over the received array."""
-    return torch.from_numpy(array if array.flags.writeable else array.copy())
+def _tensor_of(array: Any, dtype: str | None = None) -> torch.Tensor:
+    """Unpickling a `_ByValue`: a plain tensor over the received array (``dtype``: the tensor's
+    type where NumPy has none and the array holds its bits, bfloat16)."""
+    t = torch.from_numpy(array if array.flags.writeable else array.copy())
+    return t if dtype is None else t.view(getattr(torch, dtype))
 
 
 class _ByValue(torch.Tensor):
@@ -43,7 +61,9 @@ class _ByValue(torch.Tensor):
     Operations on it give plain tensors."""
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
-    _tf_array: Any  # the bytes to send, taken on the worker's thread (`_mark`)
+    # the bytes to send and the torch dtype NumPy lacks, taken on the worker's thread (`_mark`)
+    _tf_array: Any
+    _tf_dtype: str | None
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # The worker's queue pickles this on its feeder thread, which the interpreter may stop
@@ -51,8 +71,15 @@ class _ByValue(torch.Tensor):
         # was taken on the worker's own thread when the tensor was marked.
         array = self.__dict__.get("_tf_array")
         if array is None:  # not made by `_mark`
-            array = self.as_subclass(torch.Tensor).numpy()
-        return (_tensor_of, (array,))
+            return (_tensor_of, _numpy_of(self.as_subclass(torch.Tensor)))
+        return (_tensor_of, (array, self._tf_dtype))
+
+
+def _numpy_of(t: torch.Tensor) -> tuple[Any, str | None]:
+    """A NumPy view of ``t``'s values, and the dtype to view them as again (bfloat16: its bits)."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy(), "bfloat16"
+    return t.numpy(), None
 
 
 # A worker's queue pickles and then drops each batch on a daemon feeder thread. When the loader
@@ -65,52 +92,50 @@ class _ByValue(torch.Tensor):
 _KEEP: deque[Any] = deque(maxlen=16)
 
 
-def _by_value(t: torch.Tensor) -> bool:
+def _sendable(t: torch.Tensor) -> bool:
+    """A tensor whose bytes can leave by value or through the ring (else torch's path)."""
     return (type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
-            and not t.requires_grad and t.dtype in _BY_VALUE_DTYPES
-            and t.numel() * t.element_size() <= _BY_VALUE_MAX)
+            and not t.requires_grad and t.dtype in TRANSFER_DTYPES and not t.is_conj()
+            and not t.is_neg())
 
 
 def for_transfer(obj: Any) -> Any:
-    """``obj`` (a tensor, or dicts, lists and tuples of them) with its CPU tensors of up to
-    512 KiB marked to leave this DataLoader worker by value (`_ByValue`) and larger contiguous
-    ones copied into the worker's ring of shared-memory slots (`worker_transfer.ring_mark`);
-    unchanged outside a worker. The main process receives plain tensors with the same values,
-    shapes and dtypes."""
+    """``obj`` (a tensor, or dicts, lists and tuples of them) with its CPU tensors marked to
+    leave this DataLoader worker: contiguous ones above 32 KiB through the worker's ring of
+    shared-memory slots (`worker_transfer.ring_mark`), others of up to 512 KiB by value
+    (`_ByValue`); unchanged outside a worker. The main process receives plain tensors with the
+    same values, shapes and dtypes."""
     if torch.utils.data.get_worker_info() is None:
         return obj
-    marked = _mark(obj, _larger(obj, []))
+    # The batch's ring sizes, gathered in the same walk while this worker has no ring yet.
+    sizes: list[int] | None = [] if ring_on() and not has_ring() else None
+    marked = _mark(obj, sizes)
+    if sizes:
+        make_ring(sizes)  # or none: its tensors take the other paths when pickled
     _KEEP.append(marked)
     return marked
 
 
-def _larger(obj: Any, found: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The tensors in ``obj`` above the by-value limit (what would size a new ring)."""
+def _mark(obj: Any, sizes: list[int] | None = None) -> Any:
     if torch.is_tensor(obj):
-        if obj.numel() * obj.element_size() > _BY_VALUE_MAX:
-            found.append(obj)
-    elif type(obj) is dict:
-        for v in obj.values():
-            _larger(v, found)
-    elif type(obj) in (list, tuple):
-        for v in obj:
-            _larger(v, found)
-    return found
-
-
-def _mark(obj: Any, large: list[torch.Tensor] | None = None) -> Any:
-    if torch.is_tensor(obj):
-        if _by_value(obj):
-            marked = obj.as_subclass(_ByValue)
-            marked._tf_array = obj.numpy()  # here, on the worker's thread: see __reduce_ex__
-            return marked
-        if large and obj.numel() * obj.element_size() > _BY_VALUE_MAX:
-            return ring_mark(obj, large)
-        return obj
+        if not _sendable(obj):
+            return obj
+        nbytes = obj.numel() * obj.element_size()
+        if _RING_MIN < nbytes <= RING_MAX_SLOT and obj.is_contiguous() and ring_on() \
+                and ring_fits(nbytes):
+            if sizes is not None:
+                sizes.append(nbytes)
+            return ring_mark(obj, by_value=nbytes <= _BY_VALUE_MAX)
+        if nbytes > _BY_VALUE_MAX:
+            return obj
+        marked = obj.as_subclass(_ByValue)
+        # here, on the worker's thread: see __reduce_ex__
+        marked._tf_array, marked._tf_dtype = _numpy_of(obj)
+        return marked
     if type(obj) is dict:
-        return {k: _mark(v, large) for k, v in obj.items()}
+        return {k: _mark(v, sizes) for k, v in obj.items()}
     if type(obj) in (list, tuple):
-        return type(obj)(_mark(v, large) for v in obj)
+        return type(obj)(_mark(v, sizes) for v in obj)
     return obj
 
 
@@ -238,6 +263,11 @@ class _LoaderMixin:
     def __iter__(self) -> Any:
         forget_gone_workers()  # the rings of past loaders' exited workers
         it = super().__iter__()  # type: ignore[misc]
+        if getattr(it, "_workers", None) and not hasattr(it, "_tf_rings_go"):
+            # Once the iterator is gone its workers have been shut down (torch joins them in its
+            # __del__, which runs before this callback): their rings are dropped then, not at
+            # the next pass. Persistent workers reuse the iterator: one callback for all passes.
+            it._tf_rings_go = weakref.finalize(it, forget_gone_workers)
         if self.target_device is None:
             return it
         return (_to_device(batch, self.target_device) for batch in it)

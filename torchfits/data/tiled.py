@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._kernels import _header
+from .._kernels import _bintable, _header
 from ..errors import FitsError
 from ..fits.hdu_index import data_unit
 from ..fits.image_plan import ImagePlan
@@ -224,18 +224,19 @@ class CompressedStamp:
         known, lay = self.known, self.layout
         assert known.codec is not None
         nrows = len(known.ks)
-        # (count, offset) of every row's descriptor, as two contiguous int64 rows
-        desc = np.ndarray((2, nrows), known.desc, self.buf, self.data_offset + known.desc_at,
-                          (known.desc.itemsize, lay.row_bytes)).astype(np.int64, order="C")
-        count, offset = desc[0], desc[1]
-        size = count * known.itemsize
-        offset += self.heap_offset  # absolute: the heap checks below use the absolute end
-        if nrows == 0 or count.min() <= 0 or offset.min() < self.heap_offset \
-                or (offset + size).max() > self.heap_offset + self.heap_size:
+        counts, offsets = np.empty(nrows, np.int64), np.empty(nrows, np.int64)
+        # Every row's (count, heap offset), read and checked to lie in the heap in one C loop
+        # (what a dozen NumPy calls on the descriptors cost: ~6 us a stamp, a third of its decode).
+        if nrows == 0 or _bintable.vla_descriptors(
+                self.buf, lay.row_bytes, 0, None, nrows, self.data_offset + known.desc_at,
+                known.desc.itemsize == 8, 8 * known.itemsize, self.heap_size, counts, offsets) >= 0 \
+                or not counts.all():
             return False
+        sizes = counts if known.itemsize == 1 else counts * known.itemsize
+        heap = memoryview(self.buf)[self.heap_offset:self.heap_offset + self.heap_size]
         status = np.empty(nrows, np.uint8)
-        known.codec.decode_many(self.buf, offset, size, known.npix, known.dest, values, status,
-                                _GO, known.ncols)
+        known.codec.decode_many(heap, offsets, sizes, known.npix, known.dest, values, status, _GO,
+                                known.ncols)
         return bool((status == TILE_OK).all())
 
     def _decode_tiles(self, values: np.ndarray) -> None:

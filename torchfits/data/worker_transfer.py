@@ -2,17 +2,24 @@
 
 torch moves a tensor out of a worker into a new shared-memory segment whose descriptor the main
 process fetches from the worker over a socket: a round trip per tensor (~1.2 ms of the main
-process's CPU at any size) that waits for the worker to be scheduled. Here a worker makes one
-buffer of ``K`` slots the first time a batch holds a tensor above the by-value limit
-(`torchfits.data.loader.for_transfer`), and copies each such tensor, that one included, into a
-free slot when the tensor is pickled (so a change made in place after marking, in a collate
-function for instance, travels too); what is pickled is the slot's reference (a few hundred
-bytes through the pipe). The
+process's CPU at any size) that waits for the worker to be scheduled; bytes sent through the
+pipe make the main process wait on the worker's feeder thread for every 64 KiB pipe-full. Here
+a worker makes one buffer of ``K`` slots the first time a batch holds a contiguous tensor above
+32 KiB (`torchfits.data.loader.for_transfer`, which sizes it by that batch), and copies each
+such tensor, that one included, into a free slot when the tensor is pickled (so a change made
+in place after marking, in a collate function for instance, travels too); what is pickled is
+the slot's reference (a few hundred bytes through the pipe). The
 buffer reaches the main process once, through torch's reduction, with the references until the
 main process says it holds it. The main process copies the slot into a fresh tensor (owned
 memory: never a view of a buffer the worker will overwrite) and frees the slot. No free slot at
-pickling time, a tensor larger than a slot or of another kind, a ring that would exceed
-``_RING_MAX_BYTES``: torch's path, as before.
+pickling time, or a ring that would exceed ``_RING_MAX_BYTES``: by value up to 512 KiB (the
+bytes through the pipe, NumPy only), else torch's path, as before; a tensor larger than the
+worker's slots or of another kind is not marked for the ring.
+
+The main process drops the rings of exited workers when a new ring arrives, when a torchfits
+loader starts a pass and when its iterator (with the workers) is gone; after a plain
+``DataLoader``'s workers exit their rings stay cached until one of those (or a call of
+`forget_gone_workers`).
 
 Buffer layout: ``_HEADER`` bytes (one flag byte per slot, 1 while the slot holds a tensor the
 main process has not copied yet; the last byte the main process sets once it has cached the
@@ -39,7 +46,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["forget_gone_workers", "ring_mark", "ring_stats"]
+__all__ = ["RING_MAX_SLOT", "forget_gone_workers", "has_ring", "make_ring", "ring_fits", "ring_mark",
+           "ring_on", "ring_stats"]
 
 # x86-64 for the memory ordering (module docstring); POSIX for `forget_gone_workers`'s liveness
 # check (on Windows `os.kill(pid, 0)` would end the worker).
@@ -52,14 +60,11 @@ _RING_SLOTS = 4
 # Above a few MiB torch's round trip costs the main process what the ring's copy does
 # (docs/benchmarks.md, "Worker transfer"), so larger tensors take torch's path and a worker's ring
 # stays small in /dev/shm (often 64 MiB in containers).
-_RING_MAX_SLOT = 8 << 20
+RING_MAX_SLOT = 8 << 20
 _RING_MAX_BYTES = 32 << 20
 _HEADER = 4096  # flags, the ack byte; keeps the slots page-aligned
 _ACK = _HEADER - 1  # set by the main process once it has cached the buffer
 _MIN_SLOT = 64 << 10
-_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-                     torch.uint16, torch.uint32, torch.uint64, torch.float16, torch.float32,
-                     torch.float64, torch.complex64, torch.complex128, torch.bfloat16})
 
 
 class _Ring:
@@ -107,19 +112,23 @@ class _InRing(torch.Tensor):
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
     # Taken on the worker's thread (`ring_mark`; see loader._KEEP): the tensor's bytes as a NumPy
-    # view (in-place changes show through), its dtype name and shape, and the plain tensor.
+    # view (in-place changes show through), its dtype name and shape, whether it may go by value
+    # when no slot is free, and the plain tensor.
     _tf_bytes: Any
     _tf_kind: tuple[str, tuple]
+    _tf_by_value: bool
     _tf_plain: torch.Tensor
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         ring = _WORKER_RING[0] if _WORKER_RING and _WORKER_RING[0].pid == os.getpid() else None
         ref = ring.take(self._tf_bytes, *self._tf_kind) if ring is not None else None
-        if ref is None:  # no free slot now: torch's path
-            from torch.multiprocessing.reductions import reduce_tensor
+        if ref is not None:
+            return (_from_ring, ref)
+        if self._tf_by_value:  # no ring or no free slot: by value (NumPy only, feeder thread)
+            return (_from_bytes, (self._tf_bytes, *self._tf_kind))
+        from torch.multiprocessing.reductions import reduce_tensor
 
-            return reduce_tensor(self._tf_plain)
-        return (_from_ring, ref)
+        return reduce_tensor(self._tf_plain)  # torch's path
 
     def __copy__(self) -> torch.Tensor:
         return self._tf_plain
@@ -128,38 +137,52 @@ class _InRing(torch.Tensor):
         return self._tf_plain.clone()
 
 
+def _from_bytes(data: Any, dtype: str, shape: tuple) -> torch.Tensor:
+    """Unpickling a `_InRing` sent by value: a plain tensor over the received bytes."""
+    data = data if data.flags.writeable else data.copy()
+    return torch.from_numpy(data).view(getattr(torch, dtype)).view(shape)
+
+
 _WORKER_RING: list[_Ring] = []  # this worker's ring (empty until its first large tensor)
 
 
-def ring_mark(obj: Any, large: list[torch.Tensor]) -> Any:
-    """``obj`` (a tensor above the by-value limit, in a DataLoader worker) marked to leave
-    through this worker's ring: pickling it copies it into a free slot and sends the slot's
-    reference (torch's path when none is free); ``obj`` unchanged where the ring cannot take it.
-    ``large``: the batch's tensors above the limit (they size a new ring)."""
-    if not (_RING_OK and _RING_ENABLED) or not _ring_kind(obj):
-        return obj
-    if not _WORKER_RING or _WORKER_RING[0].pid != os.getpid():
-        sizes = [t.numel() * t.element_size() for t in large if _ring_kind(t)]
-        if not sizes:
-            return obj
-        slot_bytes = max(_MIN_SLOT, 1 << (max(sizes) - 1).bit_length())
-        slots = min(_RING_SLOTS * len(sizes), _ACK)
-        if slot_bytes > _RING_MAX_SLOT or slots * slot_bytes > _RING_MAX_BYTES:
-            return obj  # no ring for this worker yet: its first large batch was too large
-        _WORKER_RING[:] = [_Ring(slots, slot_bytes)]
-    if obj.numel() * obj.element_size() > _WORKER_RING[0].slot_bytes:
-        return obj
+def ring_on() -> bool:
+    """Whether batch tensors may use a ring here (x86-64 POSIX, not switched off)."""
+    return _RING_OK and _RING_ENABLED
+
+
+def has_ring() -> bool:
+    """Whether this process (a DataLoader worker) has made its ring."""
+    return bool(_WORKER_RING) and _WORKER_RING[0].pid == os.getpid()
+
+
+def ring_fits(nbytes: int) -> bool:
+    """Whether this worker's ring has slots of ``nbytes`` (or no ring yet: a batch sizes it)."""
+    return not has_ring() or nbytes <= _WORKER_RING[0].slot_bytes
+
+
+def make_ring(sizes: list[int]) -> None:
+    """This worker's ring, sized by its first batch with tensors for it (``sizes``: their
+    bytes): ``_RING_SLOTS`` slots per tensor, each the smallest power of two that holds the
+    largest; none when that would exceed ``RING_MAX_SLOT`` or ``_RING_MAX_BYTES``."""
+    slot_bytes = max(_MIN_SLOT, 1 << (max(sizes) - 1).bit_length())
+    slots = min(_RING_SLOTS * len(sizes), _ACK)
+    if slot_bytes > RING_MAX_SLOT or slots * slot_bytes > _RING_MAX_BYTES:
+        return  # no ring for this worker yet: a later batch may size one
+    _WORKER_RING[:] = [_Ring(slots, slot_bytes)]
+
+
+def ring_mark(obj: torch.Tensor, by_value: bool) -> torch.Tensor:
+    """``obj`` (a contiguous CPU tensor whose bytes can travel, in a DataLoader worker) marked
+    to leave through this worker's ring: pickling it copies it into a free slot and sends the
+    slot's reference; with no ring or no free slot it goes by value (``by_value``) or by
+    torch's path."""
     marked = obj.as_subclass(_InRing)
     marked._tf_bytes = obj.reshape(-1).view(torch.uint8).numpy()
     marked._tf_kind = (str(obj.dtype).rpartition(".")[2], tuple(obj.shape))
+    marked._tf_by_value = by_value
     marked._tf_plain = obj
     return marked
-
-
-def _ring_kind(t: torch.Tensor) -> bool:
-    return (type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
-            and not t.requires_grad and t.dtype in _DTYPES and t.is_contiguous()
-            and not t.is_conj() and not t.is_neg())
 
 
 # The main process's cache: ring key (worker pid, random id) → (buffer, its numpy view).

@@ -34,8 +34,9 @@ _lock = threading.Lock()
 # (id of the source, offset) -> (weak reference to the source, size), least recently read first.
 _ranges: OrderedDict[tuple[int, int], tuple[weakref.ref[ByteSource], int]] = OrderedDict()
 _held = 0
-# id of a source -> how many of its ranges `_ranges` holds (`release` looks for overlaps only then).
-_counts: dict[int, int] = {}
+# id of a source -> {offset: size} of its ranges in `_ranges`: `release` looks at that source's
+# ranges only (a banded image read releases once per band).
+_by_source: dict[int, dict[int, int]] = {}
 _parsed = ("", BUDGET)  # the last TORCHFITS_RESIDENT_MB value seen, and its budget in bytes
 
 
@@ -92,14 +93,13 @@ def done(source: ByteSource, offset: int, size: int) -> None:
         old = _ranges.pop(key, None)  # read again (or a dead source's range under a reused id)
         if old is not None:
             _held -= old[1]
-        else:
-            _counts[key[0]] = _counts.get(key[0], 0) + 1
         _ranges[key] = (weakref.ref(source), size)
+        _by_source.setdefault(key[0], {})[offset] = size
         _held += size
         while _held > limit and _ranges:
             (sid, off), (ref, n) = _ranges.popitem(last=False)
             _held -= n
-            _uncount(sid)
+            _unindex(sid, off)
             victims.append((ref, off, n))
     for ref, off, n in victims:  # outside the lock: madvise takes the map's page-table lock
         src = ref()
@@ -118,23 +118,23 @@ def release(source: ByteSource, offset: int, size: int) -> None:
     victims = [(offset, size)]
     sid, end = id(source), offset + size
     with _lock:
-        if _counts.get(sid):
-            for key in [k for k, (_, n) in _ranges.items()
-                        if k[0] == sid and k[1] < end and k[1] + n > offset]:
-                ref, n = _ranges.pop(key)
-                _held -= n
-                _uncount(sid)
-                if ref() is source:  # not a dead source's range under a reused id
-                    victims.append((key[1], n))
+        mine = _by_source.get(sid, {})
+        for off in [o for o, n in mine.items() if o < end and o + n > offset]:
+            ref, n = _ranges.pop((sid, off))
+            _held -= n
+            _unindex(sid, off)
+            if ref() is source:  # not a dead source's range under a reused id
+                victims.append((off, n))
     for off, n in victims:  # outside the lock, as in `done`
         source.release(off, n)
 
 
-def _uncount(sid: int) -> None:
-    """One range of source ``sid`` left `_ranges` (under the lock)."""
-    left = _counts.pop(sid) - 1
-    if left:
-        _counts[sid] = left
+def _unindex(sid: int, offset: int) -> None:
+    """The range of source ``sid`` at ``offset`` left `_ranges` (under the lock)."""
+    mine = _by_source[sid]
+    del mine[offset]
+    if not mine:
+        del _by_source[sid]
 
 
 def held() -> int:
@@ -148,7 +148,7 @@ def forget_all() -> None:
     with _lock:
         items = list(_ranges.items())
         _ranges.clear()
-        _counts.clear()
+        _by_source.clear()
         _held = 0
     for (_, off), (ref, n) in items:
         src = ref()
