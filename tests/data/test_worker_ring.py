@@ -70,6 +70,7 @@ def in_worker(monkeypatch):
     monkeypatch.setattr(torch_worker, "_worker_info",
                         torch_worker.WorkerInfo(id=0, num_workers=1, seed=0, dataset=None))
     monkeypatch.setattr(wt, "_WORKER_RING", [])
+    monkeypatch.setattr(wt, "_REFUSED", [])
     monkeypatch.setattr(wt, "_RINGS", {})
 
 
@@ -179,9 +180,76 @@ def test_one_walk_sizes_the_ring_by_the_whole_batch(in_worker):
     assert ring.slot_bytes == 512 << 10 and ring.slots == 2 * wt._RING_SLOTS
     got = pickle.loads(_send(marked))
     assert all(torch.equal(got[k], batch[k]) for k in "ac") and torch.equal(got["b"][0], batch["b"][0])
-    # a later batch does not resize it; a tensor larger than its slots keeps the other paths
-    assert type(for_transfer(torch.ones(600 << 10, dtype=torch.uint8))) is torch.Tensor
+    # a later batch of the same sizes keeps it
+    assert type(for_transfer(torch.ones(300 << 10, dtype=torch.uint8))) is wt._InRing
     assert wt._WORKER_RING[0] is ring
+
+
+def test_a_ring_of_small_slots_grows_once(in_worker):
+    # A worker whose first batch holds only tensors that could go by value gets small slots; a
+    # later tensor above the by-value limit makes it a ring of larger slots (once), and what was
+    # copied into the old ring still arrives.
+    small = torch.arange(20 << 10, dtype=torch.float32)  # 80 KiB
+    first = for_transfer(small)
+    assert wt._WORKER_RING[0].slot_bytes == 128 << 10
+    blob = _send(first)
+    old = wt._WORKER_RING[0]
+    big = torch.arange(1 << 18, dtype=torch.float32)  # 1 MiB
+    marked = for_transfer({"big": big, "small": small + 1})
+    ring = wt._WORKER_RING[0]
+    assert ring is not old and ring.slot_bytes == 1 << 20 and ring.slots == 2 * wt._RING_SLOTS
+    got = pickle.loads(_send(marked))
+    assert torch.equal(got["big"], big) and torch.equal(got["small"], small + 1)
+    assert torch.equal(pickle.loads(blob), small)
+    # its slots are not small: an even larger tensor takes the other paths, the ring stays
+    assert type(for_transfer(torch.ones(1 << 19))) is torch.Tensor and wt._WORKER_RING[0] is ring
+
+
+def test_medium_tensors_do_not_cost_the_large_ones_their_ring(in_worker):
+    # Two 4 MiB tensors and a 64 KiB one: as many 4 MiB slots as the ring's bytes allow (8, two
+    # batches in flight), not no ring at all.
+    batch = {"img": torch.ones(1 << 20), "ivar": torch.ones(1 << 20) * 2, "psf": torch.ones(16 << 10)}
+    marked = for_transfer(batch)
+    ring = wt._WORKER_RING[0]
+    assert ring.slot_bytes == 4 << 20 and ring.slots * ring.slot_bytes == wt._RING_MAX_BYTES
+    assert all(type(v) is wt._InRing for v in marked.values())
+    blob = _send(marked)
+    assert len(blob) < 4096
+    got = pickle.loads(blob)
+    assert all(torch.equal(got[k], batch[k]) for k in batch)
+
+
+def test_a_ring_of_small_slots_stays_small(in_worker):
+    # 60 columns of 100 KiB: 128 KiB slots, no more than 8 MiB of /dev/shm per worker; columns that
+    # find no free slot go by value.
+    cols = [torch.full((25 << 10,), float(k)) for k in range(60)]
+    marked = for_transfer(cols)
+    ring = wt._WORKER_RING[0]
+    assert ring.slot_bytes == 128 << 10 and ring.slots * ring.slot_bytes == wt._SMALL_RING_MAX_BYTES
+    got = pickle.loads(_send(marked))
+    assert all(torch.equal(g, c) for g, c in zip(got, cols))
+    again = pickle.loads(_send(for_transfer([c + 1 for c in cols])))  # slots still held: by value
+    assert all(torch.equal(g, c + 1) for g, c in zip(again, cols))
+
+
+def test_shared_memory_refusing_the_ring(in_worker, monkeypatch):
+    # A full /dev/shm: the batch still leaves (by value, or torch's path above 512 KiB), and the
+    # worker does not ask for a ring again.
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        raise RuntimeError("unable to allocate shared memory(shm)")
+
+    monkeypatch.setattr(wt, "_Ring", refuse)
+    batch = [torch.arange(20 << 10, dtype=torch.float32), torch.arange(1 << 18, dtype=torch.float32)]
+    for _ in range(3):
+        marked = for_transfer(batch)
+        assert [type(m) for m in marked] in ([_ByValue, torch.Tensor], [wt._InRing, wt._InRing])
+        got = pickle.loads(_send(marked))
+        assert all(torch.equal(g, b) for g, b in zip(got, batch))
+    assert len(calls) == 1 and not wt._WORKER_RING
+    assert [type(m) for m in for_transfer(batch)] == [_ByValue, torch.Tensor]
 
 
 def test_bfloat16_by_value_and_through_the_ring(in_worker):

@@ -18,7 +18,6 @@ from .remote import is_http_url, prefetch_urls
 from .worker_transfer import (
     RING_MAX_SLOT,
     forget_gone_workers,
-    has_ring,
     make_ring,
     ring_fits,
     ring_mark,
@@ -34,9 +33,10 @@ __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "ite
 # (benchmarks/run_transfer.py; docs/architecture.md, "Small batches leave a worker by value").
 _BY_VALUE_MAX = 512 << 10
 # Bytes; a larger contiguous tensor goes through the worker's ring (by value, then torch's
-# shared memory, where the ring cannot take it). From 64 KiB the ring costs both processes less
-# than bytes through the pipe, and a batch then crosses the pipe as a few hundred bytes: the
-# main process does not wait on the worker's feeder thread to write each 64 KiB pipe-full.
+# shared memory, where the ring cannot take it). The two cost the main process the same at
+# 16 KiB and the ring half or less from 64 KiB (32 KiB lies between, not measured); a batch
+# then crosses the pipe as a few hundred bytes: the main process does not wait on the worker's
+# feeder thread to write each 64 KiB pipe-full.
 _RING_MIN = 32 << 10
 # What leaves a worker by value or through its ring (both send the tensor's bytes).
 TRANSFER_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
@@ -107,11 +107,12 @@ def for_transfer(obj: Any) -> Any:
     same values, shapes and dtypes."""
     if torch.utils.data.get_worker_info() is None:
         return obj
-    # The batch's ring sizes, gathered in the same walk while this worker has no ring yet.
-    sizes: list[int] | None = [] if ring_on() and not has_ring() else None
+    # The batch's ring sizes, gathered in the same walk (they size a first ring, or a ring of
+    # larger slots once the batch outgrows small ones).
+    sizes: list[int] | None = [] if ring_on() else None
     marked = _mark(obj, sizes)
     if sizes:
-        make_ring(sizes)  # or none: its tensors take the other paths when pickled
+        make_ring(sizes)  # or not: its tensors take the other paths when pickled
     _KEEP.append(marked)
     return marked
 
@@ -264,9 +265,10 @@ class _LoaderMixin:
         forget_gone_workers()  # the rings of past loaders' exited workers
         it = super().__iter__()  # type: ignore[misc]
         if getattr(it, "_workers", None) and not hasattr(it, "_tf_rings_go"):
-            # Once the iterator is gone its workers have been shut down (torch joins them in its
-            # __del__, which runs before this callback): their rings are dropped then, not at
-            # the next pass. Persistent workers reuse the iterator: one callback for all passes.
+            # Once the iterator is gone its workers have usually been shut down (torch joins
+            # them in its __del__, which runs before this callback when the iterator dies by
+            # reference count; collected in a cycle, the callback may come first and the rings
+            # wait for the next pass). Persistent workers reuse the iterator: one callback.
             it._tf_rings_go = weakref.finalize(it, forget_gone_workers)
         if self.target_device is None:
             return it

@@ -12,8 +12,9 @@ the slot's reference (a few hundred bytes through the pipe). The
 buffer reaches the main process once, through torch's reduction, with the references until the
 main process says it holds it. The main process copies the slot into a fresh tensor (owned
 memory: never a view of a buffer the worker will overwrite) and frees the slot. No free slot at
-pickling time, or a ring that would exceed ``_RING_MAX_BYTES``: by value up to 512 KiB (the
-bytes through the pipe, NumPy only), else torch's path, as before; a tensor larger than the
+pickling time (a ring holds as many slots as ``_RING_MAX_BYTES`` allows), or no ring (shared
+memory refused it): by value up to 512 KiB (the bytes through the pipe, NumPy only), else
+torch's path, as before; a tensor larger than the
 worker's slots or of another kind is not marked for the ring.
 
 The main process drops the rings of exited workers when a new ring arrives, when a torchfits
@@ -62,6 +63,11 @@ _RING_SLOTS = 4
 # stays small in /dev/shm (often 64 MiB in containers).
 RING_MAX_SLOT = 8 << 20
 _RING_MAX_BYTES = 32 << 20
+# Bytes; slots this size or smaller serve tensors that could also go by value, so their ring is
+# kept smaller still (many workers' rings share one /dev/shm), and a later tensor above it may
+# make the worker a ring of larger slots once.
+SMALL_SLOT = 512 << 10
+_SMALL_RING_MAX_BYTES = 8 << 20
 _HEADER = 4096  # flags, the ack byte; keeps the slots page-aligned
 _ACK = _HEADER - 1  # set by the main process once it has cached the buffer
 _MIN_SLOT = 64 << 10
@@ -144,6 +150,7 @@ def _from_bytes(data: Any, dtype: str, shape: tuple) -> torch.Tensor:
 
 
 _WORKER_RING: list[_Ring] = []  # this worker's ring (empty until its first large tensor)
+_REFUSED: list[int] = []  # the pid of a worker whose ring shared memory refused
 
 
 def ring_on() -> bool:
@@ -156,20 +163,41 @@ def has_ring() -> bool:
     return bool(_WORKER_RING) and _WORKER_RING[0].pid == os.getpid()
 
 
+def _grows(nbytes: int) -> bool:
+    # this worker's ring has small slots only, and ``nbytes`` needs a larger one
+    return _WORKER_RING[0].slot_bytes <= SMALL_SLOT < nbytes
+
+
 def ring_fits(nbytes: int) -> bool:
-    """Whether this worker's ring has slots of ``nbytes`` (or no ring yet: a batch sizes it)."""
-    return not has_ring() or nbytes <= _WORKER_RING[0].slot_bytes
+    """Whether this worker's ring has (or can be made with) slots of ``nbytes``: no ring yet (a
+    batch sizes it), slots that large, or small slots that a ring of larger ones may replace
+    (once: its slots are not small)."""
+    if _REFUSED and _REFUSED[0] == os.getpid():
+        return False
+    return not has_ring() or nbytes <= _WORKER_RING[0].slot_bytes or _grows(nbytes)
 
 
 def make_ring(sizes: list[int]) -> None:
-    """This worker's ring, sized by its first batch with tensors for it (``sizes``: their
-    bytes): ``_RING_SLOTS`` slots per tensor, each the smallest power of two that holds the
-    largest; none when that would exceed ``RING_MAX_SLOT`` or ``_RING_MAX_BYTES``."""
+    """This worker's ring, sized by a batch with tensors for it (``sizes``: their bytes), when it
+    has none yet or one of small slots that the batch outgrows: ``_RING_SLOTS`` slots per tensor,
+    each the smallest power of two that holds the largest, as many as ``_RING_MAX_BYTES`` allows
+    (``_SMALL_RING_MAX_BYTES`` for small slots; a tensor finding no free slot takes another
+    path); none when slots would exceed ``RING_MAX_SLOT`` or fewer than two fit. Shared memory
+    refusing the buffer (a full /dev/shm) leaves this worker without a ring for good."""
+    if has_ring() and not _grows(max(sizes)):
+        return
     slot_bytes = max(_MIN_SLOT, 1 << (max(sizes) - 1).bit_length())
-    slots = min(_RING_SLOTS * len(sizes), _ACK)
-    if slot_bytes > RING_MAX_SLOT or slots * slot_bytes > _RING_MAX_BYTES:
+    cap = _SMALL_RING_MAX_BYTES if slot_bytes <= SMALL_SLOT else _RING_MAX_BYTES
+    slots = min(_RING_SLOTS * len(sizes), cap // slot_bytes, _ACK)
+    if slot_bytes > RING_MAX_SLOT or slots < 2:
         return  # no ring for this worker yet: a later batch may size one
-    _WORKER_RING[:] = [_Ring(slots, slot_bytes)]
+    try:
+        ring = _Ring(slots, slot_bytes)
+    except (RuntimeError, OSError):
+        _REFUSED[:] = [os.getpid()]  # by value or torch's path from now on
+        return
+    # A replaced ring's slots in flight stay readable: the main process holds its buffer.
+    _WORKER_RING[:] = [ring]
 
 
 def ring_mark(obj: torch.Tensor, by_value: bool) -> torch.Tensor:

@@ -639,20 +639,20 @@ class CompressedImage(Image):
         if codec.one_thread_reads and threads is None:
             nthreads = 1  # by default; an explicit ``threads`` is honoured
         zeroed = False
+        resident = True  # a caller's output is taken as resident
         if out is None and codec.skips_zeros:
             # calloc'd: the kernel writes the non-zero pixels only (docs/benchmarks.md,
             # "Tile-compressed images")
             out = np.zeros(self.shape, self._plan.dtype)
-            zeroed = True
+            zeroed, resident = True, False
         elif out is None:
             out = np.empty(self.shape, self._plan.dtype)
-            if nthreads > 1 or codec.streams_output:
-                fault_in(out)
+            resident = (nthreads > 1 or codec.streams_output) and fault_in(out)
         else:
             out = check_out(out, self.shape, self._plan.dtype)
         if not self._layout.shape or out.size == 0:
             return out
-        return self._read_all(out, nthreads, zeroed)
+        return self._read_all(out, nthreads, zeroed, resident)
 
     def _contiguous(self) -> bool:
         """Each tile is one run of the image in C order (row tiles and their stacks)."""
@@ -660,7 +660,8 @@ class CompressedImage(Image):
         k = next((i for i, t in enumerate(lay.tile) if t != 1), len(lay.tile) - 1)
         return all(t == n for t, n in zip(lay.tile[k + 1:], lay.shape[k + 1:]))
 
-    def _read_all(self, out: np.ndarray, nthreads: int, zeroed: bool = False) -> np.ndarray:
+    def _read_all(self, out: np.ndarray, nthreads: int, zeroed: bool = False,
+                  resident: bool = False) -> np.ndarray:
         dec = self._tiles()
         dec.prefetch(np.arange(self._layout.nrows))
         lay = self._layout
@@ -672,9 +673,10 @@ class CompressedImage(Image):
         direct = contiguous and (plan.mode == 0 or (dec.float_image and plan.mode != 2)) \
             and out.dtype == dec.storage
         zeroed = zeroed and direct
-        # Streaming stores for an output far larger than the caches that goes to memory anyway
-        # (fresh outputs of such codecs were faulted in above; a caller's is taken as resident).
-        stream = direct and dec.codec.streams_output and out.nbytes >= _STREAM_MIN_BYTES
+        # Streaming stores for an output far larger than the caches that goes to memory anyway,
+        # once its pages are in (``resident``: faulted in above, or a caller's): streaming into
+        # pages not faulted yet measured slower (docs/benchmarks.md, session 14).
+        stream = direct and resident and dec.codec.streams_output and out.nbytes >= _STREAM_MIN_BYTES
         if direct:
             values = out.reshape(-1)
         else:
