@@ -127,39 +127,10 @@ cdef extern from "_swap.h" nogil:
     void tf_swap_inplace16(uint8_t* d, size_t n, uint16_t flip)
     void tf_swap_inplace32(uint8_t* d, size_t n, uint32_t flip)
     void tf_swap_inplace64(uint8_t* d, size_t n, uint64_t flip)
+    void tf_stream_fence()
 
-cdef extern from *:
-    """
-    #include <stdint.h>
-    #include <stddef.h>
-    #include "_portable.h"
-    #define TF_GZ_CLONES TF_TARGET_CLONES_AVX2
-    /* GZIP_2 stores byte plane j (the j-th most significant byte of every element) after plane
-       j - 1; gather the planes back into native little-endian elements. */
-    TF_GZ_CLONES static void tf_unshuffle_swap(const uint8_t *s, uint8_t *d, size_t n, int size) {
-        size_t i;
-        if (size == 2) {
-            const uint8_t *p0 = s, *p1 = s + n;
-            uint16_t *o = (uint16_t *)d;
-            for (i = 0; i < n; i++) o[i] = (uint16_t)((p0[i] << 8) | p1[i]);
-        } else if (size == 4) {
-            const uint8_t *p0 = s, *p1 = s + n, *p2 = s + 2 * n, *p3 = s + 3 * n;
-            uint32_t *o = (uint32_t *)d;
-            for (i = 0; i < n; i++)
-                o[i] = ((uint32_t)p0[i] << 24) | ((uint32_t)p1[i] << 16) | ((uint32_t)p2[i] << 8) | p3[i];
-        } else if (size == 8) {
-            uint64_t *o = (uint64_t *)d;
-            for (i = 0; i < n; i++) {
-                uint64_t v = 0;
-                for (int j = 0; j < 8; j++) v = (v << 8) | s[(size_t)j * n + i];
-                o[i] = v;
-            }
-        } else {
-            for (i = 0; i < n; i++) d[i] = s[i];
-        }
-    }
-    """
-    void tf_unshuffle_swap(const uint8_t* s, uint8_t* d, size_t n, int size) nogil
+cdef extern from "_unshuffle.h" nogil:
+    void tf_unshuffle_swap(const uint8_t* s, uint8_t* d, size_t n, int size, int stream)
 
 # Per-tile status of decode_many (cython_src/_tilestatus.pxd).
 OK = TILE_OK
@@ -238,14 +209,15 @@ cdef int _inflate_exact(z_stream* zs, const tf_ld_api* api, void* ld, const uint
 
 def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
                 const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out, int itemsize,
-                bint shuffled, uint8_t[::1] status, const uint8_t[::1] stop) -> int:
+                bint shuffled, uint8_t[::1] status, const uint8_t[::1] stop, bint stream=False) -> int:
     """Decode tiles into the flat native-order array ``out`` in one GIL-free loop.
 
     Tile i is ``sizes[i]`` bytes at ``offsets[i]`` of ``buf``, inflates to ``npix[i]`` big-endian
     elements of ``itemsize`` bytes (byte-shuffled when ``shuffled``: GZIP_2), and is written at
     element ``dest[i]`` of ``out``. ``status[i]`` becomes OK, MISMATCH or STOPPED; the loop
     stops early once ``stop[0]`` is non-zero (another chunk failed). Returns the number of tiles
-    not OK.
+    not OK. ``stream``: shuffled tiles are written with streaming stores (x86-64; for an output
+    far larger than the caches whose pages are faulted in already).
     """
     cdef Py_ssize_t n = offsets.shape[0], i, blen = buf.shape[0]
     cdef Py_ssize_t olen = out.size
@@ -293,7 +265,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                         status[i] = TILE_MISMATCH
                         bad += 1
                         continue
-                    tf_unshuffle_swap(scratch, target, npix[i], itemsize)
+                    tf_unshuffle_swap(scratch, target, npix[i], itemsize, stream)
                 else:
                     if _inflate_exact(&zs, &api, ld, b + offsets[i], sizes[i], target, want):
                         status[i] = TILE_MISMATCH
@@ -306,6 +278,8 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                     elif itemsize == 8:
                         tf_swap_inplace64(target, npix[i], 0)
                 status[i] = TILE_OK
+            if stream:
+                tf_stream_fence()
     finally:
         inflateEnd(&zs)
         tf_ld_free(&api, ld)

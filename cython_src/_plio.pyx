@@ -9,12 +9,37 @@ data), 2 IH / 3 DH (increment / decrement the high value), 4 HN (N pixels of the
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t
 from _tilestatus cimport TILE_OK, TILE_MISMATCH, TILE_STOPPED, tile_skipped
 from libc.stdlib cimport free, malloc
+from libc.string cimport memset
 
 import numpy as np
 
 cimport numpy as cnp
 
 cnp.import_array()
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <stddef.h>
+    /* Fill n int32 with v. Runs of a line list are a few dozen pixels: eight pixels a store
+       group (the compiler's vector stores), the last group overlapping the one before, so no
+       pixel-by-pixel tail and few loop exits to mispredict. */
+    static inline void tf_plio_fill(int32_t *p, ptrdiff_t n, int32_t v) {
+        int j;
+        if (n >= 8) {
+            int32_t *last = p + n - 8;
+            for (; p < last; p += 8)
+                for (j = 0; j < 8; j++) p[j] = v;
+            for (j = 0; j < 8; j++) last[j] = v;
+        } else if (n >= 4) {
+            for (j = 0; j < 4; j++) p[j] = v;
+            for (j = 0; j < 4; j++) p[n - 4 + j] = v;
+        } else {
+            for (j = 0; j < n; j++) p[j] = v;
+        }
+    }
+    """
+    void tf_plio_fill(int32_t* p, Py_ssize_t n, int32_t v) nogil
 
 cdef enum:
     C_ERR_TRUNCATED = -1
@@ -66,11 +91,9 @@ cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out, Py_ssize_t
             if run > npix - op:
                 run = npix - op
             if opcode == 4:
-                for i in range(run):
-                    out[op + i] = <int32_t>pv
-            elif not zeroed:
-                for i in range(run):
-                    out[op + i] = 0
+                tf_plio_fill(out + op, run, <int32_t>pv)
+            elif not zeroed and run > 0:
+                memset(out + op, 0, run * sizeof(int32_t))  # zero runs are long: memset's stores
             if opcode == 5 and run == data and run > 0:
                 out[op + run - 1] = <int32_t>pv
             op += run

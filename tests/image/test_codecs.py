@@ -648,6 +648,75 @@ def test_plio_many_tile_kernel_zeroed():
     assert np.array_equal(narrow, want)
 
 
+def _line_list(words):
+    """A PLIO_1 tile from line-list words (after the 7-word header), big-endian."""
+    ll = np.array([0, 7, -100, 7 + len(words), 0, 0, 0] + list(words), np.int64)
+    return (ll & 0xFFFF).astype(">u2").tobytes()
+
+
+@pytest.mark.parametrize("zeroed", [False, True])
+def test_plio_runs_of_every_length(zeroed):
+    """Runs of every length from 0 to 70 pixels (the kernel fills a run in groups of eight, the
+    last group overlapping) land exactly on their pixels: nothing before or after a run, nor
+    outside the tile, is written. A run longer than what is left of the tile stops at its end."""
+    words, want = [], []
+    for n in range(71):
+        value = 100 + n
+        words += [0x1000 | (value & 4095), value >> 12, 0x4000 | n, 0x0000 | (n % 5)]  # SH, HN n, ZN
+        want += [value] * n + [0] * (n % 5)
+    words += [0x4000 | 4095]  # HN of 4095 pixels, 3 of them left in the tile: clipped there
+    want += [170] * 3
+    npix = len(want)
+    tile = np.frombuffer(_line_list(words), np.uint8)
+    lead, tail = 5, 9
+    out = np.full(lead + npix + tail, -7, np.int32)
+    if zeroed:
+        out[lead:lead + npix] = 0
+    status = np.empty(1, np.uint8)
+    bad = _plio.decode_many(tile, np.zeros(1, np.int64), np.array([tile.size], np.int64),
+                            np.array([npix], np.int64), np.array([lead], np.int64), out, status,
+                            np.zeros(1, np.uint8), zeroed)
+    assert bad == 0 and status[0] == _plio.OK
+    assert (out[:lead] == -7).all() and (out[lead + npix:] == -7).all()
+    assert np.array_equal(out[lead:lead + npix], np.array(want, np.int32))
+    one = np.full(npix, -7, np.int32)  # the one-tile decoder agrees
+    assert _plio.decode(tile, one) == 0
+    assert np.array_equal(one, np.array(want, np.int32))
+
+
+@pytest.mark.parametrize("itemsize", [2, 4, 8])
+@pytest.mark.parametrize("stream", [False, True])
+def test_gzip2_unshuffle_of_every_tile_length(itemsize, stream):
+    """GZIP_2 tiles of every length from 0 to 49 elements and a few past 4096 (the kernel
+    interleaves 16 elements a step, then one at a time; with streaming stores, one at a time up
+    to a 16-byte boundary too, which the tiles' places here start at every offset from) unshuffle
+    to their values, and nothing outside a tile's place in the output is written."""
+    import zlib
+
+    rng = np.random.default_rng(itemsize)
+    dtype = np.dtype(f"i{itemsize}")
+    lengths = list(range(50)) + [4095, 4096, 4097, 4111]
+    tiles = [rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, n, dtype=dtype, endpoint=True)
+             for n in lengths]
+    blobs = [zlib.compress(_quantize.shuffle(t.astype(dtype.newbyteorder(">")).view(np.uint8), itemsize))
+             for t in tiles]
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    npix = np.array(lengths, np.int64)
+    gap = 3  # untouched elements between tiles
+    dest = np.cumsum(npix + gap) - npix
+    out = np.full(int(dest[-1] + npix[-1] + gap), -5, dtype)
+    status = np.empty(len(tiles), np.uint8)
+    bad = _gziptiles.decode_many(np.frombuffer(b"".join(blobs), np.uint8), np.cumsum(sizes) - sizes,
+                                 sizes, npix, dest, out, itemsize, True, status, np.zeros(1, np.uint8),
+                                 stream)
+    assert bad == 0 and (status == _gziptiles.OK).all()
+    mask = np.ones(out.size, bool)
+    for t, d in zip(tiles, dest):
+        assert np.array_equal(out[d:d + t.size], t)
+        mask[d:d + t.size] = False
+    assert (out[mask] == -5).all()
+
+
 def test_gzip_newer_libdeflate_from_the_deflate_package():
     """With the optional ``deflate`` package installed, the kernel inflates through the
     libdeflate it ships (found without importing it), and the tiles decode the same."""

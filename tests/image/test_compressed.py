@@ -138,6 +138,52 @@ def test_full_reads_fault_in_only_their_own_output(tmp_path, fitsio, monkeypatch
     assert not seen  # one thread: nothing to contend with
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gzip2_full_reads_of_large_images_stream(tmp_path, fitsio, monkeypatch, threads):
+    """A GZIP_2 full read (`Codec.streams_output`) faults its fresh output in, on one thread
+    too, and from 4 MiB asks the kernel for streaming stores; a smaller one, a GZIP_1 one and a
+    region read do not. Every result is fitsio's, odd tile widths (a 16-element step and a
+    tail) included."""
+    from torchfits.fits import threads as threads_module
+    from torchfits.image import codec_registry, compressed
+
+    asked, faulted = [], []
+    real_many, real_fault = codec_registry.Gzip1.decode_many, compressed.fault_in
+
+    def spy_many(self, *args, **kwargs):
+        asked.append((self.codec_id, kwargs.get("stream", args[10] if len(args) > 10 else False)))
+        return real_many(self, *args, **kwargs)
+
+    monkeypatch.setattr(codec_registry.Gzip1, "decode_many", spy_many)
+    monkeypatch.setattr(compressed, "fault_in", lambda arr: faulted.append(arr.nbytes) or real_fault(arr))
+    big = _data(np.float32, (1030, 1037), seed=12)  # 4.07 MiB
+    for name, data, codec, streams in [("b.fits", big, "GZIP_2", True),
+                                       ("s.fits", big[:300], "GZIP_2", False),
+                                       ("g.fits", big, "GZIP_1", False)]:
+        p = tmp_path / name
+        fitsio.write(str(p), data, compress=codec, qlevel=0, tile_dims=[3, 1037])
+        asked.clear()
+        faulted.clear()
+        _equal(read_numpy(p, 1, threads=threads), fitsio.read(str(p), ext=1))
+        assert asked and all(a == (codec, streams) for a in asked), (name, asked)
+        # (fault_in itself leaves arrays below 4 MiB alone)
+        assert bool(faulted) == (codec == "GZIP_2" or threads > 1), (name, faulted)
+    asked.clear()
+    _equal(open_image(tmp_path / "b.fits", 1)[5:900, 7:1000], big[5:900, 7:1000])
+    assert not any(stream for _, stream in asked)
+    # Without transparent huge pages the fresh output is not faulted in, so no streaming
+    # (into pages not faulted yet it measured slower); a caller's output still streams.
+    monkeypatch.setattr(threads_module, "_transparent_huge_pages", lambda: False)
+    asked.clear()
+    _equal(read_numpy(tmp_path / "b.fits", 1, threads=threads), big)
+    assert asked and not any(stream for _, stream in asked)
+    asked.clear()
+    mine = np.empty(big.shape, np.float32)
+    open_image(tmp_path / "b.fits", 1).read(out=mine, threads=threads)
+    _equal(mine, big)
+    assert asked and all(stream for _, stream in asked)
+
+
 @pytest.mark.parametrize("smooth", [False, True])
 @pytest.mark.parametrize("scale", [0.0, 2.5])
 def test_hcompress_scale_smooth(tmp_path, fitsio, scale, smooth):

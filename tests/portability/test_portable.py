@@ -4,7 +4,8 @@
 ``check_portable.c`` prints every macro (and the swap kernels of ``_swap.h``) on edge and
 random inputs; each branch's output must equal the values computed here in Python:
 
-- the GCC/Clang branch and the plain-C one (``TF_PORTABLE_GENERIC``) with the host C compiler;
+- the GCC/Clang branch and the plain-C one (``TF_PORTABLE_GENERIC``) with the host C compiler
+  (so too ``check_unshuffle.c``: GZIP_2's un-shuffle of ``_unshuffle.h`` against its definition);
 - the MSVC branch (forced with ``TF_PORTABLE_MSVC``) with the host compiler against
   ``msvc_stub/intrin.h``, stand-ins with MSVC's semantics, for x64, x86 and ARM64; and a
   preprocessor pass showing that ``_MSC_VER`` without ``__GNUC__`` selects that branch;
@@ -197,6 +198,18 @@ def test_msvc_compiler_selects_the_msvc_branch(tmp_path):
     assert "TF_PORTABLE_MSVC" in msvc and not {"TF_PORTABLE_GNU", "TF_PORTABLE_GENERIC"} & msvc
     assert "TF_X86_DISPATCH" not in msvc
     assert "TF_PORTABLE_GNU" in macros()
+
+
+@needs_host
+@pytest.mark.parametrize("generic", [False, True], ids=["builtins", "generic"])
+def test_unshuffle_header_host_branches(tmp_path, generic):
+    """GZIP_2's un-shuffle (``_unshuffle.h``): its SSE2 steps (x86-64, plain and streaming
+    stores) and its plain-C loop (``TF_PORTABLE_GENERIC``, the whole decoder elsewhere) give every
+    element of tiles of 0-69 elements and a few longer ones, for 1-, 2-, 4- and 8-byte elements
+    at every offset within 16 bytes, and write nothing outside the tile."""
+    exe = _build(HOST, tmp_path, "check_unshuffle.c", ["-DTF_PORTABLE_GENERIC"] if generic else [],
+                 "unshuffle")
+    assert _run([str(exe)]) == [f"checked {2 * 76 * (16 + 8 + 4 + 2)}"]
 
 
 @needs_host

@@ -45,7 +45,7 @@ def _transparent_huge_pages() -> bool:
     return "[always]" in mode or "[madvise]" in mode
 
 
-def fault_in(out: Any) -> None:
+def fault_in(out: Any) -> bool:
     """Fault in a fresh output's huge pages on the calling thread before pool threads fill it.
 
     Tile decoders write their output a tile at a time from every thread, and their huge-page
@@ -53,11 +53,12 @@ def fault_in(out: Any) -> None:
     measurements are in docs/benchmarks.md, "Measured choices in the code"). Plain image reads,
     two long copies, were slower with it and do not call it. Small arrays and kernels without
     transparent huge pages are left alone. The bytes written are zeros the decode overwrites,
-    so call it only on memory allocated for a full decode.
+    so call it only on memory allocated for a full decode. Returns whether it touched them.
     """
     if out.nbytes < _HUGE_MIN_BYTES or not out.flags.c_contiguous or not _transparent_huge_pages():
-        return
+        return False
     out.reshape(-1).view("u1")[::_HUGE_PAGE] = 0
+    return True
 
 
 @functools.lru_cache(maxsize=1)

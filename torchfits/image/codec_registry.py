@@ -151,6 +151,11 @@ class Codec:
     #: small part of the read and the rest, the kernel clearing the fresh output's pages, did not
     #: get faster with a second thread (docs/benchmarks.md, "Tile-compressed images").
     one_thread_reads: ClassVar[bool] = False
+    #: `decode_many` writes with streaming stores when told to (``stream``): no output line is
+    #: read from memory before it is written. Full reads fault their fresh output in first, on
+    #: one thread too (a streaming store to a page the kernel has just cleared in the cache would
+    #: evict it; docs/benchmarks.md, "Tile-compressed images").
+    streams_output: ClassVar[bool] = False
 
     # -- what writers ask ---------------------------------------------------------------------
     @classmethod
@@ -208,12 +213,15 @@ class Codec:
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False) -> None:
+                    ncols: np.ndarray | None = None, zeroed: bool = False,
+                    stream: bool = False) -> None:
         """Decode tile i (``sizes[i]`` bytes at ``offsets[i]`` of ``buf``, ``npix[i]`` pixels, rows
         of ``ncols[i]`` for 2-D codecs) into ``out[dest[i]:]``, GIL-free; ``status[i]`` becomes
         `TILE_OK`, `TILE_MISMATCH` or `TILE_STOPPED` (``stop[0]`` raised by another chunk).
         ``zeroed``: those pixels of ``out`` are zeros already, which a codec that `skips_zeros`
-        may leave unwritten (others ignore it)."""
+        may leave unwritten (others ignore it). ``stream``: ``out`` is a full read's output, far
+        larger than the caches and faulted in already, which a codec that `streams_output` may
+        write with streaming stores (others ignore it)."""
         raise NotImplementedError
 
     def decode_many_dequant(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray,
@@ -305,7 +313,8 @@ class Rice1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False) -> None:
+                    ncols: np.ndarray | None = None, zeroed: bool = False,
+                    stream: bool = False) -> None:
         _rice.decode_many(buf, offsets, sizes, npix, dest, out, self.bytepix, self.blocksize,
                           status, stop)
 
@@ -341,10 +350,11 @@ class Gzip1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False) -> None:
+                    ncols: np.ndarray | None = None, zeroed: bool = False,
+                    stream: bool = False) -> None:
         newer_libdeflate()  # once per process, before any tile is inflated
         _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, out.itemsize, self.shuffled,
-                               status, stop)
+                               status, stop, stream and self.streams_output)
 
     def decode(self, buf: Any, out: np.ndarray | None = None, *,
                max_size: int | None = None) -> Any:
@@ -379,6 +389,7 @@ class Gzip2(Gzip1):
     codec_id = "GZIP_2"
     aliases = ()
     shuffled = True
+    streams_output = True  # its un-shuffle writes the output (GZIP_1 inflates into it directly)
 
     def __init__(self, itemsize: int = 4, level: int = 6) -> None:
         super().__init__(level)
@@ -451,7 +462,8 @@ class Plio1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False) -> None:
+                    ncols: np.ndarray | None = None, zeroed: bool = False,
+                    stream: bool = False) -> None:
         _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, stop, zeroed)
 
     def decode(self, buf: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -530,7 +542,8 @@ class Hcompress1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False) -> None:
+                    ncols: np.ndarray | None = None, zeroed: bool = False,
+                    stream: bool = False) -> None:
         if ncols is None:
             raise ValueError(f"{self.codec_id} decode_many needs ncols= (tiles are 2-D)")
         _hcompress.decode_many(buf, offsets, sizes, npix // ncols, ncols, dest, out, self.smooth,
@@ -616,7 +629,8 @@ class Bzip2(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False) -> None:
+                    ncols: np.ndarray | None = None, zeroed: bool = False,
+                    stream: bool = False) -> None:
         # The standard library's bz2 releases the GIL while it decompresses, so chunks of
         # tiles on the thread pool run in parallel; a tile that fails is left to `decode_tile`.
         flat = out.reshape(-1)
