@@ -71,6 +71,7 @@ def in_worker(monkeypatch):
                         torch_worker.WorkerInfo(id=0, num_workers=1, seed=0, dataset=None))
     monkeypatch.setattr(wt, "_WORKER_RING", [])
     monkeypatch.setattr(wt, "_REFUSED", [])
+    monkeypatch.setattr(wt, "_REPLACED", [])
     monkeypatch.setattr(wt, "_RINGS", {})
 
 
@@ -203,6 +204,21 @@ def test_a_ring_of_small_slots_grows_once(in_worker):
     assert torch.equal(pickle.loads(blob), small)
     # its slots are not small: an even larger tensor takes the other paths, the ring stays
     assert type(for_transfer(torch.ones(1 << 19))) is torch.Tensor and wt._WORKER_RING[0] is ring
+    assert wt._REPLACED == [old]  # kept by the worker: never freed on the feeder thread
+
+
+def test_the_main_process_drops_a_replaced_ring(in_worker, monkeypatch):
+    # The main process caches one ring per worker: the new ring's first reference (after every
+    # reference to the old one, through the worker's pipe) replaces the old buffer in its cache.
+    small = torch.arange(20 << 10, dtype=torch.float32)
+    first = _send(for_transfer(small))
+    old_key = wt._WORKER_RING[0].key
+    second = _send(for_transfer(torch.arange(1 << 18, dtype=torch.float32)))
+    new_key = wt._WORKER_RING[0].key
+    monkeypatch.setattr(wt, "_WORKER_RING", [])  # unpickle as the main process would
+    assert torch.equal(pickle.loads(first), small) and set(wt._RINGS) == {old_key}
+    assert torch.equal(pickle.loads(second), torch.arange(1 << 18, dtype=torch.float32))
+    assert set(wt._RINGS) == {new_key}
 
 
 def test_medium_tensors_do_not_cost_the_large_ones_their_ring(in_worker):
@@ -250,6 +266,23 @@ def test_shared_memory_refusing_the_ring(in_worker, monkeypatch):
         assert all(torch.equal(g, b) for g, b in zip(got, batch))
     assert len(calls) == 1 and not wt._WORKER_RING
     assert [type(m) for m in for_transfer(batch)] == [_ByValue, torch.Tensor]
+
+
+def test_a_refused_larger_ring_leaves_the_small_one_in_use(in_worker, monkeypatch):
+    small = torch.arange(20 << 10, dtype=torch.float32)
+    for_transfer(small)
+    ring = wt._WORKER_RING[0]
+
+    def refuse(*args):
+        raise RuntimeError("unable to allocate shared memory(shm)")
+
+    monkeypatch.setattr(wt, "_Ring", refuse)
+    big = torch.arange(1 << 18, dtype=torch.float32)
+    got = pickle.loads(_send(for_transfer([small, big])))
+    assert torch.equal(got[0], small) and torch.equal(got[1], big)
+    assert wt._WORKER_RING[0] is ring
+    assert type(for_transfer(small + 1)) is wt._InRing  # the small ring still serves
+    assert type(for_transfer(big)) is torch.Tensor
 
 
 def test_bfloat16_by_value_and_through_the_ring(in_worker):

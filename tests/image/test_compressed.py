@@ -149,6 +149,7 @@ def test_gzip2_full_reads_of_large_images_stream(tmp_path, fitsio, monkeypatch, 
 
     asked, faulted = [], []
     real_many, real_fault = codec_registry.Gzip1.decode_many, compressed.fault_in
+    monkeypatch.setattr(threads_module, "_transparent_huge_pages", lambda: True)  # any host
 
     def spy_many(self, *args, **kwargs):
         asked.append((self.codec_id, kwargs.get("stream", args[10] if len(args) > 10 else False)))

@@ -17,6 +17,7 @@ from .._torch_adapter import validate_device
 from .remote import is_http_url, prefetch_urls
 from .worker_transfer import (
     RING_MAX_SLOT,
+    SMALL_SLOT,
     forget_gone_workers,
     make_ring,
     ring_fits,
@@ -31,7 +32,7 @@ __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "ite
 # shared memory). Per batch the main process pays ~2 ms per MiB to read and unpickle bytes
 # against ~1.3 ms flat for a shared-memory segment; the two meet near 512 KiB
 # (benchmarks/run_transfer.py; docs/architecture.md, "Small batches leave a worker by value").
-_BY_VALUE_MAX = 512 << 10
+_BY_VALUE_MAX = SMALL_SLOT  # 512 KiB: the ring's small slots are those that could go by value
 # Bytes; a larger contiguous tensor goes through the worker's ring (by value, then torch's
 # shared memory, where the ring cannot take it). The two cost the main process the same at
 # 16 KiB and the ring half or less from 64 KiB (32 KiB lies between, not measured); a batch

@@ -5,7 +5,8 @@ process fetches from the worker over a socket: a round trip per tensor (~1.2 ms 
 process's CPU at any size) that waits for the worker to be scheduled; bytes sent through the
 pipe make the main process wait on the worker's feeder thread for every 64 KiB pipe-full. Here
 a worker makes one buffer of ``K`` slots the first time a batch holds a contiguous tensor above
-32 KiB (`torchfits.data.loader.for_transfer`, which sizes it by that batch), and copies each
+32 KiB (`torchfits.data.loader.for_transfer`, which sizes it by that batch; a ring of slots of
+512 KiB or less is replaced once by one of larger slots when a larger tensor comes), and copies each
 such tensor, that one included, into a free slot when the tensor is pickled (so a change made
 in place after marking, in a collate function for instance, travels too); what is pickled is
 the slot's reference (a few hundred bytes through the pipe). The
@@ -47,8 +48,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["RING_MAX_SLOT", "forget_gone_workers", "has_ring", "make_ring", "ring_fits", "ring_mark",
-           "ring_on", "ring_stats"]
+__all__ = ["RING_MAX_SLOT", "SMALL_SLOT", "forget_gone_workers", "has_ring", "make_ring", "ring_fits",
+           "ring_mark", "ring_on", "ring_stats"]
 
 # x86-64 for the memory ordering (module docstring); POSIX for `forget_gone_workers`'s liveness
 # check (on Windows `os.kill(pid, 0)` would end the worker).
@@ -150,6 +151,7 @@ def _from_bytes(data: Any, dtype: str, shape: tuple) -> torch.Tensor:
 
 
 _WORKER_RING: list[_Ring] = []  # this worker's ring (empty until its first large tensor)
+_REPLACED: list[_Ring] = []  # this worker's ring of small slots, once replaced
 _REFUSED: list[int] = []  # the pid of a worker whose ring shared memory refused
 
 
@@ -172,8 +174,8 @@ def ring_fits(nbytes: int) -> bool:
     """Whether this worker's ring has (or can be made with) slots of ``nbytes``: no ring yet (a
     batch sizes it), slots that large, or small slots that a ring of larger ones may replace
     (once: its slots are not small)."""
-    if _REFUSED and _REFUSED[0] == os.getpid():
-        return False
+    if _REFUSED and _REFUSED[0] == os.getpid():  # a ring it has still serves
+        return has_ring() and nbytes <= _WORKER_RING[0].slot_bytes
     return not has_ring() or nbytes <= _WORKER_RING[0].slot_bytes or _grows(nbytes)
 
 
@@ -196,7 +198,9 @@ def make_ring(sizes: list[int]) -> None:
     except (RuntimeError, OSError):
         _REFUSED[:] = [os.getpid()]  # by value or torch's path from now on
         return
-    # A replaced ring's slots in flight stay readable: the main process holds its buffer.
+    # A replaced ring's slots in flight stay readable (the main process holds its buffer); the
+    # worker keeps it too, so it is never freed on the queue's feeder thread (see loader._KEEP).
+    _REPLACED.extend(_WORKER_RING)
     _WORKER_RING[:] = [ring]
 
 
@@ -230,6 +234,10 @@ def _from_ring(key: tuple[int, int], slot: int, offset: int, nbytes: int, dtype:
             raise RuntimeError(f"a batch refers to DataLoader worker {key[0]}'s shared-memory ring, "
                                "which this process has not received")
         forget_gone_workers()
+        # A worker's ring replaced by one of larger slots: its references came through the
+        # worker's pipe, in order, before the new ring's first, so the old buffer is done with.
+        for other in [k for k in _RINGS if k[0] == key[0]]:
+            del _RINGS[other]
         entry = _RINGS[key] = (ring, ring.numpy())
         _STATS["rings_received"] += 1
     flags = entry[1]
