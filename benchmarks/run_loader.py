@@ -448,7 +448,8 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=2,
                     help="epochs of one rate probe, AU over them together")
     ap.add_argument("--data-dir", type=str, default=None,
-                    help="make the files there once and reuse them in later runs")
+                    help="make the files there once (a subfolder per set of sizes) and reuse "
+                         "them in later runs")
     args = ap.parse_args()
     only = None if args.only is None else [s.strip() for s in args.only.split(",") if s.strip()]
     if only is not None and set(only) - set(WORKLOADS):

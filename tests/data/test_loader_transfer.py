@@ -74,6 +74,19 @@ def test_what_stays_on_the_shared_memory_path(monkeypatch):
     assert type(_mark(torch.ones(2, (1 << 17) + 2)[:, ::2])) is torch.Tensor  # above: shared memory
 
 
+def test_without_a_ring_contiguous_tensors_up_to_512_kib_go_by_value(monkeypatch):
+    # Where the ring is off (CPUs other than x86-64, Windows, or switched off) a contiguous
+    # tensor from 32 KiB to 512 KiB still goes by value, a larger one by torch's path.
+    from torchfits.data import worker_transfer
+
+    monkeypatch.setattr(worker_transfer, "_RING_ENABLED", False)
+    assert type(_mark(torch.ones(1 << 17))) is _ByValue  # 512 KiB
+    assert type(_mark(torch.ones(40 << 8))) is _ByValue  # 40 KiB
+    assert type(_mark(torch.ones((1 << 17) + 1))) is torch.Tensor
+    t = torch.arange(1 << 15, dtype=torch.float32)
+    assert torch.equal(_roundtrip(_mark(t)), t)
+
+
 def test_nothing_changes_outside_a_worker():
     t = torch.arange(4)
     batch = {"a": t}

@@ -201,10 +201,12 @@ def test_a_ring_of_small_slots_grows_once(in_worker):
     assert ring is not old and ring.slot_bytes == 1 << 20 and ring.slots == 2 * wt._RING_SLOTS
     got = pickle.loads(_send(marked))
     assert torch.equal(got["big"], big) and torch.equal(got["small"], small + 1)
-    assert torch.equal(pickle.loads(blob), small)
     # its slots are not small: an even larger tensor takes the other paths, the ring stays
     assert type(for_transfer(torch.ones(1 << 19))) is torch.Tensor and wt._WORKER_RING[0] is ring
-    assert wt._REPLACED == [old]  # kept by the worker: never freed on the feeder thread
+    assert wt._REPLACED == [old]  # kept by the worker while a slot is unread
+    assert torch.equal(pickle.loads(blob), small)  # the main process reads the old slot
+    for_transfer(torch.ones(4))  # the worker's next batch frees the old ring
+    assert wt._REPLACED == []
 
 
 def test_the_main_process_drops_a_replaced_ring(in_worker, monkeypatch):

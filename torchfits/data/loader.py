@@ -18,6 +18,7 @@ from .remote import is_http_url, prefetch_urls
 from .worker_transfer import (
     RING_MAX_SLOT,
     SMALL_SLOT,
+    drop_replaced,
     forget_gone_workers,
     make_ring,
     ring_fits,
@@ -111,6 +112,7 @@ def for_transfer(obj: Any) -> Any:
     # The batch's ring sizes, gathered in the same walk (they size a first ring, or a ring of
     # larger slots once the batch outgrows small ones).
     sizes: list[int] | None = [] if ring_on() else None
+    drop_replaced()
     marked = _mark(obj, sizes)
     if sizes:
         make_ring(sizes)  # or not: its tensors take the other paths when pickled

@@ -120,7 +120,7 @@ class EpochMixin:
 
     def _counted(self, stream: Iterable[Any]) -> Iterator[Any]:
         """``stream``, counting what it yields into the pass's state (in a DataLoader worker its
-        tensors leave by value: `for_transfer`)."""
+        tensors leave by value or through the worker's ring: `for_transfer`)."""
         state = self._pass
         assert state is not None
         for item in stream:

@@ -227,7 +227,8 @@ class CompressedStamp:
         counts, offsets = np.empty(nrows, np.int64), np.empty(nrows, np.int64)
         # Every row's (count, heap offset), read and checked to lie in the heap in one C loop
         # (what a dozen NumPy calls on the descriptors cost: ~6 us a stamp, a third of its decode).
-        # the last descriptor within the bytes read (the kernel trusts its arguments)
+        # the last descriptor within the bytes read (the kernel trusts its arguments; defensive:
+        # the scan has checked that the table lies in the bytes read)
         last = self.data_offset + known.desc_at + (nrows - 1) * lay.row_bytes + 2 * known.desc.itemsize
         if nrows == 0 or last > memoryview(self.buf).nbytes or _bintable.vla_descriptors(
                 self.buf, lay.row_bytes, 0, None, nrows, self.data_offset + known.desc_at,

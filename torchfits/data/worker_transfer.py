@@ -6,7 +6,7 @@ process's CPU at any size) that waits for the worker to be scheduled; bytes sent
 pipe make the main process wait on the worker's feeder thread for every 64 KiB pipe-full. Here
 a worker makes one buffer of ``K`` slots the first time a batch holds a contiguous tensor above
 32 KiB (`torchfits.data.loader.for_transfer`, which sizes it by that batch; a ring of slots of
-512 KiB or less is replaced once by one of larger slots when a larger tensor comes), and copies each
+512 KiB or less is replaced once by one of larger slots when a tensor above 512 KiB comes), and copies each
 such tensor, that one included, into a free slot when the tensor is pickled (so a change made
 in place after marking, in a collate function for instance, travels too); what is pickled is
 the slot's reference (a few hundred bytes through the pipe). The
@@ -48,8 +48,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["RING_MAX_SLOT", "SMALL_SLOT", "forget_gone_workers", "has_ring", "make_ring", "ring_fits",
-           "ring_mark", "ring_on", "ring_stats"]
+__all__ = ["RING_MAX_SLOT", "SMALL_SLOT", "drop_replaced", "forget_gone_workers", "has_ring", "make_ring",
+           "ring_fits", "ring_mark", "ring_on", "ring_stats"]
 
 # x86-64 for the memory ordering (module docstring); POSIX for `forget_gone_workers`'s liveness
 # check (on Windows `os.kill(pid, 0)` would end the worker).
@@ -151,7 +151,7 @@ def _from_bytes(data: Any, dtype: str, shape: tuple) -> torch.Tensor:
 
 
 _WORKER_RING: list[_Ring] = []  # this worker's ring (empty until its first large tensor)
-_REPLACED: list[_Ring] = []  # this worker's ring of small slots, once replaced
+_REPLACED: list[_Ring] = []  # this worker's ring of small slots, replaced, until its slots are read
 _REFUSED: list[int] = []  # the pid of a worker whose ring shared memory refused
 
 
@@ -179,6 +179,13 @@ def ring_fits(nbytes: int) -> bool:
     return not has_ring() or nbytes <= _WORKER_RING[0].slot_bytes or _grows(nbytes)
 
 
+def drop_replaced() -> None:
+    """Free this worker's replaced ring once the main process has copied every slot out (on the
+    worker's own thread, which marks batches: see loader._KEEP)."""
+    if _REPLACED:
+        _REPLACED[:] = [r for r in _REPLACED if r.flags[:r.slots].any()]
+
+
 def make_ring(sizes: list[int]) -> None:
     """This worker's ring, sized by a batch with tensors for it (``sizes``: their bytes), when it
     has none yet or one of small slots that the batch outgrows: ``_RING_SLOTS`` slots per tensor,
@@ -198,8 +205,9 @@ def make_ring(sizes: list[int]) -> None:
     except (RuntimeError, OSError):
         _REFUSED[:] = [os.getpid()]  # by value or torch's path from now on
         return
-    # A replaced ring's slots in flight stay readable (the main process holds its buffer); the
-    # worker keeps it too, so it is never freed on the queue's feeder thread (see loader._KEEP).
+    # A replaced ring's slots in flight stay readable (the main process holds its buffer until
+    # the new ring arrives); the worker keeps it until they are read (`drop_replaced`), so it is
+    # not freed on the queue's feeder thread (see loader._KEEP).
     _REPLACED.extend(_WORKER_RING)
     _WORKER_RING[:] = [ring]
 
