@@ -60,7 +60,7 @@ def test_batch_hints_every_file_and_keeps_values(tmp_path, hints, compressed):
     got = ds.__getitems__(order)
     inodes = {os.stat(p).st_ino: p for p in paths}
     assert sorted(inodes[i] for i, off, n in hints) == sorted(paths[i] for i in order)
-    assert all(off == 0 and n == 0 for _, off, n in hints)  # whole files
+    assert all(off == 0 and n == readahead.FILE_AHEAD for _, off, n in hints)  # stamps whole
     images, labels = got.collated
     for slot, i in enumerate(order):
         want = torch.from_numpy(np.asarray(torchfits.read(paths[i], hdu=hdu)))

@@ -10,7 +10,11 @@ from collections.abc import Iterable
 from ..fits.paths import is_url
 from ..fits.sources.local import OPEN_READ
 
-__all__ = ["will_need", "will_need_range"]
+__all__ = ["will_need", "will_need_range", "FILE_AHEAD"]
+
+FILE_AHEAD = 4 << 20
+"""Bytes from the start of each batch file asked for: stamps whole, while a batch of big
+multi-extension files cannot pull gigabytes it may never read into the page cache."""
 
 
 def _advise(path: str, offset: int, size: int) -> None:
@@ -27,12 +31,13 @@ def _advise(path: str, offset: int, size: int) -> None:
 
 
 def will_need(paths: Iterable[str]) -> None:
-    """Ask the kernel to read each local file of ``paths`` whole, now, in the background."""
+    """Ask the kernel to read the first `FILE_AHEAD` bytes of each local file of ``paths`` (a
+    small file whole) now, in the background."""
     if not hasattr(os, "posix_fadvise"):
         return
     for path in paths:
         if "://" not in path and not is_url(path):
-            _advise(path, 0, 0)
+            _advise(path, 0, FILE_AHEAD)
 
 
 def will_need_range(path: str, offset: int, size: int) -> None:
