@@ -17,6 +17,7 @@ from ..fits.paths import fspath, hdu_suffix
 from .bands import DQ_SUFFIXES, IVAR_SUFFIXES, MASK_SUFFIXES, discover_bands
 from .hdus import FileHdus, resolve_paths
 from .loader import finish_batch, item_position
+from .readahead import will_need
 from .readers import batch_images, read_pixels, to_tensor_batch, validity_mask
 from .resume import EpochMixin
 from .sharding import check_even, file_order, reservoir, resolve_rank
@@ -186,6 +187,9 @@ class FitsTensorDataset(ImagePayloads, torch.utils.data.Dataset):
         ``scale_on_device`` or files of different shapes are read item by item. Equal to
         ``[self[i] for i in indices]`` either way."""
         positions = [self._position(i) for i in indices]
+        if len(positions) > 1:
+            # Every file's disk read starts now, while the first ones decode (a cold cache).
+            will_need([self._target(self.files[p])[0] for p in positions])
         arr = None
         if (positions and len(self.hdus) == 1 and self.ivar_hdus is None
                 and self.mask_hdus is None and not self._lead and not self.scale_on_device

@@ -20,6 +20,7 @@ from ..tables.scan import scan, tensor_null_columns
 from ..tables.source import TableSource, resolve_sources
 from .hdus import dataset_repr, show_files
 from .loader import finish_batch, item_position
+from .readahead import will_need_range
 from .resume import EpochMixin
 from .sharding import check_even, epoch_rng, reservoir, resolve_rank, row_shard
 from .sources import storage_options_arg, suffix_file, table_source
@@ -339,9 +340,20 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         # budget would keep only the pass's tail, which the next epoch reads last.
         behind = (b - a) * src.entry.row_bytes >= residency.budget()
 
+        # Local maps: the kernel reads each chunk's bytes ahead, while the chunk before decodes
+        # (a cold page cache otherwise waits on one map fault's read-ahead at a time).
+        local = getattr(src.index.source, "path", None) if src.index.source.maps_file else None
+        rb, data0 = src.entry.row_bytes, src.entry.data_offset
+
+        def ahead(c0: int) -> None:
+            if local is not None and c0 < b:
+                will_need_range(local, data0 + c0 * rb, (min(c0 + step, b) - c0) * rb)
+
         def batches() -> Iterator[Any]:
+            ahead(a)
             for c0 in range(a, b, step):
                 c1 = min(c0 + step, b)
+                ahead(c1)
                 src.fetch(row_range=(c0, c1), columns=names)
                 data, heap = src.buffers(fetched=True)
                 cols = decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
