@@ -18,6 +18,7 @@ from .remote import is_http_url, prefetch_urls
 from .worker_transfer import (
     RING_MAX_SLOT,
     SMALL_SLOT,
+    _tensor_of,  # unpickles `_ByValue` too: one way back to a tensor
     drop_replaced,
     forget_gone_workers,
     make_ring,
@@ -45,13 +46,6 @@ TRANSFER_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, t
                              torch.int64, torch.uint16, torch.uint32, torch.uint64, torch.float16,
                              torch.bfloat16, torch.float32, torch.float64, torch.complex64,
                              torch.complex128})
-
-
-def _tensor_of(array: Any, dtype: str | None = None) -> torch.Tensor:
-    """Unpickling a `_ByValue`: a plain tensor over the received array (``dtype``: the tensor's
-    type where NumPy has none and the array holds its bits, bfloat16)."""
-    t = torch.from_numpy(array if array.flags.writeable else array.copy())
-    return t if dtype is None else t.view(getattr(torch, dtype))
 
 
 class _ByValue(torch.Tensor):

@@ -36,11 +36,11 @@ def will_need(paths: Iterable[str]) -> None:
     if not hasattr(os, "posix_fadvise"):
         return
     for path in paths:
-        if "://" not in path and not is_url(path):
+        if not is_url(path):
             _advise(path, 0, FILE_AHEAD)
 
 
 def will_need_range(path: str, offset: int, size: int) -> None:
     """Ask the kernel to read bytes ``[offset, offset + size)`` of the local file ``path``."""
-    if size > 0 and hasattr(os, "posix_fadvise") and "://" not in path and not is_url(path):
+    if size > 0 and hasattr(os, "posix_fadvise") and not is_url(path):
         _advise(path, offset, size)

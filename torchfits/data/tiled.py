@@ -226,17 +226,18 @@ class CompressedStamp:
         nrows = len(known.ks)
         counts, offsets = np.empty(nrows, np.int64), np.empty(nrows, np.int64)
         # Every row's (count, heap offset), read and checked to lie in the heap in one C loop
-        # (what a dozen NumPy calls on the descriptors cost: ~6 us a stamp, a third of its decode).
-        # the last descriptor within the bytes read (the kernel trusts its arguments; defensive:
-        # the scan has checked that the table lies in the bytes read)
+        # (what a dozen NumPy calls on the descriptors cost: ~6 us a stamp, a third of its decode);
+        # the kernel trusts its arguments, so the last descriptor is checked to lie in the bytes
+        # read first (defensive: the scan has checked the table does).
+        buf = memoryview(self.buf)
         last = self.data_offset + known.desc_at + (nrows - 1) * lay.row_bytes + 2 * known.desc.itemsize
-        if nrows == 0 or last > memoryview(self.buf).nbytes or _bintable.vla_descriptors(
+        if nrows == 0 or last > buf.nbytes or _bintable.vla_descriptors(
                 self.buf, lay.row_bytes, 0, None, nrows, self.data_offset + known.desc_at,
                 known.desc.itemsize == 8, 8 * known.itemsize, self.heap_size, counts, offsets) >= 0 \
                 or not counts.all():
             return False
         sizes = counts if known.itemsize == 1 else counts * known.itemsize
-        heap = memoryview(self.buf)[self.heap_offset:self.heap_offset + self.heap_size]
+        heap = buf[self.heap_offset:self.heap_offset + self.heap_size]
         status = np.empty(nrows, np.uint8)
         known.codec.decode_many(heap, offsets, sizes, known.npix, known.dest, values, status, _GO,
                                 known.ncols)

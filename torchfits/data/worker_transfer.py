@@ -132,7 +132,7 @@ class _InRing(torch.Tensor):
         if ref is not None:
             return (_from_ring, ref)
         if self._tf_by_value:  # no ring or no free slot: by value (NumPy only, feeder thread)
-            return (_from_bytes, (self._tf_bytes, *self._tf_kind))
+            return (_tensor_of, (self._tf_bytes, *self._tf_kind))
         from torch.multiprocessing.reductions import reduce_tensor
 
         return reduce_tensor(self._tf_plain)  # torch's path
@@ -144,10 +144,14 @@ class _InRing(torch.Tensor):
         return self._tf_plain.clone()
 
 
-def _from_bytes(data: Any, dtype: str, shape: tuple) -> torch.Tensor:
-    """Unpickling a `_InRing` sent by value: a plain tensor over the received bytes."""
-    data = data if data.flags.writeable else data.copy()
-    return torch.from_numpy(data).view(getattr(torch, dtype)).view(shape)
+def _tensor_of(array: Any, dtype: str | None = None, shape: tuple | None = None) -> torch.Tensor:
+    """Unpickling bytes sent by value (here, or `loader._ByValue`): a plain tensor over the
+    received array, viewed as ``dtype`` (the tensor's type where the array holds its bits: raw
+    bytes, or bfloat16's int16) and ``shape`` when given."""
+    t = torch.from_numpy(array if array.flags.writeable else array.copy())
+    if dtype is not None:
+        t = t.view(getattr(torch, dtype))
+    return t if shape is None else t.view(shape)
 
 
 _WORKER_RING: list[_Ring] = []  # this worker's ring (empty until its first large tensor)
