@@ -18,13 +18,13 @@ from .remote import is_http_url, prefetch_urls
 from .worker_transfer import (
     RING_MAX_SLOT,
     SMALL_SLOT,
-    _tensor_of,  # unpickles `_ByValue` too: one way back to a tensor
     drop_replaced,
     forget_gone_workers,
     make_ring,
     ring_fits,
     ring_mark,
     ring_on,
+    tensor_from_array,  # unpickles `_ByValue` too: one way back to a tensor
 )
 
 __all__ = ["fits_collate_fn", "make_loader", "FitsDataLoader", "FitsBatch", "item_position",
@@ -67,8 +67,8 @@ class _ByValue(torch.Tensor):
         # was taken on the worker's own thread when the tensor was marked.
         array = self.__dict__.get("_tf_array")
         if array is None:  # not made by `_mark`
-            return (_tensor_of, _numpy_of(self.as_subclass(torch.Tensor)))
-        return (_tensor_of, (array, self._tf_dtype))
+            return (tensor_from_array, _numpy_of(self.as_subclass(torch.Tensor)))
+        return (tensor_from_array, (array, self._tf_dtype))
 
 
 def _numpy_of(t: torch.Tensor) -> tuple[Any, str | None]:

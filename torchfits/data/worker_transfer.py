@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 __all__ = ["RING_MAX_SLOT", "SMALL_SLOT", "drop_replaced", "forget_gone_workers", "has_ring", "make_ring",
-           "ring_fits", "ring_mark", "ring_on", "ring_stats"]
+           "ring_fits", "ring_mark", "ring_on", "ring_stats", "tensor_from_array"]
 
 # x86-64 for the memory ordering (module docstring); POSIX for `forget_gone_workers`'s liveness
 # check (on Windows `os.kill(pid, 0)` would end the worker).
@@ -132,7 +132,7 @@ class _InRing(torch.Tensor):
         if ref is not None:
             return (_from_ring, ref)
         if self._tf_by_value:  # no ring or no free slot: by value (NumPy only, feeder thread)
-            return (_tensor_of, (self._tf_bytes, *self._tf_kind))
+            return (tensor_from_array, (self._tf_bytes, *self._tf_kind))
         from torch.multiprocessing.reductions import reduce_tensor
 
         return reduce_tensor(self._tf_plain)  # torch's path
@@ -144,7 +144,7 @@ class _InRing(torch.Tensor):
         return self._tf_plain.clone()
 
 
-def _tensor_of(array: Any, dtype: str | None = None, shape: tuple | None = None) -> torch.Tensor:
+def tensor_from_array(array: Any, dtype: str | None = None, shape: tuple | None = None) -> torch.Tensor:
     """Unpickling bytes sent by value (here, or `loader._ByValue`): a plain tensor over the
     received array, viewed as ``dtype`` (the tensor's type where the array holds its bits: raw
     bytes, or bfloat16's int16) and ``shape`` when given."""
