@@ -347,6 +347,42 @@ def test_iter_parallel_in_order_and_ahead():
     assert len(started) <= 6 + 8  # never more than the window ahead
 
 
+def test_iter_parallel_first_window_starts_the_second_item():
+    """``first=2``: the second item is under way while the consumer holds the first (a chunk
+    decodes while the loader slices the one before)."""
+    second_started = threading.Event()
+
+    def fn(i: int) -> int:
+        if i == 1:
+            second_started.set()
+        return i
+
+    gen = iter_parallel(fn, range(3), 2, first=2)
+    assert next(gen) == 0
+    assert second_started.wait(5)
+    assert list(gen) == [1, 2]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_pool_works_in_a_forked_child():
+    """A child forked after the parent used the pool (a DataLoader worker) gets threads of its
+    own: the parent's pool has none there, and work queued on it would never run."""
+    assert run_parallel(lambda i: i + 1, range(8)) == list(range(1, 9))  # the parent's pool is up
+    code = textwrap.dedent("""
+        import os, sys
+        from torchfits.fits.threads import iter_parallel, run_parallel
+        assert run_parallel(lambda i: i + 1, range(8)) == list(range(1, 9))
+        pid = os.fork()
+        if pid == 0:
+            ok = run_parallel(lambda i: 2 * i, range(8)) == [2 * i for i in range(8)] and \\
+                list(iter_parallel(lambda i: -i, range(5), 2, first=2)) == [0, -1, -2, -3, -4]
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        sys.exit(os.waitstatus_to_exitcode(status))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
 def test_iter_parallel_close_and_error_join_running_items():
     running, finished = [], []
     lock = threading.Lock()

@@ -370,6 +370,30 @@ def test_table_batches_equal_the_scanner(table_path, columns, chunk, monkeypatch
         assert other._direct_batches(table_path, 0, 10) is None
 
 
+def test_table_batches_come_from_arrows_pool(table_path, monkeypatch):
+    """The direct path decodes its chunks into Arrow's memory pool (freed chunks serve the next
+    ones instead of fresh pages): the batches held account for pool bytes, their values are
+    astropy's, and writing into a batch works (the memory is the caller's)."""
+    import pyarrow as pa
+
+    import torchfits.data.tables as tables
+
+    monkeypatch.setattr(tables, "_CHUNK_BYTES", 12 * 700)  # chunks of 700 ID + MAG rows
+    before = pa.total_allocated_bytes()
+    ds = tables.FitsTableIterableDataset(table_path, columns=["ID", "MAG"], as_batches=True, batch_size=350)
+    batches = list(ds)
+    assert pa.total_allocated_bytes() - before >= 2503 * 12  # every chunk's two columns
+    with fits.open(table_path) as hdul:
+        want = {k: np.asarray(hdul[1].data[k]) for k in ("ID", "MAG")}
+    for k in want:
+        got = torch.cat([b[k] for b in batches]).numpy()
+        assert got.dtype == want[k].dtype.newbyteorder("=") and np.array_equal(got, want[k])
+    batches[0]["MAG"][0] = -1.0
+    assert float(batches[0]["MAG"][0]) == -1.0
+    del batches
+    assert pa.total_allocated_bytes() - before < 2503 * 12  # given back once dropped
+
+
 @pytest.mark.skipif(not HAS_FORK, reason="no fork start method")
 @pytest.mark.parametrize("workers", [2, 4])
 def test_table_batches_workers_every_row_once(table_path, workers):

@@ -14,6 +14,7 @@ from .._torch_adapter import NullValue, apply_null_rule, check_null_options, mas
 from ..fits.paths import fspath
 from ..fits.sources import residency
 from ..fits.sources.base import faults_seen
+from ..fits.threads import iter_parallel
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import scan, tensor_null_columns
@@ -349,24 +350,33 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
             if local is not None and c0 < b:
                 will_need_range(local, data0 + c0 * rb, (min(c0 + step, b) - c0) * rb)
 
+        def decode(c0: int) -> tuple[int, dict[str, torch.Tensor]]:
+            """Chunk ``[c0, c0 + step)``: its first row and its columns as tensors."""
+            c1 = min(c0 + step, b)
+            ahead(c1)
+            src.fetch(row_range=(c0, c1), columns=names)
+            data, heap = src.buffers(fetched=True)
+            # Pooled: a chunk's pages come back to a later chunk once its batches are dropped
+            # (fresh NumPy memory faulted 2,048 pages in each 8 MiB chunk).
+            cols = decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
+                                      columns=names, row_range=(c0, c1),
+                                      legacy_logical=src.legacy_logical, pooled=True)
+            if faults_seen():
+                src.index.source.check()
+            src.done((c0, c1), behind=behind)  # decoded into fresh arrays: the pages may leave RSS
+            return c0, {n: torch.from_numpy(cols[n]) for n in names}
+
         def batches() -> Iterator[Any]:
             ahead(a)
-            for c0 in range(a, b, step):
-                c1 = min(c0 + step, b)
-                ahead(c1)
-                src.fetch(row_range=(c0, c1), columns=names)
-                data, heap = src.buffers(fetched=True)
-                cols = decode_table_numpy(data, heap, src.specs, src.entry.row_bytes, src.nrows,
-                                          columns=names, row_range=(c0, c1),
-                                          legacy_logical=src.legacy_logical)
-                if faults_seen():
-                    src.index.source.check()
-                src.done((c0, c1), behind=behind)  # decoded into fresh arrays: the pages may leave RSS
-                chunk = {n: torch.from_numpy(cols[n]) for n in names}
-                for k in range(0, c1 - c0, bs):
+            # The next chunk decodes on a pool thread while the caller works on this one's
+            # batches (a loader without workers waits for the decode only at the first chunk).
+            for c0, chunk in iter_parallel(decode, range(a, b, step), 2, first=2):
+                for k in range(0, min(c0 + step, b) - c0, bs):
                     part = {n: t[k:k + bs] for n, t in chunk.items()}
                     yield part if self.device == "cpu" else \
                         {n: t.to(self.device) for n, t in part.items()}
+                # This chunk's memory may serve a later one once the caller drops its batches.
+                del chunk, part
 
         return batches()
 

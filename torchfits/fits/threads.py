@@ -16,6 +16,7 @@ __all__ = ["default_threads", "get_pool", "run_parallel", "run_shared", "iter_pa
            "fault_in"]
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
 _pool_lock = threading.Lock()
 _in_worker = threading.local()
 
@@ -67,12 +68,25 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
+def _after_fork() -> None:
+    """A forked child gets a fresh lock: a thread of the parent may have held it at the fork."""
+    global _pool_lock
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def get_pool() -> ThreadPoolExecutor:
-    global _pool
+    global _pool, _pool_pid
     with _pool_lock:
-        if _pool is None:
+        # A forked child (a DataLoader worker) inherits the parent's pool without its threads:
+        # work queued there would wait forever, so the child starts a pool of its own.
+        if _pool is None or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(max_workers=max(2, default_threads()),
                                        thread_name_prefix="torchfits")
+            _pool_pid = os.getpid()
         return _pool
 
 
@@ -167,12 +181,14 @@ def run_shared(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> 
     return results
 
 
-def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int) -> Iterator[Any]:
+def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int,
+                  first: int = 1) -> Iterator[Any]:
     """Yield ``fn(item)`` for every item, in order, computing up to ``width`` items ahead on the
     pool while the consumer works on the results already yielded.
 
-    The window starts at one item and doubles with every result taken, so a consumer that stops
-    after the first result (``LIMIT n``) pays for one item only. ``items`` is drawn lazily, from
+    The window starts at ``first`` items and doubles with every result taken, so a consumer that
+    stops after the first result (``LIMIT n``) pays for one item only; ``first=2`` starts the
+    second item while the consumer works on the first. ``items`` is drawn lazily, from
     the consuming thread. When an item fails, or the consumer stops (the generator is closed),
     the items not yet started are cancelled and the running ones joined before the error (or the
     close) returns. Called from inside a pool worker, or with ``width <= 1``, it runs serially.
@@ -184,7 +200,7 @@ def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int) ->
         return
     pool = get_pool()
     pending: deque[Future[Any]] = deque()
-    window = 1
+    window = max(1, min(width, first))
     done = False
     try:
         while True:

@@ -227,15 +227,17 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
                        nrows: int, *, columns: Any = None, rows: Any = None,
                        row_range: tuple[int, int] | None = None,
                        threads: int | None = None,
-                       legacy_logical: Callable[[ColumnSpec], bool] | None = None
-                       ) -> dict[str, np.ndarray | list[np.ndarray]]:
+                       legacy_logical: Callable[[ColumnSpec], bool] | None = None,
+                       pooled: bool = False) -> dict[str, np.ndarray | list[np.ndarray]]:
     """Decode table rows into NumPy arrays with the tensor mapping of the 1.x API (docs/compatibility.md)
 
     Repeat-1 columns are ``(N,)``, vectors ``(N, r)`` (TDIM not applied), character columns
     ``uint8 (N, w)`` byte matrices with their padding, complex columns complex64/complex128,
     variable-length columns a list of 1-D arrays; TNULL is not applied. Arguments as in
     `decode_table`; ASCII-table specs are accepted too (numbers as int32 or float64, an
-    undefined field as 0 or NaN).
+    undefined field as 0 or NaN). ``pooled``: fixed-width binary columns go into memory from
+    Arrow's pool, which hands freed pages back to the next decode (a stream of chunks then
+    pays the kernel's page zeroing once, not per chunk); NumPy's own memory otherwise.
 
     Returns
     -------
@@ -262,8 +264,8 @@ def decode_table_numpy(data: Buffer, heap: Buffer, specs: Sequence[ColumnSpec], 
                 result[out.spec.name] = out.values  # type: ignore[assignment]
         return result
     heap_buf = bytes_view(heap, "heap")
-    outs, program = plan_binary(
-        chosen, n, "torch", arrow=False, apply_nulls=False, decode_strings=False, strip=STRIP_NONE)
+    outs, program = plan_binary(chosen, n, "torch", arrow=False, apply_nulls=False, decode_strings=False,
+                                strip=STRIP_NONE, pooled=pooled)
     decode_fixed(program, buf, row_bytes, sel, nthreads)
     for out in outs:
         spec = out.spec
