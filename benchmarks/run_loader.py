@@ -19,7 +19,9 @@ across epochs (started by a warm-up epoch); with dropped cache they start afresh
 The clock of an epoch starts when every worker has delivered a batch (batch ``workers - 1``;
 batch 0 without workers) and stops when the last batch's step ends (worker start-up, a
 second worker's late first batch and the tear-down of the workers are not the loader's steady
-rate); a rate probe is ``--epochs`` epochs (default 2), AU over them together. One torch
+rate); a rate probe is ``--epochs`` epochs (default 2), and more until their clocked windows
+add up to ``--probe-seconds`` (default 0.5; a probe of two short epochs failed on one stall),
+AU over them together. One torch
 intra-op thread in both interpreters. Every epoch's float64
 sum is checked against an astropy loop over the same samples (the anchor, also timed alone).
 torchfits 1.2.3 (benchmarks/.venv-tf123, setup_incumbent.sh) runs the same workloads in its own
@@ -28,6 +30,7 @@ report says so and leaves its rows out.
 
 Usage: python benchmarks/run_loader.py [--files 1024] [--cutouts 4096] [--rows 1000000]
        [--repeat 3] [--only stamps,compressed,cutouts,rows] [--steps 5] [--epochs 2]
+       [--probe-seconds 0.5]
        [--json PATH] [--data-dir DIR]
        python benchmarks/run_loader.py --runs A.json B.json C.json   (one table over runs)
 """
@@ -53,6 +56,7 @@ COLUMNS = ["a", "b", "c", "d"]
 TARGET_AU = 0.90
 STEPS = [5]  # bisection steps of the rate search (--steps)
 EPOCHS = [2]  # epochs of one rate probe (--epochs)
+PROBE_S = [0.5]  # and more until their clocked windows add up to this (--probe-seconds)
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -230,9 +234,12 @@ def measure(name: str, data: dict[str, Any], workers: int, cold: bool, repeat: i
     peak = alone["clocked"] / alone["seconds"]
 
     def au(rate: float) -> tuple[float, float]:
-        """(AU, samples/s delivered) over the probe's ``EPOCHS[0]`` epochs together (their
+        """(AU, samples/s delivered) over the probe's ``EPOCHS[0]`` epochs, and more until their
+        clocked windows add up to ``PROBE_S[0]`` (a short probe fails on one stall), together (their
         clocked windows summed)."""
         runs = [run(rate) for _ in range(EPOCHS[0])]
+        while sum(r["seconds"] for r in runs) < PROBE_S[0] and len(runs) < 64:
+            runs.append(run(rate))
         seconds = sum(r["seconds"] for r in runs)
         if not seconds:
             return 0.0, 0.0
@@ -288,7 +295,7 @@ def run_incumbent(data: dict[str, Any], only: list[str], repeat: int, sums: dict
     if not INCUMBENT.exists():
         return {"error": "benchmarks/.venv-tf123 is not present (bash benchmarks/setup_incumbent.sh)"}
     job = {"data": data, "only": only, "repeat": repeat, "sums": sums, "steps": STEPS[0],
-           "epochs": EPOCHS[0]}
+           "epochs": EPOCHS[0], "probe_s": PROBE_S[0]}
     proc = subprocess.run([str(INCUMBENT), "-I", str(Path(__file__)), "--incumbent-worker"],
                           input=json.dumps(job), capture_output=True, text=True, timeout=7200,
                           cwd="/")
@@ -333,7 +340,8 @@ def render(results: dict[str, Any], incumbent: dict[str, Any], sums: dict, repea
         f"{shapes}. AU = accelerator compute time / clocked time (each epoch clocked from the "
         f"batch by which every worker has delivered one to the end of the last step; with 2 "
         f"workers they persist across epochs when the page cache stays warm); rates found by "
-        f"bisection ({STEPS[0]} steps), each probe {EPOCHS[0]} epoch(s) together; loader alone "
+        f"bisection ({STEPS[0]} steps), each probe {EPOCHS[0]} epoch(s) or more until "
+        f"{PROBE_S[0]:g} s clocked, together; loader alone "
         f"best of {repeat} after a warm-up. "
         f"Every epoch's sum equals the astropy anchor's (astropy loop, one epoch: {anchor}).",
         "",
@@ -421,6 +429,7 @@ def _incumbent_worker() -> int:
     job = json.loads(sys.stdin.read())
     STEPS[0] = int(job.get("steps", STEPS[0]))
     EPOCHS[0] = int(job.get("epochs", EPOCHS[0]))
+    PROBE_S[0] = float(job.get("probe_s", PROBE_S[0]))
     import torchfits
 
     out = run_all(job["data"], job["only"], job["repeat"], job["sums"])
@@ -447,6 +456,8 @@ def main() -> int:
                     help="bisection steps of the rate search (5: rates within ~9 %%)")
     ap.add_argument("--epochs", type=int, default=2,
                     help="epochs of one rate probe, AU over them together")
+    ap.add_argument("--probe-seconds", type=float, default=0.5,
+                    help="more epochs in a probe until their clocked time adds up to this")
     ap.add_argument("--data-dir", type=str, default=None,
                     help="make the files there once (a subfolder per set of sizes) and reuse "
                          "them in later runs")
@@ -456,6 +467,7 @@ def main() -> int:
         ap.error(f"unknown workloads {sorted(set(only) - set(WORKLOADS))}")
     STEPS[0] = max(1, args.steps)
     EPOCHS[0] = max(1, args.epochs)
+    PROBE_S[0] = max(0.0, args.probe_seconds)
     raw: dict = {}
     print(report(args.repeat, args.files, args.cutouts, args.rows, only, raw, args.data_dir))
     if args.json:
