@@ -20,7 +20,7 @@ import pytest
 import torchfits
 from torchfits.errors import FitsError, FitsIOError, TruncatedFileError
 from torchfits.fits import threads as _threads
-from torchfits.fits.threads import fault_in, get_pool, iter_parallel, run_parallel, run_shared
+from torchfits.fits.threads import fault_in, get_pool, iter_ahead, iter_parallel, run_parallel, run_shared
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -347,20 +347,59 @@ def test_iter_parallel_in_order_and_ahead():
     assert len(started) <= 6 + 8  # never more than the window ahead
 
 
-def test_iter_parallel_first_window_starts_the_second_item():
-    """``first=2``: the second item is under way while the consumer holds the first (a chunk
-    decodes while the loader slices the one before)."""
-    second_started = threading.Event()
+def test_iter_ahead_order_overlap_threads_and_lifetimes():
+    """The first item on the caller's thread, the next under way while the consumer holds the
+    one before (with the shared pool free for its nested calls), and no result kept here once
+    the consumer asks for the next."""
+    import weakref
+
+    class Result:
+        def __init__(self, i: int, thread: str, nested: list[int]) -> None:
+            self.i, self.thread, self.nested = i, thread, nested
+
+    started = {i: threading.Event() for i in range(4)}
+
+    def fn(i: int) -> Result:
+        started[i].set()
+        return Result(i, threading.current_thread().name, run_parallel(lambda k: k + i, range(3)))
+
+    gen = iter_ahead(fn, range(4))
+    first = next(gen)
+    assert first.i == 0 and first.thread == threading.current_thread().name
+    assert started[1].wait(5)  # under way while the consumer holds item 0
+    assert not started[2].is_set()  # one ahead, no more
+    gone = weakref.ref(first)
+    del first
+    second = next(gen)
+    assert gone() is None  # the generator dropped item 0
+    assert second.i == 1 and second.thread.startswith("torchfits-ahead")
+    assert second.nested == [1, 2, 3]  # not a pool item: its parallel call ran on the pool
+    assert [r.i for r in gen] == [2, 3]
+    assert list(iter_ahead(fn, [])) == []
+
+
+def test_iter_ahead_error_and_close_join_the_item_in_flight():
+    running, finished = [], []
 
     def fn(i: int) -> int:
-        if i == 1:
-            second_started.set()
+        running.append(i)
+        time.sleep(0.1)
+        if i == 2:
+            raise ValueError("boom")
+        finished.append(i)
         return i
 
-    gen = iter_parallel(fn, range(3), 2, first=2)
+    with pytest.raises(ValueError, match="boom"):
+        list(iter_ahead(fn, range(10)))
+    assert running == [0, 1, 2] and finished == [0, 1]  # one ahead: nothing past the failure
+    running.clear()
+    finished.clear()
+    gen = iter_ahead(fn, range(10))
     assert next(gen) == 0
-    assert second_started.wait(5)
-    assert list(gen) == [1, 2]
+    gen.close()  # item 1 was submitted: cancelled, or joined if it had started
+    snapshot = (list(running), list(finished))
+    time.sleep(0.3)
+    assert (running, finished) == snapshot and running == finished and running[:1] == [0]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
@@ -370,12 +409,13 @@ def test_pool_works_in_a_forked_child():
     assert run_parallel(lambda i: i + 1, range(8)) == list(range(1, 9))  # the parent's pool is up
     code = textwrap.dedent("""
         import os, sys
-        from torchfits.fits.threads import iter_parallel, run_parallel
+        from torchfits.fits.threads import iter_ahead, iter_parallel, run_parallel
         assert run_parallel(lambda i: i + 1, range(8)) == list(range(1, 9))
         pid = os.fork()
         if pid == 0:
             ok = run_parallel(lambda i: 2 * i, range(8)) == [2 * i for i in range(8)] and \\
-                list(iter_parallel(lambda i: -i, range(5), 2, first=2)) == [0, -1, -2, -3, -4]
+                list(iter_parallel(lambda i: -i, range(5), 2)) == [0, -1, -2, -3, -4] and \
+                list(iter_ahead(lambda i: -i, range(5))) == [0, -1, -2, -3, -4]
             os._exit(0 if ok else 3)
         _, status = os.waitpid(pid, 0)
         sys.exit(os.waitstatus_to_exitcode(status))

@@ -372,16 +372,30 @@ def test_table_batches_equal_the_scanner(table_path, columns, chunk, monkeypatch
 
 def test_table_batches_come_from_arrows_pool(table_path, monkeypatch):
     """The direct path decodes its chunks into Arrow's memory pool (freed chunks serve the next
-    ones instead of fresh pages): the batches held account for pool bytes, their values are
-    astropy's, and writing into a batch works (the memory is the caller's)."""
+    ones instead of fresh pages), each after the first ahead on a background thread: the
+    batches held account for pool bytes, their values are astropy's, and writing into a batch
+    works (the memory is the caller's)."""
     import pyarrow as pa
 
     import torchfits.data.tables as tables
 
-    monkeypatch.setattr(tables, "_CHUNK_BYTES", 12 * 700)  # chunks of 700 ID + MAG rows
+    import threading
+
+    monkeypatch.setattr(tables, "_CHUNK_BYTES", 35 * 700)  # chunks of 700 rows (35 bytes), 2 batches
+    decoded_on = []
+    real = tables.decode_table_numpy
+
+    def spy(*args, **kw):
+        decoded_on.append(threading.current_thread().name)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(tables, "decode_table_numpy", spy)
     before = pa.total_allocated_bytes()
     ds = tables.FitsTableIterableDataset(table_path, columns=["ID", "MAG"], as_batches=True, batch_size=350)
     batches = list(ds)
+    # the first chunk on the caller's thread, each later one ahead on a background thread
+    assert len(decoded_on) == 4 and decoded_on[0] == threading.current_thread().name
+    assert all(name.startswith("torchfits-ahead") for name in decoded_on[1:])
     assert pa.total_allocated_bytes() - before >= 2503 * 12  # every chunk's two columns
     with fits.open(table_path) as hdul:
         want = {k: np.asarray(hdul[1].data[k]) for k in ("ID", "MAG")}

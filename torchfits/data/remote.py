@@ -36,6 +36,16 @@ _pool_pid = 0
 _PREFETCH_WORKERS = 4
 
 
+def _after_fork() -> None:
+    """A forked child gets a fresh lock: a thread of the parent may have held it at the fork."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def is_http_url(url: Any) -> bool:
     """Whether ``url`` is an ``http://`` or ``https://`` URL (any case)."""
     return isinstance(url, str) and url.split("://", 1)[0].lower() in ("http", "https") \

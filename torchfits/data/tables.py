@@ -14,7 +14,7 @@ from .._torch_adapter import NullValue, apply_null_rule, check_null_options, mas
 from ..fits.paths import fspath
 from ..fits.sources import residency
 from ..fits.sources.base import faults_seen
-from ..fits.threads import iter_parallel
+from ..fits.threads import iter_ahead
 from ..tables.arrow_numpy import numpy_to_torch, table_to_numpy
 from ..tables.decode import decode_table_numpy
 from ..tables.scan import scan, tensor_null_columns
@@ -316,7 +316,7 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
     def _direct_batches(self, path: str, a: int, b: int,
                         hdu: Any = None) -> Iterator[Any] | None:
         """``batch_size`` batches of rows ``[a, b)`` decoded in big chunks (one kernel call per
-        ~32 MiB, no Arrow) and sliced, or None unless every column is a plain number and there
+        ~8 MiB, no Arrow) and sliced, or None unless every column is a plain number and there
         is no ``where``, nor a mask column to add (another file of the stream may have a TNULL
         where this one has none). The batches equal the scanner's."""
         if not self.as_batches or self.where is not None or \
@@ -332,7 +332,8 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
         names = list(self._batch_columns)
         # A chunk's mapped rows and its decoded arrays are both resident while it is sliced into
         # batches: bound the larger of the two, so an epoch's peak is the residency budget plus
-        # one chunk (not a chunk sized by its 4 decoded columns over 12 mapped ones).
+        # two chunks, the one sliced and the one decoding ahead (not chunks sized by their 4
+        # decoded columns over 12 mapped ones).
         row = max(1, sum(specs[n].width for n in names), src.entry.row_bytes)
         bs = self.batch_size
         step = bs * max(1, _CHUNK_BYTES // (bs * row))
@@ -368,9 +369,9 @@ class FitsTableIterableDataset(EpochMixin, torch.utils.data.IterableDataset):
 
         def batches() -> Iterator[Any]:
             ahead(a)
-            # The next chunk decodes on a pool thread while the caller works on this one's
-            # batches (a loader without workers waits for the decode only at the first chunk).
-            for c0, chunk in iter_parallel(decode, range(a, b, step), 2, first=2):
+            # The next chunk decodes on a background thread while the caller works on this
+            # one's batches (the first decodes here, on every thread of the pool).
+            for c0, chunk in iter_ahead(decode, range(a, b, step)):
                 for k in range(0, min(c0 + step, b) - c0, bs):
                     part = {n: t[k:k + bs] for n, t in chunk.items()}
                     yield part if self.device == "cpu" else \

@@ -13,10 +13,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Callable
 
 __all__ = ["default_threads", "get_pool", "run_parallel", "run_shared", "iter_parallel",
-           "fault_in"]
+           "iter_ahead", "fault_in"]
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0
+_ahead: ThreadPoolExecutor | None = None  # `iter_ahead`'s threads, apart from the pool
+_ahead_pid = 0
 _pool_lock = threading.Lock()
 _in_worker = threading.local()
 
@@ -181,14 +183,12 @@ def run_shared(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> 
     return results
 
 
-def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int,
-                  first: int = 1) -> Iterator[Any]:
+def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int) -> Iterator[Any]:
     """Yield ``fn(item)`` for every item, in order, computing up to ``width`` items ahead on the
     pool while the consumer works on the results already yielded.
 
-    The window starts at ``first`` items and doubles with every result taken, so a consumer that
-    stops after the first result (``LIMIT n``) pays for one item only; ``first=2`` starts the
-    second item while the consumer works on the first. ``items`` is drawn lazily, from
+    The window starts at one item and doubles with every result taken, so a consumer that stops
+    after the first result (``LIMIT n``) pays for one item only. ``items`` is drawn lazily, from
     the consuming thread. When an item fails, or the consumer stops (the generator is closed),
     the items not yet started are cancelled and the running ones joined before the error (or the
     close) returns. Called from inside a pool worker, or with ``width <= 1``, it runs serially.
@@ -200,7 +200,7 @@ def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int,
         return
     pool = get_pool()
     pending: deque[Future[Any]] = deque()
-    window = max(1, min(width, first))
+    window = 1
     done = False
     try:
         while True:
@@ -213,10 +213,54 @@ def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int,
                 pending.append(pool.submit(_run_marked, fn, item))
             if not pending:
                 return
-            result = pending.popleft().result()
-            yield result
+            yield pending.popleft().result()  # not bound here: the consumer decides its life
             window = min(width, 2 * window)
     finally:
         for f in pending:
             f.cancel()
         wait(pending)
+
+
+def _ahead_pool() -> ThreadPoolExecutor:
+    global _ahead, _ahead_pid
+    with _pool_lock:
+        if _ahead is None or _ahead_pid != os.getpid():  # per process, as `get_pool`
+            _ahead = ThreadPoolExecutor(max_workers=2, thread_name_prefix="torchfits-ahead")
+            _ahead_pid = os.getpid()
+        return _ahead
+
+
+def iter_ahead(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+    """Yield ``fn(item)`` for every item, in order: the first computed on the calling thread,
+    each next one on a background thread while the consumer works on the one before.
+
+    Unlike `iter_parallel`, ``fn`` does not run as a pool item, so its own parallel calls still
+    spread over the shared pool (which never waits on these threads: no deadlock). At most two
+    results are alive here: the one the consumer holds and the one being computed (this
+    generator drops its reference to a result once the consumer asks for the next). When an item
+    fails, or the consumer stops, the item in flight is joined before the error (or the close)
+    returns. Called from inside a pool worker it runs serially.
+    """
+    it = iter(items)
+    if getattr(_in_worker, "active", False):
+        for item in it:
+            yield fn(item)
+        return
+    end = object()
+    item = next(it, end)
+    if item is end:
+        return
+    current = fn(item)
+    pending: Future[Any] | None = None
+    try:
+        while True:
+            item = next(it, end)
+            pending = None if item is end else _ahead_pool().submit(fn, item)
+            yield current
+            current = None  # the consumer holds it now, if it wants it
+            if pending is None:
+                return
+            current, pending = pending.result(), None
+    finally:
+        if pending is not None and not pending.cancel():
+            wait([pending])
