@@ -64,9 +64,11 @@ def worker(job: dict) -> dict:
     return out
 
 
-def run(python: str, job: dict) -> dict:
-    proc = subprocess.run([python, str(Path(__file__)), "--worker"], input=json.dumps(job),
-                          capture_output=True, text=True, timeout=600, cwd="/")
+def run(python: str, job: dict, isolated: bool) -> dict:
+    """The worker's reply; ``isolated`` (1.2.3's venv): ``-I``, so no PYTHONPATH can put the
+    new torchfits on its path."""
+    argv = [python] + (["-I"] if isolated else []) + [str(Path(__file__)), "--worker"]
+    proc = subprocess.run(argv, input=json.dumps(job), capture_output=True, text=True, timeout=600, cwd="/")
     if proc.returncode:
         raise RuntimeError(proc.stderr[-800:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -85,15 +87,17 @@ def main() -> None:
     import generate
     from run_images import cutout_boxes
 
-    job = {"path": str(generate.DATA_DIR / "image_4096_f32.fits"), "boxes": cutout_boxes(1000),
-           "repeat": args.repeat}
+    job = {"path": str(generate.ensure("image_f32")), "boxes": cutout_boxes(1000), "repeat": args.repeat}
     sides = [("torchfits (new)", sys.executable)]
     if INCUMBENT.exists():
         sides.append(("torchfits 1.2.3", str(INCUMBENT)))
     rows: dict[str, list[dict]] = {name: [] for name, _ in sides}
     for _ in range(args.rounds):
         for name, python in sides:
-            rows[name].append(run(python, job))
+            reply = run(python, job, isolated=python != sys.executable)
+            if name.endswith("1.2.3") and reply["version"] != "1.2.3":
+                raise RuntimeError(f"the 1.2.3 venv imported torchfits {reply['version']}")
+            rows[name].append(reply)
     print(f"1,000 cutouts of 64×64 ({args.repeat} repetitions a regime, {args.rounds} processes a "
           "library); median ms per process")
     print("| library | objects | " + " | ".join(REGIMES) + " |")

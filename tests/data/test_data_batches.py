@@ -375,11 +375,12 @@ def test_table_batches_come_from_arrows_pool(table_path, monkeypatch):
     ones instead of fresh pages), each after the first ahead on a background thread: the
     batches held account for pool bytes, their values are astropy's, and writing into a batch
     works (the memory is the caller's)."""
+    import gc
+    import threading
+
     import pyarrow as pa
 
     import torchfits.data.tables as tables
-
-    import threading
 
     monkeypatch.setattr(tables, "_CHUNK_BYTES", 35 * 700)  # chunks of 700 rows (35 bytes), 2 batches
     decoded_on = []
@@ -390,6 +391,7 @@ def test_table_batches_come_from_arrows_pool(table_path, monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(tables, "decode_table_numpy", spy)
+    gc.collect()  # Arrow memory of earlier tests freed now, not while this one counts
     before = pa.total_allocated_bytes()
     ds = tables.FitsTableIterableDataset(table_path, columns=["ID", "MAG"], as_batches=True, batch_size=350)
     batches = list(ds)

@@ -21,6 +21,7 @@ _ahead: ThreadPoolExecutor | None = None  # `iter_ahead`'s threads, apart from t
 _ahead_pid = 0
 _pool_lock = threading.Lock()
 _in_worker = threading.local()
+_in_ahead = threading.local()  # set on an `iter_ahead` thread while it computes an item
 
 
 def default_threads() -> int:
@@ -230,6 +231,14 @@ def _ahead_pool() -> ThreadPoolExecutor:
         return _ahead
 
 
+def _run_ahead(fn: Callable[[Any], Any], item: Any) -> Any:
+    _in_ahead.active = True
+    try:
+        return fn(item)
+    finally:
+        _in_ahead.active = False
+
+
 def iter_ahead(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
     """Yield ``fn(item)`` for every item, in order: the first computed on the calling thread,
     each next one on a background thread while the consumer works on the one before.
@@ -239,10 +248,11 @@ def iter_ahead(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
     results are alive here: the one the consumer holds and the one being computed (this
     generator drops its reference to a result once the consumer asks for the next). When an item
     fails, or the consumer stops, the item in flight is joined before the error (or the close)
-    returns. Called from inside a pool worker it runs serially.
+    returns. Called from inside a pool worker or an item of another `iter_ahead` it runs
+    serially (nested ones would wait on each other for the same two threads).
     """
     it = iter(items)
-    if getattr(_in_worker, "active", False):
+    if getattr(_in_worker, "active", False) or getattr(_in_ahead, "active", False):
         for item in it:
             yield fn(item)
         return
@@ -255,7 +265,7 @@ def iter_ahead(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
     try:
         while True:
             item = next(it, end)
-            pending = None if item is end else _ahead_pool().submit(fn, item)
+            pending = None if item is end else _ahead_pool().submit(_run_ahead, fn, item)
             yield current
             current = None  # the consumer holds it now, if it wants it
             if pending is None:
