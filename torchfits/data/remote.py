@@ -19,27 +19,28 @@ import re
 import tempfile
 import threading
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..fits.paths import fspath
 from ..fits.sources.block_cache import remote_cache_root
+from ..fits.threads import process_executor
 
 __all__ = ["is_http_url", "cache_path_for_url", "resolve_local_path", "prefetch_urls", "local_copy"]
 
 _lock = threading.Lock()
 _in_flight: dict[str, Future] = {}
-_pool: ThreadPoolExecutor | None = None
-_pool_pid = 0
 _PREFETCH_WORKERS = 4
 
 
 def _after_fork() -> None:
-    """A forked child gets a fresh lock: a thread of the parent may have held it at the fork."""
+    """A forked child gets a fresh lock (a thread of the parent may have held it at the fork)
+    and no downloads in flight: the parent's never finish here."""
     global _lock
     _lock = threading.Lock()
+    _in_flight.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -103,26 +104,16 @@ def local_copy(path: str, storage_options: dict | None = None) -> str | None:
     return target if os.path.exists(target) else None
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool, _pool_pid
-    if _pool is None or _pool_pid != os.getpid():  # a forked worker gets its own threads
-        _pool = ThreadPoolExecutor(_PREFETCH_WORKERS, thread_name_prefix="torchfits-prefetch")
-        _pool_pid = os.getpid()
-    return _pool
-
-
 def _submit(url: str, target: str, storage_options: dict | None, *, wait: bool) -> Future:
     """The download of ``url`` to ``target``: the one in flight, else a new one (run here when
     the caller waits, so a full pool never delays it; else on the prefetch pool)."""
     with _lock:
-        if _pool_pid and _pool_pid != os.getpid():
-            _in_flight.clear()  # a forked child: the parent's downloads never finish here
         running = _in_flight.get(target)
         if running is not None:
             return running
         fut: Future = Future()
         _in_flight[target] = fut
-        pool = None if wait else _executor()
+        pool = None if wait else process_executor("torchfits-prefetch", _PREFETCH_WORKERS)
     if pool is None:
         _run(fut, url, target, storage_options)
     else:

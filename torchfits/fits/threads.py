@@ -12,13 +12,10 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Callable
 
-__all__ = ["default_threads", "get_pool", "run_parallel", "run_shared", "iter_parallel",
-           "iter_ahead", "fault_in"]
+__all__ = ["default_threads", "get_pool", "process_executor", "run_parallel", "run_shared",
+           "iter_parallel", "iter_ahead", "fault_in"]
 
-_pool: ThreadPoolExecutor | None = None
-_pool_pid = 0
-_ahead: ThreadPoolExecutor | None = None  # `iter_ahead`'s threads, apart from the pool
-_ahead_pid = 0
+_executors: dict[str, ThreadPoolExecutor] = {}  # this process's, by name (`process_executor`)
 _pool_lock = threading.Lock()
 _in_worker = threading.local()
 _in_ahead = threading.local()  # set on an `iter_ahead` thread while it computes an item
@@ -72,33 +69,39 @@ def _cpu_count() -> int:
 
 
 def _after_fork() -> None:
-    """A forked child gets a fresh lock: a thread of the parent may have held it at the fork."""
+    """A forked child (a DataLoader worker) inherits the parent's executors without their
+    threads, where queued work would wait forever, and maybe a lock a parent thread held: it
+    starts with none of either."""
     global _pool_lock
     _pool_lock = threading.Lock()
+    _executors.clear()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def get_pool() -> ThreadPoolExecutor:
-    global _pool, _pool_pid
+def process_executor(name: str, workers: int) -> ThreadPoolExecutor:
+    """This process's executor called ``name`` (its threads' prefix), made on first use with
+    ``workers`` threads; a forked child makes its own."""
     with _pool_lock:
-        # A forked child (a DataLoader worker) inherits the parent's pool without its threads:
-        # work queued there would wait forever, so the child starts a pool of its own.
-        if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(max_workers=max(2, default_threads()),
-                                       thread_name_prefix="torchfits")
-            _pool_pid = os.getpid()
-        return _pool
+        pool = _executors.get(name)
+        if pool is None:
+            pool = _executors[name] = ThreadPoolExecutor(workers, thread_name_prefix=name)
+        return pool
 
 
-def _run_marked(fn: Callable[[Any], Any], item: Any) -> Any:
-    _in_worker.active = True
+def get_pool() -> ThreadPoolExecutor:
+    return process_executor("torchfits", max(2, default_threads()))
+
+
+def _run_marked(fn: Callable[[Any], Any], item: Any, mark: threading.local = _in_worker) -> Any:
+    """``fn(item)`` with ``mark.active`` set on this thread meanwhile (nested calls look at it)."""
+    mark.active = True
     try:
         return fn(item)
     finally:
-        _in_worker.active = False
+        mark.active = False
 
 
 def in_worker() -> bool:
@@ -222,23 +225,6 @@ def iter_parallel(fn: Callable[[Any], Any], items: Iterable[Any], width: int) ->
         wait(pending)
 
 
-def _ahead_pool() -> ThreadPoolExecutor:
-    global _ahead, _ahead_pid
-    with _pool_lock:
-        if _ahead is None or _ahead_pid != os.getpid():  # per process, as `get_pool`
-            _ahead = ThreadPoolExecutor(max_workers=2, thread_name_prefix="torchfits-ahead")
-            _ahead_pid = os.getpid()
-        return _ahead
-
-
-def _run_ahead(fn: Callable[[Any], Any], item: Any) -> Any:
-    _in_ahead.active = True
-    try:
-        return fn(item)
-    finally:
-        _in_ahead.active = False
-
-
 def iter_ahead(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
     """Yield ``fn(item)`` for every item, in order: the first computed on the calling thread,
     each next one on a background thread while the consumer works on the one before.
@@ -265,7 +251,8 @@ def iter_ahead(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
     try:
         while True:
             item = next(it, end)
-            pending = None if item is end else _ahead_pool().submit(_run_ahead, fn, item)
+            pending = None if item is end else \
+                process_executor("torchfits-ahead", 2).submit(_run_marked, fn, item, _in_ahead)
             yield current
             current = None  # the consumer holds it now, if it wants it
             if pending is None:
