@@ -410,17 +410,22 @@ def test_iter_ahead_error_and_close_join_the_item_in_flight():
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
 def test_pool_works_in_a_forked_child():
     """A child forked after the parent used the pool (a DataLoader worker) gets threads of its
-    own: the parent's pool has none there, and work queued on it would never run."""
+    own: the parent's pool has none there, and work queued on it would never run. The parent's
+    remote downloads in flight are not the child's either (they would never finish there)."""
     assert run_parallel(lambda i: i + 1, range(8)) == list(range(1, 9))  # the parent's pool is up
     code = textwrap.dedent("""
         import os, sys
+        from concurrent.futures import Future
+        from torchfits.data import remote
         from torchfits.fits.threads import iter_ahead, iter_parallel, run_parallel
         assert run_parallel(lambda i: i + 1, range(8)) == list(range(1, 9))
+        remote._in_flight["/nowhere/in-flight.fits"] = Future()  # a download at the fork
         pid = os.fork()
         if pid == 0:
             ok = run_parallel(lambda i: 2 * i, range(8)) == [2 * i for i in range(8)] and \\
                 list(iter_parallel(lambda i: -i, range(5), 2)) == [0, -1, -2, -3, -4] and \\
-                list(iter_ahead(lambda i: -i, range(5))) == [0, -1, -2, -3, -4]
+                list(iter_ahead(lambda i: -i, range(5))) == [0, -1, -2, -3, -4] and \\
+                not remote._in_flight
             os._exit(0 if ok else 3)
         _, status = os.waitpid(pid, 0)
         sys.exit(os.waitstatus_to_exitcode(status))
