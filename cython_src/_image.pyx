@@ -350,16 +350,44 @@ cdef struct _FreeList:
     Py_ssize_t cap
     void** items
 
-cdef _FreeList _pool[POOL_CLASSES]
-cdef Py_ssize_t _pool_bytes = 0
-cdef Py_ssize_t POOL_BYTES = 64 << 20
-cdef Py_ssize_t _POOL_MAX_BLOCK = 32 << 20  # a batch's array up to half the pool is kept too
+# A free list of blocks by exact size: up to POOL_CLASSES sizes, ``kept`` bytes in all, at most
+# ``max_kept``; blocks over ``max_block`` go back to the system.
+cdef struct _Pool:
+    _FreeList classes[POOL_CLASSES]
+    Py_ssize_t kept
+    Py_ssize_t max_kept
+    Py_ssize_t max_block
+    Py_ssize_t min_block  # smaller arrays are plain NumPy ones (malloc recycles those well)
+    bint counts_live  # its blocks in use count in _live_bytes (cutouts the caller keeps)
+    bint drop_on_miss  # a size it does not hold frees what it holds before a new block is made
 
-for _k in range(POOL_CLASSES):
-    _pool[_k].size = 0
-    _pool[_k].n = 0
-    _pool[_k].cap = 0
-    _pool[_k].items = NULL
+# Cutouts, single and batched: a batch's array up to half the pool is kept too.
+cdef _Pool _cutout_pool
+# Whole-image outputs of 1 MiB and more (reads and their scratch): a loop of reads of one size
+# reuses the last output's pages instead of faulting in fresh ones, which the kernel zeroes. A
+# read of another size frees what is kept first, so the pool never adds to a peak
+# (docs/architecture.md, "Image outputs are recycled").
+cdef _Pool _output_pool
+
+
+cdef void _pool_init(_Pool* pool, Py_ssize_t max_kept, Py_ssize_t max_block, Py_ssize_t min_block,
+                     bint counts_live, bint drop_on_miss):
+    cdef int k
+    for k in range(POOL_CLASSES):
+        pool.classes[k].size = 0
+        pool.classes[k].n = 0
+        pool.classes[k].cap = 0
+        pool.classes[k].items = NULL
+    pool.kept = 0
+    pool.max_kept = max_kept
+    pool.max_block = max_block
+    pool.min_block = min_block
+    pool.counts_live = counts_live
+    pool.drop_on_miss = drop_on_miss
+
+
+_pool_init(&_cutout_pool, 64 << 20, 32 << 20, 0, True, False)
+_pool_init(&_output_pool, 256 << 20, 256 << 20, 1 << 20, False, True)
 
 
 # Bytes of cutout memory handed out and not given back yet: the results the caller keeps. Once
@@ -379,81 +407,119 @@ def set_stream_min_bytes(Py_ssize_t nbytes):
     return old
 
 
-cdef void* _take(Py_ssize_t size) noexcept:
-    global _pool_bytes, _live_bytes
+cdef Py_ssize_t _release(_Pool* pool) noexcept:
     cdef int k
-    cdef void* ptr
+    cdef Py_ssize_t freed = pool.kept
     for k in range(POOL_CLASSES):
-        if _pool[k].size == size and _pool[k].n > 0:
-            _pool[k].n -= 1
-            _pool_bytes -= size
-            _live_bytes += size
-            return _pool[k].items[_pool[k].n]
-    ptr = tf_block_alloc(size)
-    if ptr != NULL:
+        while pool.classes[k].n > 0:
+            pool.classes[k].n -= 1
+            free(pool.classes[k].items[pool.classes[k].n])
+    pool.kept = 0
+    return freed
+
+
+cdef void* _take(_Pool* pool, Py_ssize_t size) noexcept:
+    global _live_bytes
+    cdef int k
+    cdef void* ptr = NULL
+    for k in range(POOL_CLASSES):
+        if pool.classes[k].size == size and pool.classes[k].n > 0:
+            pool.classes[k].n -= 1
+            pool.kept -= size
+            ptr = pool.classes[k].items[pool.classes[k].n]
+            break
+    if ptr == NULL:
+        if pool.drop_on_miss:
+            _release(pool)
+        ptr = tf_block_alloc(size)
+    if ptr != NULL and pool.counts_live:
         _live_bytes += size
     return ptr
 
 
-cdef void _give(void* ptr, Py_ssize_t size) noexcept:
-    global _pool_bytes, _live_bytes
+cdef void _give(_Pool* pool, void* ptr, Py_ssize_t size) noexcept:
+    global _live_bytes
     cdef int k, slot = -1
     cdef void** grown
     cdef Py_ssize_t cap
-    _live_bytes -= size
-    if size <= _POOL_MAX_BLOCK and _pool_bytes + size <= POOL_BYTES:
+    cdef _FreeList* c
+    if pool.counts_live:
+        _live_bytes -= size
+    if size <= pool.max_block and pool.kept + size <= pool.max_kept:
         for k in range(POOL_CLASSES):
-            if _pool[k].size == size:
+            if pool.classes[k].size == size:
                 slot = k
                 break
         if slot < 0:
             for k in range(POOL_CLASSES):
-                if _pool[k].n == 0:  # an empty class takes the new size
-                    _pool[k].size = size
+                if pool.classes[k].n == 0:  # an empty class takes the new size
+                    pool.classes[k].size = size
                     slot = k
                     break
         if slot >= 0:
-            if _pool[slot].n == _pool[slot].cap:
-                cap = 64 if _pool[slot].cap == 0 else 2 * _pool[slot].cap
-                grown = <void**>realloc(_pool[slot].items, cap * sizeof(void*))
+            c = &pool.classes[slot]
+            if c.n == c.cap:
+                cap = 64 if c.cap == 0 else 2 * c.cap
+                grown = <void**>realloc(c.items, cap * sizeof(void*))
                 if grown != NULL:
-                    _pool[slot].items = grown
-                    _pool[slot].cap = cap
-            if _pool[slot].n < _pool[slot].cap:
-                _pool[slot].items[_pool[slot].n] = ptr
-                _pool[slot].n += 1
-                _pool_bytes += size
+                    c.items = grown
+                    c.cap = cap
+            if c.n < c.cap:
+                c.items[c.n] = ptr
+                c.n += 1
+                pool.kept += size
                 return
     free(ptr)
 
 
 def release_cutout_memory():
     """Free the memory kept for reuse by cutouts that were dropped; returns the bytes freed."""
-    global _pool_bytes
-    cdef int k
-    cdef Py_ssize_t freed = _pool_bytes
-    for k in range(POOL_CLASSES):
-        while _pool[k].n > 0:
-            _pool[k].n -= 1
-            free(_pool[k].items[_pool[k].n])
-    _pool_bytes = 0
-    return freed
+    return _release(&_cutout_pool)
 
 
 def cutout_memory_kept():
     """Bytes of dropped cutouts kept for reuse (at most 64 MiB)."""
-    return _pool_bytes
+    return _cutout_pool.kept
 
 
-cdef class _CutoutMemory:
-    """Owner of one cutout's memory (the base of its array); gives it back when the array dies."""
+def release_output_memory():
+    """Free the memory kept for reuse by whole-image outputs that were dropped; returns the
+    bytes freed."""
+    return _release(&_output_pool)
+
+
+def output_memory_kept():
+    """Bytes of dropped whole-image outputs kept for reuse (at most 256 MiB)."""
+    return _output_pool.kept
+
+
+cdef class _PooledMemory:
+    """Owner of one pooled block (the base of its array); gives it back when the array dies."""
     cdef void* ptr
     cdef Py_ssize_t size
+    cdef _Pool* pool
 
     def __dealloc__(self):
         if self.ptr != NULL:
-            _give(self.ptr, self.size)
+            _give(self.pool, self.ptr, self.size)
             self.ptr = NULL
+
+
+cdef _PooledMemory _pooled(_Pool* pool, Py_ssize_t size):
+    cdef _PooledMemory mem = _PooledMemory.__new__(_PooledMemory)
+    mem.size = size
+    mem.pool = pool
+    mem.ptr = _take(pool, size)
+    if mem.ptr == NULL:
+        raise MemoryError()
+    return mem
+
+
+cdef cnp.ndarray _owned_by(int ndim, cnp.npy_intp* dims, int typenum, _PooledMemory mem):
+    cdef cnp.ndarray out = cnp.PyArray_SimpleNewFromData(ndim, dims, typenum, mem.ptr)
+    Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
+    cnp.PyArray_SetBaseObject(out, mem)
+    return out
 
 
 cdef class CutoutReader:
@@ -625,8 +691,7 @@ cdef class CutoutReader:
         cdef cnp.npy_intp dims[MAX_NDIM]
         cdef int k, rc, n = self.ndim
         cdef int64_t nx, ny, total
-        cdef _CutoutMemory mem
-        cdef cnp.ndarray out
+        cdef _PooledMemory mem
         if not self.ready:
             raise ValueError("this reader has no uncompressed image to cut")
         x1 = 0 if x1 < 0 else (self.width if x1 > self.width else x1)
@@ -642,11 +707,7 @@ cdef class CutoutReader:
         total = self.planes * ny * nx
         if total == 0:
             return np.empty(self.lead + (ny, nx), self.dtype)
-        mem = _CutoutMemory.__new__(_CutoutMemory)
-        mem.size = total * self.out_size
-        mem.ptr = _take(mem.size)
-        if mem.ptr == NULL:
-            raise MemoryError()
+        mem = _pooled(&_cutout_pool, total * self.out_size)
         with nogil:
             rc = self._decode_box(<uint8_t*>mem.ptr, mem.size, x1, y1, nx, ny,
                                   _live_bytes >= _STREAM_MIN)
@@ -654,10 +715,7 @@ cdef class CutoutReader:
             raise ValueError("cutout outside the image or the buffer")
         if self.touch_limit > 0:
             self._touch(1, ny, nx)
-        out = cnp.PyArray_SimpleNewFromData(n, dims, self.typenum, mem.ptr)
-        Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
-        cnp.PyArray_SetBaseObject(out, mem)
-        return out
+        return _owned_by(n, dims, self.typenum, mem)
 
 
 cdef inline const uint8_t* _batch_row(const uint8_t* base, const int64_t[:, ::1] boxes,
@@ -765,15 +823,10 @@ def cutout_batch(CutoutReader reader, const int64_t[:, ::1] boxes, int64_t heigh
         reader._touch(nboxes, height, width)
 
 
-def cutout_array(tuple shape, dtype):
-    """An uninitialised C-contiguous array of ``shape`` and the (native, built-in) ``dtype``, on
-    memory from the cutout pool: given back for reuse when the array dies, so a loop of batched
-    calls that drops each result writes into memory already faulted in."""
+cdef object _pooled_array(_Pool* pool, tuple shape, dtype):
     cdef cnp.npy_intp dims[MAX_NDIM]
     cdef int k, n = len(shape)
     cdef Py_ssize_t nbytes
-    cdef _CutoutMemory mem
-    cdef cnp.ndarray out
     dt = np.dtype(dtype)
     if n > MAX_NDIM or not dt.isbuiltin or not dt.isnative:
         return np.empty(shape, dt)
@@ -783,14 +836,20 @@ def cutout_array(tuple shape, dtype):
         if dims[k] < 0:
             raise ValueError(f"negative dimension in {shape}")
         nbytes *= dims[k]
-    if nbytes == 0:
+    if nbytes == 0 or nbytes < pool.min_block:
         return np.empty(shape, dt)
-    mem = _CutoutMemory.__new__(_CutoutMemory)
-    mem.size = nbytes
-    mem.ptr = _take(nbytes)
-    if mem.ptr == NULL:
-        raise MemoryError()
-    out = cnp.PyArray_SimpleNewFromData(n, dims, dt.num, mem.ptr)
-    Py_INCREF(mem)  # PyArray_SetBaseObject steals a reference
-    cnp.PyArray_SetBaseObject(out, mem)
-    return out
+    return _owned_by(n, dims, dt.num, _pooled(pool, nbytes))
+
+
+def cutout_array(tuple shape, dtype):
+    """An uninitialised C-contiguous array of ``shape`` and the (native, built-in) ``dtype``, on
+    memory from the cutout pool: given back for reuse when the array dies, so a loop of batched
+    calls that drops each result writes into memory already faulted in."""
+    return _pooled_array(&_cutout_pool, shape, dtype)
+
+
+def output_array(tuple shape, dtype):
+    """`cutout_array` from the pool of whole-image outputs, from 1 MiB (a plain ``np.empty``
+    below): up to 256 MiB of dropped ones are kept, so a loop of reads of one size writes into
+    pages faulted in once, not fresh zeroed ones; a size the pool does not hold frees them."""
+    return _pooled_array(&_output_pool, shape, dtype)

@@ -59,10 +59,8 @@ cdef inline int _word(const uint8_t* src, Py_ssize_t k) noexcept nogil:
     return <int><int16_t>(<uint16_t>(src[2 * k] << 8 | src[2 * k + 1]))
 
 
-cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out, Py_ssize_t npix,
-                 bint zeroed=False) noexcept nogil:
-    # zeroed: ``out`` holds zeros already (fresh calloc'd memory): zero runs are not written, so
-    # the pages of a sparse mask are faulted in by its set pixels only, and fewer bytes move.
+cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out,
+                 Py_ssize_t npix) noexcept nogil:
     cdef Py_ssize_t first, last, ip, op = 0, i, run
     cdef int opcode, data, w
     cdef int64_t pv = 1
@@ -92,7 +90,7 @@ cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out, Py_ssize_t
                 run = npix - op
             if opcode == 4:
                 tf_plio_fill(out + op, run, <int32_t>pv)
-            elif not zeroed and run > 0:
+            elif run > 0:
                 memset(out + op, 0, run * sizeof(int32_t))  # zero runs are long: memset's stores
             if opcode == 5 and run == data and run > 0:
                 out[op + run - 1] = <int32_t>pv
@@ -116,9 +114,8 @@ cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out, Py_ssize_t
         else:
             return C_ERR_CORRUPT
         ip += 1
-    if not zeroed:
-        for i in range(op, npix):
-            out[i] = 0
+    for i in range(op, npix):
+        out[i] = 0
     return 0
 
 
@@ -209,12 +206,11 @@ def encode(const int32_t[::1] src) -> bytes:
 
 def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] sizes,
                 const int64_t[::1] npix, const int64_t[::1] dest, cnp.ndarray out,
-                uint8_t[::1] status, const uint8_t[::1] stop, bint zeroed=False) -> int:
+                uint8_t[::1] status, const uint8_t[::1] stop) -> int:
     """Decode several PLIO_1 tiles of ``buf`` into the flat integer ``out`` (itemsize 1, 2, 4
     or 8), GIL-free. ``status[i]`` becomes OK, MISMATCH (bad bounds or a decode error) or
     STOPPED; the loop stops early once ``stop[0]`` is non-zero (another chunk failed). Returns
-    the number of tiles not OK. ``zeroed``: the tiles' pixels in ``out`` are zeros already (a
-    fresh ``np.zeros``), so an int32 ``out`` gets only the non-zero pixels written."""
+    the number of tiles not OK."""
     cdef Py_ssize_t n = offsets.shape[0], i, j, blen = buf.shape[0], olen = out.size, most = 0
     cdef int itemsize = out.itemsize
     cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out)
@@ -240,7 +236,7 @@ def decode_many(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_
                 bad += 1
                 continue
             if itemsize == 4:  # the decoder's own type: straight into the output
-                rc = _decode(b + offsets[i], sizes[i] // 2, (<int32_t*>o) + dest[i], npix[i], zeroed)
+                rc = _decode(b + offsets[i], sizes[i] // 2, (<int32_t*>o) + dest[i], npix[i])
             else:
                 rc = _decode(b + offsets[i], sizes[i] // 2, scratch, npix[i])
             if rc != 0:

@@ -181,14 +181,19 @@ def stats() -> dict[str, Any]:
     return {**get_cache_stats(), "io": get_cache_performance()}
 
 
+def _release_image_memory() -> None:
+    _image.release_cutout_memory()
+    _image.release_output_memory()
+
+
 def clear_file_cache(*, data: bool = True, handles: bool = True, meta: bool = True,
                      hdu_types: bool = True, stats: bool = True, cpp: bool = True,
                      cpp_module: Any = None) -> None:
     """Clear in-process caches selectively (``handles`` and ``cpp`` are accepted and ignored);
-    ``data`` also frees the memory kept from dropped cutouts for reuse."""
+    ``data`` also frees the memory kept from dropped cutouts and image outputs for reuse."""
     clear_index_cache(stats=stats, entries=meta or hdu_types or data)
     if data:
-        _image.release_cutout_memory()
+        _release_image_memory()
 
 
 def remote_cache_usage() -> dict:
@@ -200,7 +205,7 @@ def clear_cache(*, disk: bool = False) -> None:
     """Clear in-process caches; ``disk=True`` also deletes ``cache_root()`` and the remote block
     cache (``remote_cache_root()``, which ``TORCHFITS_REMOTE_CACHE`` may put elsewhere)."""
     clear_index_cache()
-    _image.release_cutout_memory()
+    _release_image_memory()
     if disk:
         clear_remote()
         shutil.rmtree(cache_root(), ignore_errors=True)

@@ -140,10 +140,6 @@ class Codec:
     heap_itemsize: ClassVar[int] = 1
     #: Has a GIL-free many-tile kernel (`decode_many`).
     has_many: ClassVar[bool] = False
-    #: `decode_many` leaves zero pixels unwritten when told ``out`` holds zeros (``zeroed``):
-    #: full reads then decode into a fresh ``np.zeros``, whose pages only the non-zero pixels
-    #: fault in (sparse masks).
-    skips_zeros: ClassVar[bool] = False
     #: Has `decode_many_dequant`: quantised tiles decoded and dequantised one at a time in one
     #: GIL-free call, each tile's integers still in cache when they are dequantised.
     fuses_dequant: ClassVar[bool] = False
@@ -213,15 +209,13 @@ class Codec:
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False,
-                    stream: bool = False) -> None:
+                    ncols: np.ndarray | None = None, stream: bool = False) -> None:
         """Decode tile i (``sizes[i]`` bytes at ``offsets[i]`` of ``buf``, ``npix[i]`` pixels, rows
         of ``ncols[i]`` for 2-D codecs) into ``out[dest[i]:]``, GIL-free; ``status[i]`` becomes
         `TILE_OK`, `TILE_MISMATCH` or `TILE_STOPPED` (``stop[0]`` raised by another chunk).
-        ``zeroed``: those pixels of ``out`` are zeros already, which a codec that `skips_zeros`
-        may leave unwritten (others ignore it). ``stream``: ``out`` is a full read's output, far
-        larger than the caches and faulted in already, which a codec that `streams_output` may
-        write with streaming stores (others ignore it)."""
+        ``stream``: ``out`` is a full read's output, far larger than the caches and faulted in
+        already, which a codec that `streams_output` may write with streaming stores (others
+        ignore it)."""
         raise NotImplementedError
 
     def decode_many_dequant(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray,
@@ -313,8 +307,7 @@ class Rice1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False,
-                    stream: bool = False) -> None:
+                    ncols: np.ndarray | None = None, stream: bool = False) -> None:
         _rice.decode_many(buf, offsets, sizes, npix, dest, out, self.bytepix, self.blocksize,
                           status, stop)
 
@@ -350,8 +343,7 @@ class Gzip1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False,
-                    stream: bool = False) -> None:
+                    ncols: np.ndarray | None = None, stream: bool = False) -> None:
         newer_libdeflate()  # once per process, before any tile is inflated
         _gziptiles.decode_many(buf, offsets, sizes, npix, dest, out, out.itemsize, self.shuffled,
                                status, stop, stream and self.streams_output)
@@ -440,7 +432,6 @@ class Plio1(Codec):
     int64_ok = False
     max_ratio = 1 << 16  # runs of a constant tile cost a few bytes each
     heap_itemsize = 2
-    skips_zeros = True
     has_many = True
     one_thread_reads = True
 
@@ -462,9 +453,8 @@ class Plio1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False,
-                    stream: bool = False) -> None:
-        _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, stop, zeroed)
+                    ncols: np.ndarray | None = None, stream: bool = False) -> None:
+        _plio.decode_many(buf, offsets, sizes, npix, dest, out, status, stop)
 
     def decode(self, buf: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Decode into the int32 ``out`` (required: it gives the pixel count)."""
@@ -542,8 +532,7 @@ class Hcompress1(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False,
-                    stream: bool = False) -> None:
+                    ncols: np.ndarray | None = None, stream: bool = False) -> None:
         if ncols is None:
             raise ValueError(f"{self.codec_id} decode_many needs ncols= (tiles are 2-D)")
         _hcompress.decode_many(buf, offsets, sizes, npix // ncols, ncols, dest, out, self.smooth,
@@ -629,8 +618,7 @@ class Bzip2(Codec):
 
     def decode_many(self, buf: Any, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, status: np.ndarray, stop: np.ndarray,
-                    ncols: np.ndarray | None = None, zeroed: bool = False,
-                    stream: bool = False) -> None:
+                    ncols: np.ndarray | None = None, stream: bool = False) -> None:
         # The standard library's bz2 releases the GIL while it decompresses, so chunks of
         # tiles on the thread pool run in parallel; a tile that fails is left to `decode_tile`.
         flat = out.reshape(-1)

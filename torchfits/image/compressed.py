@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import _quantize
+from .._kernels import _image, _quantize
 from ..errors import CodecError, CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.header import Header
@@ -132,7 +132,7 @@ class _TileDecoder:
 
     def decode_many(self, ks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, npix: np.ndarray,
                     dest: np.ndarray, out: np.ndarray, stop: np.ndarray,
-                    zeroed: bool = False, stream: bool = False) -> np.ndarray:
+                    stream: bool = False) -> np.ndarray:
         """Run the codec's many-tile kernel over tiles ``ks`` into the flat ``out``.
 
         Tile i goes to ``out[dest[i]:dest[i] + npix[i]]`` (int32 for quantised images, else the
@@ -147,21 +147,19 @@ class _TileDecoder:
             width = lay.tile[-1]
             ncols = np.minimum(width, lay.shape[-1] - (ks % lay.grid[-1]) * width).astype(np.int64)
         status = np.empty(len(ks), np.uint8)
-        self.codec.decode_many(self.buf, offsets, sizes, npix, dest, out, status, stop, ncols, zeroed,
-                               stream)
+        self.codec.decode_many(self.buf, offsets, sizes, npix, dest, out, status, stop, ncols, stream)
         return status
 
     def decode_into(self, ks: np.ndarray, plan: tuple[np.ndarray, np.ndarray, np.ndarray],
                     npix: np.ndarray, dest: np.ndarray, values: np.ndarray,
-                    stop: np.ndarray, zeroed: bool = False, stream: bool = False) -> None:
+                    stop: np.ndarray, stream: bool = False) -> None:
         """Decode tiles ``ks`` (``npix[i]`` pixels each) into ``values[dest[i]:...]``, the flat
         storage values.
 
         The many-tile kernel takes the tiles it can; the others (no kernel, an unusual tile, a
         bad one) are decoded one by one, raising the error that names the tile. On any error
-        ``stop[0]`` is raised so sibling chunks on the pool stop early. ``zeroed``: those values
-        are zeros already (see `Codec.skips_zeros`); ``stream``: ``values`` is a full read's output,
-        faulted in (see `Codec.streams_output`).
+        ``stop[0]`` is raised so sibling chunks on the pool stop early. ``stream``: ``values`` is
+        a full read's output, faulted in (see `Codec.streams_output`).
         """
         try:
             if stop[0]:
@@ -180,8 +178,7 @@ class _TileDecoder:
                     if bad is None:
                         return
                 else:
-                    status = self.decode_many(fast, foff, fsize, fnpix, fdest, values, stop, zeroed,
-                                              stream)
+                    status = self.decode_many(fast, foff, fsize, fnpix, fdest, values, stop, stream)
                     if (status == TILE_STOPPED).any():
                         return
                     bad = status != TILE_OK
@@ -638,21 +635,17 @@ class CompressedImage(Image):
         codec = self._tiles().codec
         if codec.one_thread_reads and threads is None:
             nthreads = 1  # by default; an explicit ``threads`` is honoured
-        zeroed = False
         resident = True  # a caller's output is taken as resident
-        if out is None and codec.skips_zeros:
-            # calloc'd: the kernel writes the non-zero pixels only (docs/benchmarks.md,
-            # "Tile-compressed images")
-            out = np.zeros(self.shape, self._plan.dtype)
-            zeroed, resident = True, False
-        elif out is None:
-            out = np.empty(self.shape, self._plan.dtype)
+        if out is None:
+            # recycled: a loop of reads writes into the last output's pages, not fresh ones
+            # (docs/architecture.md, "Image outputs are recycled")
+            out = _image.output_array(self.shape, self._plan.dtype)
             resident = (nthreads > 1 or codec.streams_output) and fault_in(out)
         else:
             out = check_out(out, self.shape, self._plan.dtype)
         if not self._layout.shape or out.size == 0:
             return out
-        return self._read_all(out, nthreads, zeroed, resident)
+        return self._read_all(out, nthreads, resident)
 
     def _contiguous(self) -> bool:
         """Each tile is one run of the image in C order (row tiles and their stacks)."""
@@ -660,8 +653,7 @@ class CompressedImage(Image):
         k = next((i for i, t in enumerate(lay.tile) if t != 1), len(lay.tile) - 1)
         return all(t == n for t, n in zip(lay.tile[k + 1:], lay.shape[k + 1:]))
 
-    def _read_all(self, out: np.ndarray, nthreads: int, zeroed: bool = False,
-                  resident: bool = False) -> np.ndarray:
+    def _read_all(self, out: np.ndarray, nthreads: int, resident: bool = False) -> np.ndarray:
         dec = self._tiles()
         dec.prefetch(np.arange(self._layout.nrows))
         lay = self._layout
@@ -672,7 +664,6 @@ class CompressedImage(Image):
         contiguous = self._contiguous()
         direct = contiguous and (plan.mode == 0 or (dec.float_image and plan.mode != 2)) \
             and out.dtype == dec.storage
-        zeroed = zeroed and direct
         # Streaming stores for an output far larger than the caches that goes to memory anyway,
         # once its pages are in (``resident``: faulted in above, or a caller's): streaming into
         # pages not faulted yet measured slower (docs/benchmarks.md, session 14).
@@ -680,7 +671,7 @@ class CompressedImage(Image):
         if direct:
             values = out.reshape(-1)
         else:
-            values = np.empty(total, dec.storage)
+            values = _image.output_array((total,), dec.storage)  # scratch, recycled too
             if nthreads > 1:
                 fault_in(values)
         kplan = dec.kernel_plan()
@@ -693,7 +684,7 @@ class CompressedImage(Image):
 
         def chunk(bounds: tuple[int, int]) -> None:
             a, b = bounds
-            dec.decode_into(ks_all[a:b], kplan, npix[a:b], dest[a:b], values, stop, zeroed, stream)
+            dec.decode_into(ks_all[a:b], kplan, npix[a:b], dest[a:b], values, stop, stream)
 
         # A few chunks per thread, taken by whichever thread is free (the caller included), so
         # a pool thread that starts late leaves its chunks to the others instead of to a wait.

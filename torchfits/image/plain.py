@@ -129,7 +129,8 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
     if out is None:
         if all(counts):
             index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
-        out = np.empty(out_shape if out_shape is not None else counts, plan.dtype)
+        # recycled (docs/architecture.md, "Image outputs are recycled")
+        out = _image.output_array(tuple(out_shape if out_shape is not None else counts), plan.dtype)
         if out.size == 0:
             return out
     else:
@@ -395,7 +396,7 @@ class Image:
         index, entry, plan, shape = self._index, self._entry, self._plan, self.shape
         index.check_data(entry, math.prod(shape) * plan.storage_dtype.itemsize)
         if out is None:
-            out = np.empty(shape, plan.dtype)
+            out = _image.output_array(tuple(shape), plan.dtype)
         row = math.prod(shape[1:]) * plan.storage_dtype.itemsize  # file bytes of one first-axis row
         step = max(1, _BAND_BYTES // max(1, row))
         rest = tuple(shape[1:])
