@@ -143,10 +143,6 @@ class Codec:
     #: Has `decode_many_dequant`: quantised tiles decoded and dequantised one at a time in one
     #: GIL-free call, each tile's integers still in cache when they are dequantised.
     fuses_dequant: ClassVar[bool] = False
-    #: Full reads decode on the calling thread unless ``threads`` is given: the decode is a
-    #: small part of the read and the rest, the kernel clearing the fresh output's pages, did not
-    #: get faster with a second thread (docs/benchmarks.md, "Tile-compressed images").
-    one_thread_reads: ClassVar[bool] = False
     #: `decode_many` writes with streaming stores when told to (``stream``): no output line is
     #: read from memory before it is written. Full reads fault their fresh output in first, on
     #: one thread too (a streaming store to a page the kernel has just cleared in the cache would
@@ -433,7 +429,6 @@ class Plio1(Codec):
     max_ratio = 1 << 16  # runs of a constant tile cost a few bytes each
     heap_itemsize = 2
     has_many = True
-    one_thread_reads = True
 
     @classmethod
     def check_pixels(cls, native: np.ndarray, zbitpix: int) -> None:

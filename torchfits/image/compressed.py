@@ -633,8 +633,6 @@ class CompressedImage(Image):
         # always owned memory (``copy`` is accepted for the plain-image signature).
         nthreads = default_threads() if threads is None else max(1, int(threads))
         codec = self._tiles().codec
-        if codec.one_thread_reads and threads is None:
-            nthreads = 1  # by default; an explicit ``threads`` is honoured
         resident = True  # a caller's output is taken as resident
         if out is None:
             # recycled: a loop of reads writes into the last output's pages, not fresh ones
