@@ -9,6 +9,8 @@ from libc.string cimport memcpy
 from cpython.ref cimport Py_INCREF
 from libc.math cimport NAN
 
+import os as _os
+
 import numpy as np
 
 cimport numpy as cnp
@@ -309,8 +311,9 @@ def decode_region(const uint8_t[::1] src, Py_ssize_t data_offset, cnp.ndarray ou
 # Fresh memory costs a page fault per 4 KiB page on first touch, as much as the decode of a small
 # cutout. Cutouts (and the arrays of batched calls, `cutout_array`) come from blocks that return
 # to a bounded free list when their array dies, so a loop that keeps a batch of cutouts, drops it
-# and reads the next one reuses memory already faulted in. The list holds at most POOL_BYTES;
-# release_cutout_memory() empties it.
+# and reads the next one reuses memory already faulted in. The list holds at most 64 MiB;
+# release_cutout_memory() empties it. Reads of 1 MiB and more have a list of their own
+# (`output_array`).
 from libc.stdlib cimport realloc, free
 
 
@@ -489,8 +492,33 @@ def release_output_memory():
 
 
 def output_memory_kept():
-    """Bytes of dropped whole-image outputs kept for reuse (at most 256 MiB)."""
+    """Bytes of dropped read outputs kept for reuse."""
     return _output_pool.kept
+
+
+def set_output_memory_limit(Py_ssize_t nbytes):
+    """Keep at most ``nbytes`` of dropped read outputs for reuse (0: none, every output is freed
+    when it dies); what is kept beyond it is freed now. Returns the previous limit (the default
+    is 256 MiB; reads apply ``TORCHFITS_OUTPUT_POOL_MB`` through `image.plain.output_array`)."""
+    old = _output_pool.max_kept
+    nbytes = max(0, nbytes)
+    _output_pool.max_kept = nbytes
+    _output_pool.max_block = nbytes
+    if _output_pool.kept > nbytes:
+        _release(&_output_pool)
+    return old
+
+
+def owns(array):
+    """Whether the NumPy ``array`` holds its own memory: NumPy's, or a pooled block."""
+    return bool(array.flags.owndata) or type(array.base) is _PooledMemory
+
+
+def _release_in_child():
+    # A forked child (a DataLoader worker) would copy every page of the parent's kept blocks
+    # it wrote into; it starts with none.
+    _release(&_cutout_pool)
+    _release(&_output_pool)
 
 
 cdef class _PooledMemory:
@@ -828,7 +856,7 @@ cdef object _pooled_array(_Pool* pool, tuple shape, dtype):
     cdef int k, n = len(shape)
     cdef Py_ssize_t nbytes
     dt = np.dtype(dtype)
-    if n > MAX_NDIM or not dt.isbuiltin or not dt.isnative:
+    if n > MAX_NDIM or dt.kind not in "biufc" or not dt.isnative:  # plain numbers only
         return np.empty(shape, dt)
     nbytes = dt.itemsize
     for k in range(n):
@@ -853,3 +881,7 @@ def output_array(tuple shape, dtype):
     below): up to 256 MiB of dropped ones are kept, so a loop of reads of one size writes into
     pages faulted in once, not fresh zeroed ones; a size the pool does not hold frees them."""
     return _pooled_array(&_output_pool, shape, dtype)
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_release_in_child)

@@ -61,7 +61,7 @@ cdef inline int _word(const uint8_t* src, Py_ssize_t k) noexcept nogil:
 
 cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out,
                  Py_ssize_t npix) noexcept nogil:
-    cdef Py_ssize_t first, last, ip, op = 0, i, run
+    cdef Py_ssize_t first, last, ip, op = 0, run
     cdef int opcode, data, w
     cdef int64_t pv = 1
     if nwords < 3:
@@ -114,8 +114,8 @@ cdef int _decode(const uint8_t* src, Py_ssize_t nwords, int32_t* out,
         else:
             return C_ERR_CORRUPT
         ip += 1
-    for i in range(op, npix):
-        out[i] = 0
+    if op < npix:
+        memset(out + op, 0, (npix - op) * sizeof(int32_t))  # a line list that ends early
     return 0
 
 

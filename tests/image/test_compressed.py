@@ -140,7 +140,7 @@ def test_full_reads_fault_in_only_their_own_output(tmp_path, fitsio, monkeypatch
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_gzip2_full_reads_of_large_images_stream(tmp_path, fitsio, monkeypatch, threads):
-    """A GZIP_2 full read (`Codec.streams_output`) faults its fresh output in, on one thread
+    """A GZIP_2 full read (`Codec.streams_output`) faults its output in, on one thread
     too, and from 4 MiB asks the kernel for streaming stores; a smaller one, a GZIP_1 one and a
     region read do not. Every result is fitsio's, odd tile widths (a 16-element step and a
     tail) included."""
@@ -210,9 +210,9 @@ def test_plio_mask(tmp_path, fitsio):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_plio_full_read_into_fresh_zeros_or_callers_out(tmp_path, fitsio, threads):
-    """A full PLIO_1 read decodes into its own ``np.zeros`` and writes only the set pixels;
-    into a caller's ``out`` (any content) it writes every pixel."""
+def test_plio_full_read_into_its_own_or_callers_out(tmp_path, fitsio, threads):
+    """A full PLIO_1 read writes every pixel, into its own output or a caller's ``out`` of any
+    content (recycled outputs of 1 MiB and more: tests/image/test_output_memory.py)."""
     mask = np.zeros((300, 257), np.int32)
     mask[40:90, 10:200] = 5
     mask[150:, 100:110] = 1 << 23

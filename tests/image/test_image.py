@@ -28,6 +28,7 @@ from _oracles import (
     torch_dtype_of,
     write_image,
 )
+from torchfits._kernels import _image
 from torchfits.errors import (
     FitsFileNotFoundError,
     HDUNotFoundError,
@@ -298,19 +299,22 @@ def test_slice_results_independent_of_file(image_files):
 # zero-copy uint8 and out= buffers
 # ------------------------------------------------------------------------------------------
 
-def test_bitpix8_unscaled_is_owned_unless_copy_false(tmp_path):
-    stored = make_stored(8, (40, 50))
+@pytest.mark.parametrize("shape", [(40, 50), (1100, 1000)], ids=["malloc", "pooled"])
+def test_bitpix8_unscaled_is_owned_unless_copy_false(tmp_path, shape):
+    # 1.1 MB and more come from the recycled pool: owned all the same (`_image.owns`)
+    stored = make_stored(8, shape)
     path = write_image(tmp_path / "u8.fits", stored, bitpix=8)
     owned = torchfits.read_numpy(path)
     assert_bits_equal(owned, stored)
-    assert owned.flags.writeable and owned.flags.owndata
+    assert owned.flags.writeable and _image.owns(owned)
+    assert owned.flags.owndata == (shape == (40, 50))
     owned[0, 0] ^= 1
     piece = torchfits.open_image(path)[1:3]
-    assert piece.flags.owndata or piece.base.flags.owndata
+    assert _image.owns(piece) or _image.owns(piece.base)
     arr = torchfits.read_numpy(path, copy=False)
     assert_bits_equal(arr, stored)
     assert not arr.flags.writeable
-    assert not arr.flags.owndata
+    assert not _image.owns(arr)
     with pytest.raises(ValueError):
         arr[0, 0] = 1
     assert_bits_equal(torchfits.read_numpy(path), stored)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import _image
 from .._torch_adapter import is_tensor, to_tensor, validate_device
 from ..errors import FitsError, FitsFileNotFoundError, HDUNotFoundError
 from ..fits.aliases import InputArg
@@ -76,7 +77,7 @@ class DataView:
         arr = self._image.read()
         if dtype is not None and arr.dtype != np.dtype(dtype):
             return arr.astype(dtype)
-        if copy and not arr.flags.owndata:
+        if copy and not _image.owns(arr):
             return arr.copy()
         return arr
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import _image, _quantize
+from .._kernels import _quantize
 from ..errors import CodecError, CompressedTileError, CorruptHeaderError, HDUTypeError, TruncatedFileError
 from ..fits.hdu_index import KIND_COMPRESSED, HduEntry, HduIndex, get_index
 from ..fits.header import Header
@@ -25,7 +25,7 @@ from ..fits.sources.base import faults_seen
 from ..fits.threads import default_threads, fault_in, run_parallel, run_shared
 from ..fits.tile_layout import TileLayout, image_header, tile_layout
 from .codec_registry import TILE_OK, TILE_STOPPED, Codec, Gzip1, lookup
-from .plain import Image, Region, check_out, region_from_key
+from .plain import Image, Region, check_out, output_array, region_from_key
 
 __all__ = ["CompressedImage", "CompressedTileError", "convert_tile", "open_compressed",
            "tile_decoder"]
@@ -637,7 +637,7 @@ class CompressedImage(Image):
         if out is None:
             # recycled: a loop of reads writes into the last output's pages, not fresh ones
             # (docs/architecture.md, "Image outputs are recycled")
-            out = _image.output_array(self.shape, self._plan.dtype)
+            out = output_array(self.shape, self._plan.dtype)
             resident = (nthreads > 1 or codec.streams_output) and fault_in(out)
         else:
             out = check_out(out, self.shape, self._plan.dtype)
@@ -669,7 +669,7 @@ class CompressedImage(Image):
         if direct:
             values = out.reshape(-1)
         else:
-            values = _image.output_array((total,), dec.storage)  # scratch, recycled too
+            values = output_array((total,), dec.storage)  # scratch, recycled too
             if nthreads > 1:
                 fault_in(values)
         kplan = dec.kernel_plan()

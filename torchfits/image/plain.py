@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,34 @@ __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "resu
 
 _PARALLEL_BYTES = 4 << 20  # below this a thread hand-off costs more than it saves
 _BAND_BYTES = 8 << 20  # file bytes per band of a whole read that releases its map behind it
+_POOL_DEFAULT_MB = 256
+_pool_env = ""  # the last TORCHFITS_OUTPUT_POOL_MB value applied
+
+
+def output_array(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """A new read's output: of 1 MiB and more, memory a dropped output of the same size gave
+    back (docs/architecture.md, "Image outputs are recycled"), at most
+    ``$TORCHFITS_OUTPUT_POOL_MB`` MiB of them kept (default 256; ``0`` keeps none).
+
+    Raises
+    ------
+    ValueError
+        The variable is not a non-negative number.
+    """
+    global _pool_env
+    env = os.environ.get("TORCHFITS_OUTPUT_POOL_MB", "").strip()
+    if env != _pool_env:
+        mib = float(_POOL_DEFAULT_MB)
+        if env:
+            try:
+                mib = float(env)
+            except ValueError:
+                mib = -1.0
+            if not mib >= 0:  # NaN too
+                raise ValueError(f"TORCHFITS_OUTPUT_POOL_MB={env!r}: expected a number of MiB >= 0")
+        _image.set_output_memory_limit(int(min(mib, 1 << 40) * (1 << 20)))
+        _pool_env = env
+    return _image.output_array(tuple(shape), dtype)
 
 
 # -- regions ------------------------------------------------------------------------------------
@@ -130,7 +159,7 @@ def decode_region(index: HduIndex, entry: HduEntry, plan: ImagePlan, region: Reg
         if all(counts):
             index.check_data(entry, _last_byte(region, plan.shape, plan.storage_dtype.itemsize))
         # recycled (docs/architecture.md, "Image outputs are recycled")
-        out = _image.output_array(tuple(out_shape if out_shape is not None else counts), plan.dtype)
+        out = output_array(out_shape if out_shape is not None else counts, plan.dtype)
         if out.size == 0:
             return out
     else:
@@ -396,7 +425,7 @@ class Image:
         index, entry, plan, shape = self._index, self._entry, self._plan, self.shape
         index.check_data(entry, math.prod(shape) * plan.storage_dtype.itemsize)
         if out is None:
-            out = _image.output_array(tuple(shape), plan.dtype)
+            out = output_array(shape, plan.dtype)
         row = math.prod(shape[1:]) * plan.storage_dtype.itemsize  # file bytes of one first-axis row
         step = max(1, _BAND_BYTES // max(1, row))
         rest = tuple(shape[1:])
