@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ from ..fits.hdu_index import HduEntry, HduIndex, get_index
 from ..fits.header import Header
 from ..fits.image_plan import ImagePlan, plan_image
 from ..fits.paths import FitsPath, parse_path, with_storage_options
+from ..fits.settings import mib_from_env
 from ..fits.sources import residency
 from ..fits.sources.base import faults_seen
 from ..fits.threads import default_threads, run_parallel
@@ -30,8 +30,8 @@ __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "resu
 
 _PARALLEL_BYTES = 4 << 20  # below this a thread hand-off costs more than it saves
 _BAND_BYTES = 8 << 20  # file bytes per band of a whole read that releases its map behind it
-_POOL_DEFAULT_MB = 256
-_pool_env = ""  # the last TORCHFITS_OUTPUT_POOL_MB value applied
+_POOL_DEFAULT = 256 << 20
+_pool_limit = _POOL_DEFAULT  # the limit last given to the pool
 
 
 def output_array(shape: Sequence[int], dtype: Any) -> np.ndarray:
@@ -42,21 +42,13 @@ def output_array(shape: Sequence[int], dtype: Any) -> np.ndarray:
     Raises
     ------
     ValueError
-        The variable is not a non-negative number.
+        The variable is not a number >= 0.
     """
-    global _pool_env
-    env = os.environ.get("TORCHFITS_OUTPUT_POOL_MB", "").strip()
-    if env != _pool_env:
-        mib = float(_POOL_DEFAULT_MB)
-        if env:
-            try:
-                mib = float(env)
-            except ValueError:
-                mib = -1.0
-            if not mib >= 0:  # NaN too
-                raise ValueError(f"TORCHFITS_OUTPUT_POOL_MB={env!r}: expected a number of MiB >= 0")
-        _image.set_output_memory_limit(int(min(mib, 1 << 40) * (1 << 20)))
-        _pool_env = env
+    global _pool_limit
+    limit = mib_from_env("TORCHFITS_OUTPUT_POOL_MB", _POOL_DEFAULT)
+    if limit != _pool_limit:
+        _image.set_output_memory_limit(limit)
+        _pool_limit = limit
     return _image.output_array(tuple(shape), dtype)
 
 

@@ -21,6 +21,8 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from ..settings import mib_from_env
+
 if TYPE_CHECKING:
     from .base import ByteSource
 
@@ -37,7 +39,6 @@ _held = 0
 # id of a source -> {offset: size} of its ranges in `_ranges`: `release` looks at that source's
 # ranges only (a banded image read releases once per band).
 _by_source: dict[int, dict[int, int]] = {}
-_parsed = ("", BUDGET)  # the last TORCHFITS_RESIDENT_MB value seen, and its budget in bytes
 
 
 def _after_fork() -> None:
@@ -60,21 +61,7 @@ def budget() -> int:
     ValueError
         The variable is not a non-negative number.
     """
-    global _parsed
-    env = os.environ.get("TORCHFITS_RESIDENT_MB", "").strip()
-    if not env:
-        return BUDGET
-    if env == _parsed[0]:  # `done` asks once per finished chunk: parse once per value
-        return _parsed[1]
-    try:
-        mib = float(env)
-    except ValueError:
-        mib = -1.0
-    if not mib >= 0:  # also NaN
-        raise ValueError(f"TORCHFITS_RESIDENT_MB={env!r}: expected a number of MiB >= 0 (default "
-                         f"{BUDGET >> 20})")
-    _parsed = (env, int(min(mib, 1 << 40) * (1 << 20)))  # "inf": never release
-    return _parsed[1]
+    return mib_from_env("TORCHFITS_RESIDENT_MB", BUDGET)  # "inf": never release
 
 
 def done(source: ByteSource, offset: int, size: int) -> None:
