@@ -389,8 +389,9 @@ cdef void _pool_init(_Pool* pool, Py_ssize_t max_kept, Py_ssize_t max_block, Py_
     pool.drop_on_miss = drop_on_miss
 
 
+OUTPUT_MEMORY_DEFAULT = 256 << 20  # bytes of dropped read outputs kept unless told otherwise
 _pool_init(&_cutout_pool, 64 << 20, 32 << 20, 0, True, False)
-_pool_init(&_output_pool, 256 << 20, 256 << 20, 1 << 20, False, True)
+_pool_init(&_output_pool, OUTPUT_MEMORY_DEFAULT, OUTPUT_MEMORY_DEFAULT, 1 << 20, False, True)
 
 
 # Bytes of cutout memory handed out and not given back yet: the results the caller keeps. Once
@@ -499,7 +500,8 @@ def output_memory_kept():
 def set_output_memory_limit(Py_ssize_t nbytes):
     """Keep at most ``nbytes`` of dropped read outputs for reuse (0: none, every output is freed
     when it dies); what is kept beyond it is freed now. Returns the previous limit (the default
-    is 256 MiB; reads apply ``TORCHFITS_OUTPUT_POOL_MB`` through `image.plain.output_array`)."""
+    is `OUTPUT_MEMORY_DEFAULT`; reads apply ``TORCHFITS_OUTPUT_POOL_MB`` through
+    `image.plain.output_array`)."""
     old = _output_pool.max_kept
     nbytes = max(0, nbytes)
     _output_pool.max_kept = nbytes

@@ -201,6 +201,7 @@ def test_the_environment_sets_the_bound(tmp_path, fits, monkeypatch):
     finally:
         monkeypatch.delenv("TORCHFITS_OUTPUT_POOL_MB")
         torchfits.read_numpy(path)  # back to the default
+    assert _image.OUTPUT_MEMORY_DEFAULT == 256 << 20
     assert _image.set_output_memory_limit(256 << 20) == 256 << 20
 
 

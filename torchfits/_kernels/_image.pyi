@@ -6,6 +6,7 @@ import numpy as np
 MODE_RAW: int
 MODE_FLIP: int
 MODE_SCALE: int
+OUTPUT_MEMORY_DEFAULT: int
 
 def decode_region(
     src: Any,

@@ -30,8 +30,7 @@ __all__ = ["Image", "ImagePlan", "open_image", "read_numpy", "plan_image", "resu
 
 _PARALLEL_BYTES = 4 << 20  # below this a thread hand-off costs more than it saves
 _BAND_BYTES = 8 << 20  # file bytes per band of a whole read that releases its map behind it
-_POOL_DEFAULT = 256 << 20
-_pool_limit = _POOL_DEFAULT  # the limit last given to the pool
+_pool_limit = _image.OUTPUT_MEMORY_DEFAULT  # the limit last given to the pool
 
 
 def output_array(shape: Sequence[int], dtype: Any) -> np.ndarray:
@@ -45,7 +44,7 @@ def output_array(shape: Sequence[int], dtype: Any) -> np.ndarray:
         The variable is not a number >= 0.
     """
     global _pool_limit
-    limit = mib_from_env("TORCHFITS_OUTPUT_POOL_MB", _POOL_DEFAULT)
+    limit = mib_from_env("TORCHFITS_OUTPUT_POOL_MB", _image.OUTPUT_MEMORY_DEFAULT)
     if limit != _pool_limit:
         _image.set_output_memory_limit(limit)
         _pool_limit = limit
